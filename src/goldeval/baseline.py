@@ -1,0 +1,158 @@
+"""Baselines: committed, diffable run snapshots; loaded only after an integrity check."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from goldeval.errors import BaselineError
+from goldeval.metrics import RATE_NAMES, compute_metrics
+from goldeval.models import CaseRecord
+
+#: Keys that change on every run without changing what the run measured.
+VOLATILE_KEYS = ("durationMs", "environment", "exitDecision", "comparison", "baselinePath", "notes")
+
+
+def _check_counters(doc: Mapping[str, Any], path: Path) -> None:
+    def num(key: str) -> int:
+        value = doc.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise BaselineError("missing or not a count", path=path, field=key,
+                                hint="the file is truncated or hand-edited; re-save it")
+        return value
+
+    cases = doc.get("cases")
+    if not isinstance(cases, list):
+        raise BaselineError("missing", path=path, field="cases", hint="not a run or baseline file")
+    if num("casesPassed") + num("casesFailed") + num("casesSkipped") + num("casesError") != num(
+        "casesTotal"
+    ):
+        raise BaselineError("case counters do not add up to casesTotal", path=path,
+                            field="casesTotal", hint="tampered or hand-edited; re-save it")
+    if num("attemptsPassed") + num("attemptsFailed") + num("attemptsSkipped") + num(
+        "attemptsError"
+    ) != num("attemptsTotal"):
+        raise BaselineError("attempt counters do not add up to attemptsTotal", path=path,
+                            field="attemptsTotal", hint="tampered or hand-edited; re-save it")
+    if len(cases) != doc["casesTotal"]:
+        raise BaselineError(f"{len(cases)} cases listed but casesTotal is {doc['casesTotal']}",
+                            path=path, field="cases", hint="tampered or hand-edited; re-save it")
+    attempts = sum(len(c.get("attempts") or []) for c in cases if isinstance(c, dict))
+    if attempts != doc["attemptsTotal"]:
+        raise BaselineError(f"{attempts} attempts listed but attemptsTotal is "
+                            f"{doc['attemptsTotal']}", path=path, field="attemptsTotal",
+                            hint="tampered or hand-edited; re-save it")
+
+
+def _recomputed(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    records = []
+    try:
+        for case in doc["cases"]:
+            case = dict(case)
+            case["attempts"] = [
+                {"caseId": case.get("caseId"), **a} for a in case.get("attempts") or []
+            ]
+            records.append(CaseRecord.model_validate(case))
+    except Exception as exc:  # pydantic ValidationError, KeyError, TypeError
+        raise BaselineError(f"a case record is malformed: {str(exc).splitlines()[0]}", path=path,
+                            field="cases", hint="tampered or truncated; re-save it") from None
+    return compute_metrics(records)
+
+
+def check_integrity(doc: Any, path: Path) -> None:
+    if not isinstance(doc, dict):
+        raise BaselineError("a baseline must be a JSON object", path=path)
+    _check_counters(doc, path)
+    metrics = doc.get("metrics")
+    if not isinstance(metrics, dict):
+        raise BaselineError("missing", path=path, field="metrics")
+    fresh = _recomputed(doc, path)
+    for name in RATE_NAMES:
+        stored = metrics.get(name)
+        if stored is None:
+            if name == "overallPassRate":
+                raise BaselineError("missing", path=path, field=f"metrics.{name}")
+            continue
+        if not isinstance(stored, dict):
+            raise BaselineError("not a rate", path=path, field=f"metrics.{name}")
+        got = (stored.get("hits"), stored.get("total"))
+        want = (fresh[name]["hits"], fresh[name]["total"])
+        if got != want:
+            raise BaselineError(
+                f"stored {got[0]}/{got[1]} but the attempts give {want[0]}/{want[1]}",
+                path=path, field=f"metrics.{name}",
+                hint="the metric was hand-edited or the cases were changed; re-save the baseline",
+            )
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BaselineError("baseline file not found", path=path,
+                            hint="save one with --golden-save-baseline") from None
+    except OSError as exc:
+        raise BaselineError(f"cannot read: {exc.strerror}", path=path) from None
+    try:
+        doc = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise BaselineError("not valid UTF-8", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno,
+                            hint="truncated or hand-edited; re-save it") from None
+    except RecursionError:
+        raise BaselineError("invalid JSON: nested too deeply", path=path) from None
+    check_integrity(doc, path)
+    return doc  # type: ignore[no-any-return]
+
+
+def baseline_document(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A run without raw text and per-run noise: what a committed baseline holds."""
+    return {k: v for k, v in run.items() if k not in VOLATILE_KEYS and k != "qualityGate"}
+
+
+def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
+    from goldeval.artifacts import atomic_write, dumps
+
+    if path.exists() and not force:
+        raise BaselineError("already exists", path=path,
+                            hint="pass --golden-force-save-baseline to overwrite it")
+    errors = int(run.get("attemptsError") or 0)
+    if errors:
+        raise BaselineError(
+            f"not saved: the run has {errors} ERROR attempt(s), so it is not a quality "
+            "snapshot", path=path,
+            hint="rerun when the provider is healthy (or with --golden-rerun-errors), then save",
+        )
+    if run.get("status") not in (None, "COMPLETED"):
+        raise BaselineError(f"not saved: the run is {run.get('status')}", path=path,
+                            hint="a baseline must come from a complete run")
+    atomic_write(path, dumps(baseline_document(run)))
+    overall = (run.get("metrics") or {}).get("overallPassRate") or {}
+    line = {
+        "timestamp": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "runId": run.get("runId"),
+        "gitCommit": run.get("gitCommit"),
+        "datasetVersion": run.get("datasetVersion"),
+        "datasetHash": run.get("datasetHash"),
+        "mode": (run.get("protocol") or {}).get("mode"),
+        "model": run.get("model"),
+        "overallHits": overall.get("hits"),
+        "overallTotal": overall.get("total"),
+        "overallPassRate": overall.get("rate"),
+        "baseline": path.name,
+    }
+    with open(path.parent / "history.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({k: v for k, v in line.items() if v is not None},
+                            ensure_ascii=False) + "\n")
+
+
+def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list[Path]:
+    """Default lookup order: the mode's own file first, then other files for this dataset."""
+    primary = baselines_dir / (f"live-{dataset_id}.json" if live else f"{dataset_id}.json")
+    others = sorted(baselines_dir.glob(f"*{dataset_id}*.json")) if baselines_dir.is_dir() else []
+    ordered = [primary] + [p for p in others if p != primary]
+    return [p for p in ordered if p.is_file()]

@@ -1,0 +1,100 @@
+"""A golden case: one validated dataset row, with the kinds that drive slices and metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from goldeval.jsoncanon import jackson_pretty
+
+#: expect keys of the reference schema, in the reference's serialisation order.
+REFERENCE_EXPECT_KEYS = ("layer", "class", "status", "rag", "refuse", "contains", "red")
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenCase:
+    id: str
+    prompt: str
+    expect: dict[str, Any]
+    must_not: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    line: int = 0
+
+    @property
+    def refuse(self) -> bool:
+        return self.expect.get("refuse") is True
+
+    @property
+    def red(self) -> bool:
+        return self.expect.get("red") is True
+
+    @property
+    def expected_rag(self) -> list[str]:
+        rag = self.expect.get("rag")
+        return list(rag) if isinstance(rag, list) else []
+
+    @property
+    def kinds(self) -> list[str]:
+        """Case kinds in the reference's insertion order (reference section 1.5)."""
+        kinds = ["GENERATION"]
+        if self.refuse:
+            kinds += ["NEGATIVE", "REFUSAL"]
+        else:
+            kinds += ["RAG", "RETRIEVAL"]
+        if self.red:
+            kinds.append("NEGATIVE")
+        if self.id.startswith("hallucinate-"):
+            kinds += ["HALLUCINATION", "NEGATIVE"]
+        if "layer" in self.expect or self.id == "mixed-layer":
+            kinds.append("LAYER")
+        return list(dict.fromkeys(kinds))
+
+    def canonical(self) -> dict[str, Any]:
+        """The row as the reference's GoldenCase record serialises it (for datasetHash).
+
+        Reference fields come first, in its order and with its defaults (``rag``/``contains``
+        ``[]``, ``red`` a boolean). Our additions (other expect keys, tags, metadata) follow
+        only when present, so reference rows hash exactly as in the reference while any
+        change to our fields still changes the hash.
+        """
+        expect: dict[str, Any] = {
+            "layer": self.expect.get("layer"),
+            "class": self.expect.get("class"),
+            "status": self.expect.get("status"),
+            "rag": self.expect.get("rag") or [],
+            "refuse": self.expect.get("refuse"),
+            "contains": self.expect.get("contains") or [],
+            "red": self.expect.get("red") is True,
+        }
+        for key in sorted(self.expect):
+            if key not in REFERENCE_EXPECT_KEYS:
+                expect[key] = _sorted_json(self.expect[key])
+        row: dict[str, Any] = {
+            "id": self.id,
+            "prompt": self.prompt,
+            "expect": expect,
+            "must_not": list(self.must_not),
+        }
+        if self.tags:
+            row["tags"] = list(self.tags)
+        if self.metadata:
+            row["metadata"] = _sorted_json(self.metadata)
+        return row
+
+
+def _sorted_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted_json(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_json(v) for v in value]
+    return value
+
+
+def dataset_hash(cases: list[GoldenCase]) -> str:
+    """Order-independent, content-sensitive SHA-256 of the rows (reference DatasetIdentity)."""
+    import hashlib
+
+    ordered = sorted(cases, key=lambda c: c.id)
+    text = jackson_pretty([c.canonical() for c in ordered])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

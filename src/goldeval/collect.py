@@ -1,0 +1,76 @@
+"""Collection: the dataset file becomes a module whose one test is parametrised by row."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from goldeval.errors import GoldevalError
+from goldeval.session import PAYLOAD_ATTR, RECORD_KEY, GoldenSession, payload_for, state_of
+
+
+class GoldenModule(pytest.Module):
+    """A dataset rows file collected as if it were a test module.
+
+    Its object is :mod:`goldeval.golden_test`, so items are ordinary ``pytest.Function``
+    nodes: fixtures, overrides in a conftest, markers and ``-k`` work as usual.
+    """
+
+    def _getobj(self) -> ModuleType:
+        from goldeval import golden_test
+
+        return golden_test
+
+    def collect(self) -> Any:
+        state = state_of(self.config)
+        state.load()  # raises GoldevalError: reported as a clean collection error
+        for tag in sorted(state.tag_markers()):
+            self.config.addinivalue_line("markers", f"{tag}: golden rows tagged {tag!r}")
+        return super().collect()
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
+        if isinstance(excinfo.value, GoldevalError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+def parametrize(metafunc: pytest.Metafunc, state: GoldenSession) -> None:
+    params = []
+    for p in state.params():
+        marks = [pytest.mark.golden]
+        if p.case.red:
+            marks.append(pytest.mark.red)
+        marks += [getattr(pytest.mark, tag) for tag in p.case.tags]
+        params.append(pytest.param(p, marks=marks, id=p.id))
+    metafunc.parametrize("golden_param", params)
+
+
+def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Put the attempt's plain-data record on the report that decides its outcome."""
+    record = item.stash.get(RECORD_KEY, None)
+    if record is None:
+        return
+    if call.when == "call" or (call.when == "setup" and (report.failed or report.skipped)):
+        if getattr(report, PAYLOAD_ATTR, None) is None:
+            payload = payload_for(item, record)
+            setattr(report, PAYLOAD_ATTR, payload)
+            if item.config.getini("golden_junit_properties"):
+                a = payload["attempt"]
+                props = [
+                    ("golden.case", a["caseId"]),
+                    ("golden.attempt", str(a["index"])),
+                    ("golden.status", a["status"]),
+                    ("golden.durationMs", str(a.get("durationMs", 0))),
+                ]
+                if a.get("contract") is not None:
+                    props.append(("golden.contract", "PASS" if a["contract"]["passed"] else "FAIL"))
+                if a.get("retrieval") is not None:
+                    props.append(("golden.retrieval", ",".join(a["retrieval"].get("retrieved", []))))
+                if a.get("judge") is not None:
+                    props.append(("golden.judge", a["judge"]["decision"]))
+                tokens = a.get("tokens") or {}
+                if tokens.get("totalTokens") is not None:
+                    props.append(("golden.tokens", str(tokens["totalTokens"])))
+                report.user_properties.extend(props)

@@ -1,0 +1,216 @@
+"""Controller side: fold reports into the run, then metrics → comparison → gate → exit.
+
+Registered only in the controller process (serial run or xdist controller), so the exit
+status and the artifacts are decided exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goldeval import artifacts, report_md
+from goldeval.errors import GoldevalError
+from goldeval.models import Mode
+from goldeval.run import build_run, config_fingerprint, git_commit, new_run_id
+from goldeval.session import PAYLOAD_ATTR, GoldenSession
+
+KEEP_STATUSES = (
+    pytest.ExitCode.INTERRUPTED,
+    pytest.ExitCode.INTERNAL_ERROR,
+    pytest.ExitCode.USAGE_ERROR,
+    pytest.ExitCode.NO_TESTS_COLLECTED,
+)
+
+
+class Controller:
+    def __init__(self, state: GoldenSession) -> None:
+        self.state = state
+        self.lost_items: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = getattr(report, PAYLOAD_ATTR, None)
+        if payload is not None:
+            self.state.collector.add(payload)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        finish_session(self.state, session)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        print_summary(self.state, terminalreporter)
+
+
+def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
+    ds = state.load()
+    s = state.settings
+    live = s.mode is not Mode.FIXTURE
+    graders = state.graders or []
+    grader_config = config_fingerprint(
+        {
+            "domain": ds.domain.fingerprint(),
+            "graders": ",".join(sorted(g.name for g in graders)),
+            "modes": ",".join(f"{k}={v}" for k, v in sorted(ds.grader_modes.items())),
+        }
+    )
+    return {
+        "datasetId": ds.id,
+        "datasetHash": ds.hash,
+        "packId": ds.pack.version if ds.pack else None,
+        "packHash": ds.pack.hash if ds.pack else None,
+        "mode": s.mode.protocol_name,
+        "attempts": s.attempts,
+        "selectedCaseIds": sorted(selected),
+        "graderConfigHash": grader_config,
+        "provider": s.provider.name if live else None,
+        "model": (s.provider.model if live else None),
+        "judgeEnabled": bool(s.judge and live),
+        "judgeModel": (s.judge_model or s.provider.model) if (s.judge and live) else None,
+    }
+
+
+def finish_session(state: GoldenSession, session: pytest.Session) -> None:
+    status = session.exitstatus
+    if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+        return
+    if session.testsfailed and not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
+        return  # collection errors: nothing ran, nothing to record
+    if state.dataset is None:
+        try:
+            state.load()  # an xdist controller does not collect: load identity here
+        except GoldevalError:
+            return
+    interrupted = status == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
+    cases = state.collector.cases()
+    selected = [c.case_id for c in cases]
+    ds = state.load()
+    s = state.settings
+    live = s.mode is not Mode.FIXTURE
+    out_dir = s.out_dir
+    run_id = new_run_id(out_dir, state.started)
+    protocol = protocol_for(state, selected)
+    include_red = any(c.case_id in {x.id for x in ds.cases if x.red} for c in cases)
+    model = s.provider.model if live else None
+    judge_model = protocol["judgeModel"]
+    configuration = {
+        "mode": s.mode.protocol_name,
+        "goldenMode": s.mode.value,
+        "model": model,
+        "judgeModel": judge_model,
+        "judgeEnabled": protocol["judgeEnabled"],
+        "repetitions": s.attempts,
+        "includeRed": include_red,
+        "artifactMode": s.artifacts.upper(),
+        "outputDir": str(out_dir),
+        "provider": s.provider.name if live else "fixture",
+        "providerSettings": s.provider.public() if live else None,
+        "experimentId": s.experiment,
+        "concurrency": s.concurrency if live else None,
+        "deadlineSeconds": s.deadline,
+    }
+    commit = git_commit(state.project_root)
+    fingerprint = config_fingerprint(
+        {
+            "artifactMode": "omitted",
+            "datasetHash": ds.hash,
+            "datasetVersion": ds.id,
+            "experimentId": s.experiment,
+            "gitCommit": commit,
+            "includeRed": include_red,
+            "judgeEnabled": protocol["judgeEnabled"],
+            "judgeModel": judge_model or "off",
+            "mode": s.mode.protocol_name,
+            "model": model,
+            "packDatasetVersion": ds.pack.version if ds.pack else None,
+            "packHash": ds.pack.hash if ds.pack else None,
+            "provider": configuration["provider"],
+            "repetitions": s.attempts,
+        }
+    )
+    identity = {
+        "model": model,
+        "judgeModel": judge_model,
+        "datasetVersion": ds.id,
+        "packDatasetVersion": ds.pack.version if ds.pack else None,
+        "datasetHash": ds.hash,
+        "packHash": ds.pack.hash if ds.pack else None,
+        "gitCommit": commit,
+        "experimentId": s.experiment,
+        "configFingerprint": fingerprint,
+    }
+    incomplete = state.skipped_by_deadline > 0 or interrupted
+    run_status = "INTERRUPTED" if interrupted else ("INCOMPLETE" if incomplete else "COMPLETED")
+    extra: dict[str, Any] = {}
+    if state.skipped_by_deadline:
+        extra["incomplete"] = True
+        extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
+    run = build_run(
+        run_id=run_id,
+        started=state.started,
+        duration_ms=round((time.monotonic() - state.started_monotonic) * 1000),
+        cases=cases,
+        protocol=protocol,
+        configuration={k: v for k, v in configuration.items() if v is not None},
+        identity=identity,
+        status=run_status,
+        extra=extra,
+    )
+    from goldeval.decide import decide
+
+    decision = decide(state, run, int(status), live=live)
+    run.update(decision.run_fields)
+    state.run = run
+    state.exit_reason = decision.reason
+    if decision.code != int(status) and status not in KEEP_STATUSES:
+        session.exitstatus = decision.code
+    write_run(state, run, cases)
+    state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
+
+
+def write_run(state: GoldenSession, run: dict[str, Any], cases: list[Any]) -> Path:
+    out_dir = state.settings.out_dir
+    run_dir = out_dir / run["runId"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    artifacts.write_case_artifacts(run_dir, cases, state.settings.artifacts)
+    (run_dir / "cases").mkdir(exist_ok=True)
+    artifacts.atomic_write(run_dir / "run.json", artifacts.dumps(run))
+    artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(run)))
+    artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
+    if run.get("comparison"):
+        artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
+    artifacts.append_history(out_dir, run)
+    if run.get("status") == "COMPLETED" or run.get("status") == "INCOMPLETE":
+        artifacts.atomic_write(out_dir / "LATEST", str(run_dir.resolve()) + "\n")
+    state.run_dir = run_dir
+    return run_dir
+
+
+def print_summary(state: GoldenSession, tr: Any) -> None:
+    run = state.run
+    if run is None:
+        return
+    tr.write_sep("=", f"goldeval: {run.get('datasetVersion')} ({run.get('configuration', {}).get('goldenMode')})")
+    tr.write_line(
+        f"  cases {run['casesTotal']} (pass {run['casesPassed']}, fail {run['casesFailed']}, "
+        f"skipped {run['casesSkipped']}, error {run['casesError']}); attempts {run['attemptsTotal']}"
+    )
+    for line in report_md.summary_table(run):
+        tr.write_line(line)
+    cmp = run.get("comparison")
+    if cmp:
+        tr.write_line(f"  baseline: {cmp.get('decision')}"
+                      + (f" vs {run.get('baselinePath')}" if run.get("baselinePath") else ""))
+        for reason in cmp.get("invalidReasons") or []:
+            tr.write_line(f"    {reason}")
+    run_dir = getattr(state, "run_dir", None)
+    if run_dir is not None:
+        tr.write_line(f"  artifacts: {run_dir}")
+    for note in run.get("notes") or []:
+        tr.write_line(f"  note: {note}")
+    decision = run.get("exitDecision") or {}
+    line = f"goldeval decision: exit {decision.get('code')} — {decision.get('reason')}"
+    ok = decision.get("code") == 0
+    tr.write_line(line, green=ok, red=not ok, bold=True)

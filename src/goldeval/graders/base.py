@@ -1,0 +1,88 @@
+"""The grader interface.
+
+A grader owns a set of ``expect`` keys: it validates them at collection (so a typo is a
+collection error, not a silently disabled check) and grades an answer against them. Hard
+graders decide PASS/FAIL; soft graders are reported, never gate an attempt.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from goldeval.cases import GoldenCase
+    from goldeval.models import GraderOutcome
+    from goldeval.pack import Pack
+    from goldeval.providers.base import Answer
+
+
+@dataclass(frozen=True)
+class ExpectKey:
+    """One ``expect`` key a grader reads, with its JSON type and a one-line description."""
+
+    name: str
+    kind: str  # str | int | number | bool | list[str] | object | list | any
+    description: str = ""
+
+    def check(self, value: Any) -> str | None:
+        """Return a message when ``value`` does not have this key's type, else None."""
+        ok: bool
+        if self.kind == "str":
+            ok = isinstance(value, str)
+        elif self.kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif self.kind == "number":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif self.kind == "bool":
+            ok = isinstance(value, bool)
+        elif self.kind == "list[str]":
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        elif self.kind == "object":
+            ok = isinstance(value, dict)
+        elif self.kind == "list":
+            ok = isinstance(value, list)
+        else:
+            ok = True
+        if ok:
+            return None
+        return f"expected {self.kind}, got {type(value).__name__} {_short(value)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass
+class GradeContext:
+    """Everything a grader may look at for one attempt."""
+
+    case: GoldenCase
+    answer: Answer
+    retrieved: list[str]
+    pack: Pack | None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Grader(abc.ABC):
+    """Base class for graders. Subclasses set ``name`` and ``expect_keys``."""
+
+    name: str = ""
+    expect_keys: Sequence[ExpectKey] = ()
+    #: Hard graders decide PASS/FAIL. A dataset manifest may switch a grader (``graders:``).
+    hard: bool = True
+
+    def validate_expect(self, expect: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Extra semantic checks of this grader's keys: a list of (field, message)."""
+        return []
+
+    def applies(self, case: GoldenCase) -> bool:
+        """Whether this grader grades ``case`` (default: the row uses one of its keys)."""
+        return any(k.name in case.expect for k in self.expect_keys)
+
+    @abc.abstractmethod
+    def grade(self, ctx: GradeContext) -> GraderOutcome:
+        """Grade one answer. Must not raise on malformed answers: report violations."""

@@ -1,0 +1,94 @@
+"""Dataset and pack manifests (``dataset.yaml``; the reference's ``dataset.json`` is read too)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from goldeval.domain import ContractConfig, RetrieverConfig
+from goldeval.errors import DatasetError
+
+MANIFEST_NAMES = ("dataset.yaml", "dataset.yml", "dataset.json")
+
+
+class FixtureThresholds(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    allowed_regression: float | None = Field(default=None, alias="allowedRegression")
+
+
+class GatePolicy(BaseModel):
+    """Gate policy per mode (issue "Baselines…"); absent → the built-in defaults."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    fixture: FixtureThresholds | None = None
+    live: FixtureThresholds | None = None
+    #: Extra metrics that may be gated by name (e.g. ``grader.json_schema``).
+    rules: dict[str, bool] = Field(default_factory=dict)
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    version: str
+    schema_: int | None = Field(default=None, alias="schema")
+    name: str | None = None
+    description: str | None = None
+    changelog: list[str] = Field(default_factory=list)
+    pack: str | None = None
+    gate: GatePolicy | None = None
+    contract: ContractConfig | None = None
+    retriever: RetrieverConfig | None = None
+    #: grader name → "hard" | "soft" | "off"
+    graders: dict[str, str] = Field(default_factory=dict)
+    #: options passed to graders by name (e.g. a citation pattern)
+    grader_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    rows: str | None = None
+
+
+def find_manifest(folder: Path) -> Path | None:
+    for name in MANIFEST_NAMES:
+        candidate = folder / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_manifest(path: Path) -> Manifest:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"not valid UTF-8 ({exc.reason})", path=path) from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
+    data: Any
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        line = getattr(exc, "lineno", None)
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            line = mark.line + 1
+        raise DatasetError(f"invalid {path.suffix[1:].upper()}: {exc}", path=path, line=line) from None
+    if not isinstance(data, dict):
+        raise DatasetError("a manifest must be a mapping with at least `version`", path=path)
+    version = data.get("version")
+    if not isinstance(version, str) or not version.strip():
+        raise DatasetError(
+            "missing or blank", path=path, field="version", hint="e.g. version: generation-v1"
+        )
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise DatasetError(err["msg"], path=path, field=loc) from None

@@ -1,0 +1,156 @@
+"""pytest hooks of pytest-goldeval. Thin on purpose: logic lives in the modules it calls.
+
+Importing this module must stay cheap and free of side effects: it is loaded by every pytest
+run in any project that has the plugin installed. Heavy imports happen only once ``--golden``
+is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from goldeval.session import GoldenSession
+
+_MODES = ("fixture", "live", "record")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from goldeval.options import add_options
+
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from goldeval import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def _state(config: pytest.Config) -> GoldenSession | None:
+    from goldeval.session import STATE_KEY
+
+    return config.stash.get(STATE_KEY, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "red: golden row known to fail live (expect.red)")
+    config.addinivalue_line("markers", "golden: a golden dataset attempt (pytest-goldeval)")
+    if not config.getoption("golden", default=None):
+        return
+    from goldeval import builtin
+    from goldeval.session import STATE_KEY, GoldenSession
+
+    if not config.pluginmanager.is_registered(builtin):
+        config.pluginmanager.register(builtin, "goldeval-builtin")
+    state = GoldenSession(config)
+    config.stash[STATE_KEY] = state
+    if not state.is_worker:
+        from goldeval.finish import Controller
+
+        config.pluginmanager.register(Controller(state), "goldeval-controller")
+    # `pytest --golden=ID` evaluates that dataset only; explicit paths are kept alongside it.
+    target = str(state.target)
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        if target not in config.args:
+            config.args.append(target)
+    else:
+        config.args[:] = [target]
+
+
+def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
+    state = _state(parent.config)
+    if state is None or file_path != state.target:
+        return None
+    from goldeval.collect import GoldenModule
+
+    return GoldenModule.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "golden_param" not in metafunc.fixturenames:
+        return
+    state = _state(metafunc.config)
+    if state is None:
+        return
+    from goldeval.collect import parametrize
+
+    parametrize(metafunc, state)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    state = _state(item.config)
+    if state is not None and "golden_param" in getattr(item, "fixturenames", ()):
+        from goldeval.collect import attach_record
+
+        attach_record(item, call, report)
+    return report
+
+
+# -- fixtures (overridable in a conftest) --------------------------------------------------
+
+
+@pytest.fixture
+def golden_case(golden_param: Any) -> Any:
+    """The :class:`goldeval.cases.GoldenCase` of this item."""
+    return golden_param.case
+
+
+@pytest.fixture
+def golden_attempt(golden_param: Any) -> int:
+    """The attempt number (1-based) of this item."""
+    return int(golden_param.attempt)
+
+
+@pytest.fixture(scope="session")
+def golden_provider(request: pytest.FixtureRequest) -> Any:
+    """The provider: fixtures replay in fixture mode, the HTTP model in live mode.
+
+    Override it in a conftest with a Provider or a plain callable ``case -> str``.
+    """
+    state = _state(request.config)
+    if state is None:
+        pytest.skip("pytest-goldeval is not active (pass --golden=ID)")
+    provider = state.default_provider()
+    yield provider
+    provider.close()
+
+
+@pytest.fixture(scope="session")
+def golden_retriever(request: pytest.FixtureRequest) -> Any:
+    """The retriever over the dataset's pack (LexicalRetriever by default)."""
+    state = _state(request.config)
+    if state is None:
+        pytest.skip("pytest-goldeval is not active (pass --golden=ID)")
+    return state.default_retriever()
+
+
+@pytest.fixture(scope="session")
+def golden_graders(request: pytest.FixtureRequest) -> list[Any]:
+    """The graders for every attempt (registered through pytest_goldeval_register_graders)."""
+    state = _state(request.config)
+    if state is None:
+        pytest.skip("pytest-goldeval is not active (pass --golden=ID)")
+    state.load()
+    return list(state.graders or [])
+
+
+@pytest.fixture
+def golden_answer(
+    request: pytest.FixtureRequest, golden_param: Any, golden_case: Any, golden_provider: Any,
+    golden_retriever: Any, golden_graders: Any,
+) -> Iterator[Any]:
+    """The provider's answer for this attempt, obtained during setup (faults → ERROR)."""
+    from goldeval.session import obtain_answer, state_of
+
+    state = state_of(request.config)
+    pipeline = state.pipeline(golden_graders, golden_retriever)
+    param = golden_param
+    if golden_case is not param.case:
+        param = type(param)(golden_case, param.attempt, param.model)
+    yield obtain_answer(request, param, golden_provider, pipeline)

@@ -1,0 +1,634 @@
+"""Live HTTP providers: Ollama ``/api/chat`` and OpenAI-compatible ``/v1/chat/completions``.
+
+Wire formats and error kinds follow reference section 7, with one deliberate difference: calls
+are retried (bounded by ``settings.retries``) on rate limits, 408/5xx answers, connection
+failures, read timeouts and dropped connections, with exponential backoff and full jitter,
+honouring ``Retry-After`` on 429/503.
+
+Credentials never reach a message: every URL shown is redacted, request headers are never
+shown, any echo of a secret in a response excerpt is masked, and :class:`ProviderError` is
+raised outside of the ``except`` block that caught the httpx exception, so it carries neither a
+``__cause__`` nor a ``__context__`` (httpx exceptions hold the request, headers included).
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import json
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timezone
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from goldeval.errors import ConfigError, ProviderError
+from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
+from goldeval.settings import ProviderSettings, redact_url
+
+__all__ = ["HTTPProvider", "OllamaProvider", "OpenAIProvider", "make_http_provider"]
+
+#: Longest excerpt of an error body quoted in a message.
+_EXCERPT = 200
+#: Statuses retried when tries remain (besides every 5xx).
+_RETRY_STATUSES = frozenset({408, 429})
+#: Statuses whose ``Retry-After`` header is honoured.
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+_MASK = "***"
+
+
+@dataclass
+class _Failure:
+    """One failed try: what to report and whether another try may help."""
+
+    kind: str
+    message: str
+    retryable: bool
+    retry_after: float | None = None
+
+
+def _excerpt(text: str, limit: int = _EXCERPT) -> str:
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    return flat[: limit - 1] + "…"
+
+
+def _error_text(error: Any) -> str:
+    """The human text of an ``error`` field: a string, ``{message}``, or its JSON."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        msg = error.get("message")
+        if isinstance(msg, str) and msg.strip():
+            return msg
+    try:
+        return json.dumps(error, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(error)
+
+
+def _token_count(value: Any) -> int | None:
+    """A token count only when it is a (non-negative, integral) number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def _text_content(content: Any) -> str | None:
+    """Message content as text; OpenAI-style lists of parts are joined; other shapes: None."""
+    if content is None:
+        return None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    return None
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds from now (delta-seconds or an HTTP date); None if invalid."""
+    if value is None:
+        return None
+    raw = value.strip()
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+class HTTPProvider(Provider):
+    """Shared machinery: one pooled ``httpx.Client``, retries, error mapping, parsing."""
+
+    name = "http"
+    thread_safe = True
+    #: Where the hint in connection errors points (``--golden-base-url`` or this variable).
+    base_url_env = ""
+    #: Default base URL when the settings have none.
+    default_base_url = ""
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._rng = rng if rng is not None else random.Random()
+        self._rng_lock = threading.Lock()
+        self._closed = False
+        base = (settings.base_url or self.default_base_url).strip()
+        if base and "://" not in base:
+            base = "http://" + base
+        user = settings.user
+        password = settings.password
+        try:
+            parts = urlsplit(base)
+            url_user, url_password = parts.username, parts.password
+        except ValueError:
+            raise ConfigError("invalid base URL", field="--golden-base-url") from None
+        if url_user is not None:  # userinfo in the URL wins, as in the reference
+            user = unquote(url_user)
+            if url_password is not None:
+                password = unquote(url_password)
+        #: The base URL without userinfo or trailing slash: safe to show.
+        self.base_url = redact_url(base).rstrip("/")
+        self._secrets = self._collect_secrets(user, password, settings.api_key)
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(
+                connect=settings.connect_timeout,
+                read=settings.read_timeout,
+                write=settings.read_timeout,
+                # Waiting for a free pooled connection is bounded like one call.
+                pool=settings.connect_timeout + settings.read_timeout,
+            ),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            auth=self._auth(user, password),
+            follow_redirects=False,
+            trust_env=False,
+        )
+        self._client.headers.update(self._extra_headers())
+
+    # -- protocol hooks ----------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        raise NotImplementedError
+
+    def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
+        return None
+
+    def _extra_headers(self) -> dict[str, str]:
+        return {}
+
+    def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _parse(self, data: dict[str, Any]) -> Answer | _Failure:
+        raise NotImplementedError
+
+    # -- public API --------------------------------------------------------------------------
+
+    def complete(self, request: ProviderRequest) -> Answer:
+        if self._closed:
+            raise ProviderError("PROVIDER_ERROR", f"{self.name} provider is closed", tries=0)
+        model = request.model or self.settings.model
+        if not model:
+            raise ProviderError(
+                "PROVIDER_ERROR",
+                f"no model configured for {self.name}: pass --golden-model or --golden-models",
+                tries=0,
+            )
+        try:
+            payload = json.dumps(self._body(request, model), ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            message = f"request body for {self.name} is not JSON-serialisable: {exc}"
+        else:
+            return self._send(payload, model)
+        # Raised here, outside the except block: no chained exception.
+        raise ProviderError("PROVIDER_ERROR", self._scrub(message), tries=0)
+
+    def close(self) -> None:
+        self._closed = True
+        self._client.close()
+
+    def __enter__(self) -> HTTPProvider:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.settings.model!r})"
+
+    # -- retries -----------------------------------------------------------------------------
+
+    def _send(self, payload: bytes, model: str) -> Answer:
+        total = max(0, self.settings.retries) + 1
+        tries = 0
+        while True:
+            tries += 1
+            outcome = self._try_once(payload)
+            if isinstance(outcome, Answer):
+                outcome.tries = tries
+                outcome.model = model
+                return outcome
+            if not outcome.retryable or tries >= total:
+                message = outcome.message
+                if tries > 1:
+                    message += f" (after {tries} tries)"
+                raise ProviderError(outcome.kind, self._scrub(message), tries=tries)
+            self._sleep(self._delay(tries, outcome.retry_after))
+
+    def _delay(self, tries: int, retry_after: float | None) -> float:
+        cap = max(0.0, self.settings.backoff_max)
+        if retry_after is not None:
+            return min(cap, retry_after)
+        ceiling = min(cap, max(0.0, self.settings.backoff_base) * 2 ** (tries - 1))
+        with self._rng_lock:
+            return self._rng.uniform(0, ceiling)
+
+    # -- one try -----------------------------------------------------------------------------
+
+    def _try_once(self, payload: bytes) -> Answer | _Failure:
+        url = self.endpoint
+        start = time.perf_counter()
+        try:
+            response = self._client.post(url, content=payload)
+        except httpx.HTTPError as exc:
+            return self._transport_failure(exc)
+        except httpx.InvalidURL as exc:
+            return _Failure(
+                "MODEL_UNAVAILABLE",
+                f"invalid URL {redact_url(url)}: {exc} — set --golden-base-url or "
+                f"{self.base_url_env}",
+                retryable=False,
+            )
+        except RuntimeError:
+            # httpx refuses to send on a client closed by another thread.
+            return _Failure("PROVIDER_ERROR", f"{self.name} provider is closed", retryable=False)
+        elapsed_ms = max(1, round((time.perf_counter() - start) * 1000))
+        if not 200 <= response.status_code < 300:
+            return self._status_failure(response)
+        try:
+            text = response.content.decode("utf-8")
+        except UnicodeDecodeError:
+            return _Failure(
+                "PARSER_ERROR",
+                f"response from {redact_url(url)} is not valid UTF-8",
+                retryable=False,
+            )
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return _Failure(
+                "PARSER_ERROR",
+                f"response from {redact_url(url)} is not JSON: {_excerpt(text) or '<empty>'!r}",
+                retryable=False,
+            )
+        if not isinstance(data, dict):
+            return _Failure(
+                "PARSER_ERROR",
+                f"response from {redact_url(url)} is not a JSON object: {_excerpt(text)!r}",
+                retryable=False,
+            )
+        if data.get("error") is not None:
+            return _Failure(
+                "PROVIDER_ERROR",
+                f"{self.name} reported an error: {_excerpt(_error_text(data['error']))}",
+                retryable=False,
+            )
+        outcome = self._parse(data)
+        if isinstance(outcome, Answer):
+            outcome.duration_ms = elapsed_ms
+            outcome.cost = self._cost(outcome.input_tokens, outcome.output_tokens)
+        return outcome
+
+    def _transport_failure(self, exc: httpx.HTTPError) -> _Failure:
+        url = redact_url(self.endpoint)
+        detail = _excerpt(str(exc)) or type(exc).__name__
+        hint = f"is the model server running? set --golden-base-url or {self.base_url_env}"
+        s = self.settings
+        if isinstance(exc, httpx.ReadTimeout):
+            return _Failure(
+                "TIMEOUT",
+                f"no response from {url} within {s.read_timeout:g}s (read timeout) — the model "
+                "may be loading or overloaded; raise --golden-timeout or OLLAMA_TIMEOUT_MINUTES",
+                retryable=True,
+            )
+        if isinstance(exc, (httpx.WriteTimeout, httpx.PoolTimeout)):
+            what = (
+                "sending the request"
+                if isinstance(exc, httpx.WriteTimeout)
+                else ("waiting for a free connection")
+            )
+            return _Failure("TIMEOUT", f"timed out {what} to {url}", retryable=True)
+        if isinstance(exc, httpx.ConnectTimeout):
+            return _Failure(
+                "MODEL_UNAVAILABLE",
+                f"no connection to {url} within {s.connect_timeout:g}s — {hint}",
+                retryable=True,
+            )
+        if isinstance(exc, httpx.ConnectError):
+            if _refused(exc):
+                return _Failure(
+                    "MODEL_UNAVAILABLE", f"connection refused by {url} — {hint}", retryable=True
+                )
+            return _Failure(
+                "MODEL_UNAVAILABLE", f"cannot connect to {url}: {detail} — {hint}", retryable=True
+            )
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+            return _Failure(
+                "MODEL_UNAVAILABLE",
+                f"connection to {url} dropped before a complete response ({detail}) — the "
+                "server may have crashed or restarted",
+                retryable=True,
+            )
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return _Failure(
+                "MODEL_UNAVAILABLE",
+                f"unsupported URL scheme in {url} — set --golden-base-url or "
+                f"{self.base_url_env} to an http(s) URL",
+                retryable=False,
+            )
+        if isinstance(exc, httpx.DecodingError):
+            return _Failure(
+                "PARSER_ERROR", f"cannot decode the response from {url}: {detail}", retryable=False
+            )
+        return _Failure(
+            "MODEL_UNAVAILABLE",
+            f"HTTP transport error talking to {url}: {type(exc).__name__}: {detail}",
+            retryable=False,
+        )
+
+    def _status_failure(self, response: httpx.Response) -> _Failure:
+        status = response.status_code
+        url = redact_url(self.endpoint)
+        body = response.content.decode("utf-8", errors="replace")
+        shown = body
+        try:
+            data = json.loads(body)
+        except ValueError:
+            pass
+        else:
+            if isinstance(data, dict) and data.get("error") is not None:
+                shown = _error_text(data["error"])
+        excerpt = _excerpt(shown)
+        message = f"HTTP {status} from {url}" + (f": {excerpt}" if excerpt else "")
+        hint = self._status_hint(status)
+        if hint:
+            message += f" — {hint}"
+        retry_after = None
+        if status in _RETRY_AFTER_STATUSES:
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+        retryable = status in _RETRY_STATUSES or 500 <= status <= 599
+        kind = "RATE_LIMIT" if status == 429 else "HTTP_ERROR"
+        return _Failure(kind, message, retryable=retryable, retry_after=retry_after)
+
+    def _status_hint(self, status: int) -> str:
+        if status == 429:
+            return "rate limited; lower --golden-concurrency or raise --golden-retries"
+        if status == 404:
+            return "wrong --golden-base-url, or the model is not available on the server"
+        return ""
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
+        p_in = self.settings.price_per_1k_input
+        p_out = self.settings.price_per_1k_output
+        if p_in is None and p_out is None:
+            return None
+        cost = 0.0
+        for price, tokens in ((p_in, tokens_in), (p_out, tokens_out)):
+            if price is None:
+                continue
+            if tokens is None:
+                return None
+            cost += tokens / 1000.0 * price
+        return cost
+
+    @staticmethod
+    def _collect_secrets(
+        user: str | None, password: str | None, api_key: str | None
+    ) -> tuple[str, ...]:
+        secrets: list[str] = []
+        if password:
+            secrets.append(password)
+            token = base64.b64encode(f"{user or ''}:{password}".encode()).decode("ascii")
+            secrets.append(token)
+        if api_key and api_key.strip():
+            secrets.append(api_key.strip())
+        # Longest first, so a secret containing another is masked whole.
+        return tuple(sorted(set(secrets), key=len, reverse=True))
+
+    def _scrub(self, message: str) -> str:
+        for secret in self._secrets:
+            message = message.replace(secret, _MASK)
+        return message
+
+    def _tool_calls(self, raw: Any) -> list[ToolCall] | _Failure:
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            return _Failure("PARSER_ERROR", "tool_calls is not a list", retryable=False)
+        calls: list[ToolCall] = []
+        for index, item in enumerate(raw):
+            fn = item.get("function") if isinstance(item, dict) else None
+            if not isinstance(fn, dict):
+                fn = item if isinstance(item, dict) else None
+            name = fn.get("name") if fn is not None else None
+            if not isinstance(name, str) or not name:
+                return _Failure(
+                    "PARSER_ERROR", f"tool call #{index + 1} has no function name", retryable=False
+                )
+            assert fn is not None
+            args = fn.get("arguments")
+            if args is None or (isinstance(args, str) and not args.strip()):
+                parsed: Any = {}
+            elif isinstance(args, str):
+                try:
+                    parsed = json.loads(args)
+                except ValueError:
+                    return _Failure(
+                        "PARSER_ERROR",
+                        f"tool call {name!r} has arguments that are not JSON: "
+                        f"{_excerpt(args, 80)!r}",
+                        retryable=False,
+                    )
+            else:
+                parsed = args
+            if not isinstance(parsed, dict):
+                return _Failure(
+                    "PARSER_ERROR",
+                    f"tool call {name!r} arguments are not a JSON object",
+                    retryable=False,
+                )
+            calls.append(ToolCall(name=name, arguments=parsed))
+        return calls
+
+    @staticmethod
+    def _messages(request: ProviderRequest) -> list[dict[str, str]]:
+        messages: list[dict[str, str]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": request.user or ""})
+        return messages
+
+
+def _refused(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        current = current.__cause__ or current.__context__
+    text = str(exc).lower()
+    return "refused" in text or "errno 111" in text or "errno 61" in text
+
+
+class OllamaProvider(HTTPProvider):
+    """``POST {base}/api/chat`` with ``stream: false``; Basic auth from user/password."""
+
+    name = "ollama"
+    base_url_env = "OLLAMA_HOST"
+    default_base_url = "http://127.0.0.1:11434"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.base_url}/api/chat"
+
+    def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
+        if user is not None and user.strip() and password is not None:
+            return httpx.BasicAuth(user, password)
+        return None
+
+    def _status_hint(self, status: int) -> str:
+        if status in (401, 403):
+            return "check OLLAMA_USER / OLLAMA_PASSWORD (or user:pass@ in the base URL)"
+        if status == 404:
+            return "is the model pulled (ollama pull) and --golden-base-url right?"
+        return super()._status_hint(status)
+
+    def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "stream": False,
+            "options": {"temperature": self.settings.temperature},
+            "messages": self._messages(request),
+        }
+        tools = request.options.get("tools")
+        if tools:
+            body["tools"] = tools
+        return body
+
+    def _parse(self, data: dict[str, Any]) -> Answer | _Failure:
+        message = data.get("message")
+        if not isinstance(message, dict):
+            message = {}
+        calls = self._tool_calls(message.get("tool_calls"))
+        if isinstance(calls, _Failure):
+            return calls
+        text = _text_content(message.get("content"))
+        if not calls and (text is None or not text.strip()):
+            return _Failure(
+                "EMPTY_RESPONSE", f"{self.name} returned blank message.content", retryable=False
+            )
+        return Answer(
+            text=text if text is not None else "",
+            tool_calls=calls,
+            input_tokens=_token_count(data.get("prompt_eval_count")),
+            output_tokens=_token_count(data.get("eval_count")),
+        )
+
+
+class OpenAIProvider(HTTPProvider):
+    """``POST {base}/v1/chat/completions``; ``Authorization: Bearer`` from the API key."""
+
+    name = "openai"
+    base_url_env = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com"
+
+    @property
+    def endpoint(self) -> str:
+        if self.base_url.endswith("/v1"):
+            return f"{self.base_url}/chat/completions"
+        return f"{self.base_url}/v1/chat/completions"
+
+    def _extra_headers(self) -> dict[str, str]:
+        key = (self.settings.api_key or "").strip()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _status_hint(self, status: int) -> str:
+        if status in (401, 403):
+            return "check OPENAI_API_KEY"
+        return super()._status_hint(status)
+
+    def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "temperature": self.settings.temperature,
+            "messages": self._messages(request),
+        }
+        tools = request.options.get("tools")
+        if tools:
+            body["tools"] = tools
+        return body
+
+    def _parse(self, data: dict[str, Any]) -> Answer | _Failure:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return _Failure("EMPTY_RESPONSE", f"{self.name} returned no choices", retryable=False)
+        first = choices[0]
+        message = first.get("message") if isinstance(first, dict) else None
+        if not isinstance(message, dict):
+            message = {}
+        calls = self._tool_calls(message.get("tool_calls"))
+        if isinstance(calls, _Failure):
+            return calls
+        text = _text_content(message.get("content"))
+        if not calls and (text is None or not text.strip()):
+            return _Failure(
+                "EMPTY_RESPONSE",
+                f"{self.name} returned blank choices[0].message.content",
+                retryable=False,
+            )
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
+        return Answer(
+            text=text if text is not None else "",
+            tool_calls=calls,
+            input_tokens=_token_count(usage.get("prompt_tokens")),
+            output_tokens=_token_count(usage.get("completion_tokens")),
+        )
+
+
+def make_http_provider(
+    settings: ProviderSettings,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+) -> Provider:
+    """The HTTP provider named by ``settings.name`` (``ollama`` or ``openai``)."""
+    name = (settings.name or "").strip().lower()
+    if name == "ollama":
+        return OllamaProvider(settings, sleep=sleep, rng=rng)
+    if name == "openai":
+        return OpenAIProvider(settings, sleep=sleep, rng=rng)
+    raise ConfigError(
+        f"unknown HTTP provider {settings.name!r} (expected ollama or openai)",
+        field="--golden-provider",
+    )

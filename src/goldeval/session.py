@@ -1,0 +1,263 @@
+"""Run state of one pytest session (kept in ``config.stash``) and the per-item glue.
+
+The plugin module stays thin: it forwards hooks here. Everything that decides a verdict lives
+in pure modules (graders, rollup, metrics, comparison, gate); this module wires them to pytest.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goldeval.cases import GoldenCase
+from goldeval.dataset import Dataset, load_dataset, resolve_dataset, rows_file
+from goldeval.errors import GoldevalError, ProviderError
+from goldeval.execute import NoRetriever, Pipeline, as_retriever, case_info, failure_message
+from goldeval.graders.base import Grader
+from goldeval.graders.contract import ContractGrader
+from goldeval.manifest import find_manifest, read_manifest
+from goldeval.models import AttemptRecord, Mode, Status
+from goldeval.providers.base import Answer, Provider, as_provider
+from goldeval.run import RunCollector
+from goldeval.settings import RunSettings, provider_from_env
+
+STATE_KEY = pytest.StashKey["GoldenSession"]()
+RECORD_KEY = pytest.StashKey[AttemptRecord]()
+PAYLOAD_ATTR = "goldeval"
+
+
+@dataclass(frozen=True)
+class GoldenParam:
+    case: GoldenCase
+    attempt: int
+    model: str | None = None
+
+    @property
+    def id(self) -> str:
+        base = f"{self.case.id}-attempt{self.attempt}"
+        return f"{base}-{self.model}" if self.model else base
+
+
+def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
+    value = config.getoption(name, default=None)
+    return default if value is None else value
+
+
+def settings_from_config(config: pytest.Config) -> RunSettings:
+    mode = Mode(_opt(config, "golden_mode", "fixture"))
+    attempts = int(_opt(config, "golden_attempts", 1))
+    if attempts < 1:
+        raise pytest.UsageError("--golden-attempts must be at least 1")
+    provider_name = str(_opt(config, "golden_provider", "ollama")).lower()
+    models_opt = _opt(config, "golden_models")
+    models = [m.strip() for m in models_opt.split(",") if m.strip()] if models_opt else []
+    model = _opt(config, "golden_model") or (models[0] if models else None)
+    if model is None and mode is not Mode.FIXTURE and provider_name in ("ollama", "openai"):
+        model = "qwen2.5-coder:7b" if provider_name == "ollama" else None
+    try:
+        provider = provider_from_env(provider_name, model, _opt(config, "golden_base_url"))
+    except GoldevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    timeout = _opt(config, "golden_timeout")
+    if timeout is not None:
+        provider.read_timeout = float(timeout)
+    provider.retries = int(_opt(config, "golden_retries", provider.retries))
+    out = Path(_opt(config, "golden_out", None) or config.getini("golden_out") or ".goldeval/runs")
+    if not out.is_absolute():
+        out = config.invocation_params.dir / out
+    artifacts = str(_opt(config, "golden_artifacts", "failure"))
+    deadline = _opt(config, "golden_deadline")
+    return RunSettings(
+        dataset=config.getoption("golden"),
+        mode=mode,
+        attempts=attempts,
+        out_dir=out,
+        artifacts=artifacts,
+        provider=provider,
+        models=models,
+        concurrency=int(_opt(config, "golden_concurrency", 8)),
+        deadline=float(deadline) if deadline is not None else None,
+        baseline=_opt(config, "golden_baseline"),
+        save_baseline=_opt(config, "golden_save_baseline"),
+        force_save_baseline=bool(_opt(config, "golden_force_save_baseline", False)),
+        gate=not bool(_opt(config, "golden_no_gate", False)),
+        judge=bool(_opt(config, "golden_judge", False)) and mode is not Mode.FIXTURE,
+        judge_model=_opt(config, "golden_judge_model"),
+        judge_repetitions=int(_opt(config, "golden_judge_repetitions", 1)),
+        overwrite_fixtures=bool(_opt(config, "golden_overwrite_fixtures", False)),
+        experiment=_opt(config, "golden_experiment"),
+        junit_path=_opt(config, "golden_junit"),
+    )
+
+
+class GoldenSession:
+    """Everything one pytest process knows about the golden run."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = settings_from_config(config)
+        self.project_root = Path(config.rootpath)
+        golden_root = Path(config.getini("golden_root") or "golden")
+        if not golden_root.is_absolute():
+            golden_root = self.project_root / golden_root
+        self.golden_root = golden_root
+        try:
+            self.dataset_dir = resolve_dataset(
+                self.settings.dataset, golden_root, Path(config.invocation_params.dir)
+            )
+        except GoldevalError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.target = self._collect_target()
+        self.dataset: Dataset | None = None
+        self.graders: list[Grader] | None = None
+        self.collector = RunCollector()
+        self.started = datetime.now().astimezone()
+        self.started_monotonic = time.monotonic()
+        self.deadline_at = (
+            self.started_monotonic + self.settings.deadline if self.settings.deadline else None
+        )
+        self.is_worker = hasattr(config, "workerinput")
+        self.run: dict[str, Any] | None = None
+        self.exit_reason: str | None = None
+        self._pipelines: dict[tuple[int, int], Pipeline] = {}
+        self.skipped_by_deadline = 0
+
+    # -- collection ------------------------------------------------------------------------
+
+    def _collect_target(self) -> Path:
+        """The file the dataset's items hang off: its rows file, else its manifest."""
+        manifest_path = find_manifest(self.dataset_dir)
+        assert manifest_path is not None
+        try:
+            return rows_file(self.dataset_dir, read_manifest(manifest_path), manifest_path)
+        except GoldevalError:
+            return manifest_path  # collecting it reports the manifest problem as an error
+
+    def get_graders(self) -> list[Grader]:
+        if self.graders is None:
+            found: list[Grader] = []
+            for group in self.config.hook.pytest_goldeval_register_graders(config=self.config):
+                found.extend(group or [])
+            self.graders = found
+        return self.graders
+
+    def load(self) -> Dataset:
+        if self.dataset is None:
+            dataset = load_dataset(
+                self.dataset_dir,
+                project_root=self.project_root,
+                graders=self.get_graders(),
+                require_fixtures=self.settings.mode is Mode.FIXTURE,
+            )
+            # The contract's domain constants come from the dataset's manifest.
+            self.graders = [
+                ContractGrader(dataset.domain.contract) if isinstance(g, ContractGrader) else g
+                for g in self.get_graders()
+            ]
+            self.dataset = dataset
+        return self.dataset
+
+    def params(self) -> list[GoldenParam]:
+        dataset = self.load()
+        models: list[str | None] = list(self.settings.models) or [None]
+        return [
+            GoldenParam(case, attempt, model)
+            for model in models
+            for case in dataset.cases
+            for attempt in range(1, self.settings.attempts + 1)
+        ]
+
+    def tag_markers(self) -> set[str]:
+        return {tag for case in self.load().cases for tag in case.tags}
+
+    # -- items -----------------------------------------------------------------------------
+
+    def default_provider(self) -> Provider:
+        dataset = self.load()
+        if self.settings.mode is Mode.FIXTURE:
+            from goldeval.providers.fixture import FixtureProvider
+
+            return FixtureProvider(dataset.dir)
+        provider = self.config.hook.pytest_goldeval_make_provider(
+            config=self.config, name=self.settings.provider.name, settings=self.settings.provider
+        )
+        if provider is None:
+            raise pytest.UsageError(
+                f"unknown provider {self.settings.provider.name!r}: use ollama, openai, or "
+                "register one with the pytest_goldeval_make_provider hook"
+            )
+        return provider  # type: ignore[no-any-return]
+
+    def default_retriever(self) -> Any:
+        from goldeval.retriever import LexicalRetriever
+
+        dataset = self.load()
+        if dataset.pack is None or not dataset.pack.chunks:
+            return NoRetriever()
+        return LexicalRetriever(dataset.pack.chunks, dataset.domain.retriever)
+
+    def pipeline(self, graders: list[Grader], retriever: Any) -> Pipeline:
+        key = (id(graders), id(retriever))
+        pipe = self._pipelines.get(key)
+        if pipe is None:
+            pipe = Pipeline(self.load(), list(graders), as_retriever(retriever))
+            self._pipelines[key] = pipe
+        return pipe
+
+
+def state_of(config: pytest.Config) -> GoldenSession:
+    return config.stash[STATE_KEY]
+
+
+def obtain_answer(request: pytest.FixtureRequest, param: GoldenParam, provider: Any,
+                  pipeline: Pipeline) -> Answer:
+    """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
+    state = state_of(request.config)
+    item = request.node
+    case = param.case
+    model = param.model or state.settings.provider.model
+    if state.deadline_at is not None and time.monotonic() > state.deadline_at:
+        state.skipped_by_deadline += 1
+        item.stash[RECORD_KEY] = pipeline.skipped_record(case, param.attempt, "deadline", model)
+        pytest.skip("deadline: attempt not started before --golden-deadline")
+    provider_obj = as_provider(provider)
+    req = pipeline.request(case, param.attempt, model)
+    start = time.perf_counter()
+    try:
+        answer = provider_obj.complete(req)
+    except ProviderError as exc:
+        elapsed = max(1, round((time.perf_counter() - start) * 1000))
+        item.stash[RECORD_KEY] = pipeline.error_record(case, param.attempt, exc, model, elapsed)
+        pytest.fail(
+            f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind} after "
+            f"{exc.tries} tr{'y' if exc.tries == 1 else 'ies'}: {exc.message}\n"
+            "(infrastructure, not a quality verdict: retry the run)",
+            pytrace=False,
+        )
+    if answer.model is None:
+        answer.model = model
+    return answer
+
+
+def grade_item(request: pytest.FixtureRequest, case: GoldenCase, answer: Answer) -> None:
+    """Call phase: grade with the hard graders; a FAIL shows its violations, no traceback."""
+    graders = request.getfixturevalue("golden_graders")
+    retriever = request.getfixturevalue("golden_retriever")
+    state = state_of(request.config)
+    param: GoldenParam = request.getfixturevalue("golden_param")
+    pipeline = state.pipeline(graders, retriever)
+    record = pipeline.grade(case, param.attempt, answer, answer.model)
+    request.node.stash[RECORD_KEY] = record
+    request.config.hook.pytest_goldeval_attempt_graded(config=request.config, record=record.dump())
+    if record.status is Status.FAIL:
+        pytest.fail(failure_message(record), pytrace=False)
+
+
+def payload_for(item: pytest.Item, record: AttemptRecord) -> dict[str, Any]:
+    param: GoldenParam = item.callspec.params["golden_param"]  # type: ignore[attr-defined]
+    return {"case": case_info(param.case).dump(), "attempt": record.dump()}
