@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from goldeval.errors import GoldevalError
+from goldeval.models import AttemptRecord, Status
 from goldeval.session import PAYLOAD_ATTR, RECORD_KEY, GoldenSession, payload_for, state_of
 
 
@@ -47,11 +48,45 @@ def parametrize(metafunc: pytest.Metafunc, state: GoldenSession) -> None:
     metafunc.parametrize("golden_param", params)
 
 
+def _record_without_grading(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> AttemptRecord | None:
+    """A record for an item that never reached grading: skipped or broken before the call.
+
+    Every selected item must appear in the run exactly once, or a skip would silently shrink
+    the denominator; a fixture that crashed is infrastructure (ERROR), never a FAIL.
+    """
+    if call.when == "teardown" or (call.when == "setup" and report.passed):
+        return None
+    param = item.callspec.params["golden_param"]  # type: ignore[attr-defined]
+    base = {"case_id": param.case.id, "index": param.attempt, "model": param.model}
+    message = _short_reason(report)
+    if report.skipped:
+        return AttemptRecord(**base, status=Status.SKIPPED, skip_reason=message,
+                             error_message=message)
+    if report.failed:
+        return AttemptRecord(**base, status=Status.ERROR, error_kind="SETUP_ERROR"
+                             if call.when == "setup" else "TEST_ERROR", error_message=message)
+    return None
+
+
+def _short_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    text = str(getattr(report, "longreprtext", "") or longrepr or "")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else "unknown")[:500]
+
+
 def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
     """Put the attempt's plain-data record on the report that decides its outcome."""
     record = item.stash.get(RECORD_KEY, None)
     if record is None:
-        return
+        record = _record_without_grading(item, call, report)
+        if record is None:
+            return
+        item.stash[RECORD_KEY] = record
     if call.when == "call" or (call.when == "setup" and (report.failed or report.skipped)):
         if getattr(report, PAYLOAD_ATTR, None) is None:
             payload = payload_for(item, record)

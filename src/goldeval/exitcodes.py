@@ -24,7 +24,7 @@ for come from BSD ``sysexits.h``: 65 (EX_DATAERR: the baseline is not comparable
  10  otherwise                                                           0
 ===  ==================================================================  =====
 
-Without a gate (``--golden-no-gate`` or no policy) rows 6 never matches: failing items still
+Without a gate (``--golden-no-gate`` or no policy) row 6 never matches: failing items still
 give pytest's 1 (row 8) and infrastructure errors still give 75 (row 7).
 """
 

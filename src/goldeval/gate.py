@@ -5,7 +5,7 @@ reference's order and the gate passes iff every rule passed:
 
 1. execution — ``qualityAttempts`` FAIL when the run has no PASS/FAIL attempt ("all
    infrastructure errors" or "empty dataset or all skipped"); ``complete`` FAIL when the run
-   hit its deadline (``incomplete: true``; ``attemptsNotStarted`` gives the count).
+   hit its deadline (``incomplete: true``; ``notStartedBeforeDeadline`` gives the count).
 2. absolute — for each metric with a threshold: minimums for overallPassRate, contractPassRate,
    retrievalPassRate, negativeCasePassRate, refusalAccuracy, layerAccuracy, ragAccuracy and
    ``grader.<name>``, a maximum for hallucinationRate. Undefined overall/contract rates FAIL
@@ -204,7 +204,7 @@ def _execution_rules(run: Mapping[str, Any], policy: GatePolicy) -> list[GateRul
 
 def incomplete_rule(run: Mapping[str, Any]) -> GateRule:
     """FAIL rule ``complete``: the run hit its deadline before starting every attempt."""
-    missing = run.get("attemptsNotStarted")
+    missing = run.get("notStartedBeforeDeadline", run.get("attemptsNotStarted"))
     if isinstance(missing, int) and not isinstance(missing, bool):
         detail = f"run incomplete: {missing} attempts not started before the deadline"
         actual: float | None = float(missing)

@@ -42,7 +42,11 @@ def make_case(case_id: str, statuses: list[str], *, critical: bool = False) -> d
                         "reason": "git commit in the answer",
                     }
                 ]
-            attempt["contract"] = {"passed": status == "PASS", "violations": [], "taxonomy": taxonomy}
+            attempt["contract"] = {
+                "passed": status == "PASS",
+                "violations": [],
+                "taxonomy": taxonomy,
+            }
         if status == "ERROR":
             attempt.update(errorKind="TIMEOUT", errorMessage="timed out")
         attempts.append(attempt)
@@ -189,8 +193,8 @@ def test_classify_every_transition(
 
 def test_worked_example_of_the_class_table() -> None:
     ids = ["a", "b", "c", "d"]
-    baseline = make_run(dict(zip(ids, ["PASS", "FAIL", "PASS", "FAIL"])))
-    candidate = make_run(dict(zip(ids, ["PASS", "FAIL", "FAIL", "PASS"])))
+    baseline = make_run(dict(zip(ids, ["PASS", "FAIL", "PASS", "FAIL"], strict=True)))
+    candidate = make_run(dict(zip(ids, ["PASS", "FAIL", "FAIL", "PASS"], strict=True)))
     result = compare(baseline, candidate)
     assert result.decision is Decision.NO_REGRESSION
     assert [(c.case_id, c.case_class) for c in result.cases] == [
@@ -210,9 +214,7 @@ def test_worked_example_of_the_class_table() -> None:
 
 
 def test_error_and_skipped_transitions_through_compare() -> None:
-    baseline = make_run(
-        {"e1": "ERROR", "e2": "PASS", "e3": "ERROR", "s1": "SKIPPED", "s2": "PASS"}
-    )
+    baseline = make_run({"e1": "ERROR", "e2": "PASS", "e3": "ERROR", "s1": "SKIPPED", "s2": "PASS"})
     candidate = make_run(
         {"e1": "ERROR", "e2": "ERROR", "e3": "PASS", "s1": "SKIPPED", "s2": "SKIPPED"}
     )
@@ -389,7 +391,13 @@ def test_mcnemar_p_value_is_exact_for_large_n() -> None:
 # ------------------------------------------------------------------------------------------
 # Comparability: our protocol
 
-LIVE = {"mode": "LIVE", "provider": "ollama", "model": "m1", "judgeEnabled": True, "judgeModel": "j1"}
+LIVE = {
+    "mode": "LIVE",
+    "provider": "ollama",
+    "model": "m1",
+    "judgeEnabled": True,
+    "judgeModel": "j1",
+}
 
 CHANGED: dict[str, Any] = {
     "datasetId": "demo-v2",

@@ -12,6 +12,7 @@ from goldeval.models import ContractResult, GraderOutcome, Severity, Violation
 
 _WS = re.compile(r"[ \t\n\x0b\f\r]+")
 NAME = "ContractGrader"
+CONTRACT_KEYS = ("layer", "class", "status", "rag", "refuse", "contains")
 
 
 def excerpt(text: str | None, limit: int = 280) -> str:
@@ -203,8 +204,9 @@ class ContractGrader(Grader):
         self.checker = ContractChecker(config)
 
     def applies(self, case: Any) -> bool:
-        # The contract applies to every row, as in the reference (must_not, RAG header...).
-        return True
+        # Reference rows always use one of these keys (refuse, or rag/layer/...); rows of other
+        # domains that use none of them are left to the general graders (must_not included).
+        return any(key in case.expect for key in CONTRACT_KEYS)
 
     def grade(self, ctx: GradeContext) -> GraderOutcome:
         result = self.contract(ctx)

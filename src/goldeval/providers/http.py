@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import functools
 import json
 import math
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +34,13 @@ from goldeval.errors import ConfigError, ProviderError
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 from goldeval.settings import ProviderSettings, redact_url
 
-__all__ = ["HTTPProvider", "OllamaProvider", "OpenAIProvider", "make_http_provider"]
+__all__ = [
+    "HTTPProvider",
+    "OllamaProvider",
+    "OpenAIProvider",
+    "make_http_provider",
+    "parse_retry_after",
+]
 
 #: Longest excerpt of an error body quoted in a message.
 _EXCERPT = 200
@@ -100,6 +108,12 @@ def _text_content(content: Any) -> str | None:
                 parts.append(part["text"])
         return "".join(parts)
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context per process (building one costs ~20 ms; sharing is safe)."""
+    return httpx.create_ssl_context()
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -176,7 +190,7 @@ class HTTPProvider(Provider):
             headers={"Content-Type": "application/json", "Accept": "application/json"},
             auth=self._auth(user, password),
             follow_redirects=False,
-            trust_env=False,
+            verify=_ssl_context(),
         )
         self._client.headers.update(self._extra_headers())
 

@@ -1,0 +1,55 @@
+"""Shared fixtures for the project's own tests (the plugin is tested black-box with pytester)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import ROOT, RunFiles
+
+
+@pytest.fixture(autouse=True)
+def _clean_xdist_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test run under xdist must not leak its worker identity into pytester runs.
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("OLLAMA_HOST", "OPENAI_BASE_URL", "OPENAI_API_KEY", "OLLAMA_USER",
+                 "OLLAMA_PASSWORD", "OLLAMA_TIMEOUT_MINUTES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(params=[[], ["-n", "2"]], ids=["serial", "xdist2"])
+def plugin_args(request: pytest.FixtureRequest) -> list[str]:
+    """Run each black-box test serially and with two xdist workers."""
+    return list(request.param)
+
+
+@pytest.fixture
+def golden_project(pytester: pytest.Pytester) -> Path:
+    """A throwaway project holding a copy of our example datasets, pack and baselines."""
+    for name in ("golden", "pack", "baselines"):
+        shutil.copytree(ROOT / name, pytester.path / name)
+    pytester.makeini("[pytest]\n")
+    return pytester.path
+
+
+@pytest.fixture
+def run_files(golden_project: Path) -> RunFiles:
+    return RunFiles(golden_project)
+
+
+@pytest.fixture
+def rows_file(golden_project: Path) -> Callable[[str], Path]:
+    def find(dataset: str = "generation") -> Path:
+        return next((golden_project / "golden" / dataset).glob("*.jsonl"))
+
+    return find
+
+
+@pytest.fixture
+def no_network() -> Iterator[None]:
+    yield

@@ -1,0 +1,38 @@
+"""Helpers shared by the black-box tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class RunFiles:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def runs(self) -> Path:
+        return self.root / ".goldeval" / "runs"
+
+    def latest_dir(self) -> Path:
+        return Path((self.runs / "LATEST").read_text(encoding="utf-8").strip())
+
+    def latest(self) -> dict[str, Any]:
+        return json.loads((self.latest_dir() / "run.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+
+def strip_timings(value: Any) -> Any:
+    """Drop fields that legitimately differ between two runs of the same thing."""
+    volatile = {"durationMs", "runId", "timestamp", "latency", "configFingerprint", "gitCommit",
+                "outputDir", "environment", "baselinePath", "exitDecision", "notes"}
+    if isinstance(value, dict):
+        return {k: strip_timings(v) for k, v in value.items() if k not in volatile}
+    if isinstance(value, list):
+        return [strip_timings(v) for v in value]
+    return value
+
+

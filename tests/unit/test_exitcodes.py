@@ -1,0 +1,285 @@
+"""Exit codes: one test per row of the precedence table in goldeval.exitcodes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from goldeval import exitcodes
+from goldeval.comparison import (
+    LIVE_ONLY_KEYS,
+    PROTOCOL_KEYS,
+    REFERENCE_RATES,
+    Decision,
+    compare,
+    metric_value,
+)
+from goldeval.exitcodes import (
+    COMPARISON_INVALID,
+    GATE_FAILED,
+    INFRA,
+    NO_TESTS,
+    OK,
+    USAGE,
+    ExitDecision,
+    decide_exit,
+)
+from goldeval.gate import GateResult, GateRule, RuleKind, attach_gate, evaluate
+
+# ------------------------------------------------------------------------------------------
+# Builder (same shape as run.json; kept local so each test module stands alone)
+
+
+def make_run(cases: Mapping[str, str | list[str]], **protocol: Any) -> dict[str, Any]:
+    case_list: list[dict[str, Any]] = []
+    for cid, spec in cases.items():
+        statuses = [spec] if isinstance(spec, str) else spec
+        quality = [s for s in statuses if s in ("PASS", "FAIL")]
+        if all(s == "SKIPPED" for s in statuses):
+            case_status = "SKIPPED"
+        elif "ERROR" in statuses and all(s == "PASS" for s in quality):
+            case_status = "ERROR"
+        else:
+            case_status = "PASS" if all(s == "PASS" for s in quality) else "FAIL"
+        case_list.append(
+            {
+                "caseId": cid,
+                "status": case_status,
+                "attempts": [
+                    {"index": i, "status": s, "contract": {"passed": s == "PASS", "taxonomy": []}}
+                    for i, s in enumerate(statuses, 1)
+                ],
+                "successRate": {"hits": quality.count("PASS"), "total": len(quality)},
+            }
+        )
+    statuses = [a["status"] for c in case_list for a in c["attempts"]]
+    passed, failed = statuses.count("PASS"), statuses.count("FAIL")
+    metrics: dict[str, Any] = {name: {"hits": 0, "total": 0} for name in REFERENCE_RATES}
+    metrics["overallPassRate"] = {"hits": passed, "total": passed + failed}
+    metrics["contractPassRate"] = {"hits": passed, "total": passed + failed}
+    return {
+        "casesTotal": len(case_list),
+        "attemptsTotal": len(statuses),
+        "attemptsPassed": passed,
+        "attemptsFailed": failed,
+        "attemptsSkipped": statuses.count("SKIPPED"),
+        "attemptsError": statuses.count("ERROR"),
+        "metrics": metrics,
+        "cases": case_list,
+        "protocol": {
+            "datasetId": "demo-v1",
+            "datasetHash": "h",
+            "packId": None,
+            "packHash": None,
+            "mode": "DETERMINISTIC",
+            "attempts": 1,
+            "selectedCaseIds": sorted(cases),
+            "graderConfigHash": "g",
+            "provider": None,
+            "model": None,
+            "judgeEnabled": False,
+            "judgeModel": None,
+            **protocol,
+        },
+    }
+
+
+FAILED_GATE = GateResult.of(
+    [GateRule(name="removed.x", detail="gone", passed=False, kind=RuleKind.IDENTITY)]
+)
+PASSED_GATE = GateResult.of(
+    [GateRule(name="overallPassRate", detail="1.000 >= 1.000", passed=True, kind=RuleKind.ABSOLUTE)]
+)
+
+
+def test_constants() -> None:
+    assert (OK, GATE_FAILED, USAGE, NO_TESTS, COMPARISON_INVALID, INFRA) == (0, 1, 4, 5, 65, 75)
+    assert (exitcodes.INTERRUPTED, exitcodes.INTERNAL_ERROR) == (2, 3)
+
+
+def test_docstring_table_names_every_code() -> None:
+    doc = exitcodes.__doc__ or ""
+    for text in ("2/3/4", " 65", " 75", "COMPARISON_INVALID", "nothing was graded"):
+        assert text in doc
+
+
+# Row 1: pytest's own INTERRUPTED / INTERNAL_ERROR / USAGE_ERROR are kept.
+
+
+@pytest.mark.parametrize("status", [2, 3, 4])
+def test_row1_pytest_status_kept(status: int) -> None:
+    run = make_run({"a": "ERROR"})
+    invalid = compare(None, run)
+    decision = decide_exit(run, invalid, FAILED_GATE, pytest_status=status)
+    assert decision.code == status
+    assert f"(exit {status})" in decision.reason
+
+
+# Row 2: comparison invalid → 65, for every protocol key.
+
+LIVE = {
+    "mode": "LIVE",
+    "provider": "ollama",
+    "model": "m1",
+    "judgeEnabled": True,
+    "judgeModel": "j",
+}
+CHANGED: dict[str, Any] = {
+    "datasetId": "demo-v2",
+    "datasetHash": "other",
+    "packId": "pack-v1",
+    "packHash": "p",
+    "mode": "LIVE",
+    "attempts": 3,
+    "selectedCaseIds": ["a"],
+    "graderConfigHash": "g2",
+    "provider": "openai",
+    "model": "m2",
+    "judgeEnabled": False,
+    "judgeModel": "j2",
+}
+
+
+@pytest.mark.parametrize("key", PROTOCOL_KEYS)
+def test_row2_every_protocol_mismatch_exits_65(key: str) -> None:
+    base = dict(LIVE) if key in LIVE_ONLY_KEYS else {}
+    baseline = make_run({"a": "PASS", "b": "PASS"}, **base)
+    run = make_run({"a": "PASS", "b": "PASS"}, **{**base, key: CHANGED[key]})
+    comparison = compare(baseline, run)
+    assert comparison.decision is Decision.COMPARISON_INVALID
+    decision = decide_exit(run, comparison, PASSED_GATE, pytest_status=0)
+    assert decision.code == COMPARISON_INVALID == 65
+    assert decision.reason.startswith(f"comparison invalid: {key} ") or (
+        key == "datasetHash" and "version bump" in decision.reason
+    )
+
+
+def test_row2_reason_counts_further_reasons() -> None:
+    baseline = make_run({"a": "PASS"})
+    run = make_run({"a": "PASS"}, attempts=2, graderConfigHash="x")
+    decision = decide_exit(run, compare(baseline, run), None, pytest_status=1)
+    assert decision == ExitDecision(
+        65, "comparison invalid: attempts mismatch: baseline 1 vs candidate 2 (+1 more)"
+    )
+
+
+# Row 3: nothing graded → 1.
+
+
+def test_row3_empty_selection() -> None:
+    run = make_run({})
+    decision = decide_exit(run, None, None, pytest_status=5)
+    assert decision.code == GATE_FAILED
+    assert decision.reason.startswith("nothing was graded")
+
+
+def test_row3_all_skipped_even_without_a_gate() -> None:
+    run = make_run({"a": "SKIPPED", "b": ["SKIPPED", "SKIPPED"]})
+    decision = decide_exit(run, None, None, pytest_status=0)
+    assert decision == ExitDecision(1, "nothing was graded: all 3 attempts skipped")
+
+
+# Row 4: every attempt ERROR → 75, with undefined quality rates.
+
+
+def test_row4_every_attempt_error() -> None:
+    run = make_run({"a": "ERROR", "b": ["ERROR", "ERROR"], "c": "SKIPPED"})
+    for name in ("overallPassRate", "contractPassRate", "ragAccuracy"):
+        assert metric_value(run, name) is None
+    gate = evaluate(run, {"thresholds": {"overallPassRate": 1.0}})
+    assert not gate.passed
+    decision = decide_exit(run, None, gate, pytest_status=1)
+    assert decision.code == INFRA == 75
+    assert decision.reason == "infrastructure failure: all 3 attempts ERROR, no quality verdict"
+
+
+# Row 5: no case reached PASS/FAIL and some case is ERROR → 75, before the gate.
+
+
+def test_row5_only_error_cases_beat_a_failed_gate() -> None:
+    run = make_run({"a": ["PASS", "ERROR"], "b": "SKIPPED"})
+    decision = decide_exit(run, None, FAILED_GATE, pytest_status=1)
+    assert decision.code == INFRA
+    assert "no case reached PASS/FAIL" in decision.reason
+
+
+# Row 6: gate failed → 1.
+
+
+def test_row6_failed_gate() -> None:
+    run = make_run({"a": "PASS", "b": "FAIL"})
+    decision = decide_exit(run, None, FAILED_GATE, pytest_status=1)
+    assert decision == ExitDecision(1, "GATE FAIL: removed.x")
+
+
+def test_row6_failed_gate_beats_infrastructure_errors() -> None:
+    run = make_run({"a": "PASS", "b": "FAIL", "c": "ERROR"})
+    assert decide_exit(run, None, FAILED_GATE, pytest_status=1).code == GATE_FAILED
+
+
+def test_row6_regression_decision_without_gate_object() -> None:
+    baseline, run = make_run({"a": "PASS"}), make_run({"a": "FAIL"})
+    comparison = attach_gate(
+        compare(baseline, run), evaluate(run, {"allowedRegression": 0.0}, baseline)
+    )
+    assert comparison.decision is Decision.REGRESSION
+    assert decide_exit(run, comparison, None, pytest_status=0).code == GATE_FAILED
+
+
+# Row 7: any attempt ERROR → 75 even when the gate passes.
+
+
+def test_row7_partial_errors_with_passing_gate() -> None:
+    run = make_run({"a": "PASS", "b": "ERROR"})
+    decision = decide_exit(run, None, PASSED_GATE, pytest_status=0)
+    assert decision.code == INFRA
+    assert decision.reason == (
+        "infrastructure errors: 1 of 2 attempts ERROR; the run is not a quality verdict, retry it"
+    )
+
+
+def test_row7_errors_without_a_gate() -> None:
+    run = make_run({"a": "FAIL", "b": "ERROR"})
+    assert decide_exit(run, None, None, pytest_status=1).code == INFRA
+
+
+# Row 8: ordinary test failures without a gate → 1.
+
+
+def test_row8_item_failures_without_gate() -> None:
+    run = make_run({"a": "PASS", "b": "FAIL"})
+    assert decide_exit(run, None, None, pytest_status=1) == ExitDecision(1, "test failures")
+
+
+def test_row8_item_failures_with_passing_gate() -> None:
+    run = make_run({"a": "PASS", "b": "FAIL"})
+    assert decide_exit(run, None, PASSED_GATE, pytest_status=1).code == GATE_FAILED
+
+
+# Rows 9 and 10.
+
+
+def test_row9_other_pytest_status_kept() -> None:
+    run = make_run({"a": "PASS"})
+    assert decide_exit(run, None, None, pytest_status=7).code == 7
+
+
+def test_row10_ok() -> None:
+    run = make_run({"a": "PASS"})
+    assert decide_exit(run, None, PASSED_GATE, pytest_status=0) == ExitDecision(
+        0, "GATE PASS: 1 rule passed"
+    )
+    assert decide_exit(run, None, None, pytest_status=0).code == OK
+    baseline = make_run({"a": "PASS"})
+    assert decide_exit(run, compare(baseline, run), PASSED_GATE, pytest_status=0).code == OK
+
+
+def test_fixture_gate_with_incomparable_baseline_still_exits_65() -> None:
+    baseline = make_run({"a": "PASS"}, datasetHash="old")
+    run = make_run({"a": "PASS"})
+    comparison = compare(baseline, run)
+    gate = evaluate(run, {"thresholds": {"overallPassRate": 1.0}}, baseline, comparison)
+    assert gate.passed
+    assert decide_exit(run, comparison, gate, pytest_status=0).code == COMPARISON_INVALID
