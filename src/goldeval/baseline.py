@@ -152,7 +152,8 @@ def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
 
 def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list[Path]:
     """Default lookup order: the mode's own file first, then other files for this dataset."""
-    primary = baselines_dir / (f"live-{dataset_id}.json" if live else f"{dataset_id}.json")
-    others = sorted(baselines_dir.glob(f"*{dataset_id}*.json")) if baselines_dir.is_dir() else []
+    stem = f"live-{dataset_id}" if live else dataset_id
+    primary = baselines_dir / f"{stem}.json"
+    others = sorted(baselines_dir.glob(f"{stem}-*.json")) if baselines_dir.is_dir() else []
     ordered = [primary] + [p for p in others if p != primary]
     return [p for p in ordered if p.is_file()]

@@ -73,10 +73,11 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
 
 
 def finish_session(state: GoldenSession, session: pytest.Session) -> None:
+    state.close()
     status = session.exitstatus
     if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         return
-    if session.testsfailed and not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
+    if not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
         return  # collection errors: nothing ran, nothing to record
     if state.dataset is None:
         try:
@@ -84,7 +85,48 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
         except GoldevalError:
             return
     interrupted = status == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
-    cases = state.collector.cases()
+    live = state.settings.mode is not Mode.FIXTURE
+    if state.settings.mode is Mode.RECORD:
+        state.recorded = record_fixtures(state)
+    models = state.collector.models()
+    if len(models) > 1:
+        # Several models side by side: one run per model, reported together, never gated.
+        codes = []
+        state.benchmark = []
+        for model in models:
+            run = build_for(state, model, interrupted)
+            from goldeval.exitcodes import decide_exit
+
+            decision = decide_exit(run, None, None, pytest_status=int(status))
+            run["exitDecision"] = {"code": decision.code, "reason": decision.reason}
+            run["notes"] = ["models side by side (--golden-models): no baseline, no gate"]
+            write_run(state, run, state.collector.cases(model))
+            state.benchmark.append(run)
+            codes.append(decision.code)
+        state.run = state.benchmark[0]
+        code = max(codes)
+        state.exit_reason = f"{len(models)} models side by side, worst exit {code}"
+        state.run = {**state.benchmark[0], "exitDecision": {"code": code,
+                                                            "reason": state.exit_reason}}
+        if code != int(status) and status not in KEEP_STATUSES:
+            session.exitstatus = code
+        return
+    model = models[0] if models else None
+    run = build_for(state, model or None, interrupted)
+    from goldeval.decide import decide
+
+    decision = decide(state, run, int(status), live=live)
+    run.update(decision.run_fields)
+    state.run = run
+    state.exit_reason = decision.reason
+    if decision.code != int(status) and status not in KEEP_STATUSES:
+        session.exitstatus = decision.code
+    write_run(state, run, state.collector.cases(model if len(models) > 1 else None))
+    state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
+
+
+def build_for(state: GoldenSession, model: str | None, interrupted: bool) -> dict[str, Any]:
+    cases = state.collector.cases(model if len(state.collector.models()) > 1 else None)
     selected = [c.case_id for c in cases]
     ds = state.load()
     s = state.settings
@@ -92,8 +134,10 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
     out_dir = s.out_dir
     run_id = new_run_id(out_dir, state.started)
     protocol = protocol_for(state, selected)
-    include_red = any(c.case_id in {x.id for x in ds.cases if x.red} for c in cases)
-    model = s.provider.model if live else None
+    model = (model or s.provider.model) if live else None
+    protocol["model"] = model
+    red_ids = {x.id for x in ds.cases if x.red}
+    include_red = any(c.case_id in red_ids for c in cases)
     judge_model = protocol["judgeModel"]
     configuration = {
         "mode": s.mode.protocol_name,
@@ -147,7 +191,12 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
     if state.skipped_by_deadline:
         extra["incomplete"] = True
         extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
-    run = build_run(
+    judge_errors = sum(1 for c in cases for a in c.attempts if a.judge and a.judge.error)
+    if protocol["judgeEnabled"]:
+        extra["judgeErrors"] = judge_errors
+        if judge_model and judge_model == model:
+            extra["judgeSelfPreference"] = True
+    return build_run(
         run_id=run_id,
         started=state.started,
         duration_ms=round((time.monotonic() - state.started_monotonic) * 1000),
@@ -158,16 +207,29 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
         status=run_status,
         extra=extra,
     )
-    from goldeval.decide import decide
 
-    decision = decide(state, run, int(status), live=live)
-    run.update(decision.run_fields)
-    state.run = run
-    state.exit_reason = decision.reason
-    if decision.code != int(status) and status not in KEEP_STATUSES:
-        session.exitstatus = decision.code
-    write_run(state, run, cases)
-    state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
+
+def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
+    """Record mode: write answers as fixtures (controller only), never silently overwriting."""
+    from goldeval.providers.fixture import fixture_path
+
+    ds = state.load()
+    changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
+    for case in state.collector.cases():
+        first = next((a for a in case.attempts if a.output is not None), None)
+        if first is None:
+            continue
+        path = fixture_path(ds.dir, case.case_id)
+        old = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        if old == first.output:
+            changes["unchanged"].append(case.case_id)
+            continue
+        if old is not None and not state.settings.overwrite_fixtures:
+            changes["kept"].append(case.case_id)
+            continue
+        artifacts.atomic_write(path, first.output or "")
+        changes["new" if old is None else "changed"].append(case.case_id)
+    return changes
 
 
 def write_run(state: GoldenSession, run: dict[str, Any], cases: list[Any]) -> Path:
@@ -205,6 +267,19 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
                       + (f" vs {run.get('baselinePath')}" if run.get("baselinePath") else ""))
         for reason in cmp.get("invalidReasons") or []:
             tr.write_line(f"    {reason}")
+    for run_doc in getattr(state, "benchmark", None) or []:
+        tr.write_line(f"  model {run_doc.get('model')}:")
+        for line in report_md.summary_table(run_doc):
+            tr.write_line("  " + line)
+    recorded = getattr(state, "recorded", None)
+    if recorded:
+        for kind in ("new", "changed"):
+            if recorded[kind]:
+                tr.write_line(f"  fixtures {kind}: {', '.join(recorded[kind])} — read them "
+                              "before committing")
+        if recorded["kept"]:
+            tr.write_line(f"  fixtures differing but kept (pass --golden-overwrite-fixtures): "
+                          f"{', '.join(recorded['kept'])}")
     run_dir = getattr(state, "run_dir", None)
     if run_dir is not None:
         tr.write_line(f"  artifacts: {run_dir}")

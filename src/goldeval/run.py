@@ -48,21 +48,34 @@ class RunCollector:
 
     def __init__(self) -> None:
         self.infos: dict[str, CaseInfo] = {}
-        self.attempts: dict[str, dict[int, AttemptRecord]] = {}
+        self.attempts: dict[str, dict[tuple[str, int], AttemptRecord]] = {}
 
     def add(self, payload: dict[str, Any]) -> None:
         info = CaseInfo.model_validate(payload["case"])
         record = AttemptRecord.model_validate(payload["attempt"])
         self.infos.setdefault(info.case_id, info)
-        # Keyed by attempt index so a re-sent report (xdist restart) is never counted twice.
-        self.attempts.setdefault(record.case_id, {})[record.index] = record
+        # Keyed by (model, attempt) so a re-sent report (xdist restart) is never counted twice.
+        key = (record.model or "", record.index)
+        self.attempts.setdefault(record.case_id, {})[key] = record
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.attempts.values())
 
-    def cases(self) -> list[CaseRecord]:
+    def models(self) -> list[str]:
+        return sorted({m for per_case in self.attempts.values() for (m, _) in per_case})
+
+    def cases(self, model: str | None = None) -> list[CaseRecord]:
+        """Rolled-up cases in dataset order; with ``model``, only that model's attempts."""
         order = sorted(self.infos.values(), key=lambda i: (i.line or 0, i.case_id))
-        return [roll_up(info, list(self.attempts[info.case_id].values())) for info in order]
+        out = []
+        for info in order:
+            records = [
+                r for (m, _), r in self.attempts[info.case_id].items()
+                if model is None or m == model
+            ]
+            if records:
+                out.append(roll_up(info, records))
+        return out
 
 
 def strip_raw(case: dict[str, Any]) -> dict[str, Any]:

@@ -90,9 +90,18 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
         judge_model=_opt(config, "golden_judge_model"),
         judge_repetitions=int(_opt(config, "golden_judge_repetitions", 1)),
         overwrite_fixtures=bool(_opt(config, "golden_overwrite_fixtures", False)),
+        cache_dir=_cache_dir(config),
         experiment=_opt(config, "golden_experiment"),
         junit_path=_opt(config, "golden_junit"),
     )
+
+
+def _cache_dir(config: pytest.Config) -> Path | None:
+    value = _opt(config, "golden_cache")
+    if not value:
+        return None
+    path = Path(value)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
 class GoldenSession:
@@ -126,6 +135,12 @@ class GoldenSession:
         self.exit_reason: str | None = None
         self._pipelines: dict[tuple[int, int], Pipeline] = {}
         self.skipped_by_deadline = 0
+        self._cached: dict[int, Provider] = {}
+        self._prefetcher: Any = None
+        self._judge: Any = None
+        self.run_dir: Path | None = None
+        self.benchmark: list[dict[str, Any]] | None = None
+        self.recorded: dict[str, list[str]] | None = None
 
     # -- collection ------------------------------------------------------------------------
 
@@ -201,6 +216,55 @@ class GoldenSession:
             return NoRetriever()
         return LexicalRetriever(dataset.pack.chunks, dataset.domain.retriever)
 
+    def wrap_provider(self, provider: Provider) -> Provider:
+        """Add the response cache around the provider once per process, if asked for."""
+        if self.settings.cache_dir is None or self.settings.mode is Mode.FIXTURE:
+            return provider
+        cached = self._cached.get(id(provider))
+        if cached is None:
+            from goldeval.providers.cache import CachedProvider
+
+            cached = CachedProvider(provider, self.settings.cache_dir,
+                                    {"temperature": self.settings.provider.temperature})
+            self._cached[id(provider)] = cached
+        return cached
+
+    def prefetcher(self) -> Any:
+        if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1:
+            return None
+        if self._prefetcher is None:
+            from goldeval.concurrency import Prefetcher
+
+            self._prefetcher = Prefetcher(self.settings.concurrency)
+        return self._prefetcher
+
+    def judge(self) -> Any:
+        if not self.settings.judge:
+            return None
+        if self._judge is None:
+            from goldeval.judging import DEFAULT_RUBRIC, Judge
+            from goldeval.settings import provider_from_env
+
+            s = self.settings
+            judge_settings = provider_from_env(
+                s.provider.name, s.judge_model or s.provider.model,
+                self.config.getoption("golden_base_url", default=None),
+            )
+            provider = self.config.hook.pytest_goldeval_make_provider(
+                config=self.config, name=judge_settings.name, settings=judge_settings
+            )
+            if provider is None:
+                raise pytest.UsageError(f"no judge provider {judge_settings.name!r}")
+            self._judge = Judge(provider, judge_settings.model, self.load().rubric or DEFAULT_RUBRIC,
+                                s.judge_repetitions)
+        return self._judge
+
+    def close(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+        if self._judge is not None:
+            self._judge.provider.close()
+
     def pipeline(self, graders: list[Grader], retriever: Any) -> Pipeline:
         key = (id(graders), id(retriever))
         pipe = self._pipelines.get(key)
@@ -214,31 +278,64 @@ def state_of(config: pytest.Config) -> GoldenSession:
     return config.stash[STATE_KEY]
 
 
+class _DeadlinePassed:
+    """Marker result: the call was not started because the deadline had passed."""
+
+
+def _call(state: GoldenSession, provider: Provider, pipeline: Pipeline,
+          param: GoldenParam, model: str | None) -> Any:
+    """One provider call; returns the Answer or the ProviderError (futures keep either)."""
+    if state.deadline_at is not None and time.monotonic() > state.deadline_at:
+        return _DeadlinePassed()
+    req = pipeline.request(param.case, param.attempt, model)
+    start = time.perf_counter()
+    try:
+        return provider.complete(req)
+    except ProviderError as exc:
+        exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
+        return exc
+
+
 def obtain_answer(request: pytest.FixtureRequest, param: GoldenParam, provider: Any,
                   pipeline: Pipeline) -> Answer:
     """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
     state = state_of(request.config)
     item = request.node
     case = param.case
+    provider_obj = state.wrap_provider(as_provider(provider))
     model = param.model or state.settings.provider.model
-    if state.deadline_at is not None and time.monotonic() > state.deadline_at:
+
+    def model_of(p: GoldenParam) -> str | None:
+        return p.model or state.settings.provider.model
+
+    prefetch = state.prefetcher() if provider_obj.thread_safe else None
+    # Prefetch only when this item's case is the collected one (no golden_case override).
+    if prefetch is not None and item.callspec.params.get("golden_param") is param:
+        def compute(it: pytest.Item) -> Any:
+            p: GoldenParam = it.callspec.params["golden_param"]  # type: ignore[attr-defined]
+            return _call(state, provider_obj, pipeline, p, model_of(p))
+
+        def eligible(it: pytest.Item) -> bool:
+            callspec = getattr(it, "callspec", None)
+            return callspec is not None and "golden_param" in callspec.params
+
+        outcome = prefetch.answer(item, compute, eligible)
+    else:
+        outcome = _call(state, provider_obj, pipeline, param, model)
+    if isinstance(outcome, _DeadlinePassed):
         state.skipped_by_deadline += 1
         item.stash[RECORD_KEY] = pipeline.skipped_record(case, param.attempt, "deadline", model)
         pytest.skip("deadline: attempt not started before --golden-deadline")
-    provider_obj = as_provider(provider)
-    req = pipeline.request(case, param.attempt, model)
-    start = time.perf_counter()
-    try:
-        answer = provider_obj.complete(req)
-    except ProviderError as exc:
-        elapsed = max(1, round((time.perf_counter() - start) * 1000))
-        item.stash[RECORD_KEY] = pipeline.error_record(case, param.attempt, exc, model, elapsed)
+    if isinstance(outcome, ProviderError):
+        elapsed = getattr(outcome, "duration_ms", 0)
+        item.stash[RECORD_KEY] = pipeline.error_record(case, param.attempt, outcome, model, elapsed)
         pytest.fail(
-            f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind} after "
-            f"{exc.tries} tr{'y' if exc.tries == 1 else 'ies'}: {exc.message}\n"
+            f"golden case {case.id} attempt {param.attempt}: ERROR {outcome.kind} after "
+            f"{outcome.tries} tr{'y' if outcome.tries == 1 else 'ies'}: {outcome.message}\n"
             "(infrastructure, not a quality verdict: retry the run)",
             pytrace=False,
         )
+    answer: Answer = outcome
     if answer.model is None:
         answer.model = model
     return answer
@@ -252,6 +349,9 @@ def grade_item(request: pytest.FixtureRequest, case: GoldenCase, answer: Answer)
     param: GoldenParam = request.getfixturevalue("golden_param")
     pipeline = state.pipeline(graders, retriever)
     record = pipeline.grade(case, param.attempt, answer, answer.model)
+    judge = state.judge()
+    if judge is not None:
+        judge.judge(case, record, answer, pipeline.retrieve(case))
     request.node.stash[RECORD_KEY] = record
     request.config.hook.pytest_goldeval_attempt_graded(config=request.config, record=record.dump())
     if record.status is Status.FAIL:

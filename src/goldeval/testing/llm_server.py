@@ -362,7 +362,7 @@ def _load_fixture_index(dataset_dir: Path) -> dict[str, str]:
             continue
         with jsonl.open(encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
-                if not line.strip():
+                if not line.strip() or line.startswith("#"):
                     continue
                 try:
                     row = json.loads(line)

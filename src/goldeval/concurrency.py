@@ -1,0 +1,76 @@
+"""Live calls that do not wait for each other, while items still report one by one.
+
+When an item's setup asks for its answer, the prefetcher also submits the calls of the next
+items this process will run (up to a window), to a thread pool of ``--golden-concurrency``
+workers. Each item then only waits for its own future, so N calls of latency L take about
+N·L/C instead of N·L. Items report in their usual order: pytest still runs them one by one.
+
+Which items come next: in a serial run, ``session.items`` after the current one; in an xdist
+worker, the indices the controller has already queued for this worker (xdist's worker queue,
+read under its lock). A queued item that xdist later hands to another worker ("work
+stealing") was called for nothing; the other worker calls again. That costs one extra call,
+never a wrong result.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+
+def _worker_queue(config: pytest.Config) -> Any:
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
+            return plugin
+    return None
+
+
+class Prefetcher:
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.window = max(1, concurrency * 2)
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="goldeval-live")
+        self.futures: dict[str, Future[Any]] = {}
+        self.lock = threading.Lock()
+        self._positions: dict[str, int] | None = None
+
+    def upcoming(self, item: pytest.Item) -> Sequence[pytest.Item]:
+        session = item.session
+        interactor = _worker_queue(item.config)
+        if interactor is not None:
+            items = session.items
+            with interactor.torun.lock() as queued:
+                indices = [i for i in list(queued)[: self.window] if isinstance(i, int)]
+            nxt = getattr(interactor, "nextitem_index", None)
+            if isinstance(nxt, int):
+                indices.insert(0, nxt)
+            return [items[i] for i in indices if 0 <= i < len(items)]
+        if self._positions is None:
+            self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
+        pos = self._positions.get(item.nodeid)
+        if pos is None:
+            return []
+        return session.items[pos + 1 : pos + 1 + self.window]
+
+    def answer(
+        self,
+        item: pytest.Item,
+        compute: Callable[[pytest.Item], Any],
+        eligible: Callable[[pytest.Item], bool],
+    ) -> Any:
+        """The current item's result; also start the calls of the items that follow it."""
+        with self.lock:
+            for it in [item, *self.upcoming(item)]:
+                if it.nodeid not in self.futures and (it is item or eligible(it)):
+                    self.futures[it.nodeid] = self.pool.submit(compute, it)
+            future = self.futures.pop(item.nodeid)
+        return future.result()
+
+    def close(self) -> None:
+        for future in self.futures.values():
+            future.cancel()
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,77 @@
+"""Response cache (``--golden-cache=DIR``): a rerun after a crash costs nothing.
+
+The key covers provider, model, parameters, messages and the attempt number, so repeated
+attempts of one case stay distinct answers instead of one cached answer counted N times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
+
+
+class CachedProvider(Provider):
+    def __init__(self, inner: Provider, folder: Path, params: dict[str, Any]) -> None:
+        self.inner = inner
+        self.folder = folder
+        self.params = params
+        self.name = inner.name
+        self.thread_safe = inner.thread_safe
+        self.hits = 0
+
+    def key(self, request: ProviderRequest) -> str:
+        material = {
+            "provider": self.inner.name,
+            "model": request.model,
+            "params": self.params,
+            "system": request.system,
+            "user": request.user,
+            "attempt": request.attempt,
+            "tools": request.options.get("tools"),
+        }
+        text = json.dumps(material, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def complete(self, request: ProviderRequest) -> Answer:
+        path = self.folder / f"{self.key(request)}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and "text" in data:
+            self.hits += 1
+            return Answer(
+                text=data["text"],
+                tool_calls=[ToolCall(t["name"], t.get("arguments") or {}) for t in data.get("toolCalls") or []],
+                input_tokens=data.get("inputTokens"),
+                output_tokens=data.get("outputTokens"),
+                cost=data.get("cost"),
+                duration_ms=int(data.get("durationMs") or 1),
+                tries=0,
+                model=data.get("model"),
+            )
+        answer = self.inner.complete(request)
+        record = {
+            "text": answer.text,
+            "toolCalls": [t.dump() for t in answer.tool_calls],
+            "inputTokens": answer.input_tokens,
+            "outputTokens": answer.output_tokens,
+            "cost": answer.cost,
+            "durationMs": answer.duration_ms,
+            "model": answer.model,
+        }
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(record, fh, ensure_ascii=False)
+        os.replace(tmp, path)
+        return answer
+
+    def close(self) -> None:
+        self.inner.close()

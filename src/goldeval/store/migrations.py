@@ -1,0 +1,149 @@
+"""Versioned schema migrations for the run store, one numbered list per backend.
+
+A store records the migrations applied to it in ``schema_version`` (one row per version).
+Opening a store applies every step newer than its highest version, in order, inside one
+transaction that holds the backend's writer lock, so two processes opening the same store
+for the first time neither race nor apply a step twice. Steps are append-only: never edit a
+released step, add a new one. Both lists must always have the same versions.
+
+Versions:
+
+1. the core tables: ``datasets``, ``runs``, ``cases``, ``attempts``;
+2. the artifact inventory (``artifacts``: path, SHA-256, size per run);
+3. ``runs.run_key`` (a user-given key naming one run across processes and shards) with its
+   unique index, and the operational indexes on ``runs`` (status and dataset listings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Backend = Literal["sqlite", "postgresql"]
+
+RUN_STATUSES: tuple[str, ...] = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED")
+ATTEMPT_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "SKIPPED", "ERROR")
+
+_RUN_STATUS_CHECK = ", ".join(f"'{s}'" for s in RUN_STATUSES)
+_ATTEMPT_STATUS_CHECK = ", ".join(f"'{s}'" for s in ATTEMPT_STATUSES)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step: ``version`` is applied after ``version - 1``."""
+
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+# Created before any step so the version can be read; not itself a numbered step.
+SCHEMA_VERSION_DDL: dict[Backend, str] = {
+    "sqlite": (
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version INTEGER PRIMARY KEY,"
+        " description TEXT NOT NULL,"
+        " applied_at TEXT NOT NULL)"
+    ),
+    "postgresql": (
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version INTEGER PRIMARY KEY,"
+        " description TEXT NOT NULL,"
+        " applied_at TIMESTAMPTZ NOT NULL)"
+    ),
+}
+
+
+def _core(json_type: str, ts_type: str) -> tuple[str, ...]:
+    return (
+        "CREATE TABLE datasets ("
+        " id TEXT NOT NULL,"
+        " hash TEXT NOT NULL,"
+        " source TEXT,"
+        f" first_seen {ts_type} NOT NULL,"
+        " PRIMARY KEY (id, hash))",
+        "CREATE TABLE runs ("
+        " run_id TEXT PRIMARY KEY,"
+        " dataset_id TEXT NOT NULL,"
+        " dataset_hash TEXT NOT NULL,"
+        " mode TEXT NOT NULL,"
+        " model TEXT,"
+        f" protocol {json_type} NOT NULL,"
+        f" configuration {json_type} NOT NULL,"
+        f" status TEXT NOT NULL CHECK (status IN ({_RUN_STATUS_CHECK})),"
+        f" started_at {ts_type} NOT NULL,"
+        f" finished_at {ts_type},"
+        f" summary {json_type},"
+        " FOREIGN KEY (dataset_id, dataset_hash) REFERENCES datasets (id, hash))",
+        "CREATE TABLE cases ("
+        " run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,"
+        " case_id TEXT NOT NULL,"
+        f" info {json_type} NOT NULL,"
+        " PRIMARY KEY (run_id, case_id))",
+        "CREATE TABLE attempts ("
+        " run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,"
+        " case_id TEXT NOT NULL,"
+        " attempt_index INTEGER NOT NULL,"
+        " model TEXT NOT NULL DEFAULT '',"
+        f" status TEXT NOT NULL CHECK (status IN ({_ATTEMPT_STATUS_CHECK})),"
+        f" record {json_type} NOT NULL,"
+        f" created_at {ts_type} NOT NULL,"
+        " PRIMARY KEY (run_id, case_id, attempt_index, model))",
+        "CREATE INDEX attempts_run_status ON attempts (run_id, status)",
+    )
+
+
+def _artifacts(ts_type: str) -> tuple[str, ...]:
+    return (
+        "CREATE TABLE artifacts ("
+        " run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,"
+        " path TEXT NOT NULL,"
+        " sha256 TEXT NOT NULL,"
+        " size BIGINT NOT NULL,"
+        f" created_at {ts_type} NOT NULL,"
+        " PRIMARY KEY (run_id, path))",
+    )
+
+
+_RUN_KEY: tuple[str, ...] = (
+    "ALTER TABLE runs ADD COLUMN run_key TEXT",
+    "CREATE UNIQUE INDEX runs_run_key ON runs (run_key)",
+    "CREATE INDEX runs_status_started ON runs (status, started_at)",
+    "CREATE INDEX runs_dataset_started ON runs (dataset_id, started_at)",
+)
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "core tables: datasets, runs, cases, attempts", _core("TEXT", "TEXT")),
+    Migration(2, "artifact inventory", _artifacts("TEXT")),
+    Migration(3, "runs.run_key and run listing indexes", _RUN_KEY),
+)
+
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "core tables: datasets, runs, cases, attempts", _core("JSONB", "TIMESTAMPTZ")),
+    Migration(2, "artifact inventory", _artifacts("TIMESTAMPTZ")),
+    Migration(3, "runs.run_key and run listing indexes", _RUN_KEY),
+)
+
+MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {
+    "sqlite": SQLITE_MIGRATIONS,
+    "postgresql": POSTGRES_MIGRATIONS,
+}
+
+LATEST_VERSION = SQLITE_MIGRATIONS[-1].version
+
+
+def pending(backend: Backend, current: int) -> list[Migration]:
+    """The steps a store at schema ``current`` still needs, oldest first."""
+    return [m for m in MIGRATIONS[backend] if m.version > current]
+
+
+def _check() -> None:
+    for backend, steps in MIGRATIONS.items():
+        versions = [m.version for m in steps]
+        if versions != list(range(1, len(steps) + 1)):
+            raise AssertionError(f"{backend} migrations must be numbered 1..n: {versions}")
+        if versions[-1] != LATEST_VERSION:
+            raise AssertionError(f"{backend} migrations stop at {versions[-1]}")
+
+
+_check()

@@ -1,0 +1,136 @@
+"""SQLite backend (stdlib ``sqlite3``): one file, safe for several writing processes.
+
+The database runs in WAL mode (readers never block the writer), with a busy timeout so a
+writer waits for another process's transaction instead of failing. Every write is a
+``BEGIN IMMEDIATE`` transaction: it takes the file's write lock up front, so two processes
+never both read, then both try to upgrade to a write lock (which SQLite would refuse
+immediately, without waiting). JSON columns hold compact JSON text, timestamps ISO 8601 UTC
+text with microseconds (which sorts chronologically).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+from goldeval.store.base import SqlStore, StoreError, Tx
+from goldeval.store.migrations import Backend
+
+DEFAULT_PATH = Path(".goldeval") / "goldeval.sqlite3"
+MEMORY = ":memory:"
+
+
+class _SqliteTx(Tx):
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        return self._conn.executemany(sql, rows).rowcount
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self._conn.execute(sql, params).fetchall())
+
+
+class SqliteStore(SqlStore):
+    """A run store in one SQLite file (default ``.goldeval/goldeval.sqlite3``).
+
+    ``busy_timeout`` (seconds) is how long a write waits for another process's lock.
+    """
+
+    backend: ClassVar[Backend] = "sqlite"
+
+    def __init__(
+        self, path: str | os.PathLike[str] = DEFAULT_PATH, *, busy_timeout: float = 30.0
+    ) -> None:
+        super().__init__()
+        self.path = os.fspath(path)
+        self.url = self.path
+        if self.path != MEMORY:
+            parent = Path(self.path).parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the directory of SQLite store {self.path}: {exc}"
+                ) from exc
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        try:
+            self._configure(busy_timeout)
+            self._migrate()
+        except BaseException:
+            self._closed = True
+            self._conn.close()
+            raise
+
+    def _configure(self, busy_timeout: float) -> None:
+        with self._guard("open"), self._errors("open"):
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            if self.path != MEMORY:
+                self._set_wal(busy_timeout)
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _set_wal(self, busy_timeout: float) -> None:
+        # Switching a fresh file to WAL needs a moment of exclusive access: retry while
+        # another process holds the file (its own switch or a write) rather than fail.
+        deadline = time.monotonic() + busy_timeout
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"{op} failed on SQLite store {self.path}: {exc}") from exc
+
+    @contextmanager
+    def _transaction(self, op: str) -> Iterator[Tx]:
+        with self._guard(op), self._errors(op):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SqliteTx(self._conn)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self, op: str) -> Iterator[Tx]:
+        with self._guard(op), self._errors(op):
+            yield _SqliteTx(self._conn)
+
+    def _migration_lock(self, tx: Tx) -> None:
+        """BEGIN IMMEDIATE already holds the file's write lock."""
+
+    def _ts_param(self, value: datetime) -> Any:
+        return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+    def _ts_value(self, raw: Any) -> datetime:
+        if isinstance(raw, datetime):
+            return raw.astimezone(timezone.utc)
+        return datetime.fromisoformat(str(raw)).astimezone(timezone.utc)
+
+    def _close(self) -> None:
+        self._conn.close()
