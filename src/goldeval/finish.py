@@ -49,10 +49,15 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     s = state.settings
     live = s.mode is not Mode.FIXTURE
     graders = state.graders or []
+    chosen = set(selected)
+    cases = [c for c in ds.cases if c.id in chosen]
+    # Only graders that grade some selected row: installing a new grader type must not make
+    # every existing baseline incomparable.
+    used = sorted({g.name for g in graders if any(g.applies(c) for c in cases)})
     grader_config = config_fingerprint(
         {
             "domain": ds.domain.fingerprint(),
-            "graders": ",".join(sorted(g.name for g in graders)),
+            "graders": ",".join(used),
             "modes": ",".join(f"{k}={v}" for k, v in sorted(ds.grader_modes.items())),
         }
     )

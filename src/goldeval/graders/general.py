@@ -103,7 +103,7 @@ import sys
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from goldeval.errors import GoldevalError, ProviderError
 from goldeval.graders.base import ExpectKey, GradeContext, Grader
@@ -132,7 +132,9 @@ __all__ = [
     "extract_json",
     "extract_number",
     "format_path",
+    "json_diff",
     "normalize_text",
+    "parse_path",
     "validate_json",
 ]
 
@@ -195,7 +197,7 @@ def _present(expect: Mapping[str, Any], key: str) -> bool:
     return expect.get(key) is not None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -226,7 +228,7 @@ def _json_eq(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_json_eq(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_eq(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_json_eq(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and bool(a == b)
 
 
@@ -290,6 +292,10 @@ class _Grader(Grader):
             self.violation(ctx, kept[-1].category, f"... and {rest} more", kept[-1].severity)
         )
         return kept
+
+    def config_error(self, ctx: GradeContext, reason: str) -> GraderOutcome:
+        """The row's expect value is unusable (a row built without dataset validation)."""
+        return self.outcome([self.violation(ctx, "GRADER_CONFIG", reason)])
 
     def requires(
         self, expect: Mapping[str, Any], key: str, needs: str
@@ -380,10 +386,10 @@ class ExactGrader(_Grader):
     def grade(self, ctx: GradeContext) -> GraderOutcome:
         expected = ctx.case.expect.get("equals")
         if not isinstance(expected, str):
-            return self.outcome([self.violation(ctx, "GRADER_CONFIG", "expect.equals must be a string")])
+            return self.config_error(ctx, "expect.equals must be a string")
         steps = _normalize_steps(ctx.case.expect.get("normalize"))
         if isinstance(steps, str):
-            return self.outcome([self.violation(ctx, "GRADER_CONFIG", f"expect.normalize {steps}")])
+            return self.config_error(ctx, f"expect.normalize {steps}")
         got = normalize_text(_answer_text(ctx), steps)
         want = normalize_text(expected, steps)
         if got == want:
@@ -456,9 +462,9 @@ class RegexGrader(_Grader):
                 continue
             patterns = _pattern_list(value)
             if patterns is None or _compile_errors(key, value):
-                violations.append(
-                    self.violation(ctx, "GRADER_CONFIG", f"expect.{key} is not a valid pattern list")
-                )
+                violations.append(self.violation(
+                    ctx, "GRADER_CONFIG", f"expect.{key} is not a valid pattern list"
+                ))
                 continue
             for pattern in patterns:
                 match = re.search(pattern, text)
@@ -504,9 +510,7 @@ class ContainsAnyGrader(_Grader):
     def grade(self, ctx: GradeContext) -> GraderOutcome:
         options = ctx.case.expect.get("contains_any")
         if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
-            return self.outcome(
-                [self.violation(ctx, "GRADER_CONFIG", "expect.contains_any must be a list of strings")]
-            )
+            return self.config_error(ctx, "expect.contains_any must be a list of strings")
         text = _answer_text(ctx)
         if any(o in text for o in options):
             return self.outcome([])
@@ -523,7 +527,6 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n`]*\n(.*?)```", re.DOTALL)
 _JSON_START = re.compile(r"[\[{]")
 
 
@@ -544,6 +547,24 @@ def _loads(text: str) -> tuple[bool, Any]:
         return False, None
 
 
+def _fences(text: str) -> Iterator[tuple[str, str]]:
+    """(info string, body) of each ``` fenced block, in order (a linear scan)."""
+    pos = 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            return
+        newline = text.find("\n", start + 3)
+        if newline < 0:
+            return
+        end = text.find("```", newline + 1)
+        if end < 0:
+            return
+        info = text[start + 3 : newline].strip()
+        yield (info.split()[0] if info else ""), text[newline + 1 : end]
+        pos = end + 3
+
+
 def extract_json(text: str | None) -> Extracted:
     """The JSON value in an answer, by the extraction rule of the module docstring."""
     if text is None or not text.strip():
@@ -552,10 +573,10 @@ def extract_json(text: str | None) -> Extracted:
     ok, value = _loads(stripped)
     if ok:
         return Extracted(True, value, "the whole answer")
-    for match in _FENCE.finditer(text):
-        if match.group(1).lower() not in ("", "json"):
+    for info, body in _fences(text):
+        if info.lower() not in ("", "json"):
             continue
-        ok, value = _loads(match.group(2).strip())
+        ok, value = _loads(body.strip())
         if ok:
             return Extracted(True, value, "a fenced block")
     tried = 0
@@ -608,7 +629,7 @@ def _resolve_ref(root: Any, ref: str) -> tuple[bool, Any]:
     return True, node
 
 
-def _nonneg_int(value: Any) -> bool:
+def _nonneg_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -828,15 +849,19 @@ class _SchemaValidator:
         return bool(_json_type(instance) == name)
 
     def _number(self, value: float, schema: dict[str, Any], path: str) -> None:
-        checks = (
-            ("minimum", lambda b: value >= b, ">="),
-            ("maximum", lambda b: value <= b, "<="),
-            ("exclusiveMinimum", lambda b: value > b, ">"),
-            ("exclusiveMaximum", lambda b: value < b, "<"),
-        )
-        for key, ok, op in checks:
+        for key, op in (
+            ("minimum", ">="),
+            ("maximum", "<="),
+            ("exclusiveMinimum", ">"),
+            ("exclusiveMaximum", "<"),
+        ):
             bound = schema.get(key)
-            if _is_number(bound) and not ok(bound):
+            if not _is_number(bound):
+                continue
+            ok = {
+                ">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound,
+            }[op]
+            if not ok:
                 self.add(path, f"must be {op} {bound}, got {value}")
 
     def _string(self, value: str, schema: dict[str, Any], path: str) -> None:
@@ -916,9 +941,7 @@ class JsonSchemaGrader(_Grader):
         schema = ctx.case.expect.get("json_schema")
         problems = check_schema(schema) if isinstance(schema, dict) else ["must be an object"]
         if problems:
-            return self.outcome([
-                self.violation(ctx, "GRADER_CONFIG", f"expect.json_schema: {problems[0]}")
-            ])
+            return self.config_error(ctx, f"expect.json_schema: {problems[0]}")
         found = extract_json(_answer_text(ctx))
         if not found.found:
             return self.outcome([self.violation(ctx, "FORMAT", found.error)])
@@ -968,7 +991,7 @@ def _ignored(tokens: Sequence[Any], patterns: Sequence[Sequence[Any]]) -> bool:
     for pattern in patterns:
         if len(pattern) == len(tokens) and all(
             p is _ANY or (p == t and isinstance(p, int) == isinstance(t, int))
-            for p, t in zip(pattern, tokens)
+            for p, t in zip(pattern, tokens, strict=True)
         ):
             return True
     return False
@@ -1002,7 +1025,10 @@ def json_diff(
             if len(exp) != len(act):
                 yield path, f"expected {len(exp)} items, got {len(act)}"
             stack.extend(
-                reversed([(e, a, [*tokens, i]) for i, (e, a) in enumerate(zip(exp, act))])
+                reversed([
+                    (e, a, [*tokens, i])
+                    for i, (e, a) in enumerate(zip(exp, act, strict=False))
+                ])
             )
         elif _json_type(exp) in ("object", "array") or _json_type(act) in ("object", "array"):
             yield path, f"expected {_json_type(exp)}, got {_json_type(act)} {_show(act, 60)}"
@@ -1015,7 +1041,9 @@ class JsonEqualsGrader(_Grader):
     primary = ("json_equals",)
     expect_keys = (
         ExpectKey("json_equals", "any", "the answer's JSON must equal this value"),
-        ExpectKey("json_ignore", "list[str]", "JSON paths ($.a.b, $.items[*].id) or top-level keys"),
+        ExpectKey(
+            "json_ignore", "list[str]", "JSON paths ($.a.b, $.items[*].id) or top-level keys"
+        ),
     )
 
     def validate_expect(self, expect: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -1106,7 +1134,9 @@ def _actual_calls(ctx: GradeContext) -> list[_Call]:
         if isinstance(args, str):
             ok, parsed = _loads(args)
             args = parsed if ok else args
-        calls.append(_Call(name if isinstance(name, str) else str(name), args))
+        if not isinstance(name, str):
+            name = "" if name is None else str(name)
+        calls.append(_Call(name, args))
     return calls
 
 
@@ -1128,7 +1158,7 @@ def _subset_diff(expected: Any, actual: Any, path: str = "$") -> str | None:
             return f"{path}: expected an array, got {_json_type(actual)} {_show(actual, 40)}"
         if len(expected) != len(actual):
             return f"{path}: expected {len(expected)} items, got {len(actual)}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             problem = _subset_diff(e, a, f"{path}[{i}]")
             if problem:
                 return problem
@@ -1178,9 +1208,9 @@ def _bipartite(expected: Sequence[_Call], actual: Sequence[_Call]) -> list[int |
     for i in range(len(expected)):
         augment(i, set())
     result: list[int | None] = [None] * len(expected)
-    for j, i in enumerate(owner):
-        if i is not None:
-            result[i] = j
+    for j, who in enumerate(owner):
+        if who is not None:
+            result[who] = j
     return result
 
 
@@ -1209,7 +1239,7 @@ class ToolCallsGrader(_Grader):
         order = ctx.case.expect.get("tool_calls_order") or "subsequence"
         if isinstance(expected, str) or order not in TOOL_ORDERS:
             what = expected if isinstance(expected, str) else f"unknown order {order!r}"
-            return self.outcome([self.violation(ctx, "GRADER_CONFIG", f"expect.tool_calls: {what}")])
+            return self.config_error(ctx, f"expect.tool_calls: {what}")
         actual = _actual_calls(ctx)
         violations: list[Violation] = []
 
@@ -1220,7 +1250,8 @@ class ToolCallsGrader(_Grader):
             else:
                 detail = _names(actual)
             violations.append(self.violation(
-                ctx, "TOOL_CALL", f"expected call #{i} {_describe(call)} not found{where}: {detail}",
+                ctx, "TOOL_CALL",
+                f"expected call #{i} {_describe(call)} not found{where}: {detail}",
             ))
 
         if order == "exact":
@@ -1231,7 +1262,7 @@ class ToolCallsGrader(_Grader):
                     f"({', '.join(c.name for c in expected) or 'none'}), got {len(actual)} "
                     f"({_names(actual)})",
                 ))
-            for i, (e, a) in enumerate(zip(expected, actual)):
+            for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
                 problem = _call_problem(e, a)
                 if problem:
                     violations.append(self.violation(ctx, "TOOL_CALL", f"call #{i}: {problem}"))
@@ -1239,7 +1270,10 @@ class ToolCallsGrader(_Grader):
             start = 0
             for i, call in enumerate(expected):
                 hit = next(
-                    (j for j in range(start, len(actual)) if _call_problem(call, actual[j]) is None),
+                    (
+                        j for j in range(start, len(actual))
+                        if _call_problem(call, actual[j]) is None
+                    ),
                     None,
                 )
                 if hit is None:
@@ -1269,15 +1303,18 @@ def extract_number(text: str | None) -> float | None:
     if len(stripped) < 1000:
         ok, value = _loads(stripped)
         if ok and _is_number(value):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # a huge JSON integer
+                return math.inf
     last: str | None = None
     for match in _NUMBER.finditer(text):
         last = match.group(0)
     if last is None:
         return None
     try:
-        return float(last)
-    except (ValueError, OverflowError):  # pragma: no cover - the regex only matches floats
+        return float(last)  # a huge digit run reads as inf, reported as out of range
+    except ValueError:  # pragma: no cover - the regex only matches float syntax
         return None
 
 
@@ -1292,15 +1329,12 @@ def _number_spec(value: Any) -> tuple[float, float, float] | str:
         if not _is_number(value.get("value")):
             return "needs a numeric `value`"
         target = value["value"]
-        abs_tol = value.get("abs_tol", None)
-        rel_tol = value.get("rel_tol", None)
-        for name, tol in (("abs_tol", abs_tol), ("rel_tol", rel_tol)):
+        raw_abs, raw_rel = value.get("abs_tol"), value.get("rel_tol")
+        for name, tol in (("abs_tol", raw_abs), ("rel_tol", raw_rel)):
             if tol is not None and not (_is_number(tol) and math.isfinite(tol) and tol >= 0):
                 return f"{name} must be a non-negative number"
-        if abs_tol is None and rel_tol is None:
-            abs_tol = 1e-9
-        abs_tol = 0.0 if abs_tol is None else abs_tol
-        rel_tol = 0.0 if rel_tol is None else rel_tol
+        abs_tol = 1e-9 if raw_abs is None and raw_rel is None else (raw_abs or 0.0)
+        rel_tol = raw_rel or 0.0
     else:
         return "must be a number or {value, abs_tol?, rel_tol?}"
     if not math.isfinite(target):
@@ -1327,7 +1361,7 @@ class NumberGrader(_Grader):
     def grade(self, ctx: GradeContext) -> GraderOutcome:
         spec = _number_spec(ctx.case.expect.get("number"))
         if isinstance(spec, str):
-            return self.outcome([self.violation(ctx, "GRADER_CONFIG", f"expect.number {spec}")])
+            return self.config_error(ctx, f"expect.number {spec}")
         target, abs_tol, rel_tol = spec
         text = _answer_text(ctx)
         got = extract_number(text)
@@ -1340,14 +1374,12 @@ class NumberGrader(_Grader):
             reason = f"the last number in the answer is out of range; expected {target:g}"
             return self.outcome([self.violation(ctx, "FORMAT", reason)])
         if abs(got - target) <= tolerance:
-            return self.outcome([], score=got)
-        return self.outcome(
-            [self.violation(
-                ctx, "MISMATCH",
-                f"expected {target:g} ± {tolerance:g}, got {got:g} (off by {abs(got - target):g})",
-            )],
-            score=got,
-        )
+            return self.outcome([])
+        return self.outcome([self.violation(
+            ctx, "MISMATCH",
+            f"expected {target:g} ± {tolerance:g}, got {got:g} (off by {abs(got - target):g}; "
+            "the last number in the answer)",
+        )])
 
 
 # --------------------------------------------------------------------------- cites
@@ -1396,13 +1428,11 @@ class CitesGrader(_Grader):
     def grade(self, ctx: GradeContext) -> GraderOutcome:
         wanted = ctx.case.expect.get("cites")
         if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
-            return self.outcome(
-                [self.violation(ctx, "GRADER_CONFIG", "expect.cites must be a list of strings")]
-            )
+            return self.config_error(ctx, "expect.cites must be a list of strings")
         text = _answer_text(ctx)
         cited = _cited(text, _options(ctx, self.name))
         if isinstance(cited, str):
-            return self.outcome([self.violation(ctx, "GRADER_CONFIG", f"cites: {cited}")])
+            return self.config_error(ctx, f"cites: {cited}")
         note = _scan(text)[1]
         violations = [
             self.violation(ctx, "CITATION", f"missing citation {doc!r}{note}")
@@ -1500,7 +1530,10 @@ class SimilarityGrader(_Grader):
             with settings.client() as client:
                 score = client.similarity(text, reference)
         except ProviderError as exc:
-            return fail(f"{exc.kind}: {exc.message}")
+            return self.outcome(
+                [self.violation(ctx, exc.kind, f"{exc.kind}: {exc.message}", Severity.LOW)],
+                passed=False, threshold=threshold,
+            )
         except GoldevalError as exc:
             return fail(f"embedding provider misconfigured: {exc}")
         score = round(score, 6)

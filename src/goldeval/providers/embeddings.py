@@ -80,7 +80,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """Cosine similarity of two vectors of the same length (ProviderError on zero vectors)."""
     if len(a) != len(b):
         raise ProviderError(_KIND, f"embedding dimensions differ ({len(a)} vs {len(b)})")
-    dot = math.fsum(x * y for x, y in zip(a, b))
+    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
     norm_a = math.sqrt(math.fsum(x * x for x in a))
     norm_b = math.sqrt(math.fsum(y * y for y in b))
     if norm_a == 0.0 or norm_b == 0.0:
@@ -221,7 +221,10 @@ class EmbeddingClient:
         self.close()
 
     def __repr__(self) -> str:
-        return f"EmbeddingClient(kind={self.kind!r}, base_url={self.base_url!r}, model={self.model!r})"
+        return (
+            f"EmbeddingClient(kind={self.kind!r}, base_url={self.base_url!r}, "
+            f"model={self.model!r})"
+        )
 
     # -- calls ------------------------------------------------------------------------------
 

@@ -66,6 +66,26 @@ _QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#\s]*")
 _CONNINFO_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
+def _userinfo_span(rest: str) -> tuple[int, int] | None:
+    """Start and end of the password in the part of a URL after ``scheme://``."""
+    # userinfo ends at the last "@" before the query: a raw password may contain "@" or "/".
+    end = len(rest)
+    for stop in ("?", "#"):
+        pos = rest.find(stop)
+        if pos != -1:
+            end = min(end, pos)
+    at = rest.rfind("@", 0, end)
+    colon = rest.find(":", 0, at) if at != -1 else -1
+    return (colon + 1, at) if colon != -1 else None
+
+
+def url_password(url: str) -> str | None:
+    """The password in ``scheme://user:password@host/...``, as written (None if none)."""
+    _, sep, rest = url.partition("://")
+    span = _userinfo_span(rest) if sep else None
+    return rest[span[0] : span[1]] or None if span else None
+
+
 def redact_url(url: str) -> str:
     """``url`` with any password replaced by ``***``.
 
@@ -75,18 +95,9 @@ def redact_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return _CONNINFO_PASSWORD.sub(r"\1***", url)
-    # userinfo ends at the last "@" before the query: a raw password may contain "@" or "/".
-    end = len(rest)
-    for stop in ("?", "#"):
-        pos = rest.find(stop)
-        if pos != -1:
-            end = min(end, pos)
-    at = rest.rfind("@", 0, end)
-    if at != -1:
-        userinfo = rest[:at]
-        if ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            rest = f"{user}:***{rest[at:]}"
+    span = _userinfo_span(rest)
+    if span is not None:
+        rest = f"{rest[: span[0]]}***{rest[span[1] :]}"
     rest = _QUERY_PASSWORD.sub(r"\1***", rest)
     return f"{scheme}://{rest}"
 
@@ -256,9 +267,7 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def record_artifacts(
-        self, run_id: str, artifacts: Iterable[tuple[str, str, int]]
-    ) -> int:
+    def record_artifacts(self, run_id: str, artifacts: Iterable[tuple[str, str, int]]) -> int:
         """Add ``(path, sha256, size)`` entries to the run's artifact inventory.
 
         A path recorded again (a report rewritten on resume) takes the new checksum and size.
@@ -520,9 +529,7 @@ class SqlStore(Store):
         return rows
 
     @staticmethod
-    def _case_rows(
-        run_id: str, infos: Iterable[Mapping[str, Any]]
-    ) -> list[tuple[Any, ...]]:
+    def _case_rows(run_id: str, infos: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
         return [
             (run_id, str(_field(info, "caseId", "case_id", "case")), json_text(dict(info)))
             for info in infos
@@ -557,8 +564,14 @@ class SqlStore(Store):
                 inserted = tx.execute(
                     _INSERT_RUN,
                     (
-                        run_id, run_key, dataset_id, dataset_hash, mode, model,
-                        json_text(dict(protocol)), json_text(dict(configuration)),
+                        run_id,
+                        run_key,
+                        dataset_id,
+                        dataset_hash,
+                        mode,
+                        model,
+                        json_text(dict(protocol)),
+                        json_text(dict(configuration)),
                         self._ts_param(now),
                     ),
                 )
@@ -654,9 +667,7 @@ class SqlStore(Store):
             if changed != 1:
                 raise StoreError(f"finish_run: no run {run_id!r} in {self.url}")
 
-    def record_artifacts(
-        self, run_id: str, artifacts: Iterable[tuple[str, str, int]]
-    ) -> int:
+    def record_artifacts(self, run_id: str, artifacts: Iterable[tuple[str, str, int]]) -> int:
         now = self._ts_param(_utcnow())
         rows = [(run_id, str(path), str(sha), int(size), now) for path, sha, size in artifacts]
         if not rows:

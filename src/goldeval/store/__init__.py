@@ -1,0 +1,99 @@
+"""The run store: durable, queryable history of evaluation runs (SQLite or PostgreSQL).
+
+>>> with open_store(".goldeval/goldeval.sqlite3") as store:          # doctest: +SKIP
+...     run = store.begin_run("2026-01-01T00-00-00", run_key="ci-1234", dataset_id="gen-v1",
+...                           dataset_hash="d4e8...", mode="fixture", protocol={},
+...                           configuration={})
+...     done = store.graded_keys(run.run_id, include_errors=False)  # skip on resume
+...     store.record_attempts(run.run_id, [attempt.dump() for attempt in new_attempts])
+...     store.finish_run(run.run_id, "COMPLETED", summary)
+
+A pure library (no pytest imports). See :class:`~goldeval.store.base.Store` for the API.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from goldeval.store.base import (
+    ArtifactRow,
+    AttemptKey,
+    RunConflictError,
+    RunRow,
+    RunStatus,
+    Store,
+    StoredRun,
+    StoreError,
+    redact_url,
+)
+from goldeval.store.migrations import LATEST_VERSION
+from goldeval.store.sqlite import DEFAULT_PATH, SqliteStore
+
+__all__ = [
+    "DEFAULT_PATH",
+    "LATEST_VERSION",
+    "ArtifactRow",
+    "AttemptKey",
+    "RunConflictError",
+    "RunRow",
+    "RunStatus",
+    "Store",
+    "StoreError",
+    "StoredRun",
+    "open_store",
+    "redact_url",
+]
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+_SQLITE_SCHEME = "sqlite://"
+
+
+def open_store(
+    url_or_path: str | os.PathLike[str] | None = None,
+    *,
+    busy_timeout: float = 30.0,
+    connect_timeout: float = 10.0,
+) -> Store:
+    """Open (creating and migrating as needed) the run store at ``url_or_path``.
+
+    - ``None``: the SQLite file ``.goldeval/goldeval.sqlite3`` under the current directory;
+    - a filesystem path, or ``sqlite:///relative/path`` / ``sqlite:////absolute/path``
+      (SQLAlchemy's spelling; ``sqlite://`` alone is an in-memory store);
+    - ``postgresql://user:pass@host:port/db`` (or ``postgres://``): PostgreSQL, which needs
+      psycopg 3 (``pip install 'pytest-goldeval[postgres]'``).
+
+    ``busy_timeout`` is how long an SQLite write waits for another process's lock,
+    ``connect_timeout`` how long a PostgreSQL connection attempt may take (seconds).
+    Raises :class:`StoreError` when the store cannot be opened; its message never contains
+    a password.
+    """
+    if url_or_path is None:
+        return SqliteStore(DEFAULT_PATH, busy_timeout=busy_timeout)
+    if isinstance(url_or_path, os.PathLike):
+        return SqliteStore(url_or_path, busy_timeout=busy_timeout)
+    target = str(url_or_path)
+    lowered = target.lower()
+    if lowered.startswith(_POSTGRES_SCHEMES):
+        try:
+            from goldeval.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise StoreError(
+                f"{redact_url(target)} needs psycopg 3: "
+                f"pip install 'pytest-goldeval[postgres]' ({exc})"
+            ) from None
+        return PostgresStore(target, connect_timeout=connect_timeout)
+    if lowered.startswith(_SQLITE_SCHEME):
+        path = target[len(_SQLITE_SCHEME) :]
+        if path in ("", "/", "/:memory:"):
+            return SqliteStore(":memory:", busy_timeout=busy_timeout)
+        if not path.startswith("/"):
+            raise StoreError(f"invalid SQLite URL {target!r}: use sqlite:///path/to/file")
+        return SqliteStore(Path(path[1:]), busy_timeout=busy_timeout)
+    if "://" in target:
+        scheme = target.split("://", 1)[0]
+        raise StoreError(
+            f"unsupported store URL scheme {scheme!r} in {redact_url(target)}: "
+            "use a file path, sqlite:///path or postgresql://..."
+        )
+    return SqliteStore(target, busy_timeout=busy_timeout)
