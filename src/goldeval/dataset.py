@@ -79,6 +79,8 @@ def _suggest(name: str, known: Iterable[str]) -> str | None:
 
 def check_case_id(case_id: Any) -> str | None:
     """Why ``case_id`` is not a safe identity, or None when it is."""
+    if case_id is None:
+        return "missing or blank"
     if not isinstance(case_id, str):
         return f"must be a string, got {type(case_id).__name__}"
     if not case_id.strip():

@@ -569,7 +569,7 @@ def test_password_never_appears_in_store_errors(postgres_server: PostgresServer)
             open_store(url, connect_timeout=5)
         text = _error_text(info.value)
         assert secret not in text, text
-        assert f"{user}:***@" in text, text
+        assert ":***@" in text, text
     if postgres_server.password_url is not None:
         assert "password authentication failed" in str(info.value)
 

@@ -1,0 +1,108 @@
+"""Attempt-weighted metrics with the reference's worked examples (section 4.4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from goldeval.metrics import compute_metrics, latency_stats, wilson
+from goldeval.models import (
+    AttemptRecord,
+    CaseInfo,
+    ContractResult,
+    RetrievalResult,
+    Status,
+)
+from goldeval.rollup import case_status, count, roll_up
+
+
+def attempts(case_id: str, statuses: str, **kw) -> list[AttemptRecord]:
+    out = []
+    for i, s in enumerate(statuses, start=1):
+        status = {"P": Status.PASS, "F": Status.FAIL, "S": Status.SKIPPED, "E": Status.ERROR}[s]
+        contract = ContractResult(passed=s == "P") if s in "PF" else None
+        out.append(AttemptRecord(case_id=case_id, index=i, status=status, contract=contract,
+                                 duration_ms=kw.get("ms", 10)))
+    return out
+
+
+def case(case_id: str, statuses: str, kinds=("GENERATION",), retrieval=None):
+    info = CaseInfo(case_id=case_id, kinds=list(kinds), prompt="p")
+    return roll_up(info, attempts(case_id, statuses)) if retrieval is None else roll_up(
+        info, [a.model_copy(update={"retrieval": retrieval}) for a in attempts(case_id, statuses)])
+
+
+def test_one_pass_and_five_fails_is_one_sixth_not_half() -> None:
+    m = compute_metrics([case("a", "P"), case("b", "FFFFF")])
+    assert (m["overallPassRate"]["hits"], m["overallPassRate"]["total"]) == (1, 6)
+    assert m["overallPassRate"]["rate"] == pytest.approx(1 / 6)
+
+
+def test_fourteen_of_fifteen_and_unstable_cases() -> None:
+    m = compute_metrics([case("a", "PPPPP"), case("b", "PPPPF"), case("c", "PPPPP")])
+    assert (m["overallPassRate"]["hits"], m["overallPassRate"]["total"]) == (14, 15)
+    assert (m["unstableCaseRate"]["hits"], m["unstableCaseRate"]["total"]) == (1, 3)
+    m = compute_metrics([case("a", "PPPPP"), case("b", "PPPFF"), case("c", "PPPPP")])
+    assert (m["overallPassRate"]["hits"], m["unstableCaseRate"]["hits"]) == (13, 1)
+
+
+def test_undefined_rates_are_none_never_zero_or_hundred() -> None:
+    m = compute_metrics([case("a", "EE"), case("b", "S")])
+    for name in ("overallPassRate", "contractPassRate", "hallucinationRate", "judgeAcceptRate"):
+        assert m[name]["rate"] is None and m[name]["total"] == 0
+    assert m["weightedScore"] is None
+
+
+def test_hallucination_is_a_fail_rate_and_slice_is_a_pass_rate() -> None:
+    kinds = ("GENERATION", "RAG", "NEGATIVE", "HALLUCINATION")
+    m = compute_metrics([case("hallucinate-a", "PF", kinds), case("hallucinate-b", "FF", kinds)])
+    assert (m["hallucinationRate"]["hits"], m["hallucinationRate"]["total"]) == (3, 4)
+    assert (m["slices"]["hallucination"]["hits"], m["slices"]["hallucination"]["total"]) == (1, 4)
+    assert (m["negativeCasePassRate"]["hits"], m["negativeCasePassRate"]["total"]) == (1, 4)
+
+
+def test_retrieval_counts_cases_and_skipped_cases_count() -> None:
+    ok = RetrievalResult(applicable=True, passed=True)
+    bad = RetrievalResult(applicable=True, passed=False)
+    m = compute_metrics([case("a", "P", retrieval=ok), case("b", "S", retrieval=bad)])
+    assert (m["retrievalPassRate"]["hits"], m["retrievalPassRate"]["total"]) == (1, 2)
+
+
+def test_case_rollup_rules() -> None:
+    def st(s: str) -> Status:
+        return case_status(attempts("x", s))
+
+    assert st("SS") is Status.SKIPPED
+    assert st("EE") is Status.ERROR
+    assert st("PE") is Status.ERROR  # a PASS+ERROR mix is an ERROR case
+    assert st("FE") is Status.FAIL
+    assert st("PP") is Status.PASS
+    assert st("PF") is Status.FAIL
+    failed_retrieval = RetrievalResult(applicable=True, passed=False)
+    assert case("r", "P", retrieval=failed_retrieval).status is Status.FAIL
+
+
+def test_counters() -> None:
+    c = count([case("a", "PF"), case("b", "E"), case("c", "S")])
+    assert (c.cases_total, c.cases_failed, c.cases_error, c.cases_skipped) == (3, 1, 1, 1)
+    assert (c.attempts_total, c.attempts_passed, c.attempts_failed) == (4, 1, 1)
+
+
+def test_wilson_reference_values() -> None:
+    assert wilson(8, 8)[0] == pytest.approx(0.6755924351161198, abs=1e-15)
+    assert wilson(5, 5)[0] == pytest.approx(0.5655175352168252, abs=1e-15)
+    assert wilson(3, 3)[0] == pytest.approx(0.4385029682449545, abs=1e-15)
+    assert wilson(1, 1)[0] == pytest.approx(0.20654931437723742, abs=1e-15)
+    assert wilson(0, 2)[1] == pytest.approx(0.6576197724933469, abs=1e-15)
+    assert wilson(0, 0) is None
+
+
+def test_latency_percentiles_and_rounding() -> None:
+    assert latency_stats([1, 2, 3, 6, 0]) == {
+        "minMs": 1, "avgMs": 3, "medianMs": 2, "p95Ms": 6, "maxMs": 6, "samples": 4}
+    assert latency_stats([]) ["samples"] == 0
+
+
+def test_weighted_score_formula() -> None:
+    m = compute_metrics([case("a", "P"), case("b", "F")])
+    assert m["weightedScore"] == pytest.approx(0.5)
+    assert m["weightedScoreFormula"] == "(1.00*contract(0.500)) / 1.00"
