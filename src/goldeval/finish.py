@@ -248,6 +248,9 @@ def write_run(state: GoldenSession, run: dict[str, Any], cases: list[Any]) -> Pa
     artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
     if run.get("comparison"):
         artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
+    from goldeval.evidence import write_manifest
+
+    state.artifact_inventory = write_manifest(run_dir, run["runId"])
     artifacts.append_history(out_dir, run)
     if run.get("status") == "COMPLETED" or run.get("status") == "INCOMPLETE":
         artifacts.atomic_write(out_dir / "LATEST", str(run_dir.resolve()) + "\n")

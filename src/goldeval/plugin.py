@@ -52,6 +52,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from goldeval.finish import Controller
 
         config.pluginmanager.register(Controller(state), "goldeval-controller")
+    from goldeval.integrations import html as _h
+    from goldeval.integrations import junit as _j
+
+    _j.register(config, state)
+    _h.register(config, state)
     # `pytest --golden=ID` evaluates that dataset only; explicit paths are kept alongside it.
     target = str(state.target)
     if config.args_source == pytest.Config.ArgsSource.ARGS:

@@ -122,6 +122,16 @@ class GoldenSession:
         except GoldevalError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.target = self._collect_target()
+        save = self.settings.save_baseline
+        if save and not self.settings.force_save_baseline:
+            save_path = Path(save)
+            if not save_path.is_absolute():
+                save_path = Path(config.invocation_params.dir) / save_path
+            if save_path.exists():
+                raise pytest.UsageError(
+                    f"{save}: baseline already exists; pass --golden-force-save-baseline to "
+                    "overwrite it"
+                )
         self.dataset: Dataset | None = None
         self.graders: list[Grader] | None = None
         self.collector = RunCollector()
@@ -141,6 +151,7 @@ class GoldenSession:
         self.run_dir: Path | None = None
         self.benchmark: list[dict[str, Any]] | None = None
         self.recorded: dict[str, list[str]] | None = None
+        self.artifact_inventory: list[dict[str, Any]] = []
 
     # -- collection ------------------------------------------------------------------------
 

@@ -234,7 +234,7 @@ class ThrowawayPostgres:
 def _raw_connect(url: str) -> Any:
     import psycopg
 
-    return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    return psycopg.connect(url, autocommit=True, connect_timeout=10, client_encoding="utf8")
 
 
 @pytest.fixture(scope="session")

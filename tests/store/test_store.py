@@ -529,7 +529,7 @@ def test_sqlite_io_failures_raise_store_error(tmp_path: Path) -> None:
         open_store(tmp_path)  # a directory
 
 
-# --------------------------------------------------------------------------- PostgreSQL only
+# --------------------------------------------------------------------------- URLs, PostgreSQL only
 
 
 def test_redact_url() -> None:
@@ -540,6 +540,7 @@ def test_redact_url() -> None:
     )
     assert redact_url("host=db password=s3cret user=u") == "host=db password=*** user=u"
     assert redact_url("postgresql://db/x") == "postgresql://db/x"
+    assert redact_url("postgresql://u:a?b#c/d@db/x") == "postgresql://u:***@db/x"
 
 
 def _error_text(exc: BaseException) -> str:
@@ -557,6 +558,7 @@ def test_password_never_appears_in_store_errors(postgres_server: PostgresServer)
         f"{scheme}://{user}:{secret}@{host}/goldeval_no_such_database",  # server says no
         f"{scheme}://{user}:{secret}@127.0.0.1:1/db",  # nothing listens there
         f"{scheme}://{user}:{secret}@{host}/db?sslmode=bogus",  # rejected by libpq
+        f"{scheme}://{user}:{secret}?x@{host}/db",  # a malformed URL
     ]
     if postgres_server.password_url and postgres_server.password:
         # A role that really needs its password, given a wrong one.

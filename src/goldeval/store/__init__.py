@@ -25,6 +25,7 @@ from goldeval.store.base import (
     Store,
     StoredRun,
     StoreError,
+    attempt_key,
     redact_url,
 )
 from goldeval.store.migrations import LATEST_VERSION
@@ -41,6 +42,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoredRun",
+    "attempt_key",
     "open_store",
     "redact_url",
 ]

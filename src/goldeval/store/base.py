@@ -68,13 +68,9 @@ _CONNINFO_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)
 
 def _userinfo_span(rest: str) -> tuple[int, int] | None:
     """Start and end of the password in the part of a URL after ``scheme://``."""
-    # userinfo ends at the last "@" before the query: a raw password may contain "@" or "/".
-    end = len(rest)
-    for stop in ("?", "#"):
-        pos = rest.find(stop)
-        if pos != -1:
-            end = min(end, pos)
-    at = rest.rfind("@", 0, end)
+    # userinfo ends at the last "@": a raw (unencoded) password may contain "@", "/", "?" or
+    # "#". An "@" later in the URL (in a query value) only makes this mask more than needed.
+    at = rest.rfind("@")
     colon = rest.find(":", 0, at) if at != -1 else -1
     return (colon + 1, at) if colon != -1 else None
 

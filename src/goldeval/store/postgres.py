@@ -94,6 +94,8 @@ class PostgresStore(SqlStore):
                 autocommit=True,
                 connect_timeout=self._connect_timeout,
                 application_name="goldeval",
+                # Text back as str even from SQL_ASCII databases (psycopg returns bytes there).
+                client_encoding="utf8",
             )
         except psycopg.Error as exc:
             # No exception chaining: the driver's exception is not ours to scrub.
