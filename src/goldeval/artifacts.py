@@ -5,15 +5,33 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from goldeval.models import CaseRecord, Status
 
 
 def dumps(doc: Any) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    """Pretty JSON; a top-level ``cases`` list is written one case per line.
+
+    One line per case keeps run.json and baselines diffable (a changed case is a changed
+    line) while using the C encoder for the bulk, which matters at 100,000 cases.
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("cases"), list):
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    parts = []
+    for key, value in doc.items():
+        name = json.dumps(key, ensure_ascii=False)
+        if key == "cases" and value:
+            body = ",\n".join(
+                "    " + json.dumps(case, ensure_ascii=False, separators=(", ", ": "))
+                for case in value
+            )
+            parts.append(f"  {name}: [\n{body}\n  ]")
+        else:
+            text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+            parts.append(f"  {name}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -60,37 +78,38 @@ def summary(run: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_case_artifacts(run_dir: Path, cases: Iterable[CaseRecord], mode: str) -> list[Path]:
+def write_case(run_dir: Path, case: Mapping[str, Any], mode: str) -> list[Path]:
+    """Per-case artifacts (``--golden-artifacts``): result.json, output.md, judge.md, and
+    per-attempt copies when there are several attempts."""
     written: list[Path] = []
-    if mode == "never":
+    if mode == "never" or (mode == "failure" and case["status"] not in ("FAIL", "ERROR")):
         return written
-    for case in cases:
-        if mode == "failure" and case.status not in (Status.FAIL, Status.ERROR):
-            continue
-        case_dir = safe_child(run_dir, "cases", case.case_id)
-        atomic_write(case_dir / "result.json", dumps(case.dump()))
-        written.append(case_dir / "result.json")
-        last = next(
-            (a for a in reversed(case.attempts) if a.output is not None or a.status is Status.ERROR),
-            None,
-        )
-        if last is not None:
-            atomic_write(case_dir / "output.md", last.output or f"{last.error_kind}: {last.error_message}\n")
-            written.append(case_dir / "output.md")
-            if last.judge_output:
-                atomic_write(case_dir / "judge.md", last.judge_output)
-                written.append(case_dir / "judge.md")
-        if len(case.attempts) > 1:
-            for a in case.attempts:
-                adir = case_dir / "attempts" / str(a.index)
-                atomic_write(adir / "result.json", dumps(a.dump()))
-                written.append(adir / "result.json")
-                if a.output is not None:
-                    atomic_write(adir / "output.md", a.output)
-                    written.append(adir / "output.md")
-                if a.judge_output:
-                    atomic_write(adir / "judge.md", a.judge_output)
-                    written.append(adir / "judge.md")
+    case_dir = safe_child(run_dir, "cases", case["caseId"])
+    attempts = case["attempts"]
+    atomic_write(case_dir / "result.json", dumps(dict(case)))
+    written.append(case_dir / "result.json")
+    last = next((a for a in reversed(attempts)
+                 if a.get("output") is not None or a["status"] == "ERROR"), None)
+    if last is not None:
+        text = last.get("output")
+        if text is None:
+            text = f"{last.get('errorKind')}: {last.get('errorMessage')}\n"
+        atomic_write(case_dir / "output.md", text)
+        written.append(case_dir / "output.md")
+        if last.get("judgeOutput"):
+            atomic_write(case_dir / "judge.md", last["judgeOutput"])
+            written.append(case_dir / "judge.md")
+    if len(attempts) > 1:
+        for a in attempts:
+            adir = case_dir / "attempts" / str(a["index"])
+            atomic_write(adir / "result.json", dumps(dict(a)))
+            written.append(adir / "result.json")
+            if a.get("output") is not None:
+                atomic_write(adir / "output.md", a["output"])
+                written.append(adir / "output.md")
+            if a.get("judgeOutput"):
+                atomic_write(adir / "judge.md", a["judgeOutput"])
+                written.append(adir / "judge.md")
     return written
 
 

@@ -45,7 +45,9 @@ def parametrize(metafunc: pytest.Metafunc, state: GoldenSession) -> None:
             marks.append(pytest.mark.red)
         marks += [getattr(pytest.mark, tag) for tag in p.case.tags]
         params.append(pytest.param(p, marks=marks, id=p.id))
-    metafunc.parametrize("golden_param", params)
+    # indirect: one real fixture serves every item; direct parametrisation would make pytest
+    # build a pseudo fixture definition per item, which dominated per-item cost at scale.
+    metafunc.parametrize("golden_param", params, indirect=True)
 
 
 def _record_without_grading(
@@ -91,6 +93,9 @@ def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest
         if getattr(report, PAYLOAD_ATTR, None) is None:
             payload = payload_for(item, record)
             setattr(report, PAYLOAD_ATTR, payload)
+            # The record now travels on the report; keeping it on the item too would hold
+            # every attempt in memory for the whole session.
+            del item.stash[RECORD_KEY]
             if item.config.getini("golden_junit_properties"):
                 a = payload["attempt"]
                 props = [
@@ -108,4 +113,4 @@ def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest
                 tokens = a.get("tokens") or {}
                 if tokens.get("totalTokens") is not None:
                     props.append(("golden.tokens", str(tokens["totalTokens"])))
-                report.user_properties.extend(props)
+                item.user_properties.extend(props)

@@ -21,6 +21,8 @@ class Decision:
     code: int
     reason: str
     run_fields: dict[str, Any] = field(default_factory=dict)
+    #: The run should be saved as a baseline once run.json is on disk.
+    save_baseline: bool = False
 
 
 def policy_for(state: GoldenSession, live: bool) -> GatePolicy | None:
@@ -97,17 +99,30 @@ def decide(state: GoldenSession, run: dict[str, Any], pytest_status: int, *, liv
         pytest_status=pytest_status,
     )
     code, reason = exit_decision.code, exit_decision.reason
-    if capture and code == 0:
-        save_path = Path(state.settings.save_baseline or "")
-        if not save_path.is_absolute():
-            save_path = Path(state.config.invocation_params.dir) / save_path
-        try:
-            save_baseline(run_view, save_path, force=state.settings.force_save_baseline)
-            notes.append(f"baseline saved to {save_path}")
-        except BaselineError as exc:
-            code, reason = GATE_FAILED, f"baseline not saved: {exc}"
-    elif capture:
+    if capture and code != 0:
         notes.append(f"baseline not saved: {reason}")
     fields["notes"] = notes
     fields["exitDecision"] = {"code": code, "reason": reason}
+    return Decision(code, reason, fields, save_baseline=capture and code == 0)
+
+
+def save_requested_baseline(
+    state: GoldenSession, run: dict[str, Any], run_json: Path, decision: Decision
+) -> Decision:
+    """Save the just-written run.json (full cases) as the requested baseline."""
+    import json
+
+    save_path = Path(state.settings.save_baseline or "")
+    if not save_path.is_absolute():
+        save_path = Path(state.config.invocation_params.dir) / save_path
+    notes = list(run.get("notes") or [])
+    code, reason = decision.code, decision.reason
+    try:
+        full = json.loads(run_json.read_text(encoding="utf-8"))
+        save_baseline(full, save_path, force=state.settings.force_save_baseline)
+        notes.append(f"baseline saved to {save_path}")
+    except BaselineError as exc:
+        code, reason = GATE_FAILED, f"baseline not saved: {exc}"
+        notes.append(reason)
+    fields = {"notes": notes, "exitDecision": {"code": code, "reason": reason}}
     return Decision(code, reason, fields)

@@ -31,10 +31,13 @@ class Controller:
         self.state = state
         self.lost_items: list[str] = []
 
+    @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, PAYLOAD_ATTR, None)
         if payload is not None:
             self.state.collector.add(payload)
+            # Folded into the run; pytest keeps every report until the end, so drop the copy.
+            delattr(report, PAYLOAD_ATTR)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -80,6 +83,8 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
 def finish_session(state: GoldenSession, session: pytest.Session) -> None:
     state.close()
     status = session.exitstatus
+    if session.config.option.collectonly:
+        return  # listing items is not a run: nothing recorded, exit status untouched
     if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         return
     if not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
@@ -99,13 +104,13 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
         codes = []
         state.benchmark = []
         for model in models:
-            run = build_for(state, model, interrupted)
+            run, run_dir = build_for(state, model, interrupted)
             from goldeval.exitcodes import decide_exit
 
             decision = decide_exit(run, None, None, pytest_status=int(status))
             run["exitDecision"] = {"code": decision.code, "reason": decision.reason}
             run["notes"] = ["models side by side (--golden-models): no baseline, no gate"]
-            write_run(state, run, state.collector.cases(model))
+            write_run(state, run, run_dir)
             state.benchmark.append(run)
             codes.append(decision.code)
         state.run = state.benchmark[0]
@@ -117,22 +122,27 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
             session.exitstatus = code
         return
     model = models[0] if models else None
-    run = build_for(state, model or None, interrupted)
-    from goldeval.decide import decide
+    run, run_dir = build_for(state, model or None, interrupted)
+    from goldeval.decide import decide, save_requested_baseline
 
     decision = decide(state, run, int(status), live=live)
     run.update(decision.run_fields)
+    write_run(state, run, run_dir)
+    if decision.save_baseline:
+        decision = save_requested_baseline(state, run, run_dir / "run.json", decision)
+        run.update(decision.run_fields)
     state.run = run
     state.exit_reason = decision.reason
     if decision.code != int(status) and status not in KEEP_STATUSES:
         session.exitstatus = decision.code
-    write_run(state, run, state.collector.cases(model if len(models) > 1 else None))
     state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
 
 
-def build_for(state: GoldenSession, model: str | None, interrupted: bool) -> dict[str, Any]:
-    cases = state.collector.cases(model if len(state.collector.models()) > 1 else None)
-    selected = [c.case_id for c in cases]
+def build_for(
+    state: GoldenSession, model: str | None, interrupted: bool
+) -> tuple[dict[str, Any], Path]:
+    only = model if len(state.collector.models()) > 1 else None
+    selected = state.collector.case_ids(only)
     ds = state.load()
     s = state.settings
     live = s.mode is not Mode.FIXTURE
@@ -142,7 +152,7 @@ def build_for(state: GoldenSession, model: str | None, interrupted: bool) -> dic
     model = (model or s.provider.model) if live else None
     protocol["model"] = model
     red_ids = {x.id for x in ds.cases if x.red}
-    include_red = any(c.case_id in red_ids for c in cases)
+    include_red = any(case_id in red_ids for case_id in selected)
     judge_model = protocol["judgeModel"]
     configuration = {
         "mode": s.mode.protocol_name,
@@ -196,22 +206,38 @@ def build_for(state: GoldenSession, model: str | None, interrupted: bool) -> dic
     if state.skipped_by_deadline:
         extra["incomplete"] = True
         extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
-    judge_errors = sum(1 for c in cases for a in c.attempts if a.judge and a.judge.error)
-    if protocol["judgeEnabled"]:
-        extra["judgeErrors"] = judge_errors
-        if judge_model and judge_model == model:
-            extra["judgeSelfPreference"] = True
-    return build_run(
+    judge_errors = 0
+
+    def on_case(case: dict[str, Any]) -> None:
+        nonlocal judge_errors
+        judge_errors += sum(1 for a in case["attempts"] if (a.get("judge") or {}).get("error"))
+        artifacts.write_case(run_dir, case, s.artifacts)
+
+    run_dir = out_dir / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "cases").mkdir(exist_ok=True)
+    cases_file = run_dir / ".cases.jsonl.tmp"
+    run = build_run(
         run_id=run_id,
         started=state.started,
         duration_ms=round((time.monotonic() - state.started_monotonic) * 1000),
-        cases=cases,
+        cases=state.collector.iter_cases(only),
+        cases_file=cases_file,
+        on_case=on_case,
         protocol=protocol,
         configuration={k: v for k, v in configuration.items() if v is not None},
         identity=identity,
         status=run_status,
         extra=extra,
     )
+    if protocol["judgeEnabled"]:
+        run["judgeErrors"] = judge_errors
+        if judge_model and judge_model == model:
+            run["judgeSelfPreference"] = True
+            run.setdefault("notes", []).append(
+                f"judge model {judge_model} is the generator model: self-preference risk"
+            )
+    return run, run_dir
 
 
 def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
@@ -220,39 +246,39 @@ def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
 
     ds = state.load()
     changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
-    for case in state.collector.cases():
-        first = next((a for a in case.attempts if a.output is not None), None)
+    for case in state.collector.iter_cases():
+        first = next((a for a in case["attempts"] if a.get("output") is not None), None)
         if first is None:
             continue
-        path = fixture_path(ds.dir, case.case_id)
+        case_id = case["caseId"]
+        path = fixture_path(ds.dir, case_id)
         old = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
-        if old == first.output:
-            changes["unchanged"].append(case.case_id)
+        if old == first["output"]:
+            changes["unchanged"].append(case_id)
             continue
         if old is not None and not state.settings.overwrite_fixtures:
-            changes["kept"].append(case.case_id)
+            changes["kept"].append(case_id)
             continue
-        artifacts.atomic_write(path, first.output or "")
-        changes["new" if old is None else "changed"].append(case.case_id)
+        artifacts.atomic_write(path, first["output"])
+        changes["new" if old is None else "changed"].append(case_id)
     return changes
 
 
-def write_run(state: GoldenSession, run: dict[str, Any], cases: list[Any]) -> Path:
+def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
+    from goldeval.evidence import write_manifest
+    from goldeval.run import write_run_json
+
     out_dir = state.settings.out_dir
-    run_dir = out_dir / run["runId"]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    artifacts.write_case_artifacts(run_dir, cases, state.settings.artifacts)
-    (run_dir / "cases").mkdir(exist_ok=True)
-    artifacts.atomic_write(run_dir / "run.json", artifacts.dumps(run))
+    cases_file = run_dir / ".cases.jsonl.tmp"
+    write_run_json(run_dir / "run.json", run, cases_file)
+    cases_file.unlink(missing_ok=True)
     artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(run)))
     artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
     if run.get("comparison"):
         artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
-    from goldeval.evidence import write_manifest
-
     state.artifact_inventory = write_manifest(run_dir, run["runId"])
     artifacts.append_history(out_dir, run)
-    if run.get("status") == "COMPLETED" or run.get("status") == "INCOMPLETE":
+    if run.get("status") in ("COMPLETED", "INCOMPLETE"):
         artifacts.atomic_write(out_dir / "LATEST", str(run_dir.resolve()) + "\n")
     state.run_dir = run_dir
     return run_dir

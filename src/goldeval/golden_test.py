@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def test_golden(golden_param: Any, golden_case: Any, golden_answer: Any, request: Any) -> None:
+def test_golden(golden_answer: Any) -> None:
     """Grade one recorded or live answer of one golden case with the hard graders."""
     from goldeval.session import grade_item
 
-    grade_item(request, golden_case, golden_answer)
+    grade_item(golden_answer)

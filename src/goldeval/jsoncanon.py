@@ -14,7 +14,7 @@ from typing import Any
 _LOWER_HEX_ESCAPE = re.compile(r"\\u([0-9a-f]{4})")
 
 
-def _string(value: str) -> str:
+def jackson_string(value: str) -> str:
     text = json.dumps(value, ensure_ascii=False)
     # Jackson writes control characters as \\u00XX with upper-case hex digits.
     return _LOWER_HEX_ESCAPE.sub(lambda m: "\\u" + m.group(1).upper(), text)
@@ -30,7 +30,7 @@ def jackson_pretty(value: Any, level: int = 0) -> str:
         if not value:
             return "{ }"
         inner = "  " * (level + 1)
-        parts = [f"{inner}{_string(str(k))} : {jackson_pretty(v, level + 1)}" for k, v in value.items()]
+        parts = [f"{inner}{jackson_string(str(k))} : {jackson_pretty(v, level + 1)}" for k, v in value.items()]
         return "{\n" + ",\n".join(parts) + "\n" + "  " * level + "}"
     if isinstance(value, (list, tuple)):
         if not value:
@@ -46,4 +46,4 @@ def jackson_pretty(value: Any, level: int = 0) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value)
-    return _string(str(value))
+    return jackson_string(str(value))

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from goldeval.models import CaseRecord, Rate, Status
+from goldeval.models import Rate
 
 RATE_NAMES = (
     "overallPassRate",
@@ -80,112 +80,133 @@ def _add(a: int | None, b: int | None) -> int | None:
     return a + b
 
 
-def compute_metrics(
-    cases: Iterable[CaseRecord], weights: Mapping[str, float] | None = None
-) -> dict[str, Any]:
-    """Every metric of reference 4.4 plus per-grader pass rates, as a JSON-plain dict."""
-    h = dict.fromkeys(RATE_NAMES, 0)
-    t = dict.fromkeys(RATE_NAMES, 0)
-    unstable_h = unstable_t = 0
-    slices: dict[str, list[int]] = {}
-    graders: dict[str, list[int]] = {}
-    soft: dict[str, list[float]] = {}
-    latencies: list[int] = []
-    tok_in: int | None = None
-    tok_out: int | None = None
-    tok_total: int | None = None
-    cost: float | None = None
-    cost_known = True
-    PASS, FAIL, SKIPPED = Status.PASS, Status.FAIL, Status.SKIPPED
-    for case in cases:
-        kinds = case.kinds
+class MetricsAccumulator:
+    """Reference 4.4 metrics, fed one rolled-up case (a run.json case dict) at a time."""
+
+    def __init__(self) -> None:
+        self.h = dict.fromkeys(RATE_NAMES, 0)
+        self.t = dict.fromkeys(RATE_NAMES, 0)
+        self.unstable_h = 0
+        self.unstable_t = 0
+        self.slices: dict[str, list[int]] = {}
+        self.graders: dict[str, list[int]] = {}
+        self.soft: dict[str, list[float]] = {}
+        self.latencies: list[int] = []
+        self.tok_in: int | None = None
+        self.tok_out: int | None = None
+        self.tok_total: int | None = None
+        self.cost: float | None = None
+        self.cost_known = True
+
+    def add(self, case: Mapping[str, Any]) -> None:
+        h, t = self.h, self.t
+        kinds = case.get("kinds") or ()
         negative = "NEGATIVE" in kinds
         hallucination = "HALLUCINATION" in kinds
         refusal = "REFUSAL" in kinds
-        if case.retrieval is not None and case.retrieval.applicable:
+        retrieval = case.get("retrieval")
+        if retrieval and retrieval.get("applicable"):
             t["retrievalPassRate"] += 1
-            h["retrievalPassRate"] += case.retrieval.passed
+            h["retrievalPassRate"] += bool(retrieval.get("passed"))
         case_hits = case_quality = 0
-        for a in case.attempts:
-            if a.status is not SKIPPED:
-                if a.duration_ms > 0:
-                    latencies.append(a.duration_ms)
-            tk = a.tokens
-            tok_in = _add(tok_in, tk.input_tokens)
-            tok_out = _add(tok_out, tk.output_tokens)
-            tok_total = _add(tok_total, tk.total_tokens)
-            if tk.estimated_cost is None:
-                cost_known = cost_known and a.status is SKIPPED
-            else:
-                cost = (cost or 0.0) + tk.estimated_cost
-            if a.status is not PASS and a.status is not FAIL:
+        for a in case.get("attempts") or ():
+            status = a.get("status")
+            duration = a.get("durationMs") or 0
+            if status != "SKIPPED" and duration > 0:
+                self.latencies.append(duration)
+            tk = a.get("tokens")
+            if tk:
+                self.tok_in = _add(self.tok_in, tk.get("inputTokens"))
+                self.tok_out = _add(self.tok_out, tk.get("outputTokens"))
+                self.tok_total = _add(self.tok_total, tk.get("totalTokens"))
+                if tk.get("estimatedCost") is not None:
+                    self.cost = (self.cost or 0.0) + tk["estimatedCost"]
+                elif status != "SKIPPED":
+                    self.cost_known = False
+            elif status != "SKIPPED":
+                self.cost_known = False
+            if status != "PASS" and status != "FAIL":
                 continue
-            passed = a.status is PASS
+            passed = status == "PASS"
             case_quality += 1
             case_hits += passed
             t["overallPassRate"] += 1
             h["overallPassRate"] += passed
-            c = a.contract
+            c = a.get("contract")
             if c is not None:
                 t["contractPassRate"] += 1
-                h["contractPassRate"] += c.passed
-                if refusal and c.refuse_checked:
+                h["contractPassRate"] += bool(c.get("passed"))
+                if refusal and c.get("refuseChecked"):
                     t["refusalAccuracy"] += 1
-                    h["refusalAccuracy"] += c.refuse_ok
-                if c.layer_checked:
+                    h["refusalAccuracy"] += bool(c.get("refuseOk"))
+                if c.get("layerChecked"):
                     t["layerAccuracy"] += 1
-                    h["layerAccuracy"] += c.layer_ok
-                if c.rag_checked:
+                    h["layerAccuracy"] += bool(c.get("layerOk"))
+                if c.get("ragChecked"):
                     t["ragAccuracy"] += 1
-                    h["ragAccuracy"] += c.rag_ok
-            j = a.judge
-            if j is not None and j.error is None and j.decision != "PENDING":
+                    h["ragAccuracy"] += bool(c.get("ragOk"))
+            j = a.get("judge")
+            if j and not j.get("error") and j.get("decision") != "PENDING":
                 t["judgeAcceptRate"] += 1
-                h["judgeAcceptRate"] += j.decision == "ACCEPT"
+                h["judgeAcceptRate"] += j.get("decision") == "ACCEPT"
             if negative:
                 t["negativeCasePassRate"] += 1
                 h["negativeCasePassRate"] += passed
             if hallucination:
                 t["hallucinationRate"] += 1
                 h["hallucinationRate"] += not passed
-            for g in a.graders:
-                if g.hard:
-                    bucket = graders.setdefault(g.grader, [0, 0])
-                    bucket[0] += g.passed
+            for g in a.get("graders") or ():
+                if g.get("hard", True):
+                    bucket = self.graders.setdefault(g["grader"], [0, 0])
+                    bucket[0] += bool(g.get("passed"))
                     bucket[1] += 1
-                elif g.score is not None:
-                    soft.setdefault(g.grader, []).append(g.score)
+                elif g.get("score") is not None:
+                    self.soft.setdefault(g["grader"], []).append(g["score"])
         if case_quality:
             for kind in kinds:
-                s = slices.setdefault(kind.lower(), [0, 0])
-                s[0] += case_hits
-                s[1] += case_quality
-        if case.success_rate.total >= 2:
-            unstable_t += 1
-            unstable_h += 0 < case.success_rate.hits < case.success_rate.total
-    metrics: dict[str, Any] = {name: rate_dict(h[name], t[name]) for name in RATE_NAMES}
-    score, formula = weighted_score(metrics, weights or {})
-    metrics["weightedScore"] = score
-    metrics["weightedScoreFormula"] = formula
-    metrics["latency"] = latency_stats(latencies)
-    tokens: dict[str, Any] = {}
-    if tok_in is not None:
-        tokens["inputTokens"] = tok_in
-    if tok_out is not None:
-        tokens["outputTokens"] = tok_out
-    if tok_total is not None:
-        tokens["totalTokens"] = tok_total
-    if cost is not None and cost_known:
-        tokens["estimatedCost"] = cost
-    metrics["tokens"] = tokens
-    metrics["unstableCaseRate"] = rate_dict(unstable_h, unstable_t)
-    metrics["slices"] = {k: rate_dict(v[0], v[1]) for k, v in slices.items()}
-    metrics["graders"] = {k: rate_dict(v[0], v[1]) for k, v in sorted(graders.items())}
-    if soft:
-        metrics["softScores"] = {
-            k: {"mean": sum(v) / len(v), "samples": len(v)} for k, v in sorted(soft.items())
-        }
-    return metrics
+                sl = self.slices.setdefault(kind.lower(), [0, 0])
+                sl[0] += case_hits
+                sl[1] += case_quality
+        rate = case.get("successRate") or {}
+        if (rate.get("total") or 0) >= 2:
+            self.unstable_t += 1
+            self.unstable_h += 0 < rate.get("hits", 0) < rate["total"]
+
+    def result(self, weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+        metrics: dict[str, Any] = {n: rate_dict(self.h[n], self.t[n]) for n in RATE_NAMES}
+        score, formula = weighted_score(metrics, weights or {})
+        metrics["weightedScore"] = score
+        metrics["weightedScoreFormula"] = formula
+        metrics["latency"] = latency_stats(self.latencies)
+        tokens: dict[str, Any] = {}
+        if self.tok_in is not None:
+            tokens["inputTokens"] = self.tok_in
+        if self.tok_out is not None:
+            tokens["outputTokens"] = self.tok_out
+        if self.tok_total is not None:
+            tokens["totalTokens"] = self.tok_total
+        if self.cost is not None and self.cost_known:
+            tokens["estimatedCost"] = self.cost
+        metrics["tokens"] = tokens
+        metrics["unstableCaseRate"] = rate_dict(self.unstable_h, self.unstable_t)
+        metrics["slices"] = {k: rate_dict(v[0], v[1]) for k, v in self.slices.items()}
+        metrics["graders"] = {k: rate_dict(v[0], v[1]) for k, v in sorted(self.graders.items())}
+        if self.soft:
+            metrics["softScores"] = {
+                k: {"mean": sum(v) / len(v), "samples": len(v)}
+                for k, v in sorted(self.soft.items())
+            }
+        return metrics
+
+
+def compute_metrics(
+    cases: Iterable[Mapping[str, Any]], weights: Mapping[str, float] | None = None
+) -> dict[str, Any]:
+    """Every metric of reference 4.4 plus per-grader pass rates, as a JSON-plain dict."""
+    acc = MetricsAccumulator()
+    for case in cases:
+        acc.add(case)
+    return acc.result(weights)
 
 
 def rate_dict(hits: int, total: int) -> dict[str, Any]:

@@ -157,23 +157,3 @@ class CaseInfo(Record):
     tags: list[str] = Field(default_factory=list)
     red: bool = False
     line: int | None = None
-
-
-class CaseRecord(Record):
-    """A case rolled up from its attempts on the controller (reference 4.2)."""
-
-    case_id: str
-    status: Status
-    kinds: list[str]
-    attempts: list[AttemptRecord]
-    contract: ContractResult | None = None
-    judge: JudgeRecord | None = None
-    retrieval: RetrievalResult | None = None
-    success_rate: Rate = Field(default_factory=Rate)
-    errors: list[str] = Field(default_factory=list)
-    duration_ms: int = 0
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    taxonomy: list[Violation] = Field(default_factory=list)
-    judge_stability: float | None = None
-    tags: list[str] = Field(default_factory=list)
-    model: str | None = None

@@ -7,7 +7,7 @@ is given.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -101,6 +101,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture
+def golden_param(request: pytest.FixtureRequest) -> Any:
+    """The collected (case, attempt, model) of this item."""
+    return request.param
+
+
+@pytest.fixture
 def golden_case(golden_param: Any) -> Any:
     """The :class:`goldeval.cases.GoldenCase` of this item."""
     return golden_param.case
@@ -149,13 +155,9 @@ def golden_graders(request: pytest.FixtureRequest) -> list[Any]:
 def golden_answer(
     request: pytest.FixtureRequest, golden_param: Any, golden_case: Any, golden_provider: Any,
     golden_retriever: Any, golden_graders: Any,
-) -> Iterator[Any]:
+) -> Any:
     """The provider's answer for this attempt, obtained during setup (faults → ERROR)."""
-    from goldeval.session import obtain_answer, state_of
+    from goldeval.session import obtain_answer
 
-    state = state_of(request.config)
-    pipeline = state.pipeline(golden_graders, golden_retriever)
-    param = golden_param
-    if golden_case is not param.case:
-        param = type(param)(golden_case, param.attempt, param.model)
-    yield obtain_answer(request, param, golden_provider, pipeline)
+    return obtain_answer(request, golden_param, golden_case, golden_provider, golden_retriever,
+                         golden_graders)

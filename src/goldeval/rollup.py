@@ -1,29 +1,31 @@
-"""Case roll-up and run counters (reference 4.2 and 4.3): pure, no pytest."""
+"""Case roll-up and run counters (reference 4.2 and 4.3): pure, no pytest.
+
+Works on JSON-plain attempt records (the camelCase dicts that travel on test reports), so the
+controller never has to hold 100,000 model objects: it rolls cases up one at a time.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from goldeval.models import AttemptRecord, CaseInfo, CaseRecord, Rate, Status
+QUALITY = ("PASS", "FAIL")
+RAW_FIELDS = ("output", "judgeOutput")
 
-QUALITY = (Status.PASS, Status.FAIL)
 
-
-def case_status(attempts: Sequence[AttemptRecord]) -> Status:
-    statuses = [a.status for a in attempts]
-    if not statuses or all(s is Status.SKIPPED for s in statuses):
-        return Status.SKIPPED
+def case_status(statuses: Sequence[str]) -> str:
+    if not statuses or all(s == "SKIPPED" for s in statuses):
+        return "SKIPPED"
     quality = [s for s in statuses if s in QUALITY]
-    errors = any(s is Status.ERROR for s in statuses)
-    if errors:
+    if "ERROR" in statuses:
         # A PASS+ERROR mix is an ERROR case: an error never counts as a pass or a FAIL.
-        if not quality or all(s is Status.PASS for s in quality):
-            return Status.ERROR
-    if quality and all(s is Status.PASS for s in quality):
-        return Status.PASS
-    return Status.FAIL
+        if not quality or all(s == "PASS" for s in quality):
+            return "ERROR"
+    if quality and all(s == "PASS" for s in quality):
+        return "PASS"
+    return "FAIL"
 
 
 def _majority_share(decisions: list[str]) -> float | None:
@@ -32,37 +34,56 @@ def _majority_share(decisions: list[str]) -> float | None:
     return Counter(decisions).most_common(1)[0][1] / len(decisions)
 
 
-def roll_up(info: CaseInfo, attempts: Sequence[AttemptRecord]) -> CaseRecord:
-    ordered = sorted(attempts, key=lambda a: a.index)
-    status = case_status(ordered)
-    retrieval = next((a.retrieval for a in ordered if a.retrieval is not None), None)
-    if status is Status.PASS and retrieval is not None and retrieval.applicable and not retrieval.passed:
-        status = Status.FAIL
-    quality = [a for a in ordered if a.status in QUALITY]
-    contract = next((a.contract for a in reversed(ordered) if a.contract is not None), None)
-    judge = next((a.judge for a in reversed(ordered) if a.judge is not None), None)
-    judged = [a.judge.decision for a in ordered if a.judge is not None and a.judge.error is None]
+def roll_up(info: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The case record of run.json (reference field names) from its attempt records."""
+    ordered = sorted(attempts, key=lambda a: a["index"])
+    status = case_status([a["status"] for a in ordered])
+    retrieval = next((a["retrieval"] for a in ordered if a.get("retrieval") is not None), None)
+    if status == "PASS" and retrieval and retrieval.get("applicable") and not retrieval.get("passed"):
+        status = "FAIL"
+    quality = [a for a in ordered if a["status"] in QUALITY]
+    contract = next((a["contract"] for a in reversed(ordered) if a.get("contract")), None)
+    judge = next((a["judge"] for a in reversed(ordered) if a.get("judge")), None)
+    judged = [a["judge"]["decision"] for a in ordered
+              if a.get("judge") and not a["judge"].get("error")]
     if len(ordered) == 1:
-        stability = ordered[0].judge_stability
+        stability = ordered[0].get("judgeStability")
     else:
         stability = _majority_share(judged) if len(judged) >= 2 else None
-    return CaseRecord(
-        case_id=info.case_id,
-        status=status,
-        kinds=info.kinds,
-        attempts=list(ordered),
-        contract=contract,
-        judge=judge,
-        retrieval=retrieval,
-        success_rate=Rate(hits=sum(a.status is Status.PASS for a in quality), total=len(quality)),
-        errors=[f"{a.error_kind}: {a.error_message}" for a in ordered if a.status is Status.ERROR],
-        duration_ms=sum(a.duration_ms for a in ordered),
-        metadata={"prompt": info.prompt},
-        taxonomy=list(contract.taxonomy) if contract is not None else [],
-        judge_stability=stability,
-        tags=list(info.tags),
-        model=ordered[0].model if ordered else None,
-    )
+    case: dict[str, Any] = {
+        "caseId": info["caseId"],
+        "status": status,
+        "kinds": list(info["kinds"]),
+        "attempts": list(ordered),
+    }
+    if contract is not None:
+        case["contract"] = contract
+    if judge is not None:
+        case["judge"] = judge
+    if retrieval is not None:
+        case["retrieval"] = retrieval
+    case["successRate"] = {"hits": sum(a["status"] == "PASS" for a in quality),
+                           "total": len(quality)}
+    case["errors"] = [f"{a.get('errorKind')}: {a.get('errorMessage')}"
+                      for a in ordered if a["status"] == "ERROR"]
+    case["durationMs"] = sum(a.get("durationMs", 0) for a in ordered)
+    case["metadata"] = {"prompt": info.get("prompt")}
+    case["taxonomy"] = list(contract.get("taxonomy") or []) if contract else []
+    if stability is not None:
+        case["judgeStability"] = stability
+    if info.get("tags"):
+        case["tags"] = list(info["tags"])
+    if ordered and ordered[0].get("model"):
+        case["model"] = ordered[0]["model"]
+    return case
+
+
+def strip_raw(case: Mapping[str, Any]) -> dict[str, Any]:
+    """The case without raw model text (run.json and baselines never hold it)."""
+    out = dict(case)
+    out["attempts"] = [{k: v for k, v in a.items() if k not in RAW_FIELDS}
+                       for a in case["attempts"]]
+    return out
 
 
 @dataclass
@@ -82,6 +103,29 @@ class Counters:
     def quality_attempts(self) -> int:
         return self.attempts_passed + self.attempts_failed
 
+    def add(self, case: Mapping[str, Any]) -> None:
+        self.cases_total += 1
+        s = case["status"]
+        if s == "PASS":
+            self.cases_passed += 1
+        elif s == "FAIL":
+            self.cases_failed += 1
+        elif s == "SKIPPED":
+            self.cases_skipped += 1
+        else:
+            self.cases_error += 1
+        for a in case["attempts"]:
+            self.attempts_total += 1
+            s = a["status"]
+            if s == "PASS":
+                self.attempts_passed += 1
+            elif s == "FAIL":
+                self.attempts_failed += 1
+            elif s == "SKIPPED":
+                self.attempts_skipped += 1
+            else:
+                self.attempts_error += 1
+
     def dump(self) -> dict[str, int]:
         return {
             "casesTotal": self.cases_total,
@@ -97,18 +141,8 @@ class Counters:
         }
 
 
-def count(cases: Iterable[CaseRecord]) -> Counters:
+def count(cases: Iterable[Mapping[str, Any]]) -> Counters:
     c = Counters()
-    by_case: Counter[Status] = Counter()
-    by_attempt: Counter[Status] = Counter()
     for case in cases:
-        c.cases_total += 1
-        by_case[case.status] += 1
-        for a in case.attempts:
-            by_attempt[a.status] += 1
-            c.attempts_total += 1
-    c.cases_passed, c.cases_failed = by_case[Status.PASS], by_case[Status.FAIL]
-    c.cases_skipped, c.cases_error = by_case[Status.SKIPPED], by_case[Status.ERROR]
-    c.attempts_passed, c.attempts_failed = by_attempt[Status.PASS], by_attempt[Status.FAIL]
-    c.attempts_skipped, c.attempts_error = by_attempt[Status.SKIPPED], by_attempt[Status.ERROR]
+        c.add(case)
     return c

@@ -1,20 +1,23 @@
-"""The run document (run.json): built once on the controller from attempt records."""
+"""The run document (run.json): built once on the controller from attempt records.
+
+Attempts arrive as JSON-plain dicts on test reports. The collector keeps each one as a compact
+JSON string (about a tenth of the memory of model objects) and the builder rolls cases up one
+at a time, streaming them to disk, so 100,000 attempts never sit in memory as objects.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from goldeval.metrics import compute_metrics
-from goldeval.models import AttemptRecord, CaseInfo, CaseRecord
-from goldeval.rollup import count, roll_up
-
-RAW_FIELDS = {"output", "judgeOutput"}
+from goldeval.metrics import MetricsAccumulator
+from goldeval.rollup import Counters, roll_up, strip_raw
 
 
 def git_commit(cwd: Path) -> str:
@@ -43,20 +46,30 @@ def config_fingerprint(values: dict[str, Any]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
+_COMPACT = (",", ":")
+
+
 class RunCollector:
     """Folds attempt payloads (plain dicts from reports) into cases, in dataset order."""
 
-    def __init__(self) -> None:
-        self.infos: dict[str, CaseInfo] = {}
-        self.attempts: dict[str, dict[tuple[str, int], AttemptRecord]] = {}
+    def __init__(self, keep_passing_output: bool = True) -> None:
+        self.keep_passing_output = keep_passing_output
+        self.infos: dict[str, dict[str, Any]] = {}
+        self.attempts: dict[str, dict[tuple[str, int], str]] = {}
 
     def add(self, payload: dict[str, Any]) -> None:
-        info = CaseInfo.model_validate(payload["case"])
-        record = AttemptRecord.model_validate(payload["attempt"])
-        self.infos.setdefault(info.case_id, info)
+        case = payload["case"]
+        case_id = case["caseId"]
+        if case_id not in self.infos:
+            self.infos[case_id] = case
+        attempt = payload["attempt"]
+        if not self.keep_passing_output and attempt.get("status") == "PASS":
+            attempt = {k: v for k, v in attempt.items() if k != "output"}
         # Keyed by (model, attempt) so a re-sent report (xdist restart) is never counted twice.
-        key = (record.model or "", record.index)
-        self.attempts.setdefault(record.case_id, {})[key] = record
+        key = (attempt.get("model") or "", int(attempt["index"]))
+        self.attempts.setdefault(case_id, {})[key] = json.dumps(
+            attempt, ensure_ascii=False, separators=_COMPACT
+        )
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.attempts.values())
@@ -64,24 +77,39 @@ class RunCollector:
     def models(self) -> list[str]:
         return sorted({m for per_case in self.attempts.values() for (m, _) in per_case})
 
-    def cases(self, model: str | None = None) -> list[CaseRecord]:
-        """Rolled-up cases in dataset order; with ``model``, only that model's attempts."""
-        order = sorted(self.infos.values(), key=lambda i: (i.line or 0, i.case_id))
-        out = []
-        for info in order:
+    def case_ids(self, model: str | None = None) -> list[str]:
+        order = sorted(self.infos.values(), key=lambda i: (i.get("line") or 0, i["caseId"]))
+        return [
+            i["caseId"] for i in order
+            if model is None or any(m == model for (m, _) in self.attempts[i["caseId"]])
+        ]
+
+    def iter_cases(self, model: str | None = None) -> Iterator[dict[str, Any]]:
+        """Rolled-up cases (with raw text) in dataset order; with ``model``, that model's."""
+        for case_id in self.case_ids(model):
             records = [
-                r for (m, _), r in self.attempts[info.case_id].items()
+                json.loads(text) for (m, _), text in self.attempts[case_id].items()
                 if model is None or m == model
             ]
-            if records:
-                out.append(roll_up(info, records))
-        return out
+            yield roll_up(self.infos[case_id], records)
+
+    def cases(self, model: str | None = None) -> list[dict[str, Any]]:
+        return list(self.iter_cases(model))
 
 
-def strip_raw(case: dict[str, Any]) -> dict[str, Any]:
-    out = dict(case)
-    out["attempts"] = [{k: v for k, v in a.items() if k not in RAW_FIELDS} for a in case["attempts"]]
-    return out
+def light_case(case: dict[str, Any]) -> dict[str, Any]:
+    """What the controller keeps in memory per case: everything for a non-passing case (the
+    reports name its reasons), the statuses alone for a passing one (run.json has the rest)."""
+    if case["status"] != "PASS":
+        return strip_raw(case)
+    return {
+        "caseId": case["caseId"],
+        "status": case["status"],
+        "kinds": case["kinds"],
+        "successRate": case["successRate"],
+        "attempts": [{"index": a["index"], "status": a["status"]} for a in case["attempts"]],
+        **({"retrieval": case["retrieval"]} if "retrieval" in case else {}),
+    }
 
 
 def build_run(
@@ -89,17 +117,31 @@ def build_run(
     run_id: str,
     started: datetime,
     duration_ms: int,
-    cases: Iterable[CaseRecord],
+    cases: Iterator[dict[str, Any]],
+    cases_file: Path,
     protocol: dict[str, Any],
     configuration: dict[str, Any],
     identity: dict[str, Any],
     status: str,
     weights: dict[str, float] | None = None,
     extra: dict[str, Any] | None = None,
+    on_case: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    case_list = list(cases)
-    counters = count(case_list)
-    metrics = compute_metrics(case_list, weights)
+    """Roll up and write every case (one JSON line each) to ``cases_file``; return the run
+    document with light cases (see :func:`light_case`) for comparison, gate and reports."""
+    counters = Counters()
+    acc = MetricsAccumulator()
+    light: list[dict[str, Any]] = []
+    cases_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(cases_file, "w", encoding="utf-8") as fh:
+        for case in cases:
+            counters.add(case)
+            acc.add(case)
+            if on_case is not None:
+                on_case(case)
+            stripped = strip_raw(case)
+            fh.write(json.dumps(stripped, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+            light.append(light_case(case))
     doc: dict[str, Any] = {
         "runId": run_id,
         "timestamp": started.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
@@ -108,14 +150,41 @@ def build_run(
         "protocol": protocol,
         "configuration": configuration,
         **counters.dump(),
-        "metrics": metrics,
-        "cases": [strip_raw(c.dump()) for c in case_list],
+        "metrics": acc.result(weights),
+        "cases": light,
         "durationMs": duration_ms,
         "environment": {"python": platform.python_version()},
     }
     if extra:
         doc.update(extra)
     return doc
+
+
+def write_run_json(path: Path, run: dict[str, Any], cases_file: Path) -> None:
+    """run.json: the document's fields pretty-printed, cases spliced in from ``cases_file``
+    one per line, written to a temp file and renamed so a crash leaves no half file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+        out.write("{\n")
+        first = True
+        for key, value in run.items():
+            if not first:
+                out.write(",\n")
+            first = False
+            name = json.dumps(key, ensure_ascii=False)
+            if key == "cases":
+                out.write(f"  {name}: [")
+                with open(cases_file, encoding="utf-8") as fh:
+                    sep = "\n"
+                    for line in fh:
+                        out.write(sep + "    " + line.rstrip("\n"))
+                        sep = ",\n"
+                out.write("\n  ]" if sep == ",\n" else "]")
+            else:
+                text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+                out.write(f"  {name}: {text}")
+        out.write("\n}\n")
+    tmp.replace(path)
 
 
 def new_run_id(out_dir: Path, now: datetime) -> str:

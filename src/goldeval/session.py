@@ -28,6 +28,7 @@ from goldeval.settings import RunSettings, provider_from_env
 
 STATE_KEY = pytest.StashKey["GoldenSession"]()
 RECORD_KEY = pytest.StashKey[AttemptRecord]()
+ITEM_KEY = pytest.StashKey[tuple["Pipeline", "GoldenParam"]]()
 PAYLOAD_ATTR = "goldeval"
 
 
@@ -134,7 +135,11 @@ class GoldenSession:
                 )
         self.dataset: Dataset | None = None
         self.graders: list[Grader] | None = None
-        self.collector = RunCollector()
+        self.collector = RunCollector(
+            keep_passing_output=self.settings.artifacts == "always"
+            or self.settings.mode is Mode.RECORD
+        )
+        self._case_infos: dict[str, dict[str, Any]] = {}
         self.started = datetime.now().astimezone()
         self.started_monotonic = time.monotonic()
         self.deadline_at = (
@@ -307,12 +312,15 @@ def _call(state: GoldenSession, provider: Provider, pipeline: Pipeline,
         return exc
 
 
-def obtain_answer(request: pytest.FixtureRequest, param: GoldenParam, provider: Any,
-                  pipeline: Pipeline) -> Answer:
+def obtain_answer(request: pytest.FixtureRequest, param: GoldenParam, case: GoldenCase,
+                  provider: Any, retriever: Any, graders: list[Grader]) -> Answer:
     """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
     state = state_of(request.config)
     item = request.node
-    case = param.case
+    pipeline = state.pipeline(graders, retriever)
+    if case is not param.case:  # golden_case was overridden in a conftest
+        param = GoldenParam(case, param.attempt, param.model)
+    item.stash[ITEM_KEY] = (pipeline, param)
     provider_obj = state.wrap_provider(as_provider(provider))
     model = param.model or state.settings.provider.model
 
@@ -349,26 +357,34 @@ def obtain_answer(request: pytest.FixtureRequest, param: GoldenParam, provider: 
     answer: Answer = outcome
     if answer.model is None:
         answer.model = model
+    # The test function takes only this fixture: asking for `request` there too would make
+    # pytest build another fixture definition per item.
+    answer._item = item
     return answer
 
 
-def grade_item(request: pytest.FixtureRequest, case: GoldenCase, answer: Answer) -> None:
+def grade_item(answer: Answer) -> None:
     """Call phase: grade with the hard graders; a FAIL shows its violations, no traceback."""
-    graders = request.getfixturevalue("golden_graders")
-    retriever = request.getfixturevalue("golden_retriever")
-    state = state_of(request.config)
-    param: GoldenParam = request.getfixturevalue("golden_param")
-    pipeline = state.pipeline(graders, retriever)
+    item = answer._item
+    state = state_of(item.config)
+    pipeline, param = item.stash[ITEM_KEY]
+    case = param.case
     record = pipeline.grade(case, param.attempt, answer, answer.model)
     judge = state.judge()
     if judge is not None:
         judge.judge(case, record, answer, pipeline.retrieve(case))
-    request.node.stash[RECORD_KEY] = record
-    request.config.hook.pytest_goldeval_attempt_graded(config=request.config, record=record.dump())
+    item.stash[RECORD_KEY] = record
+    hook = item.config.hook.pytest_goldeval_attempt_graded
+    if hook.get_hookimpls():
+        hook(config=item.config, record=record.dump())
     if record.status is Status.FAIL:
         pytest.fail(failure_message(record), pytrace=False)
 
 
 def payload_for(item: pytest.Item, record: AttemptRecord) -> dict[str, Any]:
     param: GoldenParam = item.callspec.params["golden_param"]  # type: ignore[attr-defined]
-    return {"case": case_info(param.case).dump(), "attempt": record.dump()}
+    infos = state_of(item.config)._case_infos
+    info = infos.get(param.case.id)
+    if info is None:
+        info = infos[param.case.id] = case_info(param.case).dump()
+    return {"case": info, "attempt": record.dump()}

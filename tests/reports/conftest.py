@@ -93,17 +93,20 @@ class DomIndex(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.elements: list[tuple[str, dict[str, str | None]]] = []
         self.scripts: list[str] = []
-        self.title = ""
+        self.title = ""  # the document's title (the first <title>, not SVG ones)
+        self._titles = 0
         self._in: str | None = None
         self.feed(dom)
         self.close()
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.elements.append((tag, dict(attrs)))
-        if tag in ("script", "title"):
+        if tag == "script":
             self._in = tag
-            if tag == "script":
-                self.scripts.append("")
+            self.scripts.append("")
+        elif tag == "title":
+            self._titles += 1
+            self._in = tag if self._titles == 1 else None
 
     def handle_endtag(self, tag: str) -> None:
         if tag == self._in:

@@ -12,6 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+# httpx imports httpcore lazily. Importing it here, at collection, keeps it in sys.modules
+# across pytester's in-process runs (which drop modules first imported during a run and would
+# leave httpx mapping exceptions of a stale httpcore).
+import httpcore  # noqa: F401
 import pytest
 
 from goldeval.cases import GoldenCase

@@ -35,10 +35,11 @@ Rules worth knowing
 -------------------
 
 * **Answer text.** ``None`` is graded as the empty string.
-* **exact.** ``normalize`` is a list of steps (or ``"all"``), applied to both sides in this
-  order: ``nfc`` (Unicode NFC), ``case`` (``str.casefold``), ``punctuation`` (drop every
-  Unicode punctuation character, category ``P*``), ``whitespace`` (collapse runs to one space,
-  strip the ends). Without ``normalize`` the comparison is byte-exact, trailing newline included.
+* **exact.** ``normalize`` is a list of steps (or one step name, or ``"all"``), applied to
+  both sides in this order: ``nfc`` (Unicode NFC), ``case`` (``str.casefold``),
+  ``punctuation`` (drop every Unicode punctuation character, category ``P*``),
+  ``whitespace`` (collapse runs to one space, strip the ends). Without ``normalize`` the
+  comparison is byte-exact, trailing newline included.
 * **regex.** :func:`re.search` without flags (use inline flags such as ``(?i)``). Only the first
   :data:`REGEX_SCAN_LIMIT` characters (1 MB) of the answer are searched; the violation says so
   when the answer was longer. For ``not_regex`` a longer answer fails (the tail cannot be shown
@@ -72,6 +73,7 @@ Rules worth knowing
   ``exact`` (exactly these calls, in this order, nothing else), ``subsequence`` (default: in
   this order, other calls may come between), ``any`` (each expected call matches a distinct
   actual call, any order, extras allowed). Arguments that arrive as a JSON string are parsed.
+  ``tool_calls: []`` with ``exact`` asserts that no tool was called.
 * **number.** When the whole answer is a JSON number, that number. Otherwise the LAST number in
   the text matching ``[-+]?(digits[.digits]|.digits)([eE][-+]?digits)?``, where a sign or number
   glued to a preceding letter, digit or ``.`` does not count (``x-5`` → 5, ``2024-01-05`` → 5,

@@ -60,7 +60,7 @@ def status_class(status: Any) -> str:
     """CSS class for a PASS/FAIL/ERROR/SKIPPED-like word (a fixed set, never user text)."""
     word = str(status).upper()
     if word in ("PASS", "PASSED", "NO_REGRESSION", "IMPROVEMENT", "UNCHANGED_PASS", "RECOVERED",
-                "IMPROVED"):
+                "IMPROVED", "COMPLETED"):
         return "goldeval-pass"
     if word in ("FAIL", "FAILED", "REGRESSION", "NEW_FAILURE", "UNCHANGED_FAIL", "REGRESSED",
                 "COMPARISON_INVALID"):
@@ -214,14 +214,16 @@ def gate_html(run: Mapping[str, Any]) -> str:
             + (f"<ul>{warnings}</ul>" if warnings else ""))
 
 
-def render_summary(run: Mapping[str, Any]) -> str:
+def render_summary(run: Mapping[str, Any], anchor: str = "goldeval-summary") -> str:
     """The golden run as an HTML fragment for the top of pytest-html's summary."""
     dataset = (run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion")
     gate = run.get("qualityGate") or {}
+    model = (run.get("protocol") or {}).get("model")
+    title = esc(dataset) + (f" · model {esc(model)}" if model else "")
     return (
         f"<style>{STYLE}</style>"
-        '<div class="goldeval-summary" id="goldeval-summary">'
-        f"<h2>Golden evaluation: {esc(dataset)}</h2>"
+        f'<div class="goldeval-summary" id="{esc(anchor)}">'
+        f"<h2>Golden evaluation: {title}</h2>"
         f"<p>Gate: {badge(gate.get('verdict') or 'not applied')} · "
         f"cases {esc(run.get('casesTotal'))} (pass {esc(run.get('casesPassed'))}, "
         f"fail {esc(run.get('casesFailed'))}, error {esc(run.get('casesError'))}, "
@@ -347,7 +349,10 @@ class HtmlGlue:
         run = self.state.run
         if run is None:
             return
-        prefix.insert(0, render_summary(run))
+        # Models side by side (--golden-models): one section per model's run.
+        runs = self.state.benchmark or [run]
+        prefix[0:0] = [render_summary(r, "goldeval-summary" if i == 0 else f"goldeval-summary-{i}")
+                       for i, r in enumerate(runs)]
 
 
 def register(config: pytest.Config, state: GoldenSession) -> None:

@@ -35,6 +35,8 @@ class Answer:
     duration_ms: int = 0
     tries: int = 1
     model: str | None = None
+    #: Set by the plugin: the pytest item this answer belongs to (not part of the API).
+    _item: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -261,6 +261,11 @@ class EmbeddingClient:
             failure = f"cannot reach {url}: {type(exc).__name__}: {exc}"
         except httpx.InvalidURL:
             failure = f"invalid embedding URL {url}"
+        except Exception as exc:  # e.g. an httpcore error that httpx did not map
+            if "timeout" in type(exc).__name__.lower():
+                failure = f"timed out after {self.timeout:g}s calling {url}"
+            else:
+                failure = f"cannot reach {url}: {type(exc).__name__}: {exc}"
         if failure is not None or response is None:
             raise self._fail(failure or f"no response from {url}")
         if response.status_code >= 400:

@@ -1,0 +1,83 @@
+"""Collection and fixture-mode run against plain parametrised pytest, side by side.
+
+    python benchmarks/bench_scale.py --rows 10000 [--rows 100000] [--repeat 3] [--xdist]
+
+For each size it generates a synthetic dataset (benchmarks/generate.py) and measures, in the
+same run and alternately (best of --repeat):
+  * collection: ``pytest --golden=bench-v1 --collect-only`` vs ``pytest plain/test_plain_collect.py
+    --collect-only`` (a plain @pytest.mark.parametrize over the same JSONL): target ≤ 1.5× wall,
+    ≤ 1.3× peak RSS;
+  * fixture mode end to end: ``pytest --golden=bench-v1`` vs ``plain/test_plain_grade.py`` (the
+    same grading functions called from a plain parametrised test): same targets;
+  * with --xdist: ``-n 2`` against serial on the golden run (speed-up, identical metrics).
+Figures are printed as a table; nothing is asserted (this is a benchmark, not a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _measure import best_of, pytest_cmd, table  # noqa: E402
+from generate import generate  # noqa: E402
+
+
+def metrics_of(root: Path) -> dict:
+    run_dir = Path((root / ".goldeval/runs/LATEST").read_text().strip())
+    doc = json.loads((run_dir / "run.json").read_text())
+    return {k: v for k, v in doc["metrics"].items() if k != "latency"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, action="append")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--xdist", action="store_true")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    rows_list = args.rows or [10_000]
+    base = args.workdir or Path(tempfile.mkdtemp(prefix="goldeval-bench-"))
+    out: list[tuple[str, str, str, str, str]] = []
+    for rows in rows_list:
+        root = generate(rows, base / f"rows-{rows}")
+        env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONHASHSEED": "0"}
+        collect = best_of(
+            args.repeat,
+            ("ours", pytest_cmd("--golden=bench-v1", "--collect-only")),
+            ("plain", pytest_cmd("plain/test_plain_collect.py", "--collect-only")),
+            cwd=root, env=env,
+        )
+        run = best_of(
+            args.repeat,
+            ("ours", pytest_cmd("--golden=bench-v1", "--golden-artifacts=never")),
+            ("plain", pytest_cmd("plain/test_plain_grade.py")),
+            cwd=root, env=env,
+        )
+        for label, m in (("collect", collect), ("fixture run", run)):
+            o, p = m["ours"], m["plain"]
+            out.append((f"{label} {rows:,} rows wall", f"{o.wall:.1f} s", f"{p.wall:.1f} s",
+                        f"{o.wall / p.wall:.2f}x", "<= 1.5x"))
+            out.append((f"{label} {rows:,} rows peak RSS", f"{o.rss_mb:.0f} MB",
+                        f"{p.rss_mb:.0f} MB", f"{o.rss_mb / p.rss_mb:.2f}x", "<= 1.3x"))
+        if args.xdist:
+            serial_metrics = metrics_of(root)
+            par = best_of(
+                args.repeat,
+                ("n2", pytest_cmd("--golden=bench-v1", "--golden-artifacts=never", "-n", "2")),
+                cwd=root, env=env,
+            )
+            same = metrics_of(root) == serial_metrics
+            out.append((f"-n 2 vs serial {rows:,} rows wall", f"{par['n2'].wall:.1f} s",
+                        f"{run['ours'].wall:.1f} s", f"{run['ours'].wall / par['n2'].wall:.2f}x "
+                        "speed-up", "> 1x, same metrics: " + ("yes" if same else "NO")))
+        print(table(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
