@@ -9,6 +9,15 @@ from typing import Any
 
 import pytest
 
+# pytester's in-process runs restore sys.modules afterwards: a library first imported inside
+# such a run would be imported again later with new exception classes, which the modules that
+# already hold the old ones no longer catch. Import them once, up front.
+import httpcore  # noqa: F401,E402
+import httpx  # noqa: F401,E402
+import psycopg  # noqa: F401,E402
+
+import goldeval.store.postgres  # noqa: F401,E402
+
 from tests.helpers import ROOT, RunFiles
 
 

@@ -106,7 +106,18 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from goldeval.baseline import default_candidates
     from goldeval.comparison import compare
 
-    run = _load_json(Path(args.run))
+    if args.run_key:
+        from goldeval import store_cli
+
+        store = store_cli._open(args.store)
+        try:
+            run = store_cli.run_document(store, args.run_key)
+        finally:
+            store.close()
+    elif args.run:
+        run = _load_json(Path(args.run))
+    else:
+        raise GoldevalError("give a run.json or --run-key KEY")
     baseline = None
     if args.baseline:
         baseline = _load_json(Path(args.baseline))
@@ -228,8 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("gate", help="gate a saved run.json")
-    p.add_argument("run")
+    p = sub.add_parser("gate", help="gate a saved run.json, or a whole run key from the store")
+    p.add_argument("run", nargs="?", default=None)
+    p.add_argument("--run-key", default=None, help="gate every attempt stored under this key")
+    p.add_argument("--store", default=".goldeval/goldeval.sqlite3",
+                   help="SQLite path or postgresql:// URL (with --run-key)")
     p.add_argument("--baseline", default=None)
     p.add_argument("--baselines", default="baselines", help="folder of the default lookup")
     common(p)

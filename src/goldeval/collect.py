@@ -114,3 +114,24 @@ def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest
                 if tokens.get("totalTokens") is not None:
                     props.append(("golden.tokens", str(tokens["totalTokens"])))
                 item.user_properties.extend(props)
+
+
+def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pytest.Item]) -> None:
+    """``--golden-run-key``: attempts graded in an earlier session of the run are not rerun."""
+    from goldeval.storage import already_graded
+
+    graded = already_graded(state)
+    if not graded:
+        return
+    keep, done = [], []
+    default_model = state.settings.provider.model if state.settings.mode.value != "fixture" else None
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("golden_param") if callspec is not None else None
+        key = None
+        if param is not None:
+            key = (param.case.id, param.attempt, param.model or default_model or "")
+        (done if key in graded else keep).append(item)
+    if done:
+        config.hook.pytest_deselected(items=done)
+        items[:] = keep

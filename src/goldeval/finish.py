@@ -6,6 +6,7 @@ status and the artifacts are decided exactly once.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ class Controller:
         payload = getattr(report, PAYLOAD_ATTR, None)
         if payload is not None:
             self.state.collector.add(payload)
+            recorder = self.state.recorder
+            if recorder is not None:
+                if recorder.store is None and recorder.error is None:
+                    recorder.begin(*early_protocol(self.state))
+                recorder.add(payload)
             # Folded into the run; pytest keeps every report until the end, so drop the copy.
             delattr(report, PAYLOAD_ATTR)
 
@@ -47,16 +53,47 @@ class Controller:
         print_summary(self.state, terminalreporter)
 
 
+def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Protocol and configuration known before the selection is complete (for the store)."""
+    protocol = protocol_for(state, [])
+    protocol.pop("selectedCaseIds")
+    s = state.settings
+    configuration = {"mode": s.mode.protocol_name, "goldenMode": s.mode.value,
+                     "repetitions": s.attempts, "provider": s.provider.name,
+                     "runKey": s.run_key}
+    return protocol, configuration
+
+
+def merge_previous(state: GoldenSession) -> None:
+    """A resumed run key: fold the attempts graded in earlier sessions into this run."""
+    recorder = state.recorder
+    if recorder is None:
+        return
+    if recorder.store is None and recorder.error is None:
+        recorder.begin(*early_protocol(state))
+    if not recorder.resumed:
+        return
+    recorder.flush()
+    cases, attempts = recorder.previous_attempts()
+    infos = {c["caseId"]: c for c in cases}
+    have = {(cid, m, i) for cid, per in state.collector.attempts.items() for (m, i) in per}
+    for attempt in attempts:
+        key = (attempt["caseId"], attempt.get("model") or "", int(attempt["index"]))
+        info = infos.get(attempt["caseId"])
+        if key in have or info is None:
+            continue
+        state.collector.add({"case": info, "attempt": attempt})
+
+
 def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     ds = state.load()
     s = state.settings
     live = s.mode is not Mode.FIXTURE
     graders = state.graders or []
-    chosen = set(selected)
-    cases = [c for c in ds.cases if c.id in chosen]
-    # Only graders that grade some selected row: installing a new grader type must not make
-    # every existing baseline incomparable.
-    used = sorted({g.name for g in graders if any(g.applies(c) for c in cases)})
+    # Only graders that grade some row of the dataset: installing a new grader type must not
+    # make every existing baseline incomparable, and every shard or selection of one dataset
+    # gets the same hash.
+    used = sorted({g.name for g in graders if any(g.applies(c) for c in ds.cases)})
     grader_config = config_fingerprint(
         {
             "domain": ds.domain.fingerprint(),
@@ -96,6 +133,7 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
             return
     interrupted = status == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
     live = state.settings.mode is not Mode.FIXTURE
+    merge_previous(state)
     if state.settings.mode is Mode.RECORD:
         state.recorded = record_fixtures(state)
     models = state.collector.models()
@@ -125,15 +163,30 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
     run, run_dir = build_for(state, model or None, interrupted)
     from goldeval.decide import decide, save_requested_baseline
 
-    decision = decide(state, run, int(status), live=live)
+    recorder = state.recorder
+    resumed_all = (status == pytest.ExitCode.NO_TESTS_COLLECTED and recorder is not None
+                   and recorder.resumed and bool(run.get("attemptsTotal")))
+    # A resumed run key with nothing left to do gets the whole run's verdict, not "no tests".
+    decision = decide(state, run, 0 if resumed_all else int(status), live=live)
     run.update(decision.run_fields)
+    if recorder is not None:
+        recorder.flush()
+        if recorder.error and decision.code not in (65,):
+            # What was graded is kept (run folder); the run is not a complete record.
+            run["status"] = "INTERRUPTED"
+            reason = f"{recorder.error}; the run is incomplete, retry it"
+            run.setdefault("notes", []).append(reason)
+            run["exitDecision"] = {"code": 75, "reason": reason}
+            decision.code, decision.reason = 75, reason
     write_run(state, run, run_dir)
+    if recorder is not None:
+        recorder.finish(run, state.artifact_inventory)
     if decision.save_baseline:
         decision = save_requested_baseline(state, run, run_dir / "run.json", decision)
         run.update(decision.run_fields)
     state.run = run
     state.exit_reason = decision.reason
-    if decision.code != int(status) and status not in KEEP_STATUSES:
+    if decision.code != int(status) and (status not in KEEP_STATUSES or resumed_all):
         session.exitstatus = decision.code
     state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
 
@@ -147,7 +200,12 @@ def build_for(
     s = state.settings
     live = s.mode is not Mode.FIXTURE
     out_dir = s.out_dir
-    run_id = new_run_id(out_dir, state.started)
+    run_id = state.run_id
+    recorder = state.recorder
+    if recorder is not None and recorder.run_id and recorder.resumed:
+        run_id = recorder.run_id  # the resumed run keeps its identity (and its folder)
+    elif model is not None and len(state.collector.models()) > 1:
+        run_id = new_run_id(out_dir, state.started)
     protocol = protocol_for(state, selected)
     model = (model or s.provider.model) if live else None
     protocol["model"] = model
@@ -216,7 +274,7 @@ def build_for(
     run_dir = out_dir / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "cases").mkdir(exist_ok=True)
-    cases_file = run_dir / ".cases.jsonl.tmp"
+    cases_file = run_dir / f".cases.{os.getpid()}.jsonl.tmp"
     run = build_run(
         run_id=run_id,
         started=state.started,
@@ -269,7 +327,7 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     from goldeval.run import write_run_json
 
     out_dir = state.settings.out_dir
-    cases_file = run_dir / ".cases.jsonl.tmp"
+    cases_file = run_dir / f".cases.{os.getpid()}.jsonl.tmp"
     write_run_json(run_dir / "run.json", run, cases_file)
     cases_file.unlink(missing_ok=True)
     artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(run)))

@@ -84,6 +84,14 @@ def add_options(parser: pytest.Parser) -> None:
     add("--golden-overwrite-fixtures", action="store_true", default=None,
         help="record mode: allow replacing existing fixtures")
     add("--golden-experiment", default=None, metavar="NAME", help="experiment label for the run")
+    add("--golden-store", default=None, metavar="URL",
+        help="run store: a SQLite path (default .goldeval/goldeval.sqlite3), "
+        "postgresql://user@host/db, or none")
+    add("--golden-run-key", default=None, metavar="KEY",
+        help="name the run across processes (e.g. the CI pipeline id): a rerun with the same "
+        "key skips attempts already graded; shards with one key add up to one run")
+    add("--golden-rerun-errors", action="store_true", default=None,
+        help="with --golden-run-key: retry only the attempts that ended as ERROR")
     add("--golden-junit", default=None, metavar="PATH",
         help="write a dashboard JUnit XML: one testcase per case and per gate rule")
     parser.addini("golden_root", "folder holding the golden datasets", default="golden")

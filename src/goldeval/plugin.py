@@ -86,6 +86,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parametrize(metafunc, state)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = _state(config)
+    if state is None or not state.settings.run_key:
+        return
+    from goldeval.collect import deselect_graded
+
+    deselect_graded(config, state, items)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield

@@ -6,6 +6,7 @@ in pure modules (graders, rollup, metrics, comparison, gate); this module wires 
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -94,6 +95,9 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
         cache_dir=_cache_dir(config),
         experiment=_opt(config, "golden_experiment"),
         junit_path=_opt(config, "golden_junit"),
+        store=_opt(config, "golden_store") or os.environ.get("GOLDEVAL_STORE") or None,
+        run_key=_opt(config, "golden_run_key"),
+        rerun_errors=bool(_opt(config, "golden_rerun_errors", False)),
     )
 
 
@@ -157,6 +161,16 @@ class GoldenSession:
         self.benchmark: list[dict[str, Any]] | None = None
         self.recorded: dict[str, list[str]] | None = None
         self.artifact_inventory: list[dict[str, Any]] = []
+        from goldeval.run import new_run_id
+
+        self.run_id = new_run_id(self.settings.out_dir, self.started)
+        self.recorder: Any = None
+        if not self.is_worker:
+            from goldeval.storage import RunRecorder
+
+            self.recorder = RunRecorder(self)
+        if self.settings.rerun_errors and not self.settings.run_key:
+            raise pytest.UsageError("--golden-rerun-errors needs --golden-run-key")
 
     # -- collection ------------------------------------------------------------------------
 

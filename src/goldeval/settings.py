@@ -79,6 +79,9 @@ class RunSettings:
     overwrite_fixtures: bool = False
     experiment: str | None = None
     junit_path: str | None = None
+    store: str | None = None
+    run_key: str | None = None
+    rerun_errors: bool = False
 
 
 def _env_timeout_minutes(default: float) -> float:

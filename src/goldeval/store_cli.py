@@ -1,0 +1,98 @@
+"""``goldeval runs | show | export`` and the run-key gate: the store seen from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from goldeval.errors import GoldevalError
+
+
+def _open(url: str) -> Any:
+    from goldeval.store import StoreError, open_store
+
+    try:
+        if "://" not in url and not Path(url).exists():
+            raise GoldevalError("no run store here", path=url,
+                                hint="run pytest --golden=ID first, or pass --store")
+        return open_store(url)
+    except StoreError as exc:
+        raise GoldevalError(str(exc)) from None
+
+
+def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
+    """A run.json-shaped document rebuilt from the store (all shards of a run key)."""
+    from goldeval.rollup import Counters, roll_up
+    from goldeval.metrics import MetricsAccumulator
+
+    row = store.get_run(run_id_or_key)
+    if row is None:
+        raise GoldevalError(f"no run {run_id_or_key!r} in the store",
+                            hint="goldeval runs lists them")
+    infos = {c["caseId"]: c for c in store.cases(row.run_id)}
+    per_case: dict[str, list[dict[str, Any]]] = {}
+    for attempt in store.attempts(row.run_id):
+        per_case.setdefault(attempt["caseId"], []).append(attempt)
+    counters = Counters()
+    acc = MetricsAccumulator()
+    cases = []
+    order = sorted(per_case, key=lambda cid: ((infos.get(cid) or {}).get("line") or 0, cid))
+    for case_id in order:
+        info = infos.get(case_id) or {"caseId": case_id, "kinds": ["GENERATION"], "prompt": ""}
+        case = roll_up(info, per_case[case_id])
+        counters.add(case)
+        acc.add(case)
+        cases.append(case)
+    protocol = dict(row.protocol)
+    protocol["selectedCaseIds"] = sorted(per_case)
+    doc: dict[str, Any] = {
+        "runId": row.run_id,
+        "runKey": row.run_key,
+        "status": row.status,
+        "datasetVersion": row.dataset_id,
+        "datasetHash": row.dataset_hash,
+        "model": row.model,
+        "protocol": protocol,
+        "configuration": row.configuration,
+        **counters.dump(),
+        "metrics": acc.result(),
+        "cases": cases,
+    }
+    if protocol.get("packHash"):
+        doc["packHash"] = protocol["packHash"]
+        doc["packDatasetVersion"] = protocol.get("packId")
+    return doc
+
+
+def run(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        if args.command == "runs":
+            rows = store.runs(limit=50)
+            print(f"{'run':<24} {'key':<14} {'dataset':<16} {'mode':<13} {'model':<18} "
+                  f"{'status':<11} overall")
+            for r in rows:
+                rate = "n/a" if r.pass_rate is None else f"{r.pass_rate * 100:.1f}%"
+                print(f"{r.run_id:<24} {(r.run_key or '-'):<14} {r.dataset_id:<16} "
+                      f"{r.mode:<13} {(r.model or '-'):<18} {r.status:<11} {rate}")
+            if not rows:
+                print("no runs yet")
+            return 0
+        doc = run_document(store, args.run)
+        if args.command == "show":
+            from goldeval.report_md import render
+
+            print(render(doc))
+            return 0
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            print(f"written to {args.out}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+    finally:
+        store.close()
