@@ -22,16 +22,22 @@ class Measure:
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Measure:
     """Run ``cmd`` and return wall seconds and the child's peak RSS (ru_maxrss of wait4)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     return Measure(wall, usage.ru_maxrss / 1024, proc.returncode)
 
 
-def best_of(n: int, *cmds: tuple[str, list[str]], cwd: Path,
-            env: dict[str, str] | None = None) -> dict[str, Measure]:
+def best_of(
+    n: int, *cmds: tuple[str, list[str]], cwd: Path, env: dict[str, str] | None = None
+) -> dict[str, Measure]:
     """Run the commands alternately ``n`` times; keep each one's fastest run (and its RSS)."""
     best: dict[str, Measure] = {}
     for _ in range(n):
@@ -47,9 +53,9 @@ def best_of(n: int, *cmds: tuple[str, list[str]], cwd: Path,
 def table(rows: list[tuple[str, str, str, str, str]]) -> str:
     head = ("figure", "ours", "reference", "ratio", "target")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(head, widths))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
     lines.append("-+-".join("-" * w for w in widths))
-    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(lines)
 
 

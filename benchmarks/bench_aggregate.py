@@ -19,12 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _measure import table  # noqa: E402
+from _measure import table
 
-from goldeval.comparison import compare  # noqa: E402
-from goldeval.gate import evaluate  # noqa: E402
-from goldeval.metrics import compute_metrics  # noqa: E402
-from goldeval.rollup import count  # noqa: E402
+from goldeval.comparison import compare
+from goldeval.gate import evaluate
+from goldeval.metrics import compute_metrics
+from goldeval.rollup import count
 
 
 def make_run(attempts: int, per_case: int, seed: int) -> dict:
@@ -35,27 +35,52 @@ def make_run(attempts: int, per_case: int, seed: int) -> dict:
         atts = []
         for i, s in enumerate(status_list, start=1):
             ok = s == "PASS"
-            atts.append({
-                "index": i, "status": s, "durationMs": rng.randint(50, 900),
-                "contract": {"passed": ok, "violations": [] if ok else ["x missing 'y'"],
-                             "refuseChecked": False, "refuseOk": False, "ragChecked": True,
-                             "ragOk": ok, "layerChecked": True, "layerOk": True,
-                             "hallucinationHit": False, "taxonomy": []},
-                "tokens": {"inputTokens": 900, "outputTokens": 120, "totalTokens": 1020},
-            })
+            atts.append(
+                {
+                    "index": i,
+                    "status": s,
+                    "durationMs": rng.randint(50, 900),
+                    "contract": {
+                        "passed": ok,
+                        "violations": [] if ok else ["x missing 'y'"],
+                        "refuseChecked": False,
+                        "refuseOk": False,
+                        "ragChecked": True,
+                        "ragOk": ok,
+                        "layerChecked": True,
+                        "layerOk": True,
+                        "hallucinationHit": False,
+                        "taxonomy": [],
+                    },
+                    "tokens": {"inputTokens": 900, "outputTokens": 120, "totalTokens": 1020},
+                }
+            )
         hits = status_list.count("PASS")
-        cases.append({
-            "caseId": f"case-{c:07d}", "status": "PASS" if hits == per_case else "FAIL",
-            "kinds": ["GENERATION", "RAG", "RETRIEVAL", "LAYER"] + (["NEGATIVE"] if c % 3 == 0 else []),
-            "attempts": atts,
-            "retrieval": {"applicable": True, "passed": True},
-            "successRate": {"hits": hits, "total": per_case},
-        })
-    run = {"protocol": {"datasetId": "bench", "datasetHash": "h", "mode": "LIVE",
-                        "attempts": per_case, "selectedCaseIds": [c["caseId"] for c in cases],
-                        "graderConfigHash": "g", "provider": "p", "model": "m",
-                        "judgeEnabled": False},
-           "cases": cases}
+        cases.append(
+            {
+                "caseId": f"case-{c:07d}",
+                "status": "PASS" if hits == per_case else "FAIL",
+                "kinds": ["GENERATION", "RAG", "RETRIEVAL", "LAYER"]
+                + (["NEGATIVE"] if c % 3 == 0 else []),
+                "attempts": atts,
+                "retrieval": {"applicable": True, "passed": True},
+                "successRate": {"hits": hits, "total": per_case},
+            }
+        )
+    run = {
+        "protocol": {
+            "datasetId": "bench",
+            "datasetHash": "h",
+            "mode": "LIVE",
+            "attempts": per_case,
+            "selectedCaseIds": [c["caseId"] for c in cases],
+            "graderConfigHash": "g",
+            "provider": "p",
+            "model": "m",
+            "judgeEnabled": False,
+        },
+        "cases": cases,
+    }
     run.update(count(cases).dump())
     run["metrics"] = compute_metrics(cases)
     return run
@@ -75,14 +100,31 @@ def main() -> None:
     t0 = time.perf_counter()
     metrics = compute_metrics(loaded["cases"])
     cmp = compare(baseline, loaded)
-    gate = evaluate(loaded, {"thresholds": {"overallPassRate": 0.5},
-                             "allowedRegression": 0.0}, baseline, cmp, live=True)
+    gate = evaluate(
+        loaded,
+        {"thresholds": {"overallPassRate": 0.5}, "allowedRegression": 0.0},
+        baseline,
+        cmp,
+        live=True,
+    )
     agg_s = time.perf_counter() - t0
-    print(f"{args.attempts:,} attempts: overall {metrics['overallPassRate']['rate']:.4f}, "
-          f"comparison {cmp.decision.value}, gate {gate.verdict}")
-    print(table([(f"metrics+comparison+gate over {args.attempts:,} attempts",
-                  f"{agg_s:.2f} s", f"json.loads {load_s:.2f} s", f"{agg_s / load_s:.2f}x",
-                  "< 1x")]))
+    print(
+        f"{args.attempts:,} attempts: overall {metrics['overallPassRate']['rate']:.4f}, "
+        f"comparison {cmp.decision.value}, gate {gate.verdict}"
+    )
+    print(
+        table(
+            [
+                (
+                    f"metrics+comparison+gate over {args.attempts:,} attempts",
+                    f"{agg_s:.2f} s",
+                    f"json.loads {load_s:.2f} s",
+                    f"{agg_s / load_s:.2f}x",
+                    "< 1x",
+                )
+            ]
+        )
+    )
 
 
 if __name__ == "__main__":

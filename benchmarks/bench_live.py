@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _measure import pytest_cmd, run, table  # noqa: E402
-from generate import generate  # noqa: E402
+from _measure import pytest_cmd, run, table
+from generate import generate
 
-from goldeval.testing.llm_server import FakeLLMServer, fixture_responder  # noqa: E402
+from goldeval.testing.llm_server import FakeLLMServer, fixture_responder
 
 
 def main() -> None:
@@ -36,15 +36,27 @@ def main() -> None:
             srv.reset()
             srv.responder = fixture_responder(root / "golden" / "bench")
             srv.latency = args.latency
-            cmd = pytest_cmd("--golden=bench-v1", "--golden-mode=live", "--golden-model=m",
-                             f"--golden-base-url={srv.base_url}", "--golden-no-gate",
-                             f"--golden-concurrency={args.concurrency}",
-                             "--golden-artifacts=never", *extra)
+            cmd = pytest_cmd(
+                "--golden=bench-v1",
+                "--golden-mode=live",
+                "--golden-model=m",
+                f"--golden-base-url={srv.base_url}",
+                "--golden-no-gate",
+                f"--golden-concurrency={args.concurrency}",
+                "--golden-artifacts=never",
+                *extra,
+            )
             m = run(cmd, root)
             ideal = args.n * args.latency / (args.concurrency * pools)
-            rows.append((f"live {label}: N={args.n} L={args.latency * 1000:.0f}ms "
-                         f"C={args.concurrency}", f"{m.wall:.1f} s (rc {m.rc})",
-                         f"ideal {ideal:.1f} s", f"{m.wall / ideal:.2f}x", "<= 1.25x"))
+            rows.append(
+                (
+                    f"live {label}: N={args.n} L={args.latency * 1000:.0f}ms C={args.concurrency}",
+                    f"{m.wall:.1f} s (rc {m.rc})",
+                    f"ideal {ideal:.1f} s",
+                    f"{m.wall / ideal:.2f}x",
+                    "<= 1.25x",
+                )
+            )
             rows.append((f"  peak in flight ({label})", str(srv.max_in_flight), "", "", ""))
     print(table(rows))
 

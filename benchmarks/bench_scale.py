@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _measure import best_of, pytest_cmd, table  # noqa: E402
-from generate import generate  # noqa: E402
+from _measure import best_of, pytest_cmd, table
+from generate import generate
 
 
 def metrics_of(root: Path) -> dict:
@@ -34,8 +34,9 @@ def metrics_of(root: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, action="append")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--xdist", action="store_true")
@@ -51,31 +52,54 @@ def main() -> None:
             args.repeat,
             ("ours", pytest_cmd("--golden=bench-v1", "--collect-only")),
             ("plain", pytest_cmd("plain/test_plain_collect.py", "--collect-only")),
-            cwd=root, env=env,
+            cwd=root,
+            env=env,
         )
         run = best_of(
             args.repeat,
             ("ours", pytest_cmd("--golden=bench-v1", "--golden-artifacts=never")),
             ("plain", pytest_cmd("plain/test_plain_grade.py")),
-            cwd=root, env=env,
+            cwd=root,
+            env=env,
         )
         for label, m in (("collect", collect), ("fixture run", run)):
             o, p = m["ours"], m["plain"]
-            out.append((f"{label} {rows:,} rows wall", f"{o.wall:.1f} s", f"{p.wall:.1f} s",
-                        f"{o.wall / p.wall:.2f}x", "<= 1.5x"))
-            out.append((f"{label} {rows:,} rows peak RSS", f"{o.rss_mb:.0f} MB",
-                        f"{p.rss_mb:.0f} MB", f"{o.rss_mb / p.rss_mb:.2f}x", "<= 1.3x"))
+            out.append(
+                (
+                    f"{label} {rows:,} rows wall",
+                    f"{o.wall:.1f} s",
+                    f"{p.wall:.1f} s",
+                    f"{o.wall / p.wall:.2f}x",
+                    "<= 1.5x",
+                )
+            )
+            out.append(
+                (
+                    f"{label} {rows:,} rows peak RSS",
+                    f"{o.rss_mb:.0f} MB",
+                    f"{p.rss_mb:.0f} MB",
+                    f"{o.rss_mb / p.rss_mb:.2f}x",
+                    "<= 1.3x",
+                )
+            )
         if args.xdist:
             serial_metrics = metrics_of(root)
             par = best_of(
                 args.repeat,
                 ("n2", pytest_cmd("--golden=bench-v1", "--golden-artifacts=never", "-n", "2")),
-                cwd=root, env=env,
+                cwd=root,
+                env=env,
             )
             same = metrics_of(root) == serial_metrics
-            out.append((f"-n 2 vs serial {rows:,} rows wall", f"{par['n2'].wall:.1f} s",
-                        f"{run['ours'].wall:.1f} s", f"{run['ours'].wall / par['n2'].wall:.2f}x "
-                        "speed-up", "> 1x, same metrics: " + ("yes" if same else "NO")))
+            out.append(
+                (
+                    f"-n 2 vs serial {rows:,} rows wall",
+                    f"{par['n2'].wall:.1f} s",
+                    f"{run['ours'].wall:.1f} s",
+                    f"{run['ours'].wall / par['n2'].wall:.2f}x speed-up",
+                    "> 1x, same metrics: " + ("yes" if same else "NO"),
+                )
+            )
         print(table(out), flush=True)
 
 

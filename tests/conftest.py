@@ -5,19 +5,16 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 # pytester's in-process runs restore sys.modules afterwards: a library first imported inside
 # such a run would be imported again later with new exception classes, which the modules that
 # already hold the old ones no longer catch. Import them once, up front.
-import httpcore  # noqa: F401,E402
-import httpx  # noqa: F401,E402
-import psycopg  # noqa: F401,E402
+import httpcore  # noqa: F401
+import httpx  # noqa: F401
+import psycopg  # noqa: F401
+import pytest
 
-import goldeval.store.postgres  # noqa: F401,E402
-
+import goldeval.store.postgres  # noqa: F401
 from tests.helpers import ROOT, RunFiles
 
 
@@ -26,8 +23,14 @@ def _clean_xdist_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # A test run under xdist must not leak its worker identity into pytester runs.
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
-    for name in ("OLLAMA_HOST", "OPENAI_BASE_URL", "OPENAI_API_KEY", "OLLAMA_USER",
-                 "OLLAMA_PASSWORD", "OLLAMA_TIMEOUT_MINUTES"):
+    for name in (
+        "OLLAMA_HOST",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "OLLAMA_USER",
+        "OLLAMA_PASSWORD",
+        "OLLAMA_TIMEOUT_MINUTES",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -24,15 +24,23 @@ class RunFiles:
         return json.loads((self.latest_dir() / "run.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
-
 def strip_timings(value: Any) -> Any:
     """Drop fields that legitimately differ between two runs of the same thing."""
-    volatile = {"durationMs", "runId", "timestamp", "latency", "configFingerprint", "gitCommit",
-                "outputDir", "environment", "baselinePath", "exitDecision", "notes"}
+    volatile = {
+        "durationMs",
+        "runId",
+        "timestamp",
+        "latency",
+        "configFingerprint",
+        "gitCommit",
+        "outputDir",
+        "environment",
+        "baselinePath",
+        "exitDecision",
+        "notes",
+    }
     if isinstance(value, dict):
         return {k: strip_timings(v) for k, v in value.items() if k not in volatile}
     if isinstance(value, list):
         return [strip_timings(v) for v in value]
     return value
-
-

@@ -12,8 +12,11 @@ from goldeval.retriever import LexicalRetriever
 
 HERE = Path(__file__).parent.parent
 DATASET = HERE / "golden/bench"
-ROWS = [json.loads(line) for line in (DATASET / "rows.jsonl").read_text("utf-8").splitlines()
-        if line.strip()]
+ROWS = [
+    json.loads(line)
+    for line in (DATASET / "rows.jsonl").read_text("utf-8").splitlines()
+    if line.strip()
+]
 PACK = load_pack(HERE / "pack")
 RETRIEVER = LexicalRetriever(PACK.chunks)
 CHECKER = ContractChecker()
@@ -25,7 +28,8 @@ def test_row(row):
     answer = (DATASET / "fixtures" / f"{row['id']}.out.md").read_text("utf-8")
     refuse = expect.get("refuse") is True
     retrieved = [] if refuse else RETRIEVER.retrieve(row["prompt"])
-    contract = CHECKER.grade(row["id"], expect, row.get("must_not") or [], answer, retrieved,
-                             PACK.chunk_ids)
+    contract = CHECKER.grade(
+        row["id"], expect, row.get("must_not") or [], answer, retrieved, PACK.chunk_ids
+    )
     retrieval = grade_retrieval(refuse, expect.get("rag") or [], retrieved)
     assert contract.passed and retrieval.passed

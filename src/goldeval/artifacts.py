@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def dumps(doc: Any) -> str:
     """Pretty JSON; a top-level ``cases`` list is written one case per line.
 
@@ -56,20 +55,38 @@ def safe_child(root: Path, *parts: str) -> Path:
 
 
 SUMMARY_KEYS = (
-    "runId", "timestamp", "status", "model", "judgeModel", "datasetVersion", "datasetHash",
-    "packDatasetVersion", "packHash", "gitCommit", "experimentId", "configFingerprint",
-    "casesTotal", "casesPassed", "casesFailed", "casesSkipped", "casesError", "attemptsTotal",
-    "attemptsPassed", "attemptsFailed", "attemptsSkipped", "attemptsError", "durationMs",
-    "qualityGate", "exitDecision",
+    "runId",
+    "timestamp",
+    "status",
+    "model",
+    "judgeModel",
+    "datasetVersion",
+    "datasetHash",
+    "packDatasetVersion",
+    "packHash",
+    "gitCommit",
+    "experimentId",
+    "configFingerprint",
+    "casesTotal",
+    "casesPassed",
+    "casesFailed",
+    "casesSkipped",
+    "casesError",
+    "attemptsTotal",
+    "attemptsPassed",
+    "attemptsFailed",
+    "attemptsSkipped",
+    "attemptsError",
+    "durationMs",
+    "qualityGate",
+    "exitDecision",
 )
 
 
 def summary(run: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: run[k] for k in SUMMARY_KEYS if k in run}
     m = run.get("metrics", {})
-    out["metrics"] = {
-        k: v for k, v in m.items() if isinstance(v, dict) and "hits" in v
-    }
+    out["metrics"] = {k: v for k, v in m.items() if isinstance(v, dict) and "hits" in v}
     out["slices"] = m.get("slices", {})
     out["graders"] = m.get("graders", {})
     out["weightedScore"] = m.get("weightedScore")
@@ -88,8 +105,10 @@ def write_case(run_dir: Path, case: Mapping[str, Any], mode: str) -> list[Path]:
     attempts = case["attempts"]
     atomic_write(case_dir / "result.json", dumps(dict(case)))
     written.append(case_dir / "result.json")
-    last = next((a for a in reversed(attempts)
-                 if a.get("output") is not None or a["status"] == "ERROR"), None)
+    last = next(
+        (a for a in reversed(attempts) if a.get("output") is not None or a["status"] == "ERROR"),
+        None,
+    )
     if last is not None:
         text = last.get("output")
         if text is None:
@@ -134,4 +153,6 @@ def append_history(out_dir: Path, run: Mapping[str, Any]) -> None:
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "history.jsonl", "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({k: v for k, v in line.items() if v is not None}, ensure_ascii=False) + "\n")
+        fh.write(
+            json.dumps({k: v for k, v in line.items() if v is not None}, ensure_ascii=False) + "\n"
+        )

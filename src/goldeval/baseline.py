@@ -19,8 +19,12 @@ def _check_counters(doc: Mapping[str, Any], path: Path) -> None:
     def num(key: str) -> int:
         value = doc.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise BaselineError("missing or not a count", path=path, field=key,
-                                hint="the file is truncated or hand-edited; re-save it")
+            raise BaselineError(
+                "missing or not a count",
+                path=path,
+                field=key,
+                hint="the file is truncated or hand-edited; re-save it",
+            )
         return value
 
     cases = doc.get("cases")
@@ -29,36 +33,64 @@ def _check_counters(doc: Mapping[str, Any], path: Path) -> None:
     if num("casesPassed") + num("casesFailed") + num("casesSkipped") + num("casesError") != num(
         "casesTotal"
     ):
-        raise BaselineError("case counters do not add up to casesTotal", path=path,
-                            field="casesTotal", hint="tampered or hand-edited; re-save it")
+        raise BaselineError(
+            "case counters do not add up to casesTotal",
+            path=path,
+            field="casesTotal",
+            hint="tampered or hand-edited; re-save it",
+        )
     if num("attemptsPassed") + num("attemptsFailed") + num("attemptsSkipped") + num(
         "attemptsError"
     ) != num("attemptsTotal"):
-        raise BaselineError("attempt counters do not add up to attemptsTotal", path=path,
-                            field="attemptsTotal", hint="tampered or hand-edited; re-save it")
+        raise BaselineError(
+            "attempt counters do not add up to attemptsTotal",
+            path=path,
+            field="attemptsTotal",
+            hint="tampered or hand-edited; re-save it",
+        )
     if len(cases) != doc["casesTotal"]:
-        raise BaselineError(f"{len(cases)} cases listed but casesTotal is {doc['casesTotal']}",
-                            path=path, field="cases", hint="tampered or hand-edited; re-save it")
+        raise BaselineError(
+            f"{len(cases)} cases listed but casesTotal is {doc['casesTotal']}",
+            path=path,
+            field="cases",
+            hint="tampered or hand-edited; re-save it",
+        )
     attempts = sum(len(c.get("attempts") or []) for c in cases if isinstance(c, dict))
     if attempts != doc["attemptsTotal"]:
-        raise BaselineError(f"{attempts} attempts listed but attemptsTotal is "
-                            f"{doc['attemptsTotal']}", path=path, field="attemptsTotal",
-                            hint="tampered or hand-edited; re-save it")
+        raise BaselineError(
+            f"{attempts} attempts listed but attemptsTotal is {doc['attemptsTotal']}",
+            path=path,
+            field="attemptsTotal",
+            hint="tampered or hand-edited; re-save it",
+        )
 
 
 def _recomputed(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
     for n, case in enumerate(doc["cases"]):
-        ok = isinstance(case, dict) and isinstance(case.get("attempts"), list) and all(
-            isinstance(a, dict) and a.get("status") in ("PASS", "FAIL", "SKIPPED", "ERROR")
-            for a in case["attempts"])
+        ok = (
+            isinstance(case, dict)
+            and isinstance(case.get("attempts"), list)
+            and all(
+                isinstance(a, dict) and a.get("status") in ("PASS", "FAIL", "SKIPPED", "ERROR")
+                for a in case["attempts"]
+            )
+        )
         if not ok:
-            raise BaselineError(f"case #{n + 1} is malformed", path=path, field="cases",
-                                hint="tampered or truncated; re-save it")
+            raise BaselineError(
+                f"case #{n + 1} is malformed",
+                path=path,
+                field="cases",
+                hint="tampered or truncated; re-save it",
+            )
     try:
         return compute_metrics(doc["cases"])
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
-        raise BaselineError(f"a case record is malformed ({type(exc).__name__})", path=path,
-                            field="cases", hint="tampered or truncated; re-save it") from None
+        raise BaselineError(
+            f"a case record is malformed ({type(exc).__name__})",
+            path=path,
+            field="cases",
+            hint="tampered or truncated; re-save it",
+        ) from None
 
 
 def check_integrity(doc: Any, path: Path) -> None:
@@ -82,7 +114,8 @@ def check_integrity(doc: Any, path: Path) -> None:
         if got != want:
             raise BaselineError(
                 f"stored {got[0]}/{got[1]} but the attempts give {want[0]}/{want[1]}",
-                path=path, field=f"metrics.{name}",
+                path=path,
+                field=f"metrics.{name}",
                 hint="the metric was hand-edited or the cases were changed; re-save the baseline",
             )
 
@@ -91,8 +124,9 @@ def load_baseline(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise BaselineError("baseline file not found", path=path,
-                            hint="save one with --golden-save-baseline") from None
+        raise BaselineError(
+            "baseline file not found", path=path, hint="save one with --golden-save-baseline"
+        ) from None
     except OSError as exc:
         raise BaselineError(f"cannot read: {exc.strerror}", path=path) from None
     try:
@@ -100,8 +134,12 @@ def load_baseline(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise BaselineError("not valid UTF-8", path=path) from None
     except json.JSONDecodeError as exc:
-        raise BaselineError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno,
-                            hint="truncated or hand-edited; re-save it") from None
+        raise BaselineError(
+            f"invalid JSON: {exc.msg}",
+            path=path,
+            line=exc.lineno,
+            hint="truncated or hand-edited; re-save it",
+        ) from None
     except RecursionError:
         raise BaselineError("invalid JSON: nested too deeply", path=path) from None
     check_integrity(doc, path)
@@ -117,18 +155,22 @@ def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
     from goldeval.artifacts import atomic_write, dumps
 
     if path.exists() and not force:
-        raise BaselineError("already exists", path=path,
-                            hint="pass --golden-force-save-baseline to overwrite it")
+        raise BaselineError(
+            "already exists", path=path, hint="pass --golden-force-save-baseline to overwrite it"
+        )
     errors = int(run.get("attemptsError") or 0)
     if errors:
         raise BaselineError(
-            f"not saved: the run has {errors} ERROR attempt(s), so it is not a quality "
-            "snapshot", path=path,
+            f"not saved: the run has {errors} ERROR attempt(s), so it is not a quality snapshot",
+            path=path,
             hint="rerun when the provider is healthy (or with --golden-rerun-errors), then save",
         )
     if run.get("status") not in (None, "COMPLETED"):
-        raise BaselineError(f"not saved: the run is {run.get('status')}", path=path,
-                            hint="a baseline must come from a complete run")
+        raise BaselineError(
+            f"not saved: the run is {run.get('status')}",
+            path=path,
+            hint="a baseline must come from a complete run",
+        )
     atomic_write(path, dumps(baseline_document(run)))
     overall = (run.get("metrics") or {}).get("overallPassRate") or {}
     line = {
@@ -145,8 +187,9 @@ def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
         "baseline": path.name,
     }
     with open(path.parent / "history.jsonl", "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({k: v for k, v in line.items() if v is not None},
-                            ensure_ascii=False) + "\n")
+        fh.write(
+            json.dumps({k: v for k, v in line.items() if v is not None}, ensure_ascii=False) + "\n"
+        )
 
 
 def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list[Path]:

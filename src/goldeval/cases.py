@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import hashlib
 import json
+from dataclasses import dataclass, field
+from typing import Any
 
 from goldeval.jsoncanon import jackson_pretty, jackson_string
 
@@ -102,8 +101,11 @@ def _jstr(value: str) -> str:
 def _jlist(values: Any) -> str:
     if not values:
         return "[ ]"
-    return "[ " + ", ".join(_jstr(v) if isinstance(v, str) else jackson_pretty(v, 1)
-                            for v in values) + " ]"
+    return (
+        "[ "
+        + ", ".join(_jstr(v) if isinstance(v, str) else jackson_pretty(v, 1) for v in values)
+        + " ]"
+    )
 
 
 def _scalar(value: Any) -> str:
@@ -121,21 +123,35 @@ def canonical_text(case: GoldenCase) -> str:
     directly: the generic renderer made hashing 100,000 rows take seconds."""
     e = case.expect
     extra = [k for k in e if k not in REFERENCE_EXPECT_KEYS]
-    if extra or case.metadata or any(
-        not isinstance(e.get(k), (str, int, type(None))) for k in ("layer", "class", "status")
+    if (
+        extra
+        or case.metadata
+        or any(
+            not isinstance(e.get(k), (str, int, type(None))) for k in ("layer", "class", "status")
+        )
     ):
         return jackson_pretty(case.canonical(), 0)
     parts = [
-        '{\n  "id" : ', _jstr(case.id),
-        ',\n  "prompt" : ', _jstr(case.prompt),
-        ',\n  "expect" : {\n    "layer" : ', _scalar(e.get("layer")),
-        ',\n    "class" : ', _scalar(e.get("class")),
-        ',\n    "status" : ', _scalar(e.get("status")),
-        ',\n    "rag" : ', _jlist(e.get("rag")),
-        ',\n    "refuse" : ', _scalar(e.get("refuse")),
-        ',\n    "contains" : ', _jlist(e.get("contains")),
-        ',\n    "red" : ', "true" if e.get("red") is True else "false",
-        '\n  },\n  "must_not" : ', _jlist(case.must_not),
+        '{\n  "id" : ',
+        _jstr(case.id),
+        ',\n  "prompt" : ',
+        _jstr(case.prompt),
+        ',\n  "expect" : {\n    "layer" : ',
+        _scalar(e.get("layer")),
+        ',\n    "class" : ',
+        _scalar(e.get("class")),
+        ',\n    "status" : ',
+        _scalar(e.get("status")),
+        ',\n    "rag" : ',
+        _jlist(e.get("rag")),
+        ',\n    "refuse" : ',
+        _scalar(e.get("refuse")),
+        ',\n    "contains" : ',
+        _jlist(e.get("contains")),
+        ',\n    "red" : ',
+        "true" if e.get("red") is True else "false",
+        '\n  },\n  "must_not" : ',
+        _jlist(case.must_not),
     ]
     if case.tags:
         parts += [',\n  "tags" : ', _jlist(case.tags)]

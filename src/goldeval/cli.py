@@ -1,11 +1,11 @@
 """``goldeval``: the command line outside pytest (no model calls unless asked).
 
-    goldeval compare BASELINE CANDIDATE   compare two saved runs; same exit codes as pytest
-    goldeval gate RUN                     gate a saved run.json (baseline lookup as in pytest)
-    goldeval calibrate --golden=ID        judge calibration (canned outputs, or --live)
-    goldeval site --out DIR               static history site from the run folders
-    goldeval runs | show | export         the run store (see docs/configuration.md)
-    goldeval verify RUN_DIR               check a run folder against its manifest.json
+goldeval compare BASELINE CANDIDATE   compare two saved runs; same exit codes as pytest
+goldeval gate RUN                     gate a saved run.json (baseline lookup as in pytest)
+goldeval calibrate --golden=ID        judge calibration (canned outputs, or --live)
+goldeval site --out DIR               static history site from the run folders
+goldeval runs | show | export         the run store (see docs/configuration.md)
+goldeval verify RUN_DIR               check a run folder against its manifest.json
 """
 
 from __future__ import annotations
@@ -63,8 +63,13 @@ def _is_live(run: dict[str, Any]) -> bool:
     return run_mode(run) == "LIVE"
 
 
-def _finish(run: dict[str, Any], baseline: dict[str, Any] | None, golden_root: Path,
-            no_gate: bool, as_json: bool) -> int:
+def _finish(
+    run: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    golden_root: Path,
+    no_gate: bool,
+    as_json: bool,
+) -> int:
     from goldeval.comparison import compare
     from goldeval.exitcodes import decide_exit
     from goldeval.gate import attach_gate, evaluate
@@ -80,11 +85,17 @@ def _finish(run: dict[str, Any], baseline: dict[str, Any] | None, golden_root: P
             comparison = attach_gate(comparison, gate)
     decision = decide_exit(run, comparison if not no_gate else None, gate, pytest_status=0)
     if as_json:
-        print(json.dumps({
-            "comparison": comparison.dump() if comparison else None,
-            "qualityGate": gate.dump() if gate else None,
-            "exitDecision": {"code": decision.code, "reason": decision.reason},
-        }, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "comparison": comparison.dump() if comparison else None,
+                    "qualityGate": gate.dump() if gate else None,
+                    "exitDecision": {"code": decision.code, "reason": decision.reason},
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     else:
         if comparison is not None:
             print(render_comparison(comparison.dump()))
@@ -150,8 +161,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         report = calibrate(rows)
     out = Path(args.out) / "calibration"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False)
-                                     + "\n", encoding="utf-8")
+    (out / "report.json").write_text(
+        json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     markdown = report.to_markdown()
     (out / "report.md").write_text(markdown, encoding="utf-8")
     print(markdown)
@@ -187,12 +199,20 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
             fixture = folder / "fixtures" / f"{row.case_id}.out.md"
             candidate = fixture.read_text(encoding="utf-8") if fixture.is_file() else ""
         system, user = build_judge_messages(
-            rubric, case["id"], case.get("prompt", ""), case.get("expect") or {},
-            case.get("must_not") or [], [], candidate)
+            rubric,
+            case["id"],
+            case.get("prompt", ""),
+            case.get("expect") or {},
+            case.get("must_not") or [],
+            [],
+            candidate,
+        )
         golden = GoldenCase(case["id"], case.get("prompt", ""), case.get("expect") or {})
-        answer = provider.complete(ProviderRequest(case=golden, attempt=1, system=system,
-                                                   user=user, model=settings.model,
-                                                   retrieved=[]))
+        answer = provider.complete(
+            ProviderRequest(
+                case=golden, attempt=1, system=system, user=user, model=settings.model, retrieved=[]
+            )
+        )
         return parse_judge_output(answer.text)
 
     return predict
@@ -224,8 +244,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="goldeval", description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="goldeval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -242,8 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gate", help="gate a saved run.json, or a whole run key from the store")
     p.add_argument("run", nargs="?", default=None)
     p.add_argument("--run-key", default=None, help="gate every attempt stored under this key")
-    p.add_argument("--store", default=".goldeval/goldeval.sqlite3",
-                   help="SQLite path or postgresql:// URL (with --run-key)")
+    p.add_argument(
+        "--store",
+        default=".goldeval/goldeval.sqlite3",
+        help="SQLite path or postgresql:// URL (with --run-key)",
+    )
     p.add_argument("--baseline", default=None)
     p.add_argument("--baselines", default="baselines", help="folder of the default lookup")
     common(p)
@@ -264,13 +288,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", default=".goldeval/runs")
     p.set_defaults(func=cmd_site)
 
-    for name, helptext in (("runs", "list runs in the store"), ("show", "show one run"),
-                           ("export", "write a run's run.json from the store")):
+    for name, helptext in (
+        ("runs", "list runs in the store"),
+        ("show", "show one run"),
+        ("export", "write a run's run.json from the store"),
+    ):
         p = sub.add_parser(name, help=helptext)
         if name != "runs":
             p.add_argument("run", help="run id or run key")
-        p.add_argument("--store", default=".goldeval/goldeval.sqlite3",
-                       help="SQLite path or postgresql:// URL")
+        p.add_argument(
+            "--store", default=".goldeval/goldeval.sqlite3", help="SQLite path or postgresql:// URL"
+        )
         if name == "export":
             p.add_argument("--out", default=None, help="file (default: stdout)")
         p.set_defaults(func=cmd_store)

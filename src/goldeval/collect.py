@@ -64,11 +64,16 @@ def _record_without_grading(
     base = {"case_id": param.case.id, "index": param.attempt, "model": param.model}
     message = _short_reason(report)
     if report.skipped:
-        return AttemptRecord(**base, status=Status.SKIPPED, skip_reason=message,
-                             error_message=message)
+        return AttemptRecord(
+            **base, status=Status.SKIPPED, skip_reason=message, error_message=message
+        )
     if report.failed:
-        return AttemptRecord(**base, status=Status.ERROR, error_kind="SETUP_ERROR"
-                             if call.when == "setup" else "TEST_ERROR", error_message=message)
+        return AttemptRecord(
+            **base,
+            status=Status.ERROR,
+            error_kind="SETUP_ERROR" if call.when == "setup" else "TEST_ERROR",
+            error_message=message,
+        )
     return None
 
 
@@ -81,7 +86,9 @@ def _short_reason(report: pytest.TestReport) -> str:
     return (lines[-1] if lines else "unknown")[:500]
 
 
-def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+def attach_record(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> None:
     """Put the attempt's plain-data record on the report that decides its outcome."""
     record = item.stash.get(RECORD_KEY, None)
     if record is None:
@@ -107,7 +114,9 @@ def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest
                 if a.get("contract") is not None:
                     props.append(("golden.contract", "PASS" if a["contract"]["passed"] else "FAIL"))
                 if a.get("retrieval") is not None:
-                    props.append(("golden.retrieval", ",".join(a["retrieval"].get("retrieved", []))))
+                    props.append(
+                        ("golden.retrieval", ",".join(a["retrieval"].get("retrieved", [])))
+                    )
                 if a.get("judge") is not None:
                     props.append(("golden.judge", a["judge"]["decision"]))
                 tokens = a.get("tokens") or {}
@@ -123,8 +132,11 @@ def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pyt
     graded = already_graded(state)
     if not graded:
         return
-    keep, done = [], []
-    default_model = state.settings.provider.model if state.settings.mode.value != "fixture" else None
+    keep: list[pytest.Item] = []
+    done: list[pytest.Item] = []
+    default_model = (
+        state.settings.provider.model if state.settings.mode.value != "fixture" else None
+    )
     for item in items:
         callspec = getattr(item, "callspec", None)
         param = callspec.params.get("golden_param") if callspec is not None else None

@@ -30,9 +30,9 @@ RESERVED_FILES = ("calibration.jsonl",)
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # Names that are special files on Windows: an id becomes a file name under fixtures/ and runs/.
-WINDOWS_RESERVED = {"con", "prn", "aux", "nul"} | {f"com{i}" for i in range(10)} | {
-    f"lpt{i}" for i in range(10)
-}
+WINDOWS_RESERVED = (
+    {"con", "prn", "aux", "nul"} | {f"com{i}" for i in range(10)} | {f"lpt{i}" for i in range(10)}
+)
 
 
 @dataclass
@@ -116,7 +116,9 @@ def parse_rows(
         except UnicodeDecodeError as exc:
             errors.append(
                 DatasetError(
-                    f"not valid UTF-8 at byte {exc.start}", path=path, line=lineno,
+                    f"not valid UTF-8 at byte {exc.start}",
+                    path=path,
+                    line=lineno,
                     hint="save the file as UTF-8",
                 )
             )
@@ -126,7 +128,11 @@ def parse_rows(
         row_errors: list[GoldevalError] = []
 
         def err(
-            message: str, fld: str | None = None, hint: str | None = None, _e: list[GoldevalError] = row_errors, _l: int = lineno
+            message: str,
+            fld: str | None = None,
+            hint: str | None = None,
+            _e: list[GoldevalError] = row_errors,
+            _l: int = lineno,
         ) -> None:
             _e.append(DatasetError(message, path=path, line=_l, field=fld, hint=hint))
 
@@ -150,16 +156,21 @@ def parse_rows(
             continue
         for key in obj:
             if key not in ROW_FIELDS:
-                err("unknown field", fld=key, hint=_suggest(key, ROW_FIELDS) or
-                    f"known fields: {', '.join(ROW_FIELDS)}")
+                err(
+                    "unknown field",
+                    fld=key,
+                    hint=_suggest(key, ROW_FIELDS) or f"known fields: {', '.join(ROW_FIELDS)}",
+                )
         case_id = obj.get("id")
         id_problem = check_case_id(case_id)
         if id_problem:
             err(id_problem, fld="id")
         prompt = obj.get("prompt")
         if not isinstance(prompt, str):
-            err("missing" if prompt is None else f"must be a string, got {type(prompt).__name__}",
-                fld="prompt")
+            err(
+                "missing" if prompt is None else f"must be a string, got {type(prompt).__name__}",
+                fld="prompt",
+            )
         expect = obj.get("expect")
         if expect is None:
             expect = {}
@@ -169,8 +180,11 @@ def parse_rows(
         for key, value in expect.items():
             spec = expect_keys.get(key)
             if spec is None:
-                err("unknown expect key", fld=f"expect.{key}",
-                    hint=_suggest(key, expect_keys) or "no registered grader reads this key")
+                err(
+                    "unknown expect key",
+                    fld=f"expect.{key}",
+                    hint=_suggest(key, expect_keys) or "no registered grader reads this key",
+                )
                 continue
             if value is None:
                 continue
@@ -195,9 +209,12 @@ def parse_rows(
         else:
             for tag in tags:
                 if not TAG.match(tag) or keyword.iskeyword(tag) or tag in ("red",):
-                    err(f"tag {tag[:40]!r} cannot be a pytest marker",
-                        fld="tags", hint="use letters, digits and '_' (e.g. smoke_test); "
-                        "'red' comes from expect.red")
+                    err(
+                        f"tag {tag[:40]!r} cannot be a pytest marker",
+                        fld="tags",
+                        hint="use letters, digits and '_' (e.g. smoke_test); "
+                        "'red' comes from expect.red",
+                    )
         metadata = obj.get("metadata")
         if metadata is None:
             metadata = {}
@@ -206,13 +223,17 @@ def parse_rows(
             metadata = {}
         if not id_problem and isinstance(case_id, str):
             if case_id in first_line:
-                err(f"duplicate id {case_id!r} (first defined at line {first_line[case_id]})",
-                    fld="id", hint="ids are the stable identity of a case; make them unique")
+                err(
+                    f"duplicate id {case_id!r} (first defined at line {first_line[case_id]})",
+                    fld="id",
+                    hint="ids are the stable identity of a case; make them unique",
+                )
             else:
                 first_line[case_id] = lineno
         if row_errors:
             errors.extend(row_errors)
             continue
+        assert isinstance(case_id, str) and isinstance(prompt, str)  # checked above
         cases.append(
             GoldenCase(
                 id=case_id,
@@ -242,13 +263,16 @@ def rows_file(folder: Path, manifest: Manifest, manifest_path: Path) -> Path:
     )
     if not candidates:
         raise DatasetError(
-            "no rows file (*.jsonl) next to the manifest", path=manifest_path,
+            "no rows file (*.jsonl) next to the manifest",
+            path=manifest_path,
             hint="add one JSONL file of rows; calibration.jsonl is reserved for the judge",
         )
     if len(candidates) > 1:
         names = ", ".join(p.name for p in candidates)
         raise DatasetError(
-            f"more than one rows file ({names})", path=manifest_path, field="rows",
+            f"more than one rows file ({names})",
+            path=manifest_path,
+            field="rows",
             hint="keep one, or name it with `rows:` in the manifest",
         )
     return candidates[0]
@@ -271,7 +295,11 @@ def discover(golden_root: Path) -> dict[str, Path]:
             if manifest is not None:
                 found.setdefault(manifest.version, folder)
         for child in sorted(folder.iterdir(), reverse=True):
-            if child.is_dir() and child.name not in ("fixtures", "__pycache__") and not child.name.startswith("."):
+            if (
+                child.is_dir()
+                and child.name not in ("fixtures", "__pycache__")
+                and not child.name.startswith(".")
+            ):
                 stack.append(child)
     return dict(sorted(found.items()))
 
@@ -279,7 +307,7 @@ def discover(golden_root: Path) -> dict[str, Path]:
 def resolve_dataset(spec: str, golden_root: Path, invocation_dir: Path) -> Path:
     """``--golden=ID`` (a manifest version under the golden root) or a folder path."""
     for base in (invocation_dir, golden_root):
-        candidate = (base / spec)
+        candidate = base / spec
         if candidate.is_dir() and find_manifest(candidate) is not None:
             return candidate.resolve()
     known = discover(golden_root)
@@ -306,14 +334,18 @@ def load_dataset(
     modes = dict(manifest.graders)
     for name, mode in modes.items():
         if mode not in ("hard", "soft", "off"):
-            raise DatasetError(f"{mode!r} is not hard, soft or off", path=manifest_path,
-                               field=f"graders.{name}")
+            raise DatasetError(
+                f"{mode!r} is not hard, soft or off", path=manifest_path, field=f"graders.{name}"
+            )
     known_names = {g.name for g in graders}
     for name in modes:
         if name not in known_names:
-            raise DatasetError("no such grader", path=manifest_path, field=f"graders.{name}",
-                               hint=_suggest(name, known_names) or
-                               f"graders: {', '.join(sorted(known_names))}")
+            raise DatasetError(
+                "no such grader",
+                path=manifest_path,
+                field=f"graders.{name}",
+                hint=_suggest(name, known_names) or f"graders: {', '.join(sorted(known_names))}",
+            )
     expect_keys: dict[str, ExpectKey] = {k.name: k for k in CORE_EXPECT_KEYS}
     for grader in graders:
         for key in grader.expect_keys:
@@ -335,18 +367,27 @@ def load_dataset(
     if require_fixtures:
         missing = [c for c in cases if not (folder / "fixtures" / f"{c.id}.out.md").is_file()]
         if missing:
-            raise DatasetErrors(
-                [
-                    DatasetError(
-                        f"no recorded answer fixtures/{c.id}.out.md", path=path, line=c.line,
-                        field="id", hint="record it with --golden-mode=record, or write it",
-                    )
-                    for c in missing
-                ]
-            ) if len(missing) > 1 else DatasetError(
-                f"no recorded answer fixtures/{missing[0].id}.out.md", path=path,
-                line=missing[0].line, field="id",
-                hint="record it with --golden-mode=record, or write it",
+            raise (
+                DatasetErrors(
+                    [
+                        DatasetError(
+                            f"no recorded answer fixtures/{c.id}.out.md",
+                            path=path,
+                            line=c.line,
+                            field="id",
+                            hint="record it with --golden-mode=record, or write it",
+                        )
+                        for c in missing
+                    ]
+                )
+                if len(missing) > 1
+                else DatasetError(
+                    f"no recorded answer fixtures/{missing[0].id}.out.md",
+                    path=path,
+                    line=missing[0].line,
+                    field="id",
+                    hint="record it with --golden-mode=record, or write it",
+                )
             )
     rubric_path = folder / "rubric.md"
     return Dataset(

@@ -61,7 +61,9 @@ def find_baseline(
     return first
 
 
-def decide(state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool) -> Decision:
+def decide(
+    state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool
+) -> Decision:
     fields: dict[str, Any] = {}
     notes: list[str] = []
     comparison: ComparisonResult | None = None
@@ -69,7 +71,9 @@ def decide(state: GoldenSession, run: dict[str, Any], pytest_status: int, *, liv
     baseline: dict[str, Any] | None = None
     capture = state.settings.save_baseline is not None
     try:
-        path, baseline, comparison = (None, None, None) if capture else find_baseline(state, run, live)
+        path, baseline, comparison = (
+            (None, None, None) if capture else find_baseline(state, run, live)
+        )
     except BaselineError as exc:
         reason = f"baseline rejected: {exc}"
         fields["exitDecision"] = {"code": COMPARISON_INVALID, "reason": reason}

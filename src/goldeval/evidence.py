@@ -27,13 +27,16 @@ def inventory(run_dir: Path) -> list[dict[str, Any]]:
     entries = []
     for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != MANIFEST):
         stat = path.stat()
-        entries.append({
-            "path": path.relative_to(run_dir).as_posix(),
-            "sha256": sha256_file(path),
-            "size": stat.st_size,
-            "modified": datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat()
-            .replace("+00:00", "Z"),
-        })
+        entries.append(
+            {
+                "path": path.relative_to(run_dir).as_posix(),
+                "sha256": sha256_file(path),
+                "size": stat.st_size,
+                "modified": datetime.fromtimestamp(stat.st_mtime, timezone.utc)
+                .isoformat()
+                .replace("+00:00", "Z"),
+            }
+        )
     return entries
 
 

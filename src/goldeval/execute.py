@@ -51,7 +51,11 @@ def as_retriever(value: Any) -> Retriever:
 
 def case_info(case: GoldenCase) -> CaseInfo:
     return CaseInfo(
-        case_id=case.id, kinds=case.kinds, prompt=case.prompt, tags=list(case.tags), red=case.red,
+        case_id=case.id,
+        kinds=case.kinds,
+        prompt=case.prompt,
+        tags=list(case.tags),
+        red=case.red,
         line=case.line,
     )
 
@@ -164,7 +168,11 @@ class Pipeline:
         )
 
     def error_record(
-        self, case: GoldenCase, attempt: int, error: ProviderError, model: str | None,
+        self,
+        case: GoldenCase,
+        attempt: int,
+        error: ProviderError,
+        model: str | None,
         duration_ms: int = 0,
     ) -> AttemptRecord:
         return AttemptRecord(

@@ -7,6 +7,7 @@ status and the artifacts are decided exactly once.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ class Controller:
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, PAYLOAD_ATTR, None)
+        if payload is None and report.failed and "::test_golden[" in report.nodeid:
+            payload = lost_item_payload(self.state, report)
         if payload is not None:
             self.state.collector.add(payload)
             recorder = self.state.recorder
@@ -53,14 +56,54 @@ class Controller:
         print_summary(self.state, terminalreporter)
 
 
+_PARAM_ID = re.compile(r"::test_golden\[(?P<case>.+?)-attempt(?P<n>\d+)(?:-(?P<model>.+))?\]$")
+
+
+def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[str, Any] | None:
+    """An item whose report carries no record (its xdist worker crashed, say): ERROR.
+
+    Every selected item must be part of the run; a lost one is infrastructure, not a FAIL.
+    """
+    match = _PARAM_ID.search(report.nodeid)
+    if match is None:
+        return None
+    try:
+        cases = {c.id: c for c in state.load().cases}
+    except GoldevalError:
+        return None
+    case = cases.get(match["case"])
+    if case is None:
+        return None
+    from goldeval.execute import case_info
+
+    lines = [ln for ln in str(report.longreprtext or "").splitlines() if ln.strip()]
+    message = (lines[0] if lines else "item lost")[:300]
+    return {
+        "case": case_info(case).dump(),
+        "attempt": {
+            "caseId": case.id,
+            "index": int(match["n"]),
+            "status": "ERROR",
+            "model": match["model"],
+            "errorKind": "WORKER_CRASH",
+            "errorMessage": message,
+            "durationMs": 0,
+        },
+    }
+
+
 def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]]:
     """Protocol and configuration known before the selection is complete (for the store)."""
     protocol = protocol_for(state, [])
     protocol.pop("selectedCaseIds")
     s = state.settings
-    configuration = {"mode": s.mode.protocol_name, "goldenMode": s.mode.value,
-                     "repetitions": s.attempts, "provider": s.provider.name,
-                     "runKey": s.run_key}
+    configuration = {
+        "mode": s.mode.protocol_name,
+        "goldenMode": s.mode.value,
+        "repetitions": s.attempts,
+        "provider": s.provider.name,
+        "runKey": s.run_key,
+    }
     return protocol, configuration
 
 
@@ -145,27 +188,33 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
             run, run_dir = build_for(state, model, interrupted)
             from goldeval.exitcodes import decide_exit
 
-            decision = decide_exit(run, None, None, pytest_status=int(status))
-            run["exitDecision"] = {"code": decision.code, "reason": decision.reason}
+            verdict = decide_exit(run, None, None, pytest_status=int(status))
+            run["exitDecision"] = {"code": verdict.code, "reason": verdict.reason}
             run["notes"] = ["models side by side (--golden-models): no baseline, no gate"]
             write_run(state, run, run_dir)
             state.benchmark.append(run)
-            codes.append(decision.code)
+            codes.append(verdict.code)
         state.run = state.benchmark[0]
         code = max(codes)
         state.exit_reason = f"{len(models)} models side by side, worst exit {code}"
-        state.run = {**state.benchmark[0], "exitDecision": {"code": code,
-                                                            "reason": state.exit_reason}}
+        state.run = {
+            **state.benchmark[0],
+            "exitDecision": {"code": code, "reason": state.exit_reason},
+        }
         if code != int(status) and status not in KEEP_STATUSES:
             session.exitstatus = code
         return
-    model = models[0] if models else None
-    run, run_dir = build_for(state, model or None, interrupted)
+    only_model = models[0] if models else None
+    run, run_dir = build_for(state, only_model or None, interrupted)
     from goldeval.decide import decide, save_requested_baseline
 
     recorder = state.recorder
-    resumed_all = (status == pytest.ExitCode.NO_TESTS_COLLECTED and recorder is not None
-                   and recorder.resumed and bool(run.get("attemptsTotal")))
+    resumed_all = (
+        status == pytest.ExitCode.NO_TESTS_COLLECTED
+        and recorder is not None
+        and recorder.resumed
+        and bool(run.get("attemptsTotal"))
+    )
     # A resumed run key with nothing left to do gets the whole run's verdict, not "no tests".
     decision = decide(state, run, 0 if resumed_all else int(status), live=live)
     run.update(decision.run_fields)
@@ -346,17 +395,23 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     run = state.run
     if run is None:
         return
-    tr.write_sep("=", f"goldeval: {run.get('datasetVersion')} ({run.get('configuration', {}).get('goldenMode')})")
+    tr.write_sep(
+        "=",
+        f"goldeval: {run.get('datasetVersion')} ({run.get('configuration', {}).get('goldenMode')})",
+    )
     tr.write_line(
         f"  cases {run['casesTotal']} (pass {run['casesPassed']}, fail {run['casesFailed']}, "
-        f"skipped {run['casesSkipped']}, error {run['casesError']}); attempts {run['attemptsTotal']}"
+        f"skipped {run['casesSkipped']}, error {run['casesError']}); "
+        f"attempts {run['attemptsTotal']}"
     )
     for line in report_md.summary_table(run):
         tr.write_line(line)
     cmp = run.get("comparison")
     if cmp:
-        tr.write_line(f"  baseline: {cmp.get('decision')}"
-                      + (f" vs {run.get('baselinePath')}" if run.get("baselinePath") else ""))
+        tr.write_line(
+            f"  baseline: {cmp.get('decision')}"
+            + (f" vs {run.get('baselinePath')}" if run.get("baselinePath") else "")
+        )
         for reason in cmp.get("invalidReasons") or []:
             tr.write_line(f"    {reason}")
     for run_doc in getattr(state, "benchmark", None) or []:
@@ -367,11 +422,14 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     if recorded:
         for kind in ("new", "changed"):
             if recorded[kind]:
-                tr.write_line(f"  fixtures {kind}: {', '.join(recorded[kind])} — read them "
-                              "before committing")
+                tr.write_line(
+                    f"  fixtures {kind}: {', '.join(recorded[kind])} — read them before committing"
+                )
         if recorded["kept"]:
-            tr.write_line(f"  fixtures differing but kept (pass --golden-overwrite-fixtures): "
-                          f"{', '.join(recorded['kept'])}")
+            tr.write_line(
+                f"  fixtures differing but kept (pass --golden-overwrite-fixtures): "
+                f"{', '.join(recorded['kept'])}"
+            )
     run_dir = getattr(state, "run_dir", None)
     if run_dir is not None:
         tr.write_line(f"  artifacts: {run_dir}")

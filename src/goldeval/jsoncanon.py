@@ -30,7 +30,10 @@ def jackson_pretty(value: Any, level: int = 0) -> str:
         if not value:
             return "{ }"
         inner = "  " * (level + 1)
-        parts = [f"{inner}{jackson_string(str(k))} : {jackson_pretty(v, level + 1)}" for k, v in value.items()]
+        parts = [
+            f"{inner}{jackson_string(str(k))} : {jackson_pretty(v, level + 1)}"
+            for k, v in value.items()
+        ]
         return "{\n" + ",\n".join(parts) + "\n" + "  " * level + "}"
     if isinstance(value, (list, tuple)):
         if not value:

@@ -30,27 +30,40 @@ class Judge:
     rubric: str
     repetitions: int = 1
 
-    def judge(self, case: GoldenCase, record: AttemptRecord, answer: Answer,
-              retrieved: Sequence[str]) -> None:
+    def judge(
+        self, case: GoldenCase, record: AttemptRecord, answer: Answer, retrieved: Sequence[str]
+    ) -> None:
         """Fill ``record.judge`` (and ``judge_stability``); refuse rows are not judged."""
         if case.refuse or record.status not in (Status.PASS, Status.FAIL):
             return
         system, user = build_judge_messages(
-            self.rubric, case.id, case.prompt, case.expect, list(case.must_not), list(retrieved),
+            self.rubric,
+            case.id,
+            case.prompt,
+            case.expect,
+            list(case.must_not),
+            list(retrieved),
             answer.text or "",
         )
         decisions: list[JudgeDecision | None] = []
         last = None
         raw = None
         for n in range(1, self.repetitions + 1):
-            request = ProviderRequest(case=case, attempt=record.index * 1000 + n, system=system,
-                                      user=user, model=self.model, retrieved=list(retrieved))
+            request = ProviderRequest(
+                case=case,
+                attempt=record.index * 1000 + n,
+                system=system,
+                user=user,
+                model=self.model,
+                retrieved=list(retrieved),
+            )
             try:
                 reply = self.provider.complete(request)
             except ProviderError as exc:
                 # A judge fault is recorded apart: the attempt's hard verdict stands.
-                record.judge = JudgeRecord(decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}: "
-                                           f"{exc.message}")
+                record.judge = JudgeRecord(
+                    decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}: {exc.message}"
+                )
                 return
             raw = reply.text
             last = parse_judge_output(reply.text)

@@ -78,7 +78,9 @@ def read_manifest(path: Path) -> Manifest:
         mark = getattr(exc, "problem_mark", None)
         if mark is not None:
             line = mark.line + 1
-        raise DatasetError(f"invalid {path.suffix[1:].upper()}: {exc}", path=path, line=line) from None
+        raise DatasetError(
+            f"invalid {path.suffix[1:].upper()}: {exc}", path=path, line=line
+        ) from None
     if not isinstance(data, dict):
         raise DatasetError("a manifest must be a mapping with at least `version`", path=path)
     version = data.get("version")

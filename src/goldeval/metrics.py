@@ -211,7 +211,11 @@ def compute_metrics(
 
 def rate_dict(hits: int, total: int) -> dict[str, Any]:
     """``{"hits", "total", "rate"}``; rate is None when total is 0. Wilson 95% for reading."""
-    out: dict[str, Any] = {"hits": int(hits), "total": int(total), "rate": hits / total if total else None}
+    out: dict[str, Any] = {
+        "hits": int(hits),
+        "total": int(total),
+        "rate": hits / total if total else None,
+    }
     ci = wilson(int(hits), int(total))
     if ci is not None:
         out["ci95"] = {"lower": ci[0], "upper": ci[1], "method": "wilson"}

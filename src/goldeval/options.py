@@ -40,61 +40,167 @@ def _seconds(text: str) -> float:
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("goldeval", "golden datasets (pytest-goldeval)")
     add = group.addoption
-    add("--golden", metavar="ID", default=None,
-        help="evaluate the golden dataset with this id (manifest `version`) or folder")
-    add("--golden-mode", choices=("fixture", "live", "record"), default=None,
+    add(
+        "--golden",
+        metavar="ID",
+        default=None,
+        help="evaluate the golden dataset with this id (manifest `version`) or folder",
+    )
+    add(
+        "--golden-mode",
+        choices=("fixture", "live", "record"),
+        default=None,
         help="fixture: replay recorded answers (default); live: call the model; "
-        "record: call the model and write answers as fixtures")
-    add("--golden-attempts", type=_positive_int, default=None, metavar="N",
-        help="attempts per case (one test item each; default 1)")
-    add("--golden-out", default=None, metavar="DIR",
-        help="run artifacts folder (default .goldeval/runs)")
-    add("--golden-artifacts", choices=("failure", "always", "never"), default=None,
-        help="per-case artifacts: for failed/errored cases (default), always or never")
-    add("--golden-provider", default=None, metavar="NAME",
-        help="live provider: ollama (default), openai, or one registered by a plugin")
+        "record: call the model and write answers as fixtures",
+    )
+    add(
+        "--golden-attempts",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="attempts per case (one test item each; default 1)",
+    )
+    add(
+        "--golden-out",
+        default=None,
+        metavar="DIR",
+        help="run artifacts folder (default .goldeval/runs)",
+    )
+    add(
+        "--golden-artifacts",
+        choices=("failure", "always", "never"),
+        default=None,
+        help="per-case artifacts: for failed/errored cases (default), always or never",
+    )
+    add(
+        "--golden-provider",
+        default=None,
+        metavar="NAME",
+        help="live provider: ollama (default), openai, or one registered by a plugin",
+    )
     add("--golden-model", default=None, metavar="MODEL", help="model for live mode")
-    add("--golden-models", default=None, metavar="A,B",
-        help="several models side by side: items are parametrised by model")
-    add("--golden-base-url", default=None, metavar="URL",
-        help="provider base URL (default: OLLAMA_HOST / OPENAI_BASE_URL)")
-    add("--golden-timeout", type=_seconds, default=None, metavar="SECONDS",
-        help="read timeout per model call (default OLLAMA_TIMEOUT_MINUTES or 180 s)")
-    add("--golden-retries", type=_non_negative_int, default=None, metavar="N",
-        help="retries after the first try on 429/408/5xx/timeouts (default 3)")
-    add("--golden-concurrency", type=_positive_int, default=None, metavar="N",
-        help="live calls in flight per pytest process (default 8)")
-    add("--golden-deadline", type=_seconds, default=None, metavar="SECONDS",
-        help="attempts not started by then are SKIPPED (reason deadline); the run is incomplete")
-    add("--golden-baseline", default=None, metavar="PATH",
-        help="baseline to compare with (default baselines/<dataset-id>[-live].json)")
-    add("--golden-save-baseline", default=None, metavar="PATH",
-        help="write this run as a baseline (refuses runs with errors)")
-    add("--golden-force-save-baseline", action="store_true", default=None,
-        help="allow --golden-save-baseline to overwrite an existing file")
-    add("--golden-no-gate", action="store_true", default=None,
-        help="report metrics and comparison without gating the exit status")
-    add("--golden-judge", action="store_true", default=None,
-        help="live mode: ask an LLM judge (soft signal, never a gate)")
+    add(
+        "--golden-models",
+        default=None,
+        metavar="A,B",
+        help="several models side by side: items are parametrised by model",
+    )
+    add(
+        "--golden-base-url",
+        default=None,
+        metavar="URL",
+        help="provider base URL (default: OLLAMA_HOST / OPENAI_BASE_URL)",
+    )
+    add(
+        "--golden-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="read timeout per model call (default OLLAMA_TIMEOUT_MINUTES or 180 s)",
+    )
+    add(
+        "--golden-retries",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="retries after the first try on 429/408/5xx/timeouts (default 3)",
+    )
+    add(
+        "--golden-concurrency",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="live calls in flight per pytest process (default 8)",
+    )
+    add(
+        "--golden-deadline",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="attempts not started by then are SKIPPED (reason deadline); the run is incomplete",
+    )
+    add(
+        "--golden-baseline",
+        default=None,
+        metavar="PATH",
+        help="baseline to compare with (default baselines/<dataset-id>[-live].json)",
+    )
+    add(
+        "--golden-save-baseline",
+        default=None,
+        metavar="PATH",
+        help="write this run as a baseline (refuses runs with errors)",
+    )
+    add(
+        "--golden-force-save-baseline",
+        action="store_true",
+        default=None,
+        help="allow --golden-save-baseline to overwrite an existing file",
+    )
+    add(
+        "--golden-no-gate",
+        action="store_true",
+        default=None,
+        help="report metrics and comparison without gating the exit status",
+    )
+    add(
+        "--golden-judge",
+        action="store_true",
+        default=None,
+        help="live mode: ask an LLM judge (soft signal, never a gate)",
+    )
     add("--golden-judge-model", default=None, metavar="MODEL", help="judge model")
-    add("--golden-judge-repetitions", type=_positive_int, default=None, metavar="N",
-        help="judge calls per attempt (stability = majority share)")
-    add("--golden-cache", default=None, metavar="DIR",
-        help="response cache folder (keyed by provider, model, messages and attempt)")
-    add("--golden-overwrite-fixtures", action="store_true", default=None,
-        help="record mode: allow replacing existing fixtures")
+    add(
+        "--golden-judge-repetitions",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="judge calls per attempt (stability = majority share)",
+    )
+    add(
+        "--golden-cache",
+        default=None,
+        metavar="DIR",
+        help="response cache folder (keyed by provider, model, messages and attempt)",
+    )
+    add(
+        "--golden-overwrite-fixtures",
+        action="store_true",
+        default=None,
+        help="record mode: allow replacing existing fixtures",
+    )
     add("--golden-experiment", default=None, metavar="NAME", help="experiment label for the run")
-    add("--golden-store", default=None, metavar="URL",
+    add(
+        "--golden-store",
+        default=None,
+        metavar="URL",
         help="run store: a SQLite path (default .goldeval/goldeval.sqlite3), "
-        "postgresql://user@host/db, or none")
-    add("--golden-run-key", default=None, metavar="KEY",
+        "postgresql://user@host/db, or none",
+    )
+    add(
+        "--golden-run-key",
+        default=None,
+        metavar="KEY",
         help="name the run across processes (e.g. the CI pipeline id): a rerun with the same "
-        "key skips attempts already graded; shards with one key add up to one run")
-    add("--golden-rerun-errors", action="store_true", default=None,
-        help="with --golden-run-key: retry only the attempts that ended as ERROR")
-    add("--golden-junit", default=None, metavar="PATH",
-        help="write a dashboard JUnit XML: one testcase per case and per gate rule")
+        "key skips attempts already graded; shards with one key add up to one run",
+    )
+    add(
+        "--golden-rerun-errors",
+        action="store_true",
+        default=None,
+        help="with --golden-run-key: retry only the attempts that ended as ERROR",
+    )
+    add(
+        "--golden-junit",
+        default=None,
+        metavar="PATH",
+        help="write a dashboard JUnit XML: one testcase per case and per gate rule",
+    )
     parser.addini("golden_root", "folder holding the golden datasets", default="golden")
     parser.addini("golden_out", "run artifacts folder", default=".goldeval/runs")
-    parser.addini("golden_junit_properties", "add per-attempt <properties> to --junitxml",
-                  type="bool", default=False)
+    parser.addini(
+        "golden_junit_properties",
+        "add per-attempt <properties> to --junitxml",
+        type="bool",
+        default=False,
+    )

@@ -72,7 +72,7 @@ def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Coll
         return None
     from goldeval.collect import GoldenModule
 
-    return GoldenModule.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+    return GoldenModule.from_parent(parent, path=file_path)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -96,7 +96,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, Any]:
     report = yield
     state = _state(item.config)
     if state is not None and "golden_param" in getattr(item, "fixturenames", ()):
@@ -162,11 +164,16 @@ def golden_graders(request: pytest.FixtureRequest) -> list[Any]:
 
 @pytest.fixture
 def golden_answer(
-    request: pytest.FixtureRequest, golden_param: Any, golden_case: Any, golden_provider: Any,
-    golden_retriever: Any, golden_graders: Any,
+    request: pytest.FixtureRequest,
+    golden_param: Any,
+    golden_case: Any,
+    golden_provider: Any,
+    golden_retriever: Any,
+    golden_graders: Any,
 ) -> Any:
     """The provider's answer for this attempt, obtained during setup (faults → ERROR)."""
     from goldeval.session import obtain_answer
 
-    return obtain_answer(request, golden_param, golden_case, golden_provider, golden_retriever,
-                         golden_graders)
+    return obtain_answer(
+        request, golden_param, golden_case, golden_provider, golden_retriever, golden_graders
+    )

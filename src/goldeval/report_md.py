@@ -23,8 +23,17 @@ RATE_LABELS = {
 def md_escape(text: Any) -> str:
     """Escape untrusted text for a Markdown table cell (no HTML, no pipes, one line)."""
     s = str(text)
-    for ch, rep in (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("`", "\\`"),
-                    ("*", "\\*"), ("_", "\\_"), ("[", "\\["), ("]", "\\]")):
+    for ch, rep in (
+        ("\\", "\\\\"),
+        ("|", "\\|"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("`", "\\`"),
+        ("*", "\\*"),
+        ("_", "\\_"),
+        ("[", "\\["),
+        ("]", "\\]"),
+    ):
         s = s.replace(ch, rep)
     return " ".join(s.split())
 
@@ -63,17 +72,26 @@ def render(run: Mapping[str, Any]) -> str:
     quality = run.get("attemptsPassed", 0) + run.get("attemptsFailed", 0)
     out += ["", "## Execution", "", "| | |", "|---|---|"]
     rows = [
-        ("Cases", run.get("casesTotal")), ("Executed", executed),
-        ("Passed", run.get("casesPassed")), ("Failed", run.get("casesFailed")),
-        ("Skipped", run.get("casesSkipped")), ("Error", run.get("casesError")),
+        ("Cases", run.get("casesTotal")),
+        ("Executed", executed),
+        ("Passed", run.get("casesPassed")),
+        ("Failed", run.get("casesFailed")),
+        ("Skipped", run.get("casesSkipped")),
+        ("Error", run.get("casesError")),
         ("Attempts", run.get("attemptsTotal")),
-        ("Attempts passed / failed / skipped / error",
-         f"{run.get('attemptsPassed')} / {run.get('attemptsFailed')} / "
-         f"{run.get('attemptsSkipped')} / {run.get('attemptsError')}"),
-        ("Pass rate (of executed quality attempts)",
-         format_rate({"hits": run.get("attemptsPassed", 0), "total": quality})),
-        ("Coverage (executed / cases)",
-         format_rate({"hits": executed, "total": run.get("casesTotal", 0)})),
+        (
+            "Attempts passed / failed / skipped / error",
+            f"{run.get('attemptsPassed')} / {run.get('attemptsFailed')} / "
+            f"{run.get('attemptsSkipped')} / {run.get('attemptsError')}",
+        ),
+        (
+            "Pass rate (of executed quality attempts)",
+            format_rate({"hits": run.get("attemptsPassed", 0), "total": quality}),
+        ),
+        (
+            "Coverage (executed / cases)",
+            format_rate({"hits": executed, "total": run.get("casesTotal", 0)}),
+        ),
     ]
     out += [f"| {k} | {v} |" for k, v in rows]
     out += ["", "## Metrics", "", "| Metric | Value | Wilson 95% |", "|---|---|---|"]
@@ -86,7 +104,9 @@ def render(run: Mapping[str, Any]) -> str:
     for key, rate in (m.get("graders") or {}).items():
         out.append(f"| Grader {md_escape(key)} | {format_rate(rate)} | {_ci(rate)} |")
     for key, soft in (m.get("softScores") or {}).items():
-        out.append(f"| Soft {md_escape(key)} (mean score) | {soft['mean']:.3f} ({soft['samples']}) | |")
+        out.append(
+            f"| Soft {md_escape(key)} (mean score) | {soft['mean']:.3f} ({soft['samples']}) | |"
+        )
     ws = m.get("weightedScore")
     out.append(f"| Weighted (secondary) | {'n/a' if ws is None else f'{ws:.3f}'} | |")
     out.append(f"| Weighted formula | {md_escape(m.get('weightedScoreFormula') or 'n/a')} | |")
@@ -140,8 +160,10 @@ def render(run: Mapping[str, Any]) -> str:
         for c in multi:
             sr = c["successRate"]
             unstable = 0 < sr["hits"] < sr["total"]
-            out.append(f"| {md_escape(c['caseId'])} | {sr['hits']}/{sr['total']} | "
-                       f"{'yes' if unstable else 'no'} |")
+            out.append(
+                f"| {md_escape(c['caseId'])} | {sr['hits']}/{sr['total']} | "
+                f"{'yes' if unstable else 'no'} |"
+            )
     comparison = run.get("comparison")
     if comparison:
         out += ["", render_comparison(comparison)]
@@ -154,8 +176,10 @@ def render(run: Mapping[str, Any]) -> str:
         out.append("")
         for rule in gate.get("rules", []):
             mark = "PASS" if rule.get("passed") else "FAIL"
-            out.append(f"- {mark} `{md_escape(rule.get('name'))}` ({rule.get('kind')}): "
-                       f"{md_escape(rule.get('detail'))}")
+            out.append(
+                f"- {mark} `{md_escape(rule.get('name'))}` ({rule.get('kind')}): "
+                f"{md_escape(rule.get('detail'))}"
+            )
     decision = run.get("exitDecision")
     if decision:
         out += ["", f"Exit status {decision.get('code')}: {md_escape(decision.get('reason'))}"]
@@ -178,16 +202,18 @@ def render_comparison(cmp: Mapping[str, Any]) -> str:
     p = mc.get("pValue")
     out.append(
         f"- McNemar n01={mc.get('n01', 0)} n10={mc.get('n10', 0)} "
-        f"{'p≈%.3f' % p if p is not None else mc.get('note', '')} (informational, not a gate)"
+        f"{f'p≈{p:.3f}' if p is not None else mc.get('note', '')} (informational, not a gate)"
     )
     for diff in cmp.get("configurationDifferences") or []:
         out.append(f"- Config difference: {md_escape(diff)}")
     out += ["", "| Metric | Baseline | Candidate | Delta | Direction |", "|---|---|---|---|---|"]
     for d in cmp.get("metrics") or []:
+
         def fmt(v: Any, latency: bool = d.get("name") == "latencyAvgMs") -> str:
             if v is None:
                 return "n/a"
             return f"{v:.0f} ms" if latency else f"{v * 100:.1f}%"
+
         delta = d.get("delta")
         if delta is None:
             dtext = "n/a"
@@ -195,8 +221,10 @@ def render_comparison(cmp: Mapping[str, Any]) -> str:
             dtext = f"{delta:+.0f} ms"
         else:
             dtext = f"{delta * 100:+.1f}%"
-        out.append(f"| {d.get('name')} | {fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
-                   f"{dtext} | {d.get('direction')} |")
+        out.append(
+            f"| {d.get('name')} | {fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
+            f"{dtext} | {d.get('direction')} |"
+        )
     sections = [
         ("New failures", "NEW_FAILURE"),
         ("Infrastructure errors (not quality regressions)", "NEW_ERROR"),

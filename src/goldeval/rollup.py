@@ -39,13 +39,19 @@ def roll_up(info: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> d
     ordered = sorted(attempts, key=lambda a: a["index"])
     status = case_status([a["status"] for a in ordered])
     retrieval = next((a["retrieval"] for a in ordered if a.get("retrieval") is not None), None)
-    if status == "PASS" and retrieval and retrieval.get("applicable") and not retrieval.get("passed"):
+    if (
+        status == "PASS"
+        and retrieval
+        and retrieval.get("applicable")
+        and not retrieval.get("passed")
+    ):
         status = "FAIL"
     quality = [a for a in ordered if a["status"] in QUALITY]
     contract = next((a["contract"] for a in reversed(ordered) if a.get("contract")), None)
     judge = next((a["judge"] for a in reversed(ordered) if a.get("judge")), None)
-    judged = [a["judge"]["decision"] for a in ordered
-              if a.get("judge") and not a["judge"].get("error")]
+    judged = [
+        a["judge"]["decision"] for a in ordered if a.get("judge") and not a["judge"].get("error")
+    ]
     if len(ordered) == 1:
         stability = ordered[0].get("judgeStability")
     else:
@@ -62,10 +68,13 @@ def roll_up(info: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> d
         case["judge"] = judge
     if retrieval is not None:
         case["retrieval"] = retrieval
-    case["successRate"] = {"hits": sum(a["status"] == "PASS" for a in quality),
-                           "total": len(quality)}
-    case["errors"] = [f"{a.get('errorKind')}: {a.get('errorMessage')}"
-                      for a in ordered if a["status"] == "ERROR"]
+    case["successRate"] = {
+        "hits": sum(a["status"] == "PASS" for a in quality),
+        "total": len(quality),
+    }
+    case["errors"] = [
+        f"{a.get('errorKind')}: {a.get('errorMessage')}" for a in ordered if a["status"] == "ERROR"
+    ]
     case["durationMs"] = sum(a.get("durationMs", 0) for a in ordered)
     case["metadata"] = {"prompt": info.get("prompt")}
     case["taxonomy"] = list(contract.get("taxonomy") or []) if contract else []
@@ -81,8 +90,9 @@ def roll_up(info: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> d
 def strip_raw(case: Mapping[str, Any]) -> dict[str, Any]:
     """The case without raw model text (run.json and baselines never hold it)."""
     out = dict(case)
-    out["attempts"] = [{k: v for k, v in a.items() if k not in RAW_FIELDS}
-                       for a in case["attempts"]]
+    out["attempts"] = [
+        {k: v for k, v in a.items() if k not in RAW_FIELDS} for a in case["attempts"]
+    ]
     return out
 
 

@@ -23,8 +23,12 @@ from goldeval.rollup import Counters, roll_up, strip_raw
 def git_commit(cwd: Path) -> str:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True, text=True,
-            timeout=5, check=False,
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -80,7 +84,8 @@ class RunCollector:
     def case_ids(self, model: str | None = None) -> list[str]:
         order = sorted(self.infos.values(), key=lambda i: (i.get("line") or 0, i["caseId"]))
         return [
-            i["caseId"] for i in order
+            i["caseId"]
+            for i in order
             if model is None or any(m == model for (m, _) in self.attempts[i["caseId"]])
         ]
 
@@ -88,7 +93,8 @@ class RunCollector:
         """Rolled-up cases (with raw text) in dataset order; with ``model``, that model's."""
         for case_id in self.case_ids(model):
             records = [
-                json.loads(text) for (m, _), text in self.attempts[case_id].items()
+                json.loads(text)
+                for (m, _), text in self.attempts[case_id].items()
                 if model is None or m == model
             ]
             yield roll_up(self.infos[case_id], records)

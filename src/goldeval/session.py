@@ -254,8 +254,11 @@ class GoldenSession:
         if cached is None:
             from goldeval.providers.cache import CachedProvider
 
-            cached = CachedProvider(provider, self.settings.cache_dir,
-                                    {"temperature": self.settings.provider.temperature})
+            cached = CachedProvider(
+                provider,
+                self.settings.cache_dir,
+                {"temperature": self.settings.provider.temperature},
+            )
             self._cached[id(provider)] = cached
         return cached
 
@@ -277,7 +280,8 @@ class GoldenSession:
 
             s = self.settings
             judge_settings = provider_from_env(
-                s.provider.name, s.judge_model or s.provider.model,
+                s.provider.name,
+                s.judge_model or s.provider.model,
                 self.config.getoption("golden_base_url", default=None),
             )
             provider = self.config.hook.pytest_goldeval_make_provider(
@@ -285,8 +289,12 @@ class GoldenSession:
             )
             if provider is None:
                 raise pytest.UsageError(f"no judge provider {judge_settings.name!r}")
-            self._judge = Judge(provider, judge_settings.model, self.load().rubric or DEFAULT_RUBRIC,
-                                s.judge_repetitions)
+            self._judge = Judge(
+                provider,
+                judge_settings.model,
+                self.load().rubric or DEFAULT_RUBRIC,
+                s.judge_repetitions,
+            )
         return self._judge
 
     def close(self) -> None:
@@ -312,8 +320,13 @@ class _DeadlinePassed:
     """Marker result: the call was not started because the deadline had passed."""
 
 
-def _call(state: GoldenSession, provider: Provider, pipeline: Pipeline,
-          param: GoldenParam, model: str | None) -> Any:
+def _call(
+    state: GoldenSession,
+    provider: Provider,
+    pipeline: Pipeline,
+    param: GoldenParam,
+    model: str | None,
+) -> Any:
     """One provider call; returns the Answer or the ProviderError (futures keep either)."""
     if state.deadline_at is not None and time.monotonic() > state.deadline_at:
         return _DeadlinePassed()
@@ -326,8 +339,14 @@ def _call(state: GoldenSession, provider: Provider, pipeline: Pipeline,
         return exc
 
 
-def obtain_answer(request: pytest.FixtureRequest, param: GoldenParam, case: GoldenCase,
-                  provider: Any, retriever: Any, graders: list[Grader]) -> Answer:
+def obtain_answer(
+    request: pytest.FixtureRequest,
+    param: GoldenParam,
+    case: GoldenCase,
+    provider: Any,
+    retriever: Any,
+    graders: list[Grader],
+) -> Answer:
     """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
     state = state_of(request.config)
     item = request.node
@@ -344,6 +363,7 @@ def obtain_answer(request: pytest.FixtureRequest, param: GoldenParam, case: Gold
     prefetch = state.prefetcher() if provider_obj.thread_safe else None
     # Prefetch only when this item's case is the collected one (no golden_case override).
     if prefetch is not None and item.callspec.params.get("golden_param") is param:
+
         def compute(it: pytest.Item) -> Any:
             p: GoldenParam = it.callspec.params["golden_param"]  # type: ignore[attr-defined]
             return _call(state, provider_obj, pipeline, p, model_of(p))

@@ -102,13 +102,17 @@ def _sort_key(run: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _dataset(run: Mapping[str, Any]) -> str:
-    return str((run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion")
-               or "unknown")
+    return str(
+        (run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion") or "unknown"
+    )
 
 
 def _model(run: Mapping[str, Any]) -> Any:
-    return (run.get("protocol") or {}).get("model") or run.get("model") or (
-        run.get("configuration") or {}).get("model")
+    return (
+        (run.get("protocol") or {}).get("model")
+        or run.get("model")
+        or (run.get("configuration") or {}).get("model")
+    )
 
 
 def _mode(run: Mapping[str, Any]) -> str:
@@ -141,7 +145,7 @@ def _href(*parts: str) -> str:
 
 def _page(title: str, body: str) -> str:
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{SITE_STYLE}{STYLE}</style></head>"
@@ -152,8 +156,9 @@ def _page(title: str, body: str) -> str:
 # -- charts ---------------------------------------------------------------------------------
 
 
-def trend_svg(metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380,
-              height: int = 190) -> str:
+def trend_svg(
+    metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380, height: int = 190
+) -> str:
     """An inline SVG line chart of one rate over runs (oldest left), with its Wilson band."""
     left, right, top, bottom = 42, 12, 24, 30
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -175,10 +180,14 @@ def trend_svg(metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380,
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         ty = y(tick)
-        out.append(f'<line x1="{left}" y1="{ty:.1f}" x2="{left + plot_w}" y2="{ty:.1f}" '
-                   'stroke="#d0d7de" stroke-width="1"/>')
-        out.append(f'<text x="{left - 4}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">'
-                   f"{tick * 100:.0f}%</text>")
+        out.append(
+            f'<line x1="{left}" y1="{ty:.1f}" x2="{left + plot_w}" y2="{ty:.1f}" '
+            'stroke="#d0d7de" stroke-width="1"/>'
+        )
+        out.append(
+            f'<text x="{left - 4}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">'
+            f"{tick * 100:.0f}%</text>"
+        )
     points: list[tuple[float, float, Mapping[str, Any], Mapping[str, Any]] | None] = []
     for i, run in enumerate(runs):
         m = (run.get("metrics") or {}).get(metric)
@@ -194,37 +203,51 @@ def trend_svg(metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380,
     colour = "#cf222e" if metric == "hallucinationRate" else "#0969da"
     for seg in segments:
         band = [(px, (m.get("ci95") or {})) for px, _, m, _ in seg]
-        if band and all(ci.get("lower") is not None and ci.get("upper") is not None
-                        for _, ci in band):
+        if band and all(
+            ci.get("lower") is not None and ci.get("upper") is not None for _, ci in band
+        ):
             upper = [f"{px:.1f},{y(ci['upper']):.1f}" for px, ci in band]
             lower = [f"{px:.1f},{y(ci['lower']):.1f}" for px, ci in reversed(band)]
             if len(band) == 1:
                 px = band[0][0]
                 ci = band[0][1]
-                out.append(f'<line x1="{px:.1f}" y1="{y(ci["upper"]):.1f}" x2="{px:.1f}" '
-                           f'y2="{y(ci["lower"]):.1f}" stroke="{colour}" stroke-opacity="0.3" '
-                           'stroke-width="8"/>')
+                out.append(
+                    f'<line x1="{px:.1f}" y1="{y(ci["upper"]):.1f}" x2="{px:.1f}" '
+                    f'y2="{y(ci["lower"]):.1f}" stroke="{colour}" stroke-opacity="0.3" '
+                    'stroke-width="8"/>'
+                )
             else:
-                out.append(f'<polygon class="ci" points="{" ".join(upper + lower)}" '
-                           f'fill="{colour}" fill-opacity="0.12" stroke="none"/>')
+                out.append(
+                    f'<polygon class="ci" points="{" ".join(upper + lower)}" '
+                    f'fill="{colour}" fill-opacity="0.12" stroke="none"/>'
+                )
         if len(seg) > 1:
             line = " ".join(f"{px:.1f},{y(v):.1f}" for px, v, _, _ in seg)
-            out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" '
-                       'stroke-width="2"/>')
+            out.append(
+                f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"/>'
+            )
         for px, v, m, run in seg:
-            tip = (f"{run.get('runId')}: {fmt_pct(v)} ({m.get('hits', 0)} / {m.get('total', 0)})"
-                   f", Wilson 95% {fmt_ci(m)}")
-            out.append(f'<circle cx="{px:.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}">'
-                       f"<title>{esc(tip)}</title></circle>")
+            tip = (
+                f"{run.get('runId')}: {fmt_pct(v)} ({m.get('hits', 0)} / {m.get('total', 0)})"
+                f", Wilson 95% {fmt_ci(m)}"
+            )
+            out.append(
+                f'<circle cx="{px:.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}">'
+                f"<title>{esc(tip)}</title></circle>"
+            )
     if not any(points):
-        out.append(f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" font-size="11" '
-                   'text-anchor="middle" fill="#57606a">no data (n/a in every run)</text>')
+        out.append(
+            f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" font-size="11" '
+            'text-anchor="middle" fill="#57606a">no data (n/a in every run)</text>'
+        )
     if n:
         first, last = str(runs[0].get("runId")), str(runs[-1].get("runId"))
         out.append(f'<text x="{left}" y="{height - 8}" font-size="10">{esc(first)}</text>')
         if n > 1:
-            out.append(f'<text x="{left + plot_w}" y="{height - 8}" font-size="10" '
-                       f'text-anchor="end">{esc(last)}</text>')
+            out.append(
+                f'<text x="{left + plot_w}" y="{height - 8}" font-size="10" '
+                f'text-anchor="end">{esc(last)}</text>'
+            )
     out.append("</svg>")
     return "".join(out)
 
@@ -267,8 +290,10 @@ def is_flaky(cells: Sequence[Mapping[str, Any] | None]) -> bool:
 def history_table(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -> str:
     head = ["<th>Case</th>", "<th>Flags</th>"]
     for i, run in enumerate(runs, start=1):
-        head.append(f'<th title="{esc(run.get("runId"))}"><a href="{_href("runs", names[id(run)])}'
-                    f'.html">#{i}</a></th>')
+        head.append(
+            f'<th title="{esc(run.get("runId"))}"><a href="{_href("runs", names[id(run)])}'
+            f'.html">#{i}</a></th>'
+        )
     rows = []
     for case_id, cells in case_history(runs).items():
         n = flips(cells)
@@ -287,8 +312,10 @@ def history_table(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -
             tds.append(f'<td class="cell" title="{esc(tip)}">{badge(c.get("status"))}</td>')
         flaky_attr = ' class="flaky-case"' if is_flaky(cells) else ""
         rows.append(f'<tr data-case="{esc(case_id)}"{flaky_attr}>{"".join(tds)}</tr>')
-    return (f'<table class="history"><thead><tr>{"".join(head)}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+    return (
+        f'<table class="history"><thead><tr>{"".join(head)}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 # -- pages ----------------------------------------------------------------------------------
@@ -312,22 +339,32 @@ def _run_row(run: Mapping[str, Any], names: Mapping[int, str]) -> list[str]:
 
 def render_index(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -> str:
     newest = sorted(runs, key=_sort_key, reverse=True)
-    body = ["<h1>Golden evaluation history</h1>",
-            f"<p>{len(runs)} run{'s' if len(runs) != 1 else ''}.</p>",
-            "<h2>Runs</h2>",
-            table(("Run", "Time", "Dataset", "Mode", "Model", "Status", "Overall", "Gate"),
-                  [_run_row(r, names) for r in newest], "runs")]
+    body = [
+        "<h1>Golden evaluation history</h1>",
+        f"<p>{len(runs)} run{'s' if len(runs) != 1 else ''}.</p>",
+        "<h2>Runs</h2>",
+        table(
+            ("Run", "Time", "Dataset", "Mode", "Model", "Status", "Overall", "Gate"),
+            [_run_row(r, names) for r in newest],
+            "runs",
+        ),
+    ]
     datasets = sorted({_dataset(r) for r in runs})
     for ds in datasets:
         chrono = sorted((r for r in runs if _dataset(r) == ds), key=_sort_key)
         body.append(f'<section class="dataset" id="dataset-{esc(_slug(ds))}">')
         body.append(f"<h2>Dataset <code>{esc(ds)}</code></h2>")
-        body.append("<h3>Trends</h3><div class=\"charts\">"
-                    + "".join(trend_svg(m, chrono) for m in TREND_METRICS) + "</div>")
-        body.append("<h3>Per-case history</h3><p><small>Runs oldest first; <span class=\"flaky\">"
-                    "flaky</span>: the verdict flipped back and forth across runs, or attempts "
-                    "disagreed within a run; <span class=\"changed\">changed</span>: one flip."
-                    "</small></p>")
+        body.append(
+            '<h3>Trends</h3><div class="charts">'
+            + "".join(trend_svg(m, chrono) for m in TREND_METRICS)
+            + "</div>"
+        )
+        body.append(
+            '<h3>Per-case history</h3><p><small>Runs oldest first; <span class="flaky">'
+            "flaky</span>: the verdict flipped back and forth across runs, or attempts "
+            'disagreed within a run; <span class="changed">changed</span>: one flip.'
+            "</small></p>"
+        )
         body.append(history_table(chrono, names))
         body.append("</section>")
     return _page("Golden evaluation history", "".join(body))
@@ -344,39 +381,59 @@ def _case_reason(case: Mapping[str, Any]) -> str:
     else:
         return ""
     return "<br>".join(esc(r) for r in reasons[:5]) + (
-        f"<br><small>+{len(reasons) - 5} more</small>" if len(reasons) > 5 else "")
+        f"<br><small>+{len(reasons) - 5} more</small>" if len(reasons) > 5 else ""
+    )
 
 
 def render_run(run: Mapping[str, Any]) -> str:
-    classes = {str(c.get("caseId")): c.get("class")
-               for c in (run.get("comparison") or {}).get("cases") or []}
+    classes = {
+        str(c.get("caseId")): c.get("class")
+        for c in (run.get("comparison") or {}).get("cases") or []
+    }
     rows = []
     for case in run.get("cases") or []:
         rate = case.get("successRate") or {}
         case_id = str(case.get("caseId"))
         prompt = str((case.get("metadata") or {}).get("prompt") or "")
         cls = classes.get(case_id)
-        rows.append((
-            f"<code>{esc(case_id)}</code>",
-            badge(case.get("status")),
-            f"{esc(rate.get('hits', 0))} / {esc(rate.get('total', 0))}",
-            badge(cls) if cls else "n/a",
-            esc(", ".join(str(k) for k in case.get("kinds") or [])),
-            _case_reason(case),
-            esc(prompt[:300] + ("…" if len(prompt) > 300 else "")),
-        ))
+        rows.append(
+            (
+                f"<code>{esc(case_id)}</code>",
+                badge(case.get("status")),
+                f"{esc(rate.get('hits', 0))} / {esc(rate.get('total', 0))}",
+                badge(cls) if cls else "n/a",
+                esc(", ".join(str(k) for k in case.get("kinds") or [])),
+                _case_reason(case),
+                esc(prompt[:300] + ("…" if len(prompt) > 300 else "")),
+            )
+        )
     body = (
         '<p><a href="../index.html">← all runs</a></p>'
         f"<h1>Run <code>{esc(run.get('runId'))}</code></h1>"
         f"<p>{badge(run.get('status'))} · dataset <code>{esc(_dataset(run))}</code> · "
         f"{esc(run.get('timestamp'))}</p>"
-        "<h2>Dataset and protocol</h2>" + protocol_table(run)
-        + "<h2>Metrics</h2>" + metrics_table(run)
-        + "<h2>Baseline comparison</h2>" + comparison_html(run)
-        + "<h2>Quality gate</h2>" + gate_html(run)
+        "<h2>Dataset and protocol</h2>"
+        + protocol_table(run)
+        + "<h2>Metrics</h2>"
+        + metrics_table(run)
+        + "<h2>Baseline comparison</h2>"
+        + comparison_html(run)
+        + "<h2>Quality gate</h2>"
+        + gate_html(run)
         + "<h2>Cases</h2>"
-        + table(("Case", "Status", "Attempts passed", "Class vs baseline", "Kinds", "Reasons",
-                 "Prompt"), rows, "cases")
+        + table(
+            (
+                "Case",
+                "Status",
+                "Attempts passed",
+                "Class vs baseline",
+                "Kinds",
+                "Reasons",
+                "Prompt",
+            ),
+            rows,
+            "cases",
+        )
     )
     return _page(f"Run {run.get('runId')}", body)
 
@@ -400,10 +457,15 @@ def build_site(out_dir: Path, runs: list[dict[str, Any]]) -> Path:
 def main_site(argv: Sequence[str] | None = None) -> int:
     """``goldeval site --out DIR [--runs .goldeval/runs]``: 0 on success, 1 without runs."""
     parser = argparse.ArgumentParser(
-        prog="goldeval site", description="Build a static HTML history of golden runs.")
+        prog="goldeval site", description="Build a static HTML history of golden runs."
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write the site to")
-    parser.add_argument("--runs", default=".goldeval/runs", metavar="DIR",
-                        help="runs folder holding <runId>/run.json (default .goldeval/runs)")
+    parser.add_argument(
+        "--runs",
+        default=".goldeval/runs",
+        metavar="DIR",
+        help="runs folder holding <runId>/run.json (default .goldeval/runs)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     warnings: list[str] = []
     runs = load_runs(Path(args.runs), warnings)

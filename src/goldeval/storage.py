@@ -124,8 +124,10 @@ class RunRecorder:
                 # Raw model text stays in the run folder artifacts, not in the store.
                 self.store.record_attempts(
                     self.run_id,
-                    [{k: v for k, v in a.items() if k not in ("output", "judgeOutput")}
-                     for a in self.pending],
+                    [
+                        {k: v for k, v in a.items() if k not in ("output", "judgeOutput")}
+                        for a in self.pending
+                    ],
                 )
                 self.pending.clear()
         except (StoreError, OSError) as exc:
@@ -152,23 +154,40 @@ class RunRecorder:
             return
         if not self.error:
             status = {"COMPLETED": "COMPLETED", "INTERRUPTED": "INTERRUPTED"}.get(
-                str(run.get("status")), "FAILED")
+                str(run.get("status")), "FAILED"
+            )
             if run.get("attemptsError"):
                 status = "FAILED" if status == "COMPLETED" else status
-            summary = {k: run.get(k) for k in (
-                "runId", "datasetVersion", "casesTotal", "casesPassed", "casesFailed",
-                "casesSkipped", "casesError", "attemptsTotal", "attemptsPassed",
-                "attemptsFailed", "attemptsSkipped", "attemptsError", "metrics",
-                "qualityGate", "exitDecision")}
+            summary = {
+                k: run.get(k)
+                for k in (
+                    "runId",
+                    "datasetVersion",
+                    "casesTotal",
+                    "casesPassed",
+                    "casesFailed",
+                    "casesSkipped",
+                    "casesError",
+                    "attemptsTotal",
+                    "attemptsPassed",
+                    "attemptsFailed",
+                    "attemptsSkipped",
+                    "attemptsError",
+                    "metrics",
+                    "qualityGate",
+                    "exitDecision",
+                )
+            }
             try:
                 self.store.record_artifacts(
-                    self.run_id, [(e["path"], e["sha256"], e["size"]) for e in inventory])
+                    self.run_id, [(e["path"], e["sha256"], e["size"]) for e in inventory]
+                )
                 self.store.finish_run(self.run_id, status, summary)  # type: ignore[arg-type]
             except (StoreError, OSError) as exc:
                 self._fail(exc)
         try:
             self.store.close()
-        except Exception:  # noqa: BLE001 - closing a broken connection must not mask the run
+        except Exception:
             pass
 
 

@@ -16,8 +16,9 @@ def _open(url: str) -> Any:
 
     try:
         if "://" not in url and not Path(url).exists():
-            raise GoldevalError("no run store here", path=url,
-                                hint="run pytest --golden=ID first, or pass --store")
+            raise GoldevalError(
+                "no run store here", path=url, hint="run pytest --golden=ID first, or pass --store"
+            )
         return open_store(url)
     except StoreError as exc:
         raise GoldevalError(str(exc)) from None
@@ -25,13 +26,14 @@ def _open(url: str) -> Any:
 
 def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
     """A run.json-shaped document rebuilt from the store (all shards of a run key)."""
-    from goldeval.rollup import Counters, roll_up
     from goldeval.metrics import MetricsAccumulator
+    from goldeval.rollup import Counters, roll_up
 
     row = store.get_run(run_id_or_key)
     if row is None:
-        raise GoldevalError(f"no run {run_id_or_key!r} in the store",
-                            hint="goldeval runs lists them")
+        raise GoldevalError(
+            f"no run {run_id_or_key!r} in the store", hint="goldeval runs lists them"
+        )
     infos = {c["caseId"]: c for c in store.cases(row.run_id)}
     per_case: dict[str, list[dict[str, Any]]] = {}
     for attempt in store.attempts(row.run_id):
@@ -72,12 +74,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command == "runs":
             rows = store.runs(limit=50)
-            print(f"{'run':<24} {'key':<14} {'dataset':<16} {'mode':<13} {'model':<18} "
-                  f"{'status':<11} overall")
+            print(
+                f"{'run':<24} {'key':<14} {'dataset':<16} {'mode':<13} {'model':<18} "
+                f"{'status':<11} overall"
+            )
             for r in rows:
                 rate = "n/a" if r.pass_rate is None else f"{r.pass_rate * 100:.1f}%"
-                print(f"{r.run_id:<24} {(r.run_key or '-'):<14} {r.dataset_id:<16} "
-                      f"{r.mode:<13} {(r.model or '-'):<18} {r.status:<11} {rate}")
+                print(
+                    f"{r.run_id:<24} {(r.run_key or '-'):<14} {r.dataset_id:<16} "
+                    f"{r.mode:<13} {(r.model or '-'):<18} {r.status:<11} {rate}"
+                )
             if not rows:
                 print("no runs yet")
             return 0

@@ -17,17 +17,39 @@ import pytest
 
 from tests.helpers import ROOT, RunFiles
 
-REFERENCE = Path(os.environ.get(
-    "GOLDEVAL_REFERENCE_DATA", ROOT.parent / "shared" / "reference" / "java-ai-golden-data"))
-RATES = ("overallPassRate", "contractPassRate", "judgeAcceptRate", "retrievalPassRate",
-         "negativeCasePassRate", "hallucinationRate", "refusalAccuracy", "layerAccuracy",
-         "ragAccuracy", "unstableCaseRate")
-COUNTERS = ("casesTotal", "casesPassed", "casesFailed", "casesSkipped", "casesError",
-            "attemptsTotal", "attemptsPassed", "attemptsFailed", "attemptsSkipped",
-            "attemptsError")
+REFERENCE = Path(
+    os.environ.get(
+        "GOLDEVAL_REFERENCE_DATA", ROOT.parent / "shared" / "reference" / "java-ai-golden-data"
+    )
+)
+RATES = (
+    "overallPassRate",
+    "contractPassRate",
+    "judgeAcceptRate",
+    "retrievalPassRate",
+    "negativeCasePassRate",
+    "hallucinationRate",
+    "refusalAccuracy",
+    "layerAccuracy",
+    "ragAccuracy",
+    "unstableCaseRate",
+)
+COUNTERS = (
+    "casesTotal",
+    "casesPassed",
+    "casesFailed",
+    "casesSkipped",
+    "casesError",
+    "attemptsTotal",
+    "attemptsPassed",
+    "attemptsFailed",
+    "attemptsSkipped",
+    "attemptsError",
+)
 
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(),
-                                reason=f"reference data not present at {REFERENCE}")
+pytestmark = pytest.mark.skipif(
+    not REFERENCE.is_dir(), reason=f"reference data not present at {REFERENCE}"
+)
 
 
 @pytest.fixture
@@ -43,10 +65,12 @@ def reference_project(pytester: pytest.Pytester) -> Path:
         shutil.copy(ev / name, gen / name)
     for name in ("golden-holdout.jsonl", "dataset.json"):
         shutil.copy(ev / "holdout" / name, hold / name)
-    for src, dst in ((ev / "fixtures", gen / "fixtures"),
-                     (inferred / "eval/generation/fixtures", gen / "fixtures"),
-                     (ev / "holdout/fixtures", hold / "fixtures"),
-                     (inferred / "eval/generation/holdout/fixtures", hold / "fixtures")):
+    for src, dst in (
+        (ev / "fixtures", gen / "fixtures"),
+        (inferred / "eval/generation/fixtures", gen / "fixtures"),
+        (ev / "holdout/fixtures", hold / "fixtures"),
+        (inferred / "eval/generation/holdout/fixtures", hold / "fixtures"),
+    ):
         for f in src.glob("*.out.md"):
             shutil.copy(f, dst / f.name)
     shutil.copytree(res / "pack", pytester.path / "pack")
@@ -55,8 +79,9 @@ def reference_project(pytester: pytest.Pytester) -> Path:
 
 
 @pytest.mark.parametrize("dataset", ["generation-v1", "holdout-v1"])
-def test_reference_fixture_figures(pytester: pytest.Pytester, reference_project: Path,
-                                   dataset: str, plugin_args: list[str]) -> None:
+def test_reference_fixture_figures(
+    pytester: pytest.Pytester, reference_project: Path, dataset: str, plugin_args: list[str]
+) -> None:
     result = pytester.runpytest(f"--golden={dataset}", *plugin_args)
     assert result.ret == 0, result.stdout.str()
     run = RunFiles(reference_project).latest()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.testing.llm_server import Fault, FakeLLMServer, Reply
+from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply
 from tests.helpers import RunFiles, strip_timings
 
 LIVE = ("--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest")
@@ -20,19 +20,24 @@ def _comparable(run: dict) -> dict:
         for a in case["attempts"]:
             for key in ("tokens", "tries", "model"):
                 a.pop(key, None)
-    return {"cases": doc["cases"], "metrics": {k: v for k, v in doc["metrics"].items()
-                                                if k not in ("tokens",)}}
+    return {
+        "cases": doc["cases"],
+        "metrics": {k: v for k, v in doc["metrics"].items() if k not in ("tokens",)},
+    }
 
 
 def test_live_against_replaying_server_scores_like_fixture_mode(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
     plugin_args: list[str],
 ) -> None:
     fixture = pytester.runpytest("--golden=generation-v1")
     assert fixture.ret == 0
     fixture_run = run_files.latest()
-    live = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                              "--golden-no-gate", *plugin_args)
+    live = pytester.runpytest(
+        *LIVE, f"--golden-base-url={llm_server.base_url}", "--golden-no-gate", *plugin_args
+    )
     assert live.ret == 0, live.stdout.str()
     live_run = run_files.latest()
     assert live_run["protocol"]["mode"] == "LIVE"
@@ -47,14 +52,21 @@ def test_live_against_replaying_server_scores_like_fixture_mode(
 
 
 def test_openai_protocol_with_bearer_key_never_leaks(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     secret = "sk-test-SECRET-0123456789"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    result = pytester.runpytest(*LIVE, "--golden-provider=openai",
-                                f"--golden-base-url={llm_server.base_url}", "--golden-no-gate",
-                                "--golden-artifacts=always", "--junitxml=j.xml")
+    result = pytester.runpytest(
+        *LIVE,
+        "--golden-provider=openai",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-no-gate",
+        "--golden-artifacts=always",
+        "--junitxml=j.xml",
+    )
     assert result.ret == 0, result.stdout.str()
     assert llm_server.requests[0].path == "/v1/chat/completions"
     assert llm_server.requests[0].headers["authorization"] == f"Bearer {secret}"
@@ -62,7 +74,9 @@ def test_openai_protocol_with_bearer_key_never_leaks(
 
 
 def test_basic_auth_from_url_userinfo_never_leaks(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     host = llm_server.base_url.replace("http://", "")
     monkeypatch.setenv("OLLAMA_HOST", f"http://alice:pw-S3CRET-xyz@{host}")
@@ -82,20 +96,29 @@ def _assert_nowhere(root: Path, result: pytest.RunResult, secret: str) -> None:
 
 
 def test_server_down_for_every_attempt_gives_75_and_no_quality_figures(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str],
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    plugin_args: list[str],
 ) -> None:
     srv = FakeLLMServer().start()
     url = srv.base_url
     srv.stop()  # nothing listens there any more: connection refused
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={url}", "--golden-retries=1",
-                                *plugin_args)
+    result = pytester.runpytest(
+        *LIVE, f"--golden-base-url={url}", "--golden-retries=1", *plugin_args
+    )
     assert result.ret == 75, result.stdout.str()
     result.assert_outcomes(errors=10)
-    result.stdout.fnmatch_lines(["*MODEL_UNAVAILABLE after 2 tries*", "*goldeval decision: exit 75*"])
+    result.stdout.fnmatch_lines(
+        ["*MODEL_UNAVAILABLE after 2 tries*", "*goldeval decision: exit 75*"]
+    )
     run = run_files.latest()
     assert run["attemptsError"] == 10
-    assert all(a["errorKind"] == "MODEL_UNAVAILABLE" and a["tries"] == 2
-               for c in run["cases"] for a in c["attempts"])
+    assert all(
+        a["errorKind"] == "MODEL_UNAVAILABLE" and a["tries"] == 2
+        for c in run["cases"]
+        for a in c["attempts"]
+    )
     for name in ("overallPassRate", "contractPassRate", "hallucinationRate"):
         assert run["metrics"][name]["rate"] is None
 
@@ -115,13 +138,22 @@ def test_server_down_for_every_attempt_gives_75_and_no_quality_figures(
     ids=["503", "429", "400", "invalid-json", "empty", "error-field", "drop", "hang"],
 )
 def test_fault_classes_end_as_error_kinds(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
-    fault: Fault, kind: str, tries: int,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
+    fault: Fault,
+    kind: str,
+    tries: int,
 ) -> None:
     llm_server.set_fault(fault)
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                                "--golden-retries=1", "--golden-timeout=0.5", "-k",
-                                "api-login-wrong-password-401")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-retries=1",
+        "--golden-timeout=0.5",
+        "-k",
+        "api-login-wrong-password-401",
+    )
     result.assert_outcomes(errors=1)
     assert result.ret == 75
     attempt = run_files.latest()["cases"][0]["attempts"][0]
@@ -130,23 +162,36 @@ def test_fault_classes_end_as_error_kinds(
 
 
 def test_retry_then_success_is_a_pass_with_tries_recorded(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
 ) -> None:
     llm_server.script([Fault.status(503), Fault.status(429, retry_after=0)])
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                                "--golden-concurrency=1", "--golden-no-gate", "-k",
-                                "api-login-wrong-password-401")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-concurrency=1",
+        "--golden-no-gate",
+        "-k",
+        "api-login-wrong-password-401",
+    )
     result.assert_outcomes(passed=1)
     assert run_files.latest()["cases"][0]["attempts"][0]["tries"] == 3
 
 
 def test_concurrent_calls_while_items_report_in_order(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
 ) -> None:
     llm_server.latency = 0.2
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                                "--golden-attempts=3", "--golden-concurrency=8",
-                                "--golden-no-gate", "-v")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-attempts=3",
+        "--golden-concurrency=8",
+        "--golden-no-gate",
+        "-v",
+    )
     result.assert_outcomes(passed=30)
     assert llm_server.max_in_flight >= 6
     lines = [ln for ln in result.stdout.lines if "::test_golden[" in ln and "PASSED" in ln]
@@ -155,21 +200,32 @@ def test_concurrent_calls_while_items_report_in_order(
 
 
 def test_concurrency_one_means_one_call_at_a_time(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
 ) -> None:
     llm_server.latency = 0.05
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                                "--golden-concurrency=1", "--golden-no-gate")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-concurrency=1",
+        "--golden-no-gate",
+    )
     result.assert_outcomes(passed=10)
     assert llm_server.max_in_flight == 1
 
 
 def test_deadline_skips_unstarted_attempts_and_run_is_incomplete(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
 ) -> None:
     llm_server.latency = 0.4
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                                "--golden-concurrency=1", "--golden-deadline=0.9")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-concurrency=1",
+        "--golden-deadline=0.9",
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) >= 5
     run = run_files.latest()
@@ -181,29 +237,50 @@ def test_deadline_skips_unstarted_attempts_and_run_is_incomplete(
 
 
 def test_record_mode_writes_new_fixtures_and_keeps_existing(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    golden_project: Path,
 ) -> None:
     fixtures = golden_project / "golden" / "generation" / "fixtures"
     (fixtures / "e2e-login-happy-alice.out.md").unlink()
     llm_server.responder = lambda req: "RAG: x\nnew answer"
-    result = pytester.runpytest("--golden=generation-v1", "--golden-mode=record",
-                                f"--golden-base-url={llm_server.base_url}", "--golden-no-gate")
-    result.stdout.fnmatch_lines(["*fixtures new: e2e-login-happy-alice*",
-                                 "*differing but kept*api-login-wrong-password-401*"])
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=record",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-no-gate",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*fixtures new: e2e-login-happy-alice*",
+            "*differing but kept*api-login-wrong-password-401*",
+        ]
+    )
     assert (fixtures / "e2e-login-happy-alice.out.md").read_text() == "RAG: x\nnew answer"
     assert "new answer" not in (fixtures / "api-login-wrong-password-401.out.md").read_text()
-    result = pytester.runpytest("--golden=generation-v1", "--golden-mode=record",
-                                f"--golden-base-url={llm_server.base_url}", "--golden-no-gate",
-                                "--golden-overwrite-fixtures")
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=record",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-no-gate",
+        "--golden-overwrite-fixtures",
+    )
     result.stdout.fnmatch_lines(["*fixtures changed:*api-login-wrong-password-401*"])
     assert (fixtures / "api-login-wrong-password-401.out.md").read_text() == "RAG: x\nnew answer"
 
 
 def test_response_cache_makes_a_rerun_free_and_keeps_attempts_distinct(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
 ) -> None:
-    args = (*LIVE, f"--golden-base-url={llm_server.base_url}", "--golden-cache=cache",
-            "--golden-attempts=2", "--golden-no-gate")
+    args = (
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-cache=cache",
+        "--golden-attempts=2",
+        "--golden-no-gate",
+    )
     assert pytester.runpytest(*args).ret == 0
     assert len(llm_server.requests) == 20  # two attempts per case are two distinct calls
     llm_server.reset()
@@ -213,27 +290,36 @@ def test_response_cache_makes_a_rerun_free_and_keeps_attempts_distinct(
 
 
 def test_models_side_by_side(pytester: pytest.Pytester, llm_server: FakeLLMServer) -> None:
-    result = pytester.runpytest("--golden=generation-v1", "--golden-mode=live",
-                                "--golden-models=m-one,m-two",
-                                f"--golden-base-url={llm_server.base_url}")
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=live",
+        "--golden-models=m-one,m-two",
+        f"--golden-base-url={llm_server.base_url}",
+    )
     result.assert_outcomes(passed=20)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*model m-one:*", "*model m-two:*"])
     models = {r.json["model"] for r in llm_server.requests}
     assert models == {"m-one", "m-two"}
-    runs = [json.loads(p.read_text()) for p in
-            (pytester.path / ".goldeval/runs").glob("*/run.json")]
+    runs = [
+        json.loads(p.read_text()) for p in (pytester.path / ".goldeval/runs").glob("*/run.json")
+    ]
     assert sorted(r["model"] for r in runs) == ["m-one", "m-two"]
 
 
 def test_live_gate_needs_a_live_baseline(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
 ) -> None:
     result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*GATE FAIL*baseline*"])
-    save = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                              "--golden-save-baseline=baselines/live-generation-v1.json")
+    save = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-save-baseline=baselines/live-generation-v1.json",
+    )
     assert save.ret == 0, save.stdout.str()
     again = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}")
     assert again.ret == 0, again.stdout.str()
@@ -241,7 +327,9 @@ def test_live_gate_needs_a_live_baseline(
 
 
 def test_judge_is_soft_and_contract_wins(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    golden_project: Path,
     run_files: RunFiles,
 ) -> None:
     replay = llm_server.responder
@@ -251,15 +339,22 @@ def test_judge_is_soft_and_contract_wins(
     def responder(req):  # type: ignore[no-untyped-def]
         system = req.messages[0]["content"] if req.messages else ""
         if "CANDIDATE:" in (req.last_user_message or ""):
-            return Reply(content='VERDICT: ПРИНЯТО\n{"decision":"ACCEPT","score":0.9,"reasons":["ok"]}')
-        if "happy" in (req.last_user_message or "") or "alice" in system and False:
+            return Reply(
+                content='VERDICT: ПРИНЯТО\n{"decision":"ACCEPT","score":0.9,"reasons":["ok"]}'
+            )
+        if "happy" in (req.last_user_message or "") or ("alice" in system and False):
             return "broken"
         return replay(req)
 
     llm_server.responder = responder
     del broken
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                                "--golden-judge", "--golden-judge-model=judge-m", "--golden-no-gate")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-judge",
+        "--golden-judge-model=judge-m",
+        "--golden-no-gate",
+    )
     run = run_files.latest()
     judged = [a for c in run["cases"] for a in c["attempts"] if a.get("judge")]
     assert judged, result.stdout.str()
@@ -273,7 +368,9 @@ def test_judge_is_soft_and_contract_wins(
 
 
 def test_judge_down_gives_judge_errors_while_hard_verdicts_stand(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
 ) -> None:
     replay = llm_server.responder
 
@@ -283,8 +380,13 @@ def test_judge_down_gives_judge_errors_while_hard_verdicts_stand(
         return replay(req)
 
     llm_server.responder = responder
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}",
-                                "--golden-judge", "--golden-retries=0", "--golden-no-gate")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-judge",
+        "--golden-retries=0",
+        "--golden-no-gate",
+    )
     result.assert_outcomes(passed=10)
     run = run_files.latest()
     assert run["judgeErrors"] == 7

@@ -14,8 +14,9 @@ from tests.helpers import RunFiles
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 
 
-def test_save_writes_diffable_baseline_and_history(pytester: pytest.Pytester,
-                                                   golden_project: Path) -> None:
+def test_save_writes_diffable_baseline_and_history(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
     result = pytester.runpytest("--golden=holdout-v1", "--golden-save-baseline=baselines/new.json")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*baseline saved to*new.json*"])
@@ -27,14 +28,19 @@ def test_save_writes_diffable_baseline_and_history(pytester: pytest.Pytester,
     assert json.loads(history[-1])["baseline"] == "new.json"
 
 
-def test_save_refuses_to_overwrite_without_force(pytester: pytest.Pytester,
-                                                 golden_project: Path) -> None:
-    result = pytester.runpytest("--golden=holdout-v1",
-                                "--golden-save-baseline=baselines/holdout-v1.json")
+def test_save_refuses_to_overwrite_without_force(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    result = pytester.runpytest(
+        "--golden=holdout-v1", "--golden-save-baseline=baselines/holdout-v1.json"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*already exists; pass --golden-force-save-baseline*"])
-    result = pytester.runpytest("--golden=holdout-v1", "--golden-save-baseline=baselines/holdout-v1.json",
-                                "--golden-force-save-baseline")
+    result = pytester.runpytest(
+        "--golden=holdout-v1",
+        "--golden-save-baseline=baselines/holdout-v1.json",
+        "--golden-force-save-baseline",
+    )
     assert result.ret == 0
 
 
@@ -57,8 +63,9 @@ def test_save_refuses_a_run_with_errors(pytester: pytest.Pytester, golden_projec
     result.stdout.fnmatch_lines(["*baseline not saved*"])
 
 
-def test_regression_gives_new_failure_and_exit_1(pytester: pytest.Pytester, golden_project: Path,
-                                                 run_files: RunFiles, plugin_args: list[str]) -> None:
+def test_regression_gives_new_failure_and_exit_1(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
+) -> None:
     (golden_project / HAPPY).write_text("RAG: po-chain, seed-account\n// Invalid password\n")
     result = pytester.runpytest("--golden=generation-v1", *plugin_args)
     assert result.ret == 1
@@ -71,16 +78,19 @@ def test_regression_gives_new_failure_and_exit_1(pytester: pytest.Pytester, gold
     assert "## Regression" in report and "## Quality gate" in report and "**FAIL**" in report
 
 
-def test_critical_new_failure_rule(pytester: pytest.Pytester, golden_project: Path,
-                                   run_files: RunFiles) -> None:
+def test_critical_new_failure_rule(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
     # no absolute thresholds: only the pair rules can fail the gate
     manifest = golden_project / "golden/generation/dataset.yaml"
     text = manifest.read_text().replace("overallPassRate: 1.0, contractPassRate: 1.0, ", "")
     text = text.replace("layerAccuracy: 1.0, ragAccuracy: 1.0, ", "")
     manifest.write_text(text)
     (golden_project / HAPPY).write_text(
-        (golden_project / HAPPY).read_text().replace("RAG: po-chain, seed-account",
-                                                     "RAG: po-chain, seed-account, api-json-schema"))
+        (golden_project / HAPPY)
+        .read_text()
+        .replace("RAG: po-chain, seed-account", "RAG: po-chain, seed-account, api-json-schema")
+    )
     result = pytester.runpytest("--golden=generation-v1")
     assert result.ret == 1
     run = run_files.latest()
@@ -99,8 +109,9 @@ def test_critical_new_failure_rule(pytester: pytest.Pytester, golden_project: Pa
     ],
     ids=["hand-edited-metric", "counters", "missing-case"],
 )
-def test_tampered_baseline_is_rejected_with_its_reason(pytester: pytest.Pytester,
-                                                        golden_project: Path, edit, reason) -> None:
+def test_tampered_baseline_is_rejected_with_its_reason(
+    pytester: pytest.Pytester, golden_project: Path, edit, reason
+) -> None:
     path = golden_project / "baselines/generation-v1.json"
     doc = json.loads(path.read_text())
     edit(doc)
@@ -118,16 +129,21 @@ def test_truncated_baseline(pytester: pytest.Pytester, golden_project: Path) -> 
     result.stdout.fnmatch_lines(["*baseline rejected*invalid JSON*"])
 
 
-def test_baseline_of_another_dataset_is_incomparable(pytester: pytest.Pytester,
-                                                     golden_project: Path) -> None:
-    result = pytester.runpytest("--golden=generation-v1",
-                                "--golden-baseline=baselines/holdout-v1.json")
+def test_baseline_of_another_dataset_is_incomparable(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--golden-baseline=baselines/holdout-v1.json"
+    )
     assert result.ret == 65
-    result.stdout.fnmatch_lines(["*datasetId mismatch: baseline holdout-v1 vs candidate generation-v1*"])
+    result.stdout.fnmatch_lines(
+        ["*datasetId mismatch: baseline holdout-v1 vs candidate generation-v1*"]
+    )
 
 
-def test_dataset_changed_without_version_bump(pytester: pytest.Pytester, golden_project: Path,
-                                              rows_file) -> None:
+def test_dataset_changed_without_version_bump(
+    pytester: pytest.Pytester, golden_project: Path, rows_file
+) -> None:
     rows = rows_file("generation")
     rows.write_text(rows.read_text(encoding="utf-8").replace("smoke", "smoky"), encoding="utf-8")
     result = pytester.runpytest("--golden=generation-v1")
@@ -135,21 +151,29 @@ def test_dataset_changed_without_version_bump(pytester: pytest.Pytester, golden_
     result.stdout.fnmatch_lines(["*dataset changed without a version bump*"])
 
 
-def test_attempts_mismatch_is_65_and_no_gate_reports_only(pytester: pytest.Pytester,
-                                                          golden_project: Path) -> None:
+def test_attempts_mismatch_is_65_and_no_gate_reports_only(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
     assert pytester.runpytest("--golden=generation-v1", "--golden-attempts=2").ret == 65
-    assert pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
-                              "--golden-no-gate").ret == 0
+    assert (
+        pytester.runpytest("--golden=generation-v1", "--golden-attempts=2", "--golden-no-gate").ret
+        == 0
+    )
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "goldeval.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "goldeval.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def test_cli_compare_and_gate_use_the_same_exit_codes(pytester: pytest.Pytester,
-                                                      golden_project: Path,
-                                                      run_files: RunFiles) -> None:
+def test_cli_compare_and_gate_use_the_same_exit_codes(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
     assert pytester.runpytest("--golden=generation-v1").ret == 0
     run = str(run_files.latest_dir() / "run.json")
     ok = _cli("gate", run, cwd=golden_project)
@@ -168,8 +192,9 @@ def test_cli_compare_and_gate_use_the_same_exit_codes(pytester: pytest.Pytester,
     assert missing.returncode == 65 and "baseline file not found" not in missing.stdout
 
 
-def test_cli_verify_detects_changed_artifacts(pytester: pytest.Pytester, golden_project: Path,
-                                              run_files: RunFiles) -> None:
+def test_cli_verify_detects_changed_artifacts(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
     pytester.runpytest("--golden=generation-v1", "--golden-artifacts=always")
     run_dir = run_files.latest_dir()
     assert _cli("verify", str(run_dir), cwd=golden_project).returncode == 0

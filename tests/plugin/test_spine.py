@@ -10,23 +10,29 @@ import pytest
 from tests.helpers import RunFiles, strip_timings
 
 
-def test_main_job_runs_dataset_only(pytester: pytest.Pytester, golden_project: Path,
-                                    run_files: RunFiles, plugin_args: list[str]) -> None:
+def test_main_job_runs_dataset_only(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
+) -> None:
     (golden_project / "test_other.py").write_text("def test_unrelated():\n    pass\n")
     result = pytester.runpytest("--golden=generation-v1", *plugin_args)
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=10)
-    result.stdout.fnmatch_lines([
-        "*goldeval: generation-v1 (fixture)*",
-        "*Overall*100.0% (10 / 10)*",
-        "*Hallucination (fail rate)*0.0% (0 / 2)*",
-        "*goldeval decision: exit 0*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*goldeval: generation-v1 (fixture)*",
+            "*Overall*100.0% (10 / 10)*",
+            "*Hallucination (fail rate)*0.0% (0 / 2)*",
+            "*goldeval decision: exit 0*",
+        ]
+    )
     run = run_files.latest()
     assert run["status"] == "COMPLETED"
     assert run["casesTotal"] == 10 and run["attemptsPassed"] == 10
     assert run["metrics"]["overallPassRate"] == {
-        "hits": 10, "total": 10, "rate": 1.0, "ci95": run["metrics"]["overallPassRate"]["ci95"]
+        "hits": 10,
+        "total": 10,
+        "rate": 1.0,
+        "ci95": run["metrics"]["overallPassRate"]["ci95"],
     }
     assert run["protocol"]["datasetId"] == "generation-v1"
     assert len(run["protocol"]["selectedCaseIds"]) == 10
@@ -39,12 +45,14 @@ def test_main_job_runs_dataset_only(pytester: pytest.Pytester, golden_project: P
     assert all("output" not in a for c in run["cases"] for a in c["attempts"])
 
 
-def test_serial_and_xdist_give_identical_records(pytester: pytest.Pytester,
-                                                 golden_project: Path, run_files: RunFiles) -> None:
+def test_serial_and_xdist_give_identical_records(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
     docs = []
     for args in ([], ["-n", "2"]):
-        result = pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
-                                    "--golden-no-gate", *args)
+        result = pytester.runpytest(
+            "--golden=generation-v1", "--golden-attempts=2", "--golden-no-gate", *args
+        )
         assert result.ret == 0, result.stdout.str()
         docs.append(strip_timings(run_files.latest()))
     assert docs[0]["metrics"] == docs[1]["metrics"]
@@ -52,10 +60,12 @@ def test_serial_and_xdist_give_identical_records(pytester: pytest.Pytester,
     assert docs[0]["protocol"] == docs[1]["protocol"]
 
 
-def test_not_red_deselects_rows_entirely(pytester: pytest.Pytester, golden_project: Path,
-                                         run_files: RunFiles, plugin_args: list[str]) -> None:
-    result = pytester.runpytest("--golden=generation-v1", "-m", "not red", "--strict-markers",
-                                *plugin_args)
+def test_not_red_deselects_rows_entirely(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
+) -> None:
+    result = pytester.runpytest(
+        "--golden=generation-v1", "-m", "not red", "--strict-markers", *plugin_args
+    )
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=7, deselected=None if plugin_args else 3)
     run = run_files.latest()
@@ -68,29 +78,36 @@ def test_not_red_deselects_rows_entirely(pytester: pytest.Pytester, golden_proje
     assert run["baselinePath"].endswith("generation-v1-not-red.json")
 
 
-def test_tags_are_registered_markers(pytester: pytest.Pytester, golden_project: Path,
-                                     run_files: RunFiles) -> None:
-    result = pytester.runpytest("--golden=generation-v1", "-m", "smoke", "--strict-markers",
-                                "--golden-no-gate")
+def test_tags_are_registered_markers(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
+    result = pytester.runpytest(
+        "--golden=generation-v1", "-m", "smoke", "--strict-markers", "--golden-no-gate"
+    )
     result.assert_outcomes(passed=2, deselected=8)
     result = pytester.runpytest("--golden=generation-v1", "--markers")
     result.stdout.fnmatch_lines(["*@pytest.mark.red:*"])
 
 
-def test_attempts_make_one_item_each_with_stable_ids(pytester: pytest.Pytester,
-                                                     golden_project: Path,
-                                                     plugin_args: list[str]) -> None:
-    result = pytester.runpytest("--golden=holdout-v1", "--golden-attempts=3", "--collect-only",
-                                "-q", *plugin_args)
+def test_attempts_make_one_item_each_with_stable_ids(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    result = pytester.runpytest(
+        "--golden=holdout-v1", "--golden-attempts=3", "--collect-only", "-q", *plugin_args
+    )
     out = result.stdout.str()
-    assert "golden/holdout/golden-holdout.jsonl::test_golden[holdout-e2e-unknown-user-attempt3]" in out
-    result = pytester.runpytest("--golden=holdout-v1", "--golden-attempts=3", "--golden-no-gate",
-                                    *plugin_args)
+    assert (
+        "golden/holdout/golden-holdout.jsonl::test_golden[holdout-e2e-unknown-user-attempt3]" in out
+    )
+    result = pytester.runpytest(
+        "--golden=holdout-v1", "--golden-attempts=3", "--golden-no-gate", *plugin_args
+    )
     result.assert_outcomes(passed=36)
 
 
-def test_unknown_dataset_is_a_usage_error_listing_ids(pytester: pytest.Pytester,
-                                                      golden_project: Path) -> None:
+def test_unknown_dataset_is_a_usage_error_listing_ids(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
     result = pytester.runpytest("--golden=generation-v9")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown dataset 'generation-v9'*generation-v1, holdout-v1*"])
@@ -102,9 +119,9 @@ def test_dataset_folder_path_works(pytester: pytest.Pytester, golden_project: Pa
     result.assert_outcomes(passed=12)
 
 
-def test_failure_shows_violations_without_traceback(pytester: pytest.Pytester,
-                                                    golden_project: Path, run_files: RunFiles,
-                                                    plugin_args: list[str]) -> None:
+def test_failure_shows_violations_without_traceback(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
+) -> None:
     fixture = golden_project / "golden/generation/fixtures/e2e-login-happy-alice.out.md"
     fixture.write_text("RAG: po-chain, seed-account\nclass LoginTests {}\n", encoding="utf-8")
     result = pytester.runpytest("--golden=generation-v1", *plugin_args)
@@ -127,15 +144,17 @@ def test_failure_shows_violations_without_traceback(pytester: pytest.Pytester,
 
 
 @pytest.mark.parametrize("mode,expected", [("always", 10), ("never", 0)])
-def test_artifact_modes(pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
-                        mode: str, expected: int) -> None:
+def test_artifact_modes(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, mode: str, expected: int
+) -> None:
     result = pytester.runpytest("--golden=generation-v1", f"--golden-artifacts={mode}")
     assert result.ret == 0
     assert len(list((run_files.latest_dir() / "cases").iterdir())) == expected
 
 
-def test_provider_error_is_error_not_failure(pytester: pytest.Pytester, golden_project: Path,
-                                             run_files: RunFiles, plugin_args: list[str]) -> None:
+def test_provider_error_is_error_not_failure(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
+) -> None:
     pytester.makeconftest(
         """
         import pytest
@@ -154,16 +173,17 @@ def test_provider_error_is_error_not_failure(pytester: pytest.Pytester, golden_p
     result = pytester.runpytest("--golden=generation-v1", *plugin_args)
     result.assert_outcomes(passed=8, errors=2)
     assert result.ret == 75, result.stdout.str()
-    result.stdout.fnmatch_lines(["*ERROR MODEL_UNAVAILABLE*connection refused*",
-                                 "*goldeval decision: exit 75*"])
+    result.stdout.fnmatch_lines(
+        ["*ERROR MODEL_UNAVAILABLE*connection refused*", "*goldeval decision: exit 75*"]
+    )
     run = run_files.latest()
     assert run["attemptsError"] == 2 and run["casesError"] == 2
     assert run["metrics"]["overallPassRate"]["total"] == 8
 
 
-def test_every_attempt_error_gives_75_and_no_quality_figures(pytester: pytest.Pytester,
-                                                             golden_project: Path,
-                                                             run_files: RunFiles) -> None:
+def test_every_attempt_error_gives_75_and_no_quality_figures(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
     pytester.makeconftest(
         """
         import pytest
@@ -184,8 +204,9 @@ def test_every_attempt_error_gives_75_and_no_quality_figures(pytester: pytest.Py
     result.stdout.fnmatch_lines(["*Overall*n/a*"])
 
 
-def test_user_callable_provider_in_conftest(pytester: pytest.Pytester, golden_project: Path,
-                                            run_files: RunFiles) -> None:
+def test_user_callable_provider_in_conftest(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
     pytester.makeconftest(
         """
         import pytest

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import RunFiles
-from tests.reports.conftest import Browser, DomIndex
 
 from goldeval.integrations.html import fmt_ci, render_attempt, render_summary
+from tests.helpers import RunFiles
+from tests.reports.conftest import Browser, DomIndex
 
 FAILING_CASE = "api-login-wrong-password-401"
 PROMPT_CASE = "e2e-login-happy-alice"

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import RunFiles
 
 from goldeval.integrations.junit import rule_test_name, write_dashboard_junit
+from tests.helpers import RunFiles
 
 FAILING_CASE = "api-login-wrong-password-401"
 

@@ -9,10 +9,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from tests.helpers import RunFiles
-from tests.reports.conftest import Browser, DomIndex
 
 from goldeval.site import build_site, flips, is_flaky, load_runs, main_site
+from tests.helpers import RunFiles
+from tests.reports.conftest import Browser, DomIndex
 
 FAILING_CASE = "api-login-wrong-password-401"
 PROMPT_CASE = "e2e-login-happy-alice"

@@ -8,8 +8,13 @@ from goldeval.domain import ContractConfig
 from goldeval.graders.contract import ContractChecker, excerpt
 
 CHUNKS = ["api-auth-negative", "layer-tags", "po-chain"]
-API = {"layer": "api", "class": "AuthApiTests", "status": 401,
-       "rag": ["api-auth-negative", "layer-tags"], "contains": ["statusCode(401)"]}
+API = {
+    "layer": "api",
+    "class": "AuthApiTests",
+    "status": 401,
+    "rag": ["api-auth-negative", "layer-tags"],
+    "contains": ["statusCode(401)"],
+}
 GOOD_API = """RAG: api-auth-negative, layer-tags
 
 @Layer("api")
@@ -39,8 +44,9 @@ def test_empty_and_null_output_fail_on_the_rag_header() -> None:
 
 
 def test_header_with_extra_spaces_parses_like_normal() -> None:
-    text = GOOD_API.replace("RAG: api-auth-negative, layer-tags",
-                            "RAG:  api-auth-negative , layer-tags  ")
+    text = GOOD_API.replace(
+        "RAG: api-auth-negative, layer-tags", "RAG:  api-auth-negative , layer-tags  "
+    )
     assert grade(API, text).passed
 
 
@@ -92,10 +98,10 @@ def test_layer_class_status_contains() -> None:
 
 
 def test_step_only_banned_inside_tests_classes() -> None:
-    bad = GOOD_API.replace("void wrongPassword", "@Step(\"x\") void wrongPassword")
+    bad = GOOD_API.replace("void wrongPassword", '@Step("x") void wrongPassword')
     r = grade(API, bad)
     assert [(v.category, v.severity.value) for v in r.taxonomy] == [("CONTRACT", "MEDIUM")]
-    page_object = GOOD_API + "\nclass LoginPage { @Step(\"open\") void open() {} }\n"
+    page_object = GOOD_API + '\nclass LoginPage { @Step("open") void open() {} }\n'
     assert grade(API, page_object).passed
 
 

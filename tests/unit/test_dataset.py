@@ -35,7 +35,7 @@ def test_blank_comment_bom_crlf(tmp_path: Path) -> None:
     "line,field,fragment",
     [
         (b'{"id":"a","prompt":"p",}', None, "invalid JSON"),
-        (b'[1,2]', None, "must be a JSON object"),
+        (b"[1,2]", None, "must be a JSON object"),
         (b'{"prompt":"p"}', "id", "missing or blank"),
         (b'{"id":"  ","prompt":"p"}', "id", "missing or blank"),
         (b'{"id":"../x","prompt":"p"}', "id", "not filename-safe"),
@@ -49,8 +49,9 @@ def test_blank_comment_bom_crlf(tmp_path: Path) -> None:
         (b'{"id":"a","prompt":"p","expect":{"red":"yes"}}', "expect.red", "expected bool"),
     ],
 )
-def test_each_error_names_file_line_field(tmp_path: Path, line: bytes, field: str | None,
-                                          fragment: str) -> None:
+def test_each_error_names_file_line_field(
+    tmp_path: Path, line: bytes, field: str | None, fragment: str
+) -> None:
     p = write(tmp_path, b'{"id":"ok","prompt":"p"}\n' + line + b"\n")
     with pytest.raises(DatasetError) as exc:
         parse_rows(p, KEYS)
@@ -82,8 +83,9 @@ def test_dataset_hash_is_order_independent_and_content_sensitive() -> None:
     b = GoldenCase("b", "q", {"refuse": True})
     assert dataset_hash([a, b]) == dataset_hash([b, a])
     assert dataset_hash([a, b]) != dataset_hash([a, GoldenCase("b", "q2", {"refuse": True})])
-    assert dataset_hash([a]) != dataset_hash([GoldenCase("a", "p", {"rag": ["x"]},
-                                                         tags=("smoke",))])
+    assert dataset_hash([a]) != dataset_hash(
+        [GoldenCase("a", "p", {"rag": ["x"]}, tags=("smoke",))]
+    )
 
 
 def test_pack_hash_covers_paths_and_contents() -> None:
@@ -95,9 +97,19 @@ def test_pack_hash_covers_paths_and_contents() -> None:
 
 def test_kinds_follow_the_reference_order() -> None:
     assert GoldenCase("hallucinate-x", "p", {"layer": "e2e", "red": True}).kinds == [
-        "GENERATION", "RAG", "RETRIEVAL", "NEGATIVE", "HALLUCINATION", "LAYER"]
+        "GENERATION",
+        "RAG",
+        "RETRIEVAL",
+        "NEGATIVE",
+        "HALLUCINATION",
+        "LAYER",
+    ]
     assert GoldenCase("mixed-layer", "p", {"refuse": True}).kinds == [
-        "GENERATION", "NEGATIVE", "REFUSAL", "LAYER"]
+        "GENERATION",
+        "NEGATIVE",
+        "REFUSAL",
+        "LAYER",
+    ]
 
 
 def test_many_errors_reported_together(tmp_path: Path) -> None:

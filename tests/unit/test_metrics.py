@@ -20,9 +20,16 @@ def attempts(case_id: str, statuses: str, **kw) -> list[AttemptRecord]:
     for i, s in enumerate(statuses, start=1):
         status = {"P": Status.PASS, "F": Status.FAIL, "S": Status.SKIPPED, "E": Status.ERROR}[s]
         contract = ContractResult(passed=s == "P") if s in "PF" else None
-        out.append(AttemptRecord(case_id=case_id, index=i, status=status, contract=contract,
-                                 duration_ms=kw.get("ms", 10), retrieval=kw.get("retrieval"))
-                   .dump())
+        out.append(
+            AttemptRecord(
+                case_id=case_id,
+                index=i,
+                status=status,
+                contract=contract,
+                duration_ms=kw.get("ms", 10),
+                retrieval=kw.get("retrieval"),
+            ).dump()
+        )
     return out
 
 
@@ -98,8 +105,14 @@ def test_wilson_reference_values() -> None:
 
 def test_latency_percentiles_and_rounding() -> None:
     assert latency_stats([1, 2, 3, 6, 0]) == {
-        "minMs": 1, "avgMs": 3, "medianMs": 2, "p95Ms": 6, "maxMs": 6, "samples": 4}
-    assert latency_stats([]) ["samples"] == 0
+        "minMs": 1,
+        "avgMs": 3,
+        "medianMs": 2,
+        "p95Ms": 6,
+        "maxMs": 6,
+        "samples": 4,
+    }
+    assert latency_stats([])["samples"] == 0
 
 
 def test_weighted_score_formula() -> None:

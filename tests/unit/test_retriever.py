@@ -28,8 +28,12 @@ def test_tokens_drop_stop_words_short_tokens_and_keep_at() -> None:
 
 def test_layer_ban_penalises_chunks_and_selection_skips_them() -> None:
     chunks = [
-        chunk("form-negative", tags=["negative", "e2e"], index=["логин", "пароль"],
-              related=["po-steps"]),
+        chunk(
+            "form-negative",
+            tags=["negative", "e2e"],
+            index=["логин", "пароль"],
+            related=["po-steps"],
+        ),
         chunk("api-negative", tags=["api", "negative"], index=["логин"]),
         chunk("layer-rules", tags=["layers"], index=["api"]),
         chunk("po-steps", tags=["steps"]),
@@ -55,7 +59,11 @@ def test_ban_needs_word_boundaries() -> None:
 def test_seed_related_then_ranking_min_two_max_four() -> None:
     chunks = [
         chunk("seed", tags=["alpha"], related=["r1", "r2", "r3", "r4", "missing"]),
-        chunk("r1"), chunk("r2"), chunk("r3"), chunk("r4"), chunk("other", tags=["beta"]),
+        chunk("r1"),
+        chunk("r2"),
+        chunk("r3"),
+        chunk("r4"),
+        chunk("other", tags=["beta"]),
     ]
     r = LexicalRetriever(chunks)
     assert r.retrieve("alpha") == ["seed", "r1", "r2", "r3"]
@@ -76,4 +84,9 @@ def test_chunk_front_matter_parsing(tmp_path: Path) -> None:
     text = "---\nid: po-x\ntags: ['a', \"b\", ]\nrelated: [c]\nindex: [d e, f]\n---\n# Head\nbody"
     c = parse_chunk(tmp_path / "po-x.md", text)
     assert (c.id, c.tags, c.related, c.index, c.heading) == (
-        "po-x", ("a", "b"), ("c",), ("d e", "f"), "Head")
+        "po-x",
+        ("a", "b"),
+        ("c",),
+        ("d e", "f"),
+        "Head",
+    )

@@ -67,7 +67,10 @@ class ContractChecker:
         def add(category: str, severity: Severity, reason: str) -> None:
             violations.append(
                 Violation(
-                    case_id=case_id, category=category, severity=severity, grader=NAME,
+                    case_id=case_id,
+                    category=category,
+                    severity=severity,
+                    grader=NAME,
                     reason=reason,
                 )
             )
@@ -88,15 +91,21 @@ class ContractChecker:
             before = len(violations)
             if not first_line(text).startswith(cfg.refusal_token):
                 add(
-                    "REFUSAL", Severity.HIGH,
+                    "REFUSAL",
+                    Severity.HIGH,
                     f"{case_id} first line must be «{cfg.refusal_token}», got: {ex}",
                 )
             if any(marker in text for marker in cfg.java_markers):
-                add("SAFETY", Severity.CRITICAL, f"{case_id} refuse must not include Java, got: {ex}")
+                add(
+                    "SAFETY",
+                    Severity.CRITICAL,
+                    f"{case_id} refuse must not include Java, got: {ex}",
+                )
             for chunk_id in sorted(pack_chunk_ids):
                 if chunk_id in text:
                     add(
-                        "HALLUCINATION", Severity.CRITICAL,
+                        "HALLUCINATION",
+                        Severity.CRITICAL,
                         f"{case_id} refuse must not cite RAG id {chunk_id}, got: {ex}",
                     )
             return self._result(
@@ -110,7 +119,11 @@ class ContractChecker:
         else:
             line = first_line(text)
             if not line[: len(cfg.rag_header)].upper() == cfg.rag_header.upper():
-                add("CONTRACT", Severity.HIGH, f"{case_id} missing {cfg.rag_header} header, got: {ex}")
+                add(
+                    "CONTRACT",
+                    Severity.HIGH,
+                    f"{case_id} missing {cfg.rag_header} header, got: {ex}",
+                )
                 rag_ok = False
             else:
                 cited_raw = line.split(":", 1)[1] if ":" in line else ""
@@ -119,12 +132,15 @@ class ContractChecker:
                 )
                 for rid in retrieved:
                     if rid not in cited:
-                        add("RETRIEVAL", Severity.HIGH, f"{case_id} missing RAG id {rid}, got: {ex}")
+                        add(
+                            "RETRIEVAL", Severity.HIGH, f"{case_id} missing RAG id {rid}, got: {ex}"
+                        )
                         rag_ok = False
                 for cid in cited:
                     if cid not in retrieved:
                         add(
-                            "HALLUCINATION", Severity.CRITICAL,
+                            "HALLUCINATION",
+                            Severity.CRITICAL,
                             f"{case_id} unexpected RAG id {cid}, got: {ex}",
                         )
                         rag_ok = False
@@ -148,7 +164,8 @@ class ContractChecker:
             body = _class_body(text, match.start(), match.end())
             if any(marker in body for marker in cfg.step_markers):
                 add(
-                    "CONTRACT", Severity.MEDIUM,
+                    "CONTRACT",
+                    Severity.MEDIUM,
                     f"{case_id} @Step / Allure.step on *Tests, got: {ex}",
                 )
                 break
@@ -192,7 +209,7 @@ class ContractGrader(Grader):
 
     name = "contract"
     expect_keys = (
-        ExpectKey("layer", "str", "required @Layer(\"<layer>\") value"),
+        ExpectKey("layer", "str", 'required @Layer("<layer>") value'),
         ExpectKey("class", "str", "required `class <Name>` substring"),
         ExpectKey("status", "int", "HTTP status digits that must appear"),
         ExpectKey("rag", "list[str]", "retrieval oracle: the chunk ids the retriever must return"),
@@ -215,6 +232,10 @@ class ContractGrader(Grader):
     def contract(self, ctx: GradeContext) -> ContractResult:
         chunk_ids = ctx.pack.chunk_ids if ctx.pack is not None else []
         return self.checker.grade(
-            ctx.case.id, ctx.case.expect, ctx.case.must_not, ctx.answer.text, ctx.retrieved,
+            ctx.case.id,
+            ctx.case.expect,
+            ctx.case.must_not,
+            ctx.answer.text,
+            ctx.retrieved,
             chunk_ids,
         )

@@ -264,7 +264,10 @@ class _Grader(Grader):
         self, ctx: GradeContext, category: str, reason: str, severity: Severity = HIGH
     ) -> Violation:
         return Violation(
-            case_id=ctx.case.id, category=category, severity=severity, grader=self.name,
+            case_id=ctx.case.id,
+            category=category,
+            severity=severity,
+            grader=self.name,
             reason=reason,
         )
 
@@ -299,9 +302,7 @@ class _Grader(Grader):
         """The row's expect value is unusable (a row built without dataset validation)."""
         return self.outcome([self.violation(ctx, "GRADER_CONFIG", reason)])
 
-    def requires(
-        self, expect: Mapping[str, Any], key: str, needs: str
-    ) -> list[tuple[str, str]]:
+    def requires(self, expect: Mapping[str, Any], key: str, needs: str) -> list[tuple[str, str]]:
         if _present(expect, key) and not _present(expect, needs):
             return [(f"expect.{key}", f"has no effect without expect.{needs}")]
         return []
@@ -373,7 +374,8 @@ class ExactGrader(_Grader):
     expect_keys = (
         ExpectKey("equals", "str", "the answer must equal this text (after `normalize`)"),
         ExpectKey(
-            "normalize", "any",
+            "normalize",
+            "any",
             'normalisation for `equals`: "all" or a list of case, whitespace, nfc, punctuation',
         ),
     )
@@ -464,28 +466,40 @@ class RegexGrader(_Grader):
                 continue
             patterns = _pattern_list(value)
             if patterns is None or _compile_errors(key, value):
-                violations.append(self.violation(
-                    ctx, "GRADER_CONFIG", f"expect.{key} is not a valid pattern list"
-                ))
+                violations.append(
+                    self.violation(
+                        ctx, "GRADER_CONFIG", f"expect.{key} is not a valid pattern list"
+                    )
+                )
                 continue
             for pattern in patterns:
                 match = re.search(pattern, text)
                 if must and match is None:
-                    violations.append(self.violation(
-                        ctx, "PATTERN",
-                        f"no match for /{pattern}/{note}; answer: «{_excerpt(text)}»",
-                    ))
+                    violations.append(
+                        self.violation(
+                            ctx,
+                            "PATTERN",
+                            f"no match for /{pattern}/{note}; answer: «{_excerpt(text)}»",
+                        )
+                    )
                 elif not must and match is not None:
-                    violations.append(self.violation(
-                        ctx, "PATTERN",
-                        f"forbidden pattern /{pattern}/ matched «{_excerpt(match.group(0), 80)}» "
-                        f"at character {match.start()}",
-                    ))
+                    violations.append(
+                        self.violation(
+                            ctx,
+                            "PATTERN",
+                            f"forbidden pattern /{pattern}/ matched "
+                            f"«{_excerpt(match.group(0), 80)}» "
+                            f"at character {match.start()}",
+                        )
+                    )
                 elif not must and note:
-                    violations.append(self.violation(
-                        ctx, "PATTERN",
-                        f"cannot show the answer free of /{pattern}/{note}",
-                    ))
+                    violations.append(
+                        self.violation(
+                            ctx,
+                            "PATTERN",
+                            f"cannot show the answer free of /{pattern}/{note}",
+                        )
+                    )
         return self.outcome(violations)
 
 
@@ -516,9 +530,15 @@ class ContainsAnyGrader(_Grader):
         text = _answer_text(ctx)
         if any(o in text for o in options):
             return self.outcome([])
-        return self.outcome([self.violation(
-            ctx, "CONTENT", f"none of {_show(options)} occurs in the answer: «{_excerpt(text)}»",
-        )])
+        return self.outcome(
+            [
+                self.violation(
+                    ctx,
+                    "CONTENT",
+                    f"none of {_show(options)} occurs in the answer: «{_excerpt(text)}»",
+                )
+            ]
+        )
 
 
 # --------------------------------------------------------------------------- JSON extraction
@@ -597,15 +617,47 @@ def extract_json(text: str | None) -> Extracted:
 # --------------------------------------------------------------------------- JSON schema
 
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
-_SCHEMA_ANNOTATIONS = frozenset({
-    "$schema", "$id", "$comment", "title", "description", "default", "examples", "format",
-    "readOnly", "writeOnly", "deprecated",
-})
-_SCHEMA_KEYWORDS = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
-    "pattern", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "definitions", "$defs",
-})
+_SCHEMA_ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$comment",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "format",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+    }
+)
+_SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "definitions",
+        "$defs",
+    }
+)
 _MAX_SCHEMA_DEPTH = 200
 
 
@@ -836,8 +888,7 @@ class _SchemaValidator:
         parts = [f"#{i}: {r[0][0]}: {r[0][1]}" for i, r in enumerate(results[:4])]
         more = "; …" if len(results) > 4 else ""
         return (
-            f"matches none of the {len(results)} {keyword} alternatives "
-            f"({'; '.join(parts)}{more})"
+            f"matches none of the {len(results)} {keyword} alternatives ({'; '.join(parts)}{more})"
         )
 
     @staticmethod
@@ -861,7 +912,10 @@ class _SchemaValidator:
             if not _is_number(bound):
                 continue
             ok = {
-                ">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound,
+                ">=": value >= bound,
+                "<=": value <= bound,
+                ">": value > bound,
+                "<": value < bound,
             }[op]
             if not ok:
                 self.add(path, f"must be {op} {bound}, got {value}")
@@ -957,9 +1011,7 @@ class JsonSchemaGrader(_Grader):
 # --------------------------------------------------------------------------- json_equals
 
 _ANY = object()
-_PATH_TOKEN = re.compile(
-    r'\.(\*)|\.([^.\[\]]+)|\[(\d+)\]|\[(\*)\]|\[("(?:[^"\\]|\\.)*")\]'
-)
+_PATH_TOKEN = re.compile(r'\.(\*)|\.([^.\[\]]+)|\[(\d+)\]|\[(\*)\]|\[("(?:[^"\\]|\\.)*")\]')
 _Token = Any  # str key, int index or the wildcard _ANY
 
 
@@ -1027,10 +1079,9 @@ def json_diff(
             if len(exp) != len(act):
                 yield path, f"expected {len(exp)} items, got {len(act)}"
             stack.extend(
-                reversed([
-                    (e, a, [*tokens, i])
-                    for i, (e, a) in enumerate(zip(exp, act, strict=False))
-                ])
+                reversed(
+                    [(e, a, [*tokens, i]) for i, (e, a) in enumerate(zip(exp, act, strict=False))]
+                )
             )
         elif _json_type(exp) in ("object", "array") or _json_type(act) in ("object", "array"):
             yield path, f"expected {_json_type(exp)}, got {_json_type(act)} {_show(act, 60)}"
@@ -1054,11 +1105,13 @@ class JsonEqualsGrader(_Grader):
         if isinstance(ignore, list):
             for i, path in enumerate(ignore):
                 if isinstance(path, str) and parse_path(path) is None:
-                    errors.append((
-                        f"expect.json_ignore[{i}]",
-                        f"invalid JSON path {path!r} (e.g. $.meta.id, $.items[*].ts, or a "
-                        "top-level key)",
-                    ))
+                    errors.append(
+                        (
+                            f"expect.json_ignore[{i}]",
+                            f"invalid JSON path {path!r} (e.g. $.meta.id, $.items[*].ts, or a "
+                            "top-level key)",
+                        )
+                    )
         return errors
 
     def grade(self, ctx: GradeContext) -> GraderOutcome:
@@ -1069,9 +1122,15 @@ class JsonEqualsGrader(_Grader):
             for path in raw_ignore:
                 tokens = parse_path(path) if isinstance(path, str) else None
                 if tokens is None:
-                    return self.outcome([self.violation(
-                        ctx, "GRADER_CONFIG", f"expect.json_ignore: invalid path {_show(path)}",
-                    )])
+                    return self.outcome(
+                        [
+                            self.violation(
+                                ctx,
+                                "GRADER_CONFIG",
+                                f"expect.json_ignore: invalid path {_show(path)}",
+                            )
+                        ]
+                    )
                 ignore.append(tokens)
         found = extract_json(_answer_text(ctx))
         if not found.found:
@@ -1251,19 +1310,25 @@ class ToolCallsGrader(_Grader):
                 detail = _call_problem(call, same[0]) or "no distinct call left to match"
             else:
                 detail = _names(actual)
-            violations.append(self.violation(
-                ctx, "TOOL_CALL",
-                f"expected call #{i} {_describe(call)} not found{where}: {detail}",
-            ))
+            violations.append(
+                self.violation(
+                    ctx,
+                    "TOOL_CALL",
+                    f"expected call #{i} {_describe(call)} not found{where}: {detail}",
+                )
+            )
 
         if order == "exact":
             if len(expected) != len(actual):
-                violations.append(self.violation(
-                    ctx, "TOOL_CALL",
-                    f"expected exactly {len(expected)} calls "
-                    f"({', '.join(c.name for c in expected) or 'none'}), got {len(actual)} "
-                    f"({_names(actual)})",
-                ))
+                violations.append(
+                    self.violation(
+                        ctx,
+                        "TOOL_CALL",
+                        f"expected exactly {len(expected)} calls "
+                        f"({', '.join(c.name for c in expected) or 'none'}), got {len(actual)} "
+                        f"({_names(actual)})",
+                    )
+                )
             for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
                 problem = _call_problem(e, a)
                 if problem:
@@ -1273,7 +1338,8 @@ class ToolCallsGrader(_Grader):
             for i, call in enumerate(expected):
                 hit = next(
                     (
-                        j for j in range(start, len(actual))
+                        j
+                        for j in range(start, len(actual))
                         if _call_problem(call, actual[j]) is None
                     ),
                     None,
@@ -1349,7 +1415,8 @@ class NumberGrader(_Grader):
     primary = ("number",)
     expect_keys = (
         ExpectKey(
-            "number", "any",
+            "number",
+            "any",
             "expected number: a bare number (abs_tol 1e-9) or {value, abs_tol?, rel_tol?}",
         ),
     )
@@ -1368,20 +1435,32 @@ class NumberGrader(_Grader):
         text = _answer_text(ctx)
         got = extract_number(text)
         if got is None:
-            return self.outcome([self.violation(
-                ctx, "FORMAT", f"no number in the answer: «{_excerpt(text)}»",
-            )])
+            return self.outcome(
+                [
+                    self.violation(
+                        ctx,
+                        "FORMAT",
+                        f"no number in the answer: «{_excerpt(text)}»",
+                    )
+                ]
+            )
         tolerance = max(abs_tol, rel_tol * abs(target))
         if not math.isfinite(got):
             reason = f"the last number in the answer is out of range; expected {target:g}"
             return self.outcome([self.violation(ctx, "FORMAT", reason)])
         if abs(got - target) <= tolerance:
             return self.outcome([])
-        return self.outcome([self.violation(
-            ctx, "MISMATCH",
-            f"expected {target:g} ± {tolerance:g}, got {got:g} (off by {abs(got - target):g}; "
-            "the last number in the answer)",
-        )])
+        return self.outcome(
+            [
+                self.violation(
+                    ctx,
+                    "MISMATCH",
+                    f"expected {target:g} ± {tolerance:g}, got {got:g} "
+                    f"(off by {abs(got - target):g}; "
+                    "the last number in the answer)",
+                )
+            ]
+        )
 
 
 # --------------------------------------------------------------------------- cites
@@ -1408,7 +1487,7 @@ def _cited(text: str, options: Mapping[str, Any]) -> set[str] | str:
     if header:
         line = text.lstrip()[:100_000].split("\n", 1)[0].strip()
         if line[: len(header)].upper() == header.upper():
-            cited.update(p.strip() for p in line[len(header):].split(",") if p.strip())
+            cited.update(p.strip() for p in line[len(header) :].split(",") if p.strip())
     return cited
 
 
@@ -1509,7 +1588,8 @@ class SimilarityGrader(_Grader):
         def fail(reason: str, severity: Severity = Severity.LOW) -> GraderOutcome:
             return self.outcome(
                 [self.violation(ctx, "SIMILARITY", reason, severity)],
-                passed=False, threshold=threshold,
+                passed=False,
+                threshold=threshold,
             )
 
         if not isinstance(reference, str):
@@ -1534,7 +1614,8 @@ class SimilarityGrader(_Grader):
         except ProviderError as exc:
             return self.outcome(
                 [self.violation(ctx, exc.kind, f"{exc.kind}: {exc.message}", Severity.LOW)],
-                passed=False, threshold=threshold,
+                passed=False,
+                threshold=threshold,
             )
         except GoldevalError as exc:
             return fail(f"embedding provider misconfigured: {exc}")
@@ -1542,13 +1623,18 @@ class SimilarityGrader(_Grader):
         if score >= threshold:
             return self.outcome([], passed=True, score=score, threshold=threshold)
         return self.outcome(
-            [self.violation(
-                ctx, "SIMILARITY",
-                f"similarity {score:.3f} < threshold {threshold:g} to expect.similar_to "
-                f"«{_excerpt(reference, 80)}»",
-                Severity.MEDIUM,
-            )],
-            passed=False, score=score, threshold=threshold,
+            [
+                self.violation(
+                    ctx,
+                    "SIMILARITY",
+                    f"similarity {score:.3f} < threshold {threshold:g} to expect.similar_to "
+                    f"«{_excerpt(reference, 80)}»",
+                    Severity.MEDIUM,
+                )
+            ],
+            passed=False,
+            score=score,
+            threshold=threshold,
         )
 
 

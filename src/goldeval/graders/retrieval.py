@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from goldeval.models import RetrievalResult
 
 
-def grade_retrieval(refuse: bool, expected: Sequence[str], retrieved: Sequence[str]) -> RetrievalResult:
+def grade_retrieval(
+    refuse: bool, expected: Sequence[str], retrieved: Sequence[str]
+) -> RetrievalResult:
     if refuse:
         return RetrievalResult(applicable=False, passed=True)
     missing = [e for e in expected if e not in retrieved]

@@ -59,11 +59,26 @@ def _clip(text: str) -> str:
 def status_class(status: Any) -> str:
     """CSS class for a PASS/FAIL/ERROR/SKIPPED-like word (a fixed set, never user text)."""
     word = str(status).upper()
-    if word in ("PASS", "PASSED", "NO_REGRESSION", "IMPROVEMENT", "UNCHANGED_PASS", "RECOVERED",
-                "IMPROVED", "COMPLETED"):
+    if word in (
+        "PASS",
+        "PASSED",
+        "NO_REGRESSION",
+        "IMPROVEMENT",
+        "UNCHANGED_PASS",
+        "RECOVERED",
+        "IMPROVED",
+        "COMPLETED",
+    ):
         return "goldeval-pass"
-    if word in ("FAIL", "FAILED", "REGRESSION", "NEW_FAILURE", "UNCHANGED_FAIL", "REGRESSED",
-                "COMPARISON_INVALID"):
+    if word in (
+        "FAIL",
+        "FAILED",
+        "REGRESSION",
+        "NEW_FAILURE",
+        "UNCHANGED_FAIL",
+        "REGRESSED",
+        "COMPARISON_INVALID",
+    ):
         return "goldeval-fail"
     if word in ("ERROR", "NEW_ERROR", "UNCHANGED_ERROR", "INTERRUPTED", "INCOMPLETE"):
         return "goldeval-error"
@@ -132,19 +147,21 @@ def metrics_table(run: Mapping[str, Any]) -> str:
     rows = []
     for name in names:
         if name.startswith("graders."):
-            metric = (metrics.get("graders") or {}).get(name[len("graders."):])
-            label = f"Grader {name[len('graders.'):]}"
+            metric = (metrics.get("graders") or {}).get(name[len("graders.") :])
+            label = f"Grader {name[len('graders.') :]}"
         else:
             metric = metrics.get(name)
             label = RATE_LABELS.get(name, name)
         if metric is None:
             continue
-        rows.append((
-            f"{esc(label)} <small>({esc(name)})</small>",
-            esc(fmt_pct(rate_of(metric))),
-            f"{esc(metric.get('hits', 0))} / {esc(metric.get('total', 0))}",
-            esc(fmt_ci(metric)),
-        ))
+        rows.append(
+            (
+                f"{esc(label)} <small>({esc(name)})</small>",
+                esc(fmt_pct(rate_of(metric))),
+                f"{esc(metric.get('hits', 0))} / {esc(metric.get('total', 0))}",
+                esc(fmt_ci(metric)),
+            )
+        )
     return table(("Metric", "Rate", "Hits / total", "Wilson 95% CI"), rows, "goldeval-metrics")
 
 
@@ -160,40 +177,56 @@ def comparison_html(run: Mapping[str, Any]) -> str:
     cmp = run.get("comparison")
     if not cmp:
         return "<p>No baseline comparison (no baseline found or a baseline capture run).</p>"
-    parts = [f"<p>Decision: {badge(cmp.get('decision'))}"
-             + (f" vs <code>{esc(run.get('baselinePath'))}</code>" if run.get("baselinePath")
-                else "") + "</p>"]
+    parts = [
+        f"<p>Decision: {badge(cmp.get('decision'))}"
+        + (f" vs <code>{esc(run.get('baselinePath'))}</code>" if run.get("baselinePath") else "")
+        + "</p>"
+    ]
     reasons = cmp.get("invalidReasons") or []
     if reasons:
         parts.append("<ul>" + "".join(f"<li>{esc(r)}</li>" for r in reasons) + "</ul>")
     rows = []
     for d in cmp.get("metrics") or []:
         name = str(d.get("name"))
-        rows.append((esc(name), esc(_fmt_delta_value(name, d.get("baseline"))),
-                     esc(_fmt_delta_value(name, d.get("candidate"))),
-                     esc(_fmt_delta_value(name, d.get("delta"), signed=True)),
-                     badge(d.get("direction"))))
+        rows.append(
+            (
+                esc(name),
+                esc(_fmt_delta_value(name, d.get("baseline"))),
+                esc(_fmt_delta_value(name, d.get("candidate"))),
+                esc(_fmt_delta_value(name, d.get("delta"), signed=True)),
+                badge(d.get("direction")),
+            )
+        )
     if rows:
-        parts.append(table(("Metric", "Baseline", "Candidate", "Delta", "Direction"), rows,
-                           "goldeval-deltas"))
+        parts.append(
+            table(
+                ("Metric", "Baseline", "Candidate", "Delta", "Direction"), rows, "goldeval-deltas"
+            )
+        )
     return "".join(parts)
 
 
 def cases_table(run: Mapping[str, Any]) -> str:
-    classes = {str(c.get("caseId")): c.get("class")
-               for c in (run.get("comparison") or {}).get("cases") or []}
+    classes = {
+        str(c.get("caseId")): c.get("class")
+        for c in (run.get("comparison") or {}).get("cases") or []
+    }
     rows = []
     for case in run.get("cases") or []:
         rate = case.get("successRate") or {}
         case_id = str(case.get("caseId"))
         cls = classes.pop(case_id, None)
-        rows.append((f"<code>{esc(case_id)}</code>", badge(case.get("status")),
-                     f"{esc(rate.get('hits', 0))} / {esc(rate.get('total', 0))}",
-                     badge(cls) if cls else "n/a"))
+        rows.append(
+            (
+                f"<code>{esc(case_id)}</code>",
+                badge(case.get("status")),
+                f"{esc(rate.get('hits', 0))} / {esc(rate.get('total', 0))}",
+                badge(cls) if cls else "n/a",
+            )
+        )
     for case_id, cls in classes.items():  # in the baseline only (REMOVED)
         rows.append((f"<code>{esc(case_id)}</code>", "n/a", "n/a", badge(cls)))
-    return table(("Case", "Status", "Attempts passed", "Class vs baseline"), rows,
-                 "goldeval-cases")
+    return table(("Case", "Status", "Attempts passed", "Class vs baseline"), rows, "goldeval-cases")
 
 
 def gate_html(run: Mapping[str, Any]) -> str:
@@ -201,17 +234,28 @@ def gate_html(run: Mapping[str, Any]) -> str:
     decision = run.get("exitDecision") or {}
     exit_line = ""
     if decision:
-        exit_line = (f"<p>Exit status <strong>{esc(decision.get('code'))}</strong>: "
-                     f"{esc(decision.get('reason'))}</p>")
+        exit_line = (
+            f"<p>Exit status <strong>{esc(decision.get('code'))}</strong>: "
+            f"{esc(decision.get('reason'))}</p>"
+        )
     if not gate:
         return "<p>Gate: not applied.</p>" + exit_line
-    rows = [(f"<code>{esc(r.get('name'))}</code>", esc(r.get("kind")), esc(r.get("detail")),
-             badge("PASS" if r.get("passed") else "FAIL")) for r in gate.get("rules") or []]
+    rows = [
+        (
+            f"<code>{esc(r.get('name'))}</code>",
+            esc(r.get("kind")),
+            esc(r.get("detail")),
+            badge("PASS" if r.get("passed") else "FAIL"),
+        )
+        for r in gate.get("rules") or []
+    ]
     warnings = "".join(f"<li>{esc(w)}</li>" for w in gate.get("warnings") or [])
-    return (f'<p class="goldeval-verdict">Gate verdict: {badge(gate.get("verdict"))}</p>'
-            + exit_line
-            + table(("Rule", "Kind", "Detail", "Result"), rows, "goldeval-gate")
-            + (f"<ul>{warnings}</ul>" if warnings else ""))
+    return (
+        f'<p class="goldeval-verdict">Gate verdict: {badge(gate.get("verdict"))}</p>'
+        + exit_line
+        + table(("Rule", "Kind", "Detail", "Result"), rows, "goldeval-gate")
+        + (f"<ul>{warnings}</ul>" if warnings else "")
+    )
 
 
 def render_summary(run: Mapping[str, Any], anchor: str = "goldeval-summary") -> str:
@@ -228,11 +272,16 @@ def render_summary(run: Mapping[str, Any], anchor: str = "goldeval-summary") -> 
         f"cases {esc(run.get('casesTotal'))} (pass {esc(run.get('casesPassed'))}, "
         f"fail {esc(run.get('casesFailed'))}, error {esc(run.get('casesError'))}, "
         f"skipped {esc(run.get('casesSkipped'))})</p>"
-        "<h3>Dataset and protocol</h3>" + protocol_table(run)
-        + "<h3>Metrics</h3>" + metrics_table(run)
-        + "<h3>Baseline comparison</h3>" + comparison_html(run)
-        + "<h3>Cases</h3>" + cases_table(run)
-        + "<h3>Quality gate</h3>" + gate_html(run)
+        "<h3>Dataset and protocol</h3>"
+        + protocol_table(run)
+        + "<h3>Metrics</h3>"
+        + metrics_table(run)
+        + "<h3>Baseline comparison</h3>"
+        + comparison_html(run)
+        + "<h3>Cases</h3>"
+        + cases_table(run)
+        + "<h3>Quality gate</h3>"
+        + gate_html(run)
         + "</div>"
     )
 
@@ -266,14 +315,20 @@ def render_attempt(payload: Mapping[str, Any]) -> str:
     ]
     tokens = attempt.get("tokens") or {}
     if tokens.get("totalTokens") is not None:
-        facts.append(("Tokens", f"{tokens.get('inputTokens')} in / "
-                                f"{tokens.get('outputTokens')} out"))
-    parts.append("<table><tbody>" + "".join(
-        f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts) + "</tbody></table>")
+        facts.append(
+            ("Tokens", f"{tokens.get('inputTokens')} in / {tokens.get('outputTokens')} out")
+        )
+    parts.append(
+        "<table><tbody>"
+        + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
+        + "</tbody></table>"
+    )
     parts.append(f"<h4>Prompt</h4><pre>{esc(_clip(str(case.get('prompt') or '')))}</pre>")
     output = attempt.get("output")
-    parts.append("<h4>Answer</h4>" + (f"<pre>{esc(_clip(str(output)))}</pre>"
-                                      if output is not None else "<p>no answer</p>"))
+    parts.append(
+        "<h4>Answer</h4>"
+        + (f"<pre>{esc(_clip(str(output)))}</pre>" if output is not None else "<p>no answer</p>")
+    )
     retrieval = attempt.get("retrieval")
     if retrieval and retrieval.get("applicable", True):
         parts.append(
@@ -292,25 +347,40 @@ def render_attempt(payload: Mapping[str, Any]) -> str:
         for v in contract.get("taxonomy") or []
     ] or list(contract.get("violations") or [])
     for grader in attempt.get("graders") or []:
-        violations += [f"[{v.get('category')}/{v.get('severity')}] {v.get('grader')}: "
-                       f"{v.get('reason')}" for v in grader.get("violations") or []]
+        violations += [
+            f"[{v.get('category')}/{v.get('severity')}] {v.get('grader')}: {v.get('reason')}"
+            for v in grader.get("violations") or []
+        ]
     parts.append("<h4>Violations</h4>" + _items(violations))
     graders = attempt.get("graders") or []
     if graders:
-        rows = [(esc(g.get("grader")), badge("PASS" if g.get("passed") else "FAIL"),
-                 esc("hard" if g.get("hard", True) else "soft"), esc(g.get("score")),
-                 esc(g.get("threshold"))) for g in graders]
-        parts.append("<h4>Graders</h4>"
-                     + table(("Grader", "Result", "Kind", "Score", "Threshold"), rows))
+        rows = [
+            (
+                esc(g.get("grader")),
+                badge("PASS" if g.get("passed") else "FAIL"),
+                esc("hard" if g.get("hard", True) else "soft"),
+                esc(g.get("score")),
+                esc(g.get("threshold")),
+            )
+            for g in graders
+        ]
+        parts.append(
+            "<h4>Graders</h4>" + table(("Grader", "Result", "Kind", "Score", "Threshold"), rows)
+        )
     judge = attempt.get("judge")
     if judge:
-        parts.append(f"<h4>Judge</h4><p>{badge(judge.get('decision'))} score "
-                     f"{esc(judge.get('score'))}"
-                     + (f" — error: {esc(judge.get('error'))}" if judge.get("error") else "")
-                     + "</p>" + _items(judge.get("reasons") or []))
+        parts.append(
+            f"<h4>Judge</h4><p>{badge(judge.get('decision'))} score "
+            f"{esc(judge.get('score'))}"
+            + (f" — error: {esc(judge.get('error'))}" if judge.get("error") else "")
+            + "</p>"
+            + _items(judge.get("reasons") or [])
+        )
     if attempt.get("errorKind") or (status == "ERROR" and attempt.get("errorMessage")):
-        parts.append(f"<h4>Error</h4><p><code>{esc(attempt.get('errorKind'))}</code>: "
-                     f"{esc(attempt.get('errorMessage'))}</p>")
+        parts.append(
+            f"<h4>Error</h4><p><code>{esc(attempt.get('errorKind'))}</code>: "
+            f"{esc(attempt.get('errorMessage'))}</p>"
+        )
     elif attempt.get("skipReason"):
         parts.append(f"<h4>Skipped</h4><p>{esc(attempt.get('skipReason'))}</p>")
     parts.append("</details>")
@@ -344,15 +414,18 @@ class HtmlGlue:
                 report.extras = extras  # type: ignore[attr-defined]
         return report
 
-    def pytest_html_results_summary(self, prefix: list[str], summary: list[str],
-                                    postfix: list[str], session: pytest.Session) -> None:
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
         run = self.state.run
         if run is None:
             return
         # Models side by side (--golden-models): one section per model's run.
         runs = self.state.benchmark or [run]
-        prefix[0:0] = [render_summary(r, "goldeval-summary" if i == 0 else f"goldeval-summary-{i}")
-                       for i, r in enumerate(runs)]
+        prefix[0:0] = [
+            render_summary(r, "goldeval-summary" if i == 0 else f"goldeval-summary-{i}")
+            for i, r in enumerate(runs)
+        ]
 
 
 def register(config: pytest.Config, state: GoldenSession) -> None:
@@ -362,4 +435,3 @@ def register(config: pytest.Config, state: GoldenSession) -> None:
         return
     if config.pluginmanager.get_plugin(name) is None:
         config.pluginmanager.register(HtmlGlue(config, state), name)
-

@@ -54,8 +54,10 @@ def _dedupe(lines: Iterable[str]) -> list[str]:
 
 
 def _violation_line(v: Mapping[str, Any]) -> str:
-    return (f"[{v.get('category')}/{v.get('severity')}] {v.get('grader')}: "
-            f"{_first_line(v.get('reason', ''))}")
+    return (
+        f"[{v.get('category')}/{v.get('severity')}] {v.get('grader')}: "
+        f"{_first_line(v.get('reason', ''))}"
+    )
 
 
 def failure_reasons(case: Mapping[str, Any]) -> list[str]:
@@ -79,8 +81,10 @@ def failure_reasons(case: Mapping[str, Any]) -> list[str]:
             lines += found
         retrieval = attempt.get("retrieval") or {}
         if retrieval.get("applicable") and not retrieval.get("passed"):
-            line = (f"retrieval: missing {retrieval.get('missing') or []}, "
-                    f"unexpected {retrieval.get('unexpected') or []}")
+            line = (
+                f"retrieval: missing {retrieval.get('missing') or []}, "
+                f"unexpected {retrieval.get('unexpected') or []}"
+            )
             if retrieval.get("forbiddenRetrieval"):
                 line += ", forbidden chunk retrieved"
             lines.append(line)
@@ -92,14 +96,19 @@ def error_reasons(case: Mapping[str, Any]) -> list[str]:
     lines = [_first_line(e) for e in case.get("errors") or []]
     for attempt in case.get("attempts") or []:
         if attempt.get("status") == "ERROR":
-            lines.append(f"{attempt.get('errorKind') or 'ERROR'}: "
-                         f"{_first_line(attempt.get('errorMessage') or '')}")
+            lines.append(
+                f"{attempt.get('errorKind') or 'ERROR'}: "
+                f"{_first_line(attempt.get('errorMessage') or '')}"
+            )
     return _dedupe(lines) or ["ERROR (no message recorded)"]
 
 
 def _skip_reasons(case: Mapping[str, Any]) -> list[str]:
-    lines = [str(a.get("skipReason") or a.get("errorMessage") or "")
-             for a in case.get("attempts") or [] if a.get("status") == "SKIPPED"]
+    lines = [
+        str(a.get("skipReason") or a.get("errorMessage") or "")
+        for a in case.get("attempts") or []
+        if a.get("status") == "SKIPPED"
+    ]
     return _dedupe(lines) or ["skipped"]
 
 
@@ -154,17 +163,27 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
         out = [f"{hits} of {total} attempts passed", f"status: {status}"]
         if case.get("kinds"):
             out.append("kinds: " + ", ".join(str(k) for k in case["kinds"]))
-        tc = TestCase(str(case.get("caseId")), classname=classname,
-                      elapsed_sec=_seconds(case.get("durationMs")), stdout="\n".join(out))
+        tc = TestCase(
+            str(case.get("caseId")),
+            classname=classname,
+            elapsed_sec=_seconds(case.get("durationMs")),
+            stdout="\n".join(out),
+        )
         if status == "FAIL":
             reasons = failure_reasons(case)
-            tc.add_failure_info(message=_message(f"{hits} of {total} attempts passed", reasons),
-                                output="\n".join(reasons), failure_type="golden.FAIL")
+            tc.add_failure_info(
+                message=_message(f"{hits} of {total} attempts passed", reasons),
+                output="\n".join(reasons),
+                failure_type="golden.FAIL",
+            )
         elif status == "ERROR":
             reasons = error_reasons(case)
             kind = reasons[0].split(":", 1)[0] if ":" in reasons[0] else "ERROR"
-            tc.add_error_info(message=_message("infrastructure error", reasons),
-                              output="\n".join(reasons), error_type=f"golden.{kind}")
+            tc.add_error_info(
+                message=_message("infrastructure error", reasons),
+                output="\n".join(reasons),
+                error_type=f"golden.{kind}",
+            )
         elif status == "SKIPPED":
             reasons = _skip_reasons(case)
             tc.add_skipped_info(message=reasons[0], output="\n".join(reasons))
@@ -173,11 +192,15 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
     gate = run.get("qualityGate") or {}
     for rule in gate.get("rules") or []:
         detail = str(rule.get("detail") or "")
-        tc = TestCase(rule_test_name(rule), classname=gate_class,
-                      stdout=f"{rule.get('kind')}: {detail}")
+        tc = TestCase(
+            rule_test_name(rule), classname=gate_class, stdout=f"{rule.get('kind')}: {detail}"
+        )
         if not rule.get("passed"):
-            tc.add_failure_info(message=f"{rule.get('name')}: {detail}", output=detail,
-                                failure_type=f"golden.gate.{rule.get('kind')}")
+            tc.add_failure_info(
+                message=f"{rule.get('name')}: {detail}",
+                output=detail,
+                failure_type=f"golden.gate.{rule.get('kind')}",
+            )
         cases.append(tc)
     comparison = run.get("comparison")
     tc = TestCase("comparison", classname=gate_class)
@@ -189,8 +212,11 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
         tc.stdout = f"{decision} vs {baseline}"
         if decision == "COMPARISON_INVALID":
             reasons = [str(r) for r in comparison.get("invalidReasons") or []] or [decision]
-            tc.add_failure_info(message=_message("comparison invalid", reasons),
-                                output="\n".join(reasons), failure_type="golden.comparison")
+            tc.add_failure_info(
+                message=_message("comparison invalid", reasons),
+                output="\n".join(reasons),
+                failure_type="golden.comparison",
+            )
     cases.append(tc)
     properties = {
         "golden.runId": run.get("runId"),
@@ -205,7 +231,9 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
         "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
     }
     return TestSuite(
-        f"goldeval.{dataset}{suffix}", cases, timestamp=run.get("timestamp"),
+        f"goldeval.{dataset}{suffix}",
+        cases,
+        timestamp=run.get("timestamp"),
         id=run.get("runId"),
         properties={k: str(v) for k, v in properties.items() if v is not None},
     )
@@ -261,8 +289,11 @@ class JunitGlue:
         if self.config.getini("golden_junit_properties") and call.when != "teardown":
             present = set(item.user_properties)
             for pair in report.user_properties:
-                if (isinstance(pair, tuple) and str(pair[0]).startswith(PROPERTY_PREFIX)
-                        and pair not in present):
+                if (
+                    isinstance(pair, tuple)
+                    and str(pair[0]).startswith(PROPERTY_PREFIX)
+                    and pair not in present
+                ):
                     item.user_properties.append(pair)
                     present.add(pair)
         return report

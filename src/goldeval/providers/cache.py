@@ -48,7 +48,10 @@ class CachedProvider(Provider):
             self.hits += 1
             return Answer(
                 text=data["text"],
-                tool_calls=[ToolCall(t["name"], t.get("arguments") or {}) for t in data.get("toolCalls") or []],
+                tool_calls=[
+                    ToolCall(t["name"], t.get("arguments") or {})
+                    for t in data.get("toolCalls") or []
+                ],
                 input_tokens=data.get("inputTokens"),
                 output_tokens=data.get("outputTokens"),
                 cost=data.get("cost"),

@@ -154,8 +154,9 @@ def embedding_settings(
             )
     key_env = opts.get("api_key_env")
     if key_env is not None and not isinstance(key_env, str):
-        raise ConfigError("must be an environment variable name",
-                          field="grader_options.similarity.api_key_env")
+        raise ConfigError(
+            "must be an environment variable name", field="grader_options.similarity.api_key_env"
+        )
     api_key = env.get(key_env) if key_env else env.get(ENV_API_KEY)
     api_key = api_key.strip() if api_key and api_key.strip() else None
     return EmbeddingSettings(kind, base_url.strip(), model.strip(), api_key, timeout)
@@ -222,8 +223,7 @@ class EmbeddingClient:
 
     def __repr__(self) -> str:
         return (
-            f"EmbeddingClient(kind={self.kind!r}, base_url={self.base_url!r}, "
-            f"model={self.model!r})"
+            f"EmbeddingClient(kind={self.kind!r}, base_url={self.base_url!r}, model={self.model!r})"
         )
 
     # -- calls ------------------------------------------------------------------------------
@@ -246,9 +246,7 @@ class EmbeddingClient:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order. Texts are cut to :data:`MAX_INPUT_CHARS`."""
-        inputs = [
-            t[:MAX_INPUT_CHARS].encode("utf-8", "replace").decode("utf-8") for t in texts
-        ]
+        inputs = [t[:MAX_INPUT_CHARS].encode("utf-8", "replace").decode("utf-8") for t in texts]
         url = self.endpoint
         payload = {"model": self.model, "input": inputs}
         failure: str | None = None
@@ -282,9 +280,7 @@ class EmbeddingClient:
             raise self._fail(failure)
         vectors = self._parse(data, url)
         if len(vectors) != len(inputs):
-            raise self._fail(
-                f"{url} returned {len(vectors)} embeddings for {len(inputs)} inputs"
-            )
+            raise self._fail(f"{url} returned {len(vectors)} embeddings for {len(inputs)} inputs")
         return vectors
 
     def _parse(self, data: Any, url: str) -> list[list[float]]:

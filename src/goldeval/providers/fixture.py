@@ -26,6 +26,8 @@ class FixtureProvider(Provider):
             data = path.read_bytes()
         except OSError as exc:
             # Checked at collection; this only happens if the file vanished mid-run.
-            raise ProviderError("PROVIDER_ERROR", f"cannot read fixture {path}: {exc.strerror}") from None
+            raise ProviderError(
+                "PROVIDER_ERROR", f"cannot read fixture {path}: {exc.strerror}"
+            ) from None
         text = data.decode("utf-8", errors="replace")
         return Answer(text=text, duration_ms=max(1, round((time.perf_counter() - start) * 1000)))
