@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import faqbot
+import pytest
 
 
 @pytest.fixture(scope="session")

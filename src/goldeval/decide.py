@@ -95,6 +95,10 @@ def decide(
     if gate is not None:
         fields["qualityGate"] = gate.dump()
     run_view = {**run, **fields}
+    if gate is not None and pytest_status == 1 and not state.other_failures:
+        # Failed golden items are what the gate weighs: with a gate, it decides, not pytest's
+        # "some test failed". The user's own failing tests still give 1.
+        pytest_status = 0
     exit_decision: ExitDecision = decide_exit(
         run_view,
         # --golden-no-gate is report-only: an incomparable baseline is reported, not fatal.

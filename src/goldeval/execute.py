@@ -118,7 +118,13 @@ class Pipeline:
     ) -> AttemptRecord:
         start = time.perf_counter()
         retrieved = self.retrieve(case)
-        ctx = GradeContext(case=case, answer=answer, retrieved=retrieved, pack=self.dataset.pack)
+        ctx = GradeContext(
+            case=case,
+            answer=answer,
+            retrieved=retrieved,
+            pack=self.dataset.pack,
+            options=self.dataset.manifest.grader_options,
+        )
         contract = None
         outcomes: list[GraderOutcome] = []
         hard_failed = False

@@ -36,6 +36,8 @@ class Controller:
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, PAYLOAD_ATTR, None)
+        if report.failed and "::test_golden[" not in report.nodeid:
+            self.state.other_failures += 1
         if payload is None and report.failed and "::test_golden[" in report.nodeid:
             payload = lost_item_payload(self.state, report)
         if payload is not None:

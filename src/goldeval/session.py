@@ -154,6 +154,8 @@ class GoldenSession:
         self.exit_reason: str | None = None
         self._pipelines: dict[tuple[int, int], Pipeline] = {}
         self.skipped_by_deadline = 0
+        #: failed reports of items that are not golden attempts (the user's own tests)
+        self.other_failures = 0
         self._cached: dict[int, Provider] = {}
         self._prefetcher: Any = None
         self._judge: Any = None
