@@ -93,8 +93,11 @@ def _sorted_json(value: Any) -> Any:
     return value
 
 
+_encode = json.encoder.encode_basestring  # the C encoder behind json.dumps(ensure_ascii=False)
+
+
 def _jstr(value: str) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    text = _encode(value)
     return jackson_string(value) if "\\u00" in text else text
 
 

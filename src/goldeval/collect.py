@@ -38,13 +38,19 @@ class GoldenModule(pytest.Module):
 
 
 def parametrize(metafunc: pytest.Metafunc, state: GoldenSession) -> None:
+    # One MarkDecorator per marker name, shared by every item that carries it.
+    cache: dict[str, Any] = {}
+
+    def mark(name: str) -> Any:
+        decorator = cache.get(name)
+        if decorator is None:
+            decorator = cache[name] = getattr(pytest.mark, name)
+        return decorator
+
     params = []
     for p in state.params():
-        marks = [pytest.mark.golden]
-        if p.case.red:
-            marks.append(pytest.mark.red)
-        marks += [getattr(pytest.mark, tag) for tag in p.case.tags]
-        params.append(pytest.param(p, marks=marks, id=p.id))
+        names = (("red",) if p.case.red else ()) + p.case.tags
+        params.append(pytest.param(p, marks=[mark(n) for n in names], id=p.id))
     # indirect: one real fixture serves every item; direct parametrisation would make pytest
     # build a pseudo fixture definition per item, which dominated per-item cost at scale.
     metafunc.parametrize("golden_param", params, indirect=True)

@@ -30,19 +30,21 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
-def _state(config: pytest.Config) -> GoldenSession | None:
-    from goldeval.session import STATE_KEY
+#: The session's run state. Defined here, not in goldeval.session, so that asking "is the
+#: plugin active?" never imports the heavy modules in a project that does not use it.
+STATE_KEY = pytest.StashKey["GoldenSession"]()
 
+
+def _state(config: pytest.Config) -> GoldenSession | None:
     return config.stash.get(STATE_KEY, None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "red: golden row known to fail live (expect.red)")
-    config.addinivalue_line("markers", "golden: a golden dataset attempt (pytest-goldeval)")
     if not config.getoption("golden", default=None):
         return
     from goldeval import builtin
-    from goldeval.session import STATE_KEY, GoldenSession
+    from goldeval.session import GoldenSession
 
     if not config.pluginmanager.is_registered(builtin):
         config.pluginmanager.register(builtin, "goldeval-builtin")

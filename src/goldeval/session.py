@@ -27,7 +27,7 @@ from goldeval.providers.base import Answer, Provider, as_provider
 from goldeval.run import RunCollector
 from goldeval.settings import RunSettings, provider_from_env
 
-STATE_KEY = pytest.StashKey["GoldenSession"]()
+from goldeval.plugin import STATE_KEY  # noqa: E402  (the key lives with the hooks)
 RECORD_KEY = pytest.StashKey[AttemptRecord]()
 ITEM_KEY = pytest.StashKey[tuple["Pipeline", "GoldenParam"]]()
 PAYLOAD_ATTR = "goldeval"

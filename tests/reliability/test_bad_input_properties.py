@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -57,8 +58,13 @@ SLOW_OK = [
 ]
 
 
+#: GOLDEVAL_RELIABILITY_SCALE=10 multiplies every example count (a deeper, slower search).
+SCALE = max(1, int(os.environ.get("GOLDEVAL_RELIABILITY_SCALE", "1") or 1))
+
+
 def _settings(n: int) -> settings:
-    return settings(max_examples=n, deadline=None, database=None, suppress_health_check=SLOW_OK)
+    return settings(max_examples=n * SCALE, deadline=None, database=None,
+                    suppress_health_check=SLOW_OK)
 
 
 #: Examples per property; docs/reliability.md quotes these.
@@ -738,7 +744,7 @@ def _dataset(tmp_path: Path, row: str) -> Path:
     return folder
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/dataset.py:140 json.loads of a row "
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="BUG: src/goldeval/dataset.py:140 json.loads of a row "
                    "with an integer of more than 4300 digits raises ValueError (not "
                    "DatasetError): only JSONDecodeError/RecursionError are caught")
 def test_bug_rows_huge_integer_is_a_dataset_error(tmp_path: Path) -> None:
@@ -746,7 +752,7 @@ def test_bug_rows_huge_integer_is_a_dataset_error(tmp_path: Path) -> None:
     check_rows(path, ('{"id":"a","prompt":"p","metadata":{"n":' + BIG_INT + "}}\n").encode())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/cases.py:168 dataset_hash encodes "
+@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason="BUG: src/goldeval/cases.py:168 dataset_hash encodes "
                    "the canonical rows as UTF-8; parse_rows accepts a lone surrogate escaped in "
                    "JSON (prompt \"\\ud800\"), so load_dataset raises UnicodeEncodeError")
 def test_bug_lone_surrogate_in_an_accepted_row(tmp_path: Path) -> None:
@@ -759,7 +765,7 @@ def test_bug_lone_surrogate_in_an_accepted_row(tmp_path: Path) -> None:
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/manifest.py:75 yaml.safe_load raises "
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="BUG: src/goldeval/manifest.py:75 yaml.safe_load raises "
                    "ValueError for a date that does not exist (`name: 2024-02-30`), for "
                    "`!!int zz`/`!!float zz` and for a >4300-digit integer; only YAMLError is "
                    "caught")
@@ -772,7 +778,7 @@ def test_bug_manifest_yaml_value_errors(tmp_path: Path, text: str) -> None:
     check_manifest(tmp_path / "dataset.yaml", text.encode())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/manifest.py:73/75 nesting deeper than "
+@pytest.mark.xfail(strict=True, raises=RecursionError, reason="BUG: src/goldeval/manifest.py:73/75 nesting deeper than "
                    "the recursion limit raises RecursionError from json.loads / yaml.safe_load "
                    "(dataset.json or dataset.yaml with `[[[[...` 100,000 deep)")
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
@@ -783,13 +789,13 @@ def test_bug_manifest_deep_nesting(tmp_path: Path, suffix: str) -> None:
     check_manifest(tmp_path / f"dataset{suffix}", text.encode())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/manifest.py:73 a dataset.json with an "
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="BUG: src/goldeval/manifest.py:73 a dataset.json with an "
                    "integer of more than 4300 digits raises ValueError")
 def test_bug_manifest_json_huge_integer(tmp_path: Path) -> None:
     check_manifest(tmp_path / "dataset.json", ('{"version":"v1","schema":' + BIG_INT + "}").encode())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/baseline.py:133 json.loads of a "
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="BUG: src/goldeval/baseline.py:133 json.loads of a "
                    "baseline with an integer of more than 4300 digits raises ValueError (only "
                    "JSONDecodeError and RecursionError are caught)")
 def test_bug_baseline_huge_integer(tmp_path: Path) -> None:
@@ -800,7 +806,7 @@ def _real_baseline() -> dict[str, Any]:
     return json.loads((ROOT / "baselines" / "generation-v1.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/baseline.py:58 "
+@pytest.mark.xfail(strict=True, raises=TypeError, reason="BUG: src/goldeval/baseline.py:58 "
                    "`sum(len(c.get('attempts') or []) ...)` raises TypeError when a case's "
                    "`attempts` is a number (e.g. 5) and the counters add up")
 def test_bug_baseline_attempts_is_a_number(tmp_path: Path) -> None:
@@ -809,7 +815,7 @@ def test_bug_baseline_attempts_is_a_number(tmp_path: Path) -> None:
     check_baseline(tmp_path / "b.json", json.dumps(doc).encode())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: src/goldeval/baseline.py:87 catches only "
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason="BUG: src/goldeval/baseline.py:87 catches only "
                    "TypeError/AttributeError/KeyError/ValueError around compute_metrics; an "
                    "attempt durationMs of 1e999 (inf) or 10**400 raises OverflowError in "
                    "src/goldeval/metrics.py:67 latency_stats")
