@@ -44,7 +44,7 @@ class Controller:
             self.state.collector.add(payload)
             recorder = self.state.recorder
             if recorder is not None:
-                if recorder.store is None and recorder.error is None:
+                if not recorder.began:
                     recorder.begin(*early_protocol(self.state))
                 recorder.add(payload)
             # Folded into the run; pytest keeps every report until the end, so drop the copy.
@@ -114,7 +114,7 @@ def merge_previous(state: GoldenSession) -> None:
     recorder = state.recorder
     if recorder is None:
         return
-    if recorder.store is None and recorder.error is None:
+    if not recorder.began:
         recorder.begin(*early_protocol(state))
     if not recorder.resumed:
         return
@@ -138,7 +138,7 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     # Only graders that grade some row of the dataset: installing a new grader type must not
     # make every existing baseline incomparable, and every shard or selection of one dataset
     # gets the same hash.
-    used = sorted({g.name for g in graders if any(g.applies(c) for c in ds.cases)})
+    used = state.graders_in_use()
     grader_config = config_fingerprint(
         {
             "domain": ds.domain.fingerprint(),

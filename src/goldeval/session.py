@@ -153,6 +153,8 @@ class GoldenSession:
         self.run: dict[str, Any] | None = None
         self.exit_reason: str | None = None
         self._pipelines: dict[tuple[int, int], Pipeline] = {}
+        self._graders_in_use: list[str] | None = None
+        self._fixtures: tuple[Any, Any, list[Grader]] | None = None
         self.skipped_by_deadline = 0
         #: failed reports of items that are not golden attempts (the user's own tests)
         self.other_failures = 0
@@ -208,6 +210,15 @@ class GoldenSession:
             ]
             self.dataset = dataset
         return self.dataset
+
+    def graders_in_use(self) -> list[str]:
+        """Names of the graders that grade at least one row of the dataset (cached)."""
+        if self._graders_in_use is None:
+            cases = self.load().cases
+            self._graders_in_use = sorted(
+                {g.name for g in self.get_graders() if any(g.applies(c) for c in cases)}
+            )
+        return self._graders_in_use
 
     def params(self) -> list[GoldenParam]:
         dataset = self.load()
@@ -312,6 +323,18 @@ class GoldenSession:
             pipe = Pipeline(self.load(), list(graders), as_retriever(retriever))
             self._pipelines[key] = pipe
         return pipe
+
+
+def session_fixtures(request: pytest.FixtureRequest) -> tuple[Any, Any, list[Grader]]:
+    """golden_provider, golden_retriever and golden_graders, looked up on the first item."""
+    state = state_of(request.config)
+    if state._fixtures is None:
+        state._fixtures = (
+            request.getfixturevalue("golden_provider"),
+            request.getfixturevalue("golden_retriever"),
+            request.getfixturevalue("golden_graders"),
+        )
+    return state._fixtures
 
 
 def state_of(config: pytest.Config) -> GoldenSession:

@@ -59,6 +59,7 @@ class RunRecorder:
         self.last_flush = time.monotonic()
         self.immediate = state.settings.mode.value != "fixture"
         self.resumed = False
+        self.began = False
 
     def _fail(self, exc: Exception) -> None:
         from goldeval.store import redact_url
@@ -70,6 +71,7 @@ class RunRecorder:
     def begin(self, protocol: dict[str, Any], configuration: dict[str, Any]) -> None:
         from goldeval.store import StoreError
 
+        self.began = True
         ds = self.state.load()
         try:
             self.store = open_session_store(self.state)
