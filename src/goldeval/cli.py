@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from goldeval.errors import GoldevalError
 
 USAGE = 4
+DEFAULT_STORE = os.environ.get("GOLDEVAL_STORE") or ".goldeval/goldeval.sqlite3"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -265,8 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-key", default=None, help="gate every attempt stored under this key")
     p.add_argument(
         "--store",
-        default=".goldeval/goldeval.sqlite3",
-        help="SQLite path or postgresql:// URL (with --run-key)",
+        default=DEFAULT_STORE,
+        help="SQLite path or postgresql:// URL (with --run-key; default GOLDEVAL_STORE, else "
+        ".goldeval/goldeval.sqlite3)",
     )
     p.add_argument("--baseline", default=None)
     p.add_argument("--baselines", default="baselines", help="folder of the default lookup")
@@ -297,7 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "runs":
             p.add_argument("run", help="run id or run key")
         p.add_argument(
-            "--store", default=".goldeval/goldeval.sqlite3", help="SQLite path or postgresql:// URL"
+            "--store",
+            default=DEFAULT_STORE,
+            help="SQLite path or postgresql:// URL (default GOLDEVAL_STORE, else "
+            ".goldeval/goldeval.sqlite3)",
         )
         if name == "export":
             p.add_argument("--out", default=None, help="file (default: stdout)")
@@ -320,6 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 2
+    except BrokenPipeError:  # `goldeval show RUN | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

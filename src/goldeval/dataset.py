@@ -9,9 +9,9 @@ into a partial run that looks complete.
 from __future__ import annotations
 
 import difflib
-import os
 import json
 import keyword
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field

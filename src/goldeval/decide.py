@@ -95,9 +95,10 @@ def decide(
     if gate is not None:
         fields["qualityGate"] = gate.dump()
     run_view = {**run, **fields}
-    if gate is not None and pytest_status == 1 and not state.other_failures:
+    if (gate is not None or capture) and pytest_status == 1 and not state.other_failures:
         # Failed golden items are what the gate weighs: with a gate, it decides, not pytest's
-        # "some test failed". The user's own failing tests still give 1.
+        # "some test failed"; a capture run records FAILs as they are (a live baseline with red
+        # rows expects them). The user's own failing tests still give 1.
         pytest_status = 0
     exit_decision: ExitDecision = decide_exit(
         run_view,

@@ -24,6 +24,10 @@ for come from BSD ``sysexits.h``: 65 (EX_DATAERR: the baseline is not comparable
  10  otherwise                                                           0
 ===  ==================================================================  =====
 
+Before the table is applied, the plugin passes pytest's status 1 as 0 when a gate (or a
+baseline capture) is in play and every failed item is a golden attempt: the gate weighs failed
+golden items, so a run whose gate passes exits 0; the user's own failing tests still give 1.
+
 Without a gate (``--golden-no-gate`` or no policy) row 6 never matches: failing items still
 give pytest's 1 (row 8) and infrastructure errors still give 75 (row 7).
 """

@@ -134,7 +134,6 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     ds = state.load()
     s = state.settings
     live = s.mode is not Mode.FIXTURE
-    graders = state.graders or []
     # Only graders that grade some row of the dataset: installing a new grader type must not
     # make every existing baseline incomparable, and every shard or selection of one dataset
     # gets the same hash.
@@ -146,6 +145,17 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
             "modes": ",".join(f"{k}={v}" for k, v in sorted(ds.grader_modes.items())),
         }
     )
+    provider_name = s.provider.name if live else None
+    fixtures = state._fixtures
+    if live and fixtures is not None:
+        from goldeval.providers.base import CallableProvider
+
+        used = fixtures[0]
+        # A conftest override (the team's own app) is named in the protocol, not "ollama".
+        if isinstance(used, CallableProvider) or (callable(used) and not hasattr(used, "complete")):
+            provider_name = f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
+        elif getattr(used, "name", None) and used is not state._provider:
+            provider_name = str(used.name)
     return {
         "datasetId": ds.id,
         "datasetHash": ds.hash,
@@ -155,7 +165,7 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
         "attempts": s.attempts,
         "selectedCaseIds": sorted(selected),
         "graderConfigHash": grader_config,
-        "provider": s.provider.name if live else None,
+        "provider": provider_name,
         "model": (s.provider.model if live else None),
         "judgeEnabled": bool(s.judge and live),
         "judgeModel": (s.judge_model or s.provider.model) if (s.judge and live) else None,
@@ -239,6 +249,11 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
     state.exit_reason = decision.reason
     if decision.code != int(status) and (status not in KEEP_STATUSES or resumed_all):
         session.exitstatus = decision.code
+    elif status in KEEP_STATUSES and decision.code != int(status):
+        # pytest's own status stands (e.g. 5: every item deselected): say so, not ours.
+        kept = f"pytest exit status {int(status)} kept ({pytest.ExitCode(status).name})"
+        run["exitDecision"] = {"code": int(status), "reason": kept}
+        state.exit_reason = kept
     state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
 
 

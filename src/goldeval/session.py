@@ -23,11 +23,11 @@ from goldeval.graders.base import Grader
 from goldeval.graders.contract import ContractGrader
 from goldeval.manifest import find_manifest, read_manifest
 from goldeval.models import AttemptRecord, Mode, Status
+from goldeval.plugin import STATE_KEY
 from goldeval.providers.base import Answer, Provider, as_provider
 from goldeval.run import RunCollector
 from goldeval.settings import RunSettings, provider_from_env
 
-from goldeval.plugin import STATE_KEY  # noqa: E402  (the key lives with the hooks)
 RECORD_KEY = pytest.StashKey[AttemptRecord]()
 ITEM_KEY = pytest.StashKey[tuple["Pipeline", "GoldenParam"]]()
 PAYLOAD_ATTR = "goldeval"
@@ -173,6 +173,11 @@ class GoldenSession:
             from goldeval.storage import RunRecorder
 
             self.recorder = RunRecorder(self)
+        self._provider: Provider | None = None
+        if self.settings.mode is not Mode.FIXTURE:
+            # An unknown provider is a usage error now, not an ERROR on every attempt later
+            # (which would exit 75 and be retried forever).
+            self._provider = self._make_provider()
         if self.settings.rerun_errors and not self.settings.run_key:
             raise pytest.UsageError("--golden-rerun-errors needs --golden-run-key")
 
@@ -241,9 +246,19 @@ class GoldenSession:
             from goldeval.providers.fixture import FixtureProvider
 
             return FixtureProvider(dataset.dir)
-        provider = self.config.hook.pytest_goldeval_make_provider(
-            config=self.config, name=self.settings.provider.name, settings=self.settings.provider
-        )
+        if self._provider is not None:
+            return self._provider
+        return self._make_provider()
+
+    def _make_provider(self) -> Provider:
+        try:
+            provider = self.config.hook.pytest_goldeval_make_provider(
+                config=self.config,
+                name=self.settings.provider.name,
+                settings=self.settings.provider,
+            )
+        except GoldevalError as exc:
+            raise pytest.UsageError(str(exc)) from None
         if provider is None:
             raise pytest.UsageError(
                 f"unknown provider {self.settings.provider.name!r}: use ollama, openai, or "
@@ -428,7 +443,14 @@ def grade_item(answer: Answer) -> None:
     state = state_of(item.config)
     pipeline, param = item.stash[ITEM_KEY]
     case = param.case
-    record = pipeline.grade(case, param.attempt, answer, answer.model)
+    try:
+        record = pipeline.grade(case, param.attempt, answer, answer.model)
+    except ProviderError as exc:  # a grader crashed: infrastructure, never a quality FAIL
+        item.stash[RECORD_KEY] = pipeline.error_record(case, param.attempt, exc, answer.model)
+        pytest.fail(
+            f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind}: {exc.message}",
+            pytrace=False,
+        )
     judge = state.judge()
     if judge is not None:
         judge.judge(case, record, answer, pipeline.retrieve(case))

@@ -104,7 +104,7 @@ def provider_from_env(name: str, model: str | None, base_url: str | None) -> Pro
         url = base_url or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
         s.user = os.environ.get("OLLAMA_USER") or None
         s.password = os.environ.get("OLLAMA_PASSWORD")
-        s.read_timeout = _env_timeout_minutes(3.0 * 60.0 / 60.0)
+        s.read_timeout = _env_timeout_minutes(180.0)
     elif name == "openai":
         url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com"
         s.api_key = os.environ.get("OPENAI_API_KEY") or None

@@ -70,3 +70,29 @@ def test_relative_links_resolve(doc: Path) -> None:
         elif m["anchor"] and path.suffix == ".md" and m["anchor"] not in _anchors(path):
             broken.append(f"{target}#{m['anchor']}")
     assert not broken, f"broken links in {doc.name}: {broken}"
+
+
+def _docstring_exit_rows() -> list[tuple[str, str, str]]:
+    import goldeval.exitcodes
+
+    rows: list[list[str]] = []
+    for line in (goldeval.exitcodes.__doc__ or "").splitlines():
+        m = re.match(r"^\s{0,2}(\d+)\s{2,}(.+?)\s{2,}(\S+)\s*$", line)
+        if m:
+            rows.append([m[1], m[2], m[3]])
+        elif rows and line.startswith("     ") and line.strip()[:1] not in ("", "="):
+            rows[-1][1] += " " + line.strip()
+    return [(n, " ".join(c.replace("``", "").split()), e) for n, c, e in rows]
+
+
+def _doc_exit_rows() -> list[tuple[str, str, str]]:
+    text = (ROOT / "docs" / "methodology.md").read_text(encoding="utf-8")
+    section = text.split("## 7. Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| (.+?) \| (\S+) \|$", section, re.MULTILINE)
+    return [(n, " ".join(c.replace("`", "").split()), e) for n, c, e in rows]
+
+
+def test_exit_code_table_is_the_code_s_table() -> None:
+    code_rows = _docstring_exit_rows()
+    assert len(code_rows) >= 10
+    assert _doc_exit_rows() == code_rows

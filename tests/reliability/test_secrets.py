@@ -18,6 +18,7 @@ pinned by the xfail tests at the end.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -104,12 +105,12 @@ def echoing_responder(project: Path) -> Any:
         text = req.last_user_message or ""
         if "CANDIDATE:" in text:
             return Reply(status=500, error={"message": f"judge denied: {auth}"})
+        if "Unauthorized" in text:
+            return Reply(status=200, error=f"invalid credentials {auth}")
         if "401" in text and "Gradle" not in text:
             return Reply(status=500, error={"message": f"upstream rejected {auth}"})
         if "пуст" in text.lower() or "empty" in text.lower():
             return Reply(status=401, raw_body=f"Unauthorized. You sent: {auth}".encode())
-        if "Unauthorized" in text:
-            return Reply(status=200, error=f"invalid credentials {auth}")
         return replay(req)
 
     return respond
@@ -165,6 +166,9 @@ def test_no_secret_anywhere_after_a_live_run(
     run_dir = Path((golden_project / ".goldeval" / "runs" / "LATEST").read_text().strip())
     run_text = (run_dir / "run.json").read_text(encoding="utf-8")
     assert "***" in run_text  # an echo was masked, not dropped silently
+    run = json.loads(run_text)
+    kinds = {a.get("errorKind") for c in run["cases"] for a in c["attempts"]}
+    assert {"HTTP_ERROR", "PROVIDER_ERROR"} <= kinds, kinds  # 500, 401 text, 200 {"error"}
     site = subprocess.run(
         [sys.executable, "-m", "goldeval.cli", "site", "--out", "site", "--runs",
          str(golden_project / ".goldeval" / "runs")],
