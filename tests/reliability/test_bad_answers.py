@@ -211,7 +211,7 @@ def test_bug_lone_surrogate_from_the_team_callable(
 
 @pytest.mark.xfail(strict=True, reason="BUG: a live answer with a JSON-escaped lone surrogate "
                    "(\"content\": \"\\ud83d\") ends in INTERNALERROR (exit 3): "
-                   "src/goldeval/storage.py:125 RunRecorder.flush -> "
+                   "src/goldeval/storage.py:127 RunRecorder.flush -> "
                    "src/goldeval/store/sqlite.py:37 executemany raises UnicodeEncodeError, which "
                    "is neither StoreError nor OSError; nothing is written")
 def test_bug_lone_surrogate_from_the_live_server(

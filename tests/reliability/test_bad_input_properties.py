@@ -805,7 +805,7 @@ BIG_INT = "1" * 5000  # Python refuses int() of more than 4300 digits: a ValueEr
     strict=True,
     raises=ValueError,
     reason=(
-        "BUG: src/goldeval/dataset.py:140 json.loads of a row with an integer of more than "
+        "BUG: src/goldeval/dataset.py:150 json.loads of a row with an integer of more than "
         "4300 digits raises ValueError (not DatasetError): only "
         "JSONDecodeError/RecursionError are caught"
     ),
@@ -817,7 +817,7 @@ def test_bug_rows_huge_integer_is_a_dataset_error(tmp_path: Path) -> None:
 
 @pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason="BUG: parse_rows accepts a "
                    "lone surrogate escaped in JSON (prompt \"\\ud800\"), then "
-                   "src/goldeval/cases.py:168 dataset_hash (via Dataset.hash, "
+                   "src/goldeval/cases.py:171 dataset_hash (via Dataset.hash, "
                    "src/goldeval/dataset.py:58) encodes the rows as strict UTF-8 and raises "
                    "UnicodeEncodeError")
 def test_bug_lone_surrogate_in_an_accepted_row(tmp_path: Path) -> None:

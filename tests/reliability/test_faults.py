@@ -255,9 +255,9 @@ def test_xdist_worker_crash_is_an_error_and_the_run_is_not_green(
     strict=True,
     raises=AssertionError,
     reason=(
-        "BUG: src/goldeval/session.py:295 GoldenSession.judge() builds the judge provider "
+        "BUG: src/goldeval/session.py:310 GoldenSession.judge() builds the judge provider "
         "with provider_from_env() and never applies --golden-timeout / --golden-retries: a "
-        "stalled judge waits the provider default (3 s for Ollama, 180 s for OpenAI) and is "
+        "stalled judge waits the default read timeout (180 s, or OLLAMA_TIMEOUT_MINUTES) and is "
         "retried 3 times whatever the command line says"
     ),
 )
