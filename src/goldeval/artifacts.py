@@ -150,6 +150,7 @@ def append_history(out_dir: Path, run: Mapping[str, Any]) -> None:
         "overallPassRate": overall.get("rate"),
         "qualityGate": gate.get("verdict", "NOT_APPLIED"),
         "status": run.get("status"),
+        "exitCode": (run.get("exitDecision") or {}).get("code"),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "history.jsonl", "a", encoding="utf-8") as fh:

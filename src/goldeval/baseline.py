@@ -55,7 +55,11 @@ def _check_counters(doc: Mapping[str, Any], path: Path) -> None:
             field="cases",
             hint="tampered or hand-edited; re-save it",
         )
-    attempts = sum(len(c.get("attempts") or []) for c in cases if isinstance(c, dict))
+    attempts = sum(
+        len(c["attempts"])
+        for c in cases
+        if isinstance(c, dict) and isinstance(c.get("attempts"), list)
+    )
     if attempts != doc["attemptsTotal"]:
         raise BaselineError(
             f"{attempts} attempts listed but attemptsTotal is {doc['attemptsTotal']}",
@@ -84,7 +88,7 @@ def _recomputed(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
             )
     try:
         return compute_metrics(doc["cases"])
-    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+    except (TypeError, AttributeError, KeyError, ValueError, OverflowError) as exc:
         raise BaselineError(
             f"a case record is malformed ({type(exc).__name__})",
             path=path,
@@ -142,6 +146,8 @@ def load_baseline(path: Path) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise BaselineError("invalid JSON: nested too deeply", path=path) from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise BaselineError(f"invalid JSON: {str(exc)[:120]}", path=path) from None
     check_integrity(doc, path)
     return doc  # type: ignore[no-any-return]
 

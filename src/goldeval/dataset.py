@@ -160,6 +160,20 @@ def parse_rows(
             err("invalid JSON: nested too deeply")
             errors.extend(row_errors)
             continue
+        except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+            err(f"invalid JSON: {str(exc)[:120]}")
+            errors.extend(row_errors)
+            continue
+        if "\\u" in line:
+            try:  # JSON escapes can produce lone surrogates, which are not text
+                json.dumps(obj, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                err(
+                    "contains a lone surrogate escape (\\ud800-\\udfff): not valid Unicode",
+                    hint="escape the whole character pair, or write the character itself",
+                )
+                errors.extend(row_errors)
+                continue
         if not isinstance(obj, dict):
             err(f"a row must be a JSON object, got {type(obj).__name__}")
             errors.extend(row_errors)
@@ -288,8 +302,11 @@ def rows_file(folder: Path, manifest: Manifest, manifest_path: Path) -> Path:
     return candidates[0]
 
 
-def discover(golden_root: Path) -> dict[str, Path]:
-    """Map dataset id → folder for every manifest under ``golden_root`` (sorted walk)."""
+def discover(golden_root: Path, problems: list[str] | None = None) -> dict[str, Path]:
+    """Map dataset id → folder for every manifest under ``golden_root`` (sorted walk).
+
+    Manifests that cannot be read are left out; their errors go to ``problems`` if given.
+    """
     found: dict[str, Path] = {}
     if not golden_root.is_dir():
         return found
@@ -300,8 +317,10 @@ def discover(golden_root: Path) -> dict[str, Path]:
         if manifest_path is not None and folder != golden_root:
             try:
                 manifest = read_manifest(manifest_path)
-            except DatasetError:
+            except DatasetError as exc:
                 manifest = None
+                if problems is not None:
+                    problems.append(str(exc))
             if manifest is not None:
                 found.setdefault(manifest.version, folder)
         for child in sorted(folder.iterdir(), reverse=True):
@@ -320,12 +339,14 @@ def resolve_dataset(spec: str, golden_root: Path, invocation_dir: Path) -> Path:
         candidate = base / spec
         if candidate.is_dir() and find_manifest(candidate) is not None:
             return candidate.resolve()
-    known = discover(golden_root)
+    problems: list[str] = []
+    known = discover(golden_root, problems)
     if spec in known:
         return known[spec].resolve()
     listing = ", ".join(known) if known else f"none found under {golden_root}"
+    broken = "".join(f"\n  unreadable manifest: {p}" for p in problems)
     raise ConfigError(
-        f"unknown dataset {spec!r}; datasets: {listing}",
+        f"unknown dataset {spec!r}; datasets: {listing}{broken}",
         hint="pass a dataset id from a manifest's `version`, or a folder with a dataset.yaml",
     )
 

@@ -48,7 +48,8 @@ class Controller:
                     recorder.begin(*early_protocol(self.state))
                 recorder.add(payload)
             # Folded into the run; pytest keeps every report until the end, so drop the copy.
-            delattr(report, PAYLOAD_ATTR)
+            if hasattr(report, PAYLOAD_ATTR):
+                delattr(report, PAYLOAD_ATTR)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -78,8 +79,9 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
         return None
     from goldeval.execute import case_info
 
-    lines = [ln for ln in str(report.longreprtext or "").splitlines() if ln.strip()]
-    message = (lines[0] if lines else "item lost")[:300]
+    lines = [ln.strip() for ln in str(report.longreprtext or "").splitlines() if ln.strip()]
+    crash = [ln for ln in lines if "crash" in ln.lower()]
+    message = (crash[0] if crash else lines[-1] if lines else "item lost")[:300]
     return {
         "case": case_info(case).dump(),
         "attempt": {

@@ -60,6 +60,14 @@ def find_manifest(folder: Path) -> Path | None:
     return None
 
 
+def _parse_error(exc: Exception, path: Path) -> DatasetError:
+    line = getattr(exc, "lineno", None)
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        line = mark.line + 1
+    return DatasetError(f"invalid {path.suffix[1:].upper()}: {exc}", path=path, line=line)
+
+
 def read_manifest(path: Path) -> Manifest:
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -74,12 +82,15 @@ def read_manifest(path: Path) -> Manifest:
         else:
             data = yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        line = getattr(exc, "lineno", None)
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            line = mark.line + 1
+        raise _parse_error(exc, path) from None
+    except RecursionError:
         raise DatasetError(
-            f"invalid {path.suffix[1:].upper()}: {exc}", path=path, line=line
+            f"invalid {path.suffix[1:].upper()}: nested too deeply", path=path
+        ) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        # YAML timestamps like 2024-02-30, `!!int zz`, integers beyond the digit limit...
+        raise DatasetError(
+            f"invalid {path.suffix[1:].upper()}: {str(exc)[:160]}", path=path
         ) from None
     if not isinstance(data, dict):
         raise DatasetError("a manifest must be a mapping with at least `version`", path=path)
@@ -89,8 +100,39 @@ def read_manifest(path: Path) -> Manifest:
             "missing or blank", path=path, field="version", hint="e.g. version: generation-v1"
         )
     try:
-        return Manifest.model_validate(data)
+        manifest = Manifest.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise DatasetError(err["msg"], path=path, field=loc) from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise DatasetError(f"invalid value: {str(exc)[:160]}", path=path) from None
+    if manifest.contract is not None:
+        _check_contract(manifest.contract, path)
+    return manifest
+
+
+def _check_contract(contract: ContractConfig, path: Path) -> None:
+    """Domain constants that would only fail at grading time are checked here, at collection."""
+    import re
+
+    try:
+        re.compile(contract.tests_class_pattern, re.ASCII)
+    except re.error as exc:
+        raise DatasetError(
+            f"not a valid regular expression: {exc}",
+            path=path,
+            field="contract.tests_class_pattern",
+        ) from None
+    for name, template, key in (
+        ("layer_annotation", contract.layer_annotation, "layer"),
+        ("class_template", contract.class_template, "name"),
+    ):
+        try:
+            template.format(**{key: "x"})
+        except (KeyError, IndexError, ValueError) as exc:
+            raise DatasetError(
+                f"not a valid template ({exc!r}); use {{{key}}} for the value",
+                path=path,
+                field=f"contract.{name}",
+            ) from None

@@ -312,6 +312,9 @@ class GoldenSession:
                 s.judge_model or s.provider.model,
                 self.config.getoption("golden_base_url", default=None),
             )
+            judge_settings.read_timeout = s.provider.read_timeout
+            judge_settings.connect_timeout = s.provider.connect_timeout
+            judge_settings.retries = s.provider.retries
             provider = self.config.hook.pytest_goldeval_make_provider(
                 config=self.config, name=judge_settings.name, settings=judge_settings
             )
@@ -379,6 +382,14 @@ def _call(
         return exc
 
 
+def _utf8_clean(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def obtain_answer(
     request: pytest.FixtureRequest,
     param: GoldenParam,
@@ -429,6 +440,10 @@ def obtain_answer(
             pytrace=False,
         )
     answer: Answer = outcome
+    if answer.text is not None and not _utf8_clean(answer.text):
+        # A lone surrogate (a model cut mid-emoji, a broken app) cannot be written as UTF-8
+        # anywhere downstream: grade and store the text with it replaced.
+        answer.text = answer.text.encode("utf-8", "replace").decode("utf-8")
     if answer.model is None:
         answer.model = model
     # The test function takes only this fixture: asking for `request` there too would make

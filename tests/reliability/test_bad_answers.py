@@ -192,11 +192,6 @@ def golden_provider():
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an answer holding a lone surrogate (a model cut "
-                   "mid-emoji sends JSON \"\\ud83d\") crashes the session at the end: "
-                   "src/goldeval/artifacts.py:42 atomic_write (and run.py build_run) write with "
-                   "encoding='utf-8' and errors='strict' -> UnicodeEncodeError out of "
-                   "pytest_sessionfinish: uncaught traceback, no run.json, no LATEST")
 def test_bug_lone_surrogate_from_the_team_callable(
     pytester: pytest.Pytester, golden_project: Path
 ) -> None:
@@ -209,11 +204,6 @@ def test_bug_lone_surrogate_from_the_team_callable(
     assert (golden_project / ".goldeval" / "runs" / "LATEST").is_file()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a live answer with a JSON-escaped lone surrogate "
-                   "(\"content\": \"\\ud83d\") ends in INTERNALERROR (exit 3): "
-                   "src/goldeval/storage.py:127 RunRecorder.flush -> "
-                   "src/goldeval/store/sqlite.py:37 executemany raises UnicodeEncodeError, which "
-                   "is neither StoreError nor OSError; nothing is written")
 def test_bug_lone_surrogate_from_the_live_server(
     pytester: pytest.Pytester, golden_project: Path
 ) -> None:

@@ -101,11 +101,6 @@ def test_bad_baseline_gives_65_and_its_reason(
     )
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="BUG: a run that exits 65 because "
-                   "the baseline is another dataset's is recorded with qualityGate PASS: "
-                   "src/goldeval/artifacts.py:151 (append_history) writes the gate verdict and no "
-                   "exit code to history.jsonl, and src/goldeval/site.py:326 shows a PASS badge "
-                   "(the absolute rules passed; only the exit status says 65)")
 def test_bug_incomparable_baseline_run_is_recorded_as_gate_pass(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
 ) -> None:

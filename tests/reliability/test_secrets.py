@@ -260,10 +260,6 @@ def _straddling(pad: int) -> Any:
     return lambda req: Reply(status=500, error="x" * pad + " " + req.headers["authorization"])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="BUG: src/goldeval/providers/"
-                   "http.py:401 (_status_failure) and :323 cut the error body to 200 characters "
-                   "(_excerpt) BEFORE :265 masks secrets (_scrub), so a key straddling the cut is "
-                   "left half visible, e.g. 'Bearer sk-planted-OPENAI-…'")
 def test_bug_secret_straddling_the_excerpt_cut_is_partly_shown() -> None:
     leaked = []
     with FakeLLMServer() as srv:
@@ -278,9 +274,6 @@ def test_bug_secret_straddling_the_excerpt_cut_is_partly_shown() -> None:
     assert leaked == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="BUG: the half-masked key of "
-                   "src/goldeval/providers/http.py:401/:265 (excerpt before scrub) reaches "
-                   "run.json, the JUnit files, the HTML report and the terminal")
 def test_bug_straddling_secret_reaches_the_reports(
     pytester: pytest.Pytester, golden_project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -308,19 +308,22 @@ class HTTPProvider(Provider):
         except ValueError:
             return _Failure(
                 "PARSER_ERROR",
-                f"response from {redact_url(url)} is not JSON: {_excerpt(text) or '<empty>'!r}",
+                f"response from {redact_url(url)} is not JSON: "
+                f"{_excerpt(self._scrub(text)) or '<empty>'!r}",
                 retryable=False,
             )
         if not isinstance(data, dict):
             return _Failure(
                 "PARSER_ERROR",
-                f"response from {redact_url(url)} is not a JSON object: {_excerpt(text)!r}",
+                f"response from {redact_url(url)} is not a JSON object: "
+                f"{_excerpt(self._scrub(text))!r}",
                 retryable=False,
             )
         if data.get("error") is not None:
             return _Failure(
                 "PROVIDER_ERROR",
-                f"{self.name} reported an error: {_excerpt(_error_text(data['error']))}",
+                f"{self.name} reported an error: "
+                f"{_excerpt(self._scrub(_error_text(data['error'])))}",
                 retryable=False,
             )
         outcome = self._parse(data)
@@ -331,7 +334,7 @@ class HTTPProvider(Provider):
 
     def _transport_failure(self, exc: httpx.HTTPError) -> _Failure:
         url = redact_url(self.endpoint)
-        detail = _excerpt(str(exc)) or type(exc).__name__
+        detail = _excerpt(self._scrub(str(exc))) or type(exc).__name__
         hint = f"is the model server running? set --golden-base-url or {self.base_url_env}"
         s = self.settings
         if isinstance(exc, httpx.ReadTimeout):
@@ -398,7 +401,7 @@ class HTTPProvider(Provider):
         else:
             if isinstance(data, dict) and data.get("error") is not None:
                 shown = _error_text(data["error"])
-        excerpt = _excerpt(shown)
+        excerpt = _excerpt(self._scrub(shown))  # mask before cutting: no half keys
         message = f"HTTP {status} from {url}" + (f": {excerpt}" if excerpt else "")
         hint = self._status_hint(status)
         if hint:
