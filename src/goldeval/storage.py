@@ -160,26 +160,10 @@ class RunRecorder:
             )
             if run.get("attemptsError"):
                 status = "FAILED" if status == "COMPLETED" else status
-            summary = {
-                k: run.get(k)
-                for k in (
-                    "runId",
-                    "datasetVersion",
-                    "casesTotal",
-                    "casesPassed",
-                    "casesFailed",
-                    "casesSkipped",
-                    "casesError",
-                    "attemptsTotal",
-                    "attemptsPassed",
-                    "attemptsFailed",
-                    "attemptsSkipped",
-                    "attemptsError",
-                    "metrics",
-                    "qualityGate",
-                    "exitDecision",
-                )
-            }
+            from goldeval.artifacts import summary as run_summary
+
+            # The same summary as summary.json (counters, rates, gate, exit decision).
+            summary = run_summary(run)
             try:
                 self.store.record_artifacts(
                     self.run_id, [(e["path"], e["sha256"], e["size"]) for e in inventory]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from goldeval.metrics import RATE_NAMES
 from tests.helpers import ROOT, RunFiles
 
 REFERENCE = Path(
@@ -22,18 +23,7 @@ REFERENCE = Path(
         "GOLDEVAL_REFERENCE_DATA", ROOT.parent / "shared" / "reference" / "java-ai-golden-data"
     )
 )
-RATES = (
-    "overallPassRate",
-    "contractPassRate",
-    "judgeAcceptRate",
-    "retrievalPassRate",
-    "negativeCasePassRate",
-    "hallucinationRate",
-    "refusalAccuracy",
-    "layerAccuracy",
-    "ragAccuracy",
-    "unstableCaseRate",
-)
+RATES = (*RATE_NAMES, "unstableCaseRate")
 COUNTERS = (
     "casesTotal",
     "casesPassed",
