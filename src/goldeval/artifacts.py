@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from goldeval.rollup import COUNTER_KEYS
+
 
 def dumps(doc: Any) -> str:
     """Pretty JSON; a top-level ``cases`` list is written one case per line.
@@ -67,16 +69,7 @@ SUMMARY_KEYS = (
     "gitCommit",
     "experimentId",
     "configFingerprint",
-    "casesTotal",
-    "casesPassed",
-    "casesFailed",
-    "casesSkipped",
-    "casesError",
-    "attemptsTotal",
-    "attemptsPassed",
-    "attemptsFailed",
-    "attemptsSkipped",
-    "attemptsError",
+    *COUNTER_KEYS,
     "durationMs",
     "qualityGate",
     "exitDecision",

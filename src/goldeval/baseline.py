@@ -205,3 +205,21 @@ def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list
     others = sorted(baselines_dir.glob(f"{stem}-*.json")) if baselines_dir.is_dir() else []
     ordered = [primary] + [p for p in others if p != primary]
     return [p for p in ordered if p.is_file()]
+
+
+def first_comparable(
+    candidates: list[Path], run: Mapping[str, Any]
+) -> tuple[Path, dict[str, Any], Any] | None:
+    """The first candidate baseline comparable with ``run``, else the first one (so the caller
+    reports why it is not comparable), else None. Each candidate passes ``load_baseline``."""
+    from goldeval.comparison import compare
+
+    first: tuple[Path, dict[str, Any], Any] | None = None
+    for path in candidates:
+        doc = load_baseline(path)
+        result = compare(doc, run)
+        if result.valid:
+            return path, doc, result
+        if first is None:
+            first = (path, doc, result)
+    return first

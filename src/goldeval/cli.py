@@ -40,7 +40,7 @@ def _load_json(path: Path) -> dict[str, Any]:
 def _policy(run: dict[str, Any], golden_root: Path, live: bool) -> Any:
     """The gate policy from the manifest of the run's dataset, found under the golden root."""
     from goldeval.dataset import discover
-    from goldeval.gate import GatePolicy
+    from goldeval.decide import policy_from_manifest
     from goldeval.manifest import find_manifest, read_manifest
 
     dataset_id = (run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion")
@@ -50,13 +50,7 @@ def _policy(run: dict[str, Any], golden_root: Path, live: bool) -> Any:
     manifest_path = find_manifest(folder)
     if manifest_path is None:
         return None
-    gate = read_manifest(manifest_path).gate
-    if gate is None:
-        return None
-    mode = gate.live if live else gate.fixture
-    if mode is None:
-        return GatePolicy(allowed_regression=0.0) if live else None
-    return GatePolicy(thresholds=dict(mode.thresholds), allowed_regression=mode.allowed_regression)
+    return policy_from_manifest(read_manifest(manifest_path), live)
 
 
 def _is_live(run: dict[str, Any]) -> bool:
@@ -116,8 +110,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from goldeval.baseline import default_candidates
-    from goldeval.comparison import compare
+    from goldeval.baseline import default_candidates, first_comparable
 
     if args.run_key:
         from goldeval import store_cli
@@ -136,14 +129,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
         baseline = _load_json(Path(args.baseline))
     else:
         dataset_id = (run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion")
-        first = None
-        for path in default_candidates(Path(args.baselines), str(dataset_id), _is_live(run)):
-            doc = _load_json(path)
-            if compare(doc, run).valid:
-                baseline = doc
-                break
-            first = first or doc
-        baseline = baseline or first
+        candidates = default_candidates(Path(args.baselines), str(dataset_id), _is_live(run))
+        found = first_comparable(candidates, run)
+        baseline = found[1] if found is not None else None
     return _finish(run, baseline, Path(args.golden_root), args.no_gate, args.json)
 
 
@@ -173,6 +161,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dataset_cases(folder: Path) -> list[Any]:
+    """The dataset's rows, read by the same loader pytest uses (built-in graders' keys)."""
+    from goldeval.dataset import load_dataset
+    from goldeval.graders.contract import ContractGrader
+    from goldeval.graders.general import builtin_graders
+
+    graders = [ContractGrader(), *builtin_graders()]
+    dataset = load_dataset(folder, project_root=Path.cwd(), graders=graders, require_fixtures=False)
+    return dataset.cases
+
+
 def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
     from goldeval.cases import GoldenCase
     from goldeval.judge import build_judge_messages, parse_judge_output
@@ -185,34 +184,20 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
     provider = make_http_provider(settings)
     rubric_path = folder / "rubric.md"
     rubric = rubric_path.read_text(encoding="utf-8") if rubric_path.is_file() else DEFAULT_RUBRIC
-    rows_by_id: dict[str, dict[str, Any]] = {}
-    for jsonl in folder.glob("*.jsonl"):
-        if jsonl.name == "calibration.jsonl":
-            continue
-        for line in jsonl.read_text(encoding="utf-8").splitlines():
-            if line.strip() and not line.startswith("#"):
-                row = json.loads(line)
-                rows_by_id[row["id"]] = row
+    cases = {c.id: c for c in _dataset_cases(folder)}
 
     def predict(row: Any) -> Any:
-        case = rows_by_id.get(row.case_id, {"id": row.case_id, "prompt": ""})
+        case = cases.get(row.case_id) or GoldenCase(row.case_id, "", {})
         candidate = row.candidate
         if candidate is None:
             fixture = folder / "fixtures" / f"{row.case_id}.out.md"
             candidate = fixture.read_text(encoding="utf-8") if fixture.is_file() else ""
         system, user = build_judge_messages(
-            rubric,
-            case["id"],
-            case.get("prompt", ""),
-            case.get("expect") or {},
-            case.get("must_not") or [],
-            [],
-            candidate,
+            rubric, case.id, case.prompt, case.expect, list(case.must_not), [], candidate
         )
-        golden = GoldenCase(case["id"], case.get("prompt", ""), case.get("expect") or {})
         answer = provider.complete(
             ProviderRequest(
-                case=golden, attempt=1, system=system, user=user, model=settings.model, retrieved=[]
+                case=case, attempt=1, system=system, user=user, model=settings.model, retrieved=[]
             )
         )
         return parse_judge_output(answer.text)

@@ -37,10 +37,13 @@ class Prefetcher:
         self.futures: dict[str, Future[Any]] = {}
         self.lock = threading.Lock()
         self._positions: dict[str, int] | None = None
+        self._interactor: Any = False  # looked up once: False = not yet, None = not a worker
 
     def upcoming(self, item: pytest.Item) -> Sequence[pytest.Item]:
         session = item.session
-        interactor = _worker_queue(item.config)
+        if self._interactor is False:
+            self._interactor = _worker_queue(item.config)
+        interactor = self._interactor
         if interactor is not None:
             items = session.items
             with interactor.torun.lock() as queued:

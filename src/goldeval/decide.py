@@ -6,11 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from goldeval.baseline import default_candidates, load_baseline, save_baseline
+from goldeval.baseline import (
+    default_candidates,
+    first_comparable,
+    load_baseline,
+    save_baseline,
+)
 from goldeval.comparison import ComparisonResult, compare
 from goldeval.errors import BaselineError
 from goldeval.exitcodes import COMPARISON_INVALID, GATE_FAILED, ExitDecision, decide_exit
 from goldeval.gate import GatePolicy, GateResult, attach_gate, evaluate
+from goldeval.manifest import Manifest
 
 if TYPE_CHECKING:
     from goldeval.session import GoldenSession
@@ -26,7 +32,12 @@ class Decision:
 
 
 def policy_for(state: GoldenSession, live: bool) -> GatePolicy | None:
-    gate = state.load().manifest.gate
+    return policy_from_manifest(state.load().manifest, live)
+
+
+def policy_from_manifest(manifest: Manifest, live: bool) -> GatePolicy | None:
+    """The gate policy a dataset manifest sets for a mode (pytest and the CLI share it)."""
+    gate = manifest.gate
     if gate is None:
         return None
     mode_policy = gate.live if live else gate.fixture
@@ -48,17 +59,10 @@ def find_baseline(
             path = Path(state.config.invocation_params.dir) / path
         doc = load_baseline(path)
         return path, doc, compare(doc, run)
-    first: tuple[Path, dict[str, Any], ComparisonResult] | None = None
-    for path in default_candidates(state.project_root / "baselines", state.load().id, live):
-        doc = load_baseline(path)
-        result = compare(doc, run)
-        if result.valid:
-            return path, doc, result
-        if first is None:
-            first = (path, doc, result)
-    if first is None:
-        return None, None, None
-    return first
+    found = first_comparable(
+        default_candidates(state.project_root / "baselines", state.load().id, live), run
+    )
+    return found if found is not None else (None, None, None)
 
 
 def decide(

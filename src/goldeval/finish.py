@@ -208,7 +208,6 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
             write_run(state, run, run_dir)
             state.benchmark.append(run)
             codes.append(verdict.code)
-        state.run = state.benchmark[0]
         code = max(codes)
         state.exit_reason = f"{len(models)} models side by side, worst exit {code}"
         state.run = {

@@ -12,6 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 QUALITY = ("PASS", "FAIL")
+#: The run counters of run.json, in the reference's order.
+COUNTER_KEYS = (
+    "casesTotal",
+    "casesPassed",
+    "casesFailed",
+    "casesSkipped",
+    "casesError",
+    "attemptsTotal",
+    "attemptsPassed",
+    "attemptsFailed",
+    "attemptsSkipped",
+    "attemptsError",
+)
 RAW_FIELDS = ("output", "judgeOutput")
 
 
@@ -137,18 +150,19 @@ class Counters:
                 self.attempts_error += 1
 
     def dump(self) -> dict[str, int]:
-        return {
-            "casesTotal": self.cases_total,
-            "casesPassed": self.cases_passed,
-            "casesFailed": self.cases_failed,
-            "casesSkipped": self.cases_skipped,
-            "casesError": self.cases_error,
-            "attemptsTotal": self.attempts_total,
-            "attemptsPassed": self.attempts_passed,
-            "attemptsFailed": self.attempts_failed,
-            "attemptsSkipped": self.attempts_skipped,
-            "attemptsError": self.attempts_error,
-        }
+        values = (
+            self.cases_total,
+            self.cases_passed,
+            self.cases_failed,
+            self.cases_skipped,
+            self.cases_error,
+            self.attempts_total,
+            self.attempts_passed,
+            self.attempts_failed,
+            self.attempts_skipped,
+            self.attempts_error,
+        )
+        return dict(zip(COUNTER_KEYS, values, strict=True))
 
 
 def count(cases: Iterable[Mapping[str, Any]]) -> Counters:

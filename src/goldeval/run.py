@@ -99,9 +99,6 @@ class RunCollector:
             ]
             yield roll_up(self.infos[case_id], records)
 
-    def cases(self, model: str | None = None) -> list[dict[str, Any]]:
-        return list(self.iter_cases(model))
-
 
 def light_case(case: dict[str, Any]) -> dict[str, Any]:
     """What the controller keeps in memory per case: everything for a non-passing case (the

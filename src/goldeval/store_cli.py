@@ -27,7 +27,8 @@ def _open(url: str) -> Any:
 def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
     """A run.json-shaped document rebuilt from the store (all shards of a run key)."""
     from goldeval.metrics import MetricsAccumulator
-    from goldeval.rollup import Counters, roll_up
+    from goldeval.rollup import Counters
+    from goldeval.run import RunCollector
 
     row = store.get_run(run_id_or_key)
     if row is None:
@@ -35,21 +36,22 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
             f"no run {run_id_or_key!r} in the store", hint="goldeval runs lists them"
         )
     infos = {c["caseId"]: c for c in store.cases(row.run_id)}
-    per_case: dict[str, list[dict[str, Any]]] = {}
+    collector = RunCollector()  # the same roll-up and order as a pytest run
     for attempt in store.attempts(row.run_id):
-        per_case.setdefault(attempt["caseId"], []).append(attempt)
+        info = infos.get(attempt["caseId"]) or {
+            "caseId": attempt["caseId"],
+            "kinds": ["GENERATION"],
+            "prompt": "",
+        }
+        collector.add({"case": info, "attempt": attempt})
     counters = Counters()
     acc = MetricsAccumulator()
-    cases = []
-    order = sorted(per_case, key=lambda cid: ((infos.get(cid) or {}).get("line") or 0, cid))
-    for case_id in order:
-        info = infos.get(case_id) or {"caseId": case_id, "kinds": ["GENERATION"], "prompt": ""}
-        case = roll_up(info, per_case[case_id])
+    cases = list(collector.iter_cases())
+    for case in cases:
         counters.add(case)
         acc.add(case)
-        cases.append(case)
     protocol = dict(row.protocol)
-    protocol["selectedCaseIds"] = sorted(per_case)
+    protocol["selectedCaseIds"] = sorted(collector.infos)
     doc: dict[str, Any] = {
         "runId": row.run_id,
         "runKey": row.run_key,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.metrics import RATE_NAMES
+from goldeval.rollup import COUNTER_KEYS
 from tests.helpers import ROOT, RunFiles
 
 REFERENCE = Path(
@@ -24,18 +25,7 @@ REFERENCE = Path(
     )
 )
 RATES = (*RATE_NAMES, "unstableCaseRate")
-COUNTERS = (
-    "casesTotal",
-    "casesPassed",
-    "casesFailed",
-    "casesSkipped",
-    "casesError",
-    "attemptsTotal",
-    "attemptsPassed",
-    "attemptsFailed",
-    "attemptsSkipped",
-    "attemptsError",
-)
+COUNTERS = COUNTER_KEYS
 
 pytestmark = pytest.mark.skipif(
     not REFERENCE.is_dir(), reason=f"reference data not present at {REFERENCE}"
