@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from goldeval.errors import GoldevalError
+from goldeval.item_fixtures import PARAM_ARG, param_of
 from goldeval.models import AttemptRecord, Status
-from goldeval.session import PAYLOAD_ATTR, RECORD_KEY, GoldenSession, payload_for, state_of
+from goldeval.session import PAYLOAD_ATTR, GoldenSession, payload_for, state_of
 
 
 class GoldenModule(pytest.Module):
@@ -51,9 +52,9 @@ def parametrize(metafunc: pytest.Metafunc, state: GoldenSession) -> None:
     for p in state.params():
         names = (("red",) if p.case.red else ()) + p.case.tags
         params.append(pytest.param(p, marks=[mark(n) for n in names], id=p.id))
-    # indirect: one real fixture serves every item; direct parametrisation would make pytest
-    # build a pseudo fixture definition per item, which dominated per-item cost at scale.
-    metafunc.parametrize("golden_param", params, indirect=True)
+    # Indirect, on golden_case: the param reaches the fixture that serves it without a
+    # fixture of its own in every item's chain (see goldeval.item_fixtures).
+    metafunc.parametrize(PARAM_ARG, params, indirect=True)
 
 
 def _record_without_grading(
@@ -66,7 +67,8 @@ def _record_without_grading(
     """
     if call.when == "teardown" or (call.when == "setup" and report.passed):
         return None
-    param = item.callspec.params["golden_param"]  # type: ignore[attr-defined]
+    param = param_of(item)
+    assert param is not None
     base = {"case_id": param.case.id, "index": param.attempt, "model": param.model}
     message = _short_reason(report)
     if report.skipped:
@@ -96,39 +98,42 @@ def attach_record(
     item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
 ) -> None:
     """Put the attempt's plain-data record on the report that decides its outcome."""
-    record = item.stash.get(RECORD_KEY, None)
+    state = state_of(item.config)
+    record = state.records.get(item)
     if record is None:
         record = _record_without_grading(item, call, report)
         if record is None:
             return
-        item.stash[RECORD_KEY] = record
+        state.records[item] = record
     if call.when == "call" or (call.when == "setup" and (report.failed or report.skipped)):
         if getattr(report, PAYLOAD_ATTR, None) is None:
-            payload = payload_for(item, record)
+            payload = payload_for(state, record)
             setattr(report, PAYLOAD_ATTR, payload)
-            # The record now travels on the report; keeping it on the item too would hold
-            # every attempt in memory for the whole session.
-            del item.stash[RECORD_KEY]
+            # The record now travels on the report; keeping it here too would hold every
+            # attempt in memory for the whole session.
+            del state.records[item]
             if item.config.getini("golden_junit_properties"):
-                a = payload["attempt"]
-                props = [
-                    ("golden.case", a["caseId"]),
-                    ("golden.attempt", str(a["index"])),
-                    ("golden.status", a["status"]),
-                    ("golden.durationMs", str(a.get("durationMs", 0))),
-                ]
-                if a.get("contract") is not None:
-                    props.append(("golden.contract", "PASS" if a["contract"]["passed"] else "FAIL"))
-                if a.get("retrieval") is not None:
-                    props.append(
-                        ("golden.retrieval", ",".join(a["retrieval"].get("retrieved", [])))
-                    )
-                if a.get("judge") is not None:
-                    props.append(("golden.judge", a["judge"]["decision"]))
-                tokens = a.get("tokens") or {}
-                if tokens.get("totalTokens") is not None:
-                    props.append(("golden.tokens", str(tokens["totalTokens"])))
-                item.user_properties.extend(props)
+                item.user_properties.extend(junit_properties(record))
+
+
+def junit_properties(record: AttemptRecord) -> list[tuple[str, str]]:
+    """The ``golden.*`` testcase properties of one attempt (``golden_junit_properties``)."""
+    props = [
+        ("golden.case", record.case_id),
+        ("golden.attempt", str(record.index)),
+        ("golden.status", record.status.value),
+        ("golden.durationMs", str(record.duration_ms or 0)),
+    ]
+    if record.contract is not None:
+        props.append(("golden.contract", "PASS" if record.contract.passed else "FAIL"))
+    if record.retrieval is not None:
+        props.append(("golden.retrieval", ",".join(record.retrieval.retrieved)))
+    if record.judge is not None:
+        props.append(("golden.judge", str(record.judge.decision)))
+    tokens = record.tokens
+    if tokens is not None and tokens.total_tokens is not None:
+        props.append(("golden.tokens", str(tokens.total_tokens)))
+    return props
 
 
 def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pytest.Item]) -> None:
@@ -144,8 +149,7 @@ def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pyt
         state.settings.provider.model if state.settings.mode.value != "fixture" else None
     )
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        param = callspec.params.get("golden_param") if callspec is not None else None
+        param = param_of(item)
         key = None
         if param is not None:
             key = (param.case.id, param.attempt, param.model or default_model or "")

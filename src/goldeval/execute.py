@@ -49,6 +49,19 @@ def as_retriever(value: Any) -> Retriever:
     raise TypeError(f"golden_retriever must have .retrieve(query) or be callable, got {value!r}")
 
 
+def case_facts(case: GoldenCase) -> dict[str, Any]:
+    """``case_info(case).dump()`` built directly: the controller makes one per case at the
+    end of a run, and the model round trip cost more than the rest of the roll-up."""
+    return {
+        "caseId": case.id,
+        "kinds": case.kinds,
+        "prompt": case.prompt,
+        "tags": list(case.tags),
+        "red": case.red,
+        "line": case.line,
+    }
+
+
 def case_info(case: GoldenCase) -> CaseInfo:
     return CaseInfo(
         case_id=case.id,
@@ -97,7 +110,7 @@ class Pipeline:
         return ProviderRequest(
             case=case,
             attempt=attempt,
-            system=self.system_prompt(case, retrieved),
+            system=lambda: self.system_prompt(case, retrieved),
             user=case.prompt,
             model=model,
             retrieved=retrieved,

@@ -199,7 +199,7 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
         codes = []
         state.benchmark = []
         for model in models:
-            run, run_dir = build_for(state, model, interrupted)
+            run, run_dir = build_for(state, model, interrupted, multi=True)
             from goldeval.exitcodes import decide_exit
 
             verdict = decide_exit(run, None, None, pytest_status=int(status))
@@ -218,7 +218,7 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
             session.exitstatus = code
         return
     only_model = models[0] if models else None
-    run, run_dir = build_for(state, only_model or None, interrupted)
+    run, run_dir = build_for(state, only_model or None, interrupted, multi=False)
     from goldeval.decide import decide, save_requested_baseline
 
     recorder = state.recorder
@@ -259,9 +259,9 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
 
 
 def build_for(
-    state: GoldenSession, model: str | None, interrupted: bool
+    state: GoldenSession, model: str | None, interrupted: bool, *, multi: bool
 ) -> tuple[dict[str, Any], Path]:
-    only = model if len(state.collector.models()) > 1 else None
+    only = model if multi else None
     selected = state.collector.case_ids(only)
     ds = state.load()
     s = state.settings
@@ -271,7 +271,7 @@ def build_for(
     recorder = state.recorder
     if recorder is not None and recorder.run_id and recorder.resumed:
         run_id = recorder.run_id  # the resumed run keeps its identity (and its folder)
-    elif model is not None and len(state.collector.models()) > 1:
+    elif model is not None and multi:
         run_id = new_run_id(out_dir, state.started)
     protocol = protocol_for(state, selected)
     model = (model or s.provider.model) if live else None
@@ -346,7 +346,8 @@ def build_for(
         run_id=run_id,
         started=state.started,
         duration_ms=round((time.monotonic() - state.started_monotonic) * 1000),
-        cases=state.collector.iter_cases(only),
+        # Released as they are rolled up: run.json and the artifacts are the record from here.
+        cases=state.collector.iter_cases(only, release=True),
         cases_file=cases_file,
         on_case=on_case,
         protocol=protocol,

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from goldeval.session import GoldenSession
 
 _MODES = ("fixture", "live", "record")
+#: goldeval.item_fixtures.PARAM_ARG, repeated so that this module imports nothing heavy.
+_PARAM_ARG = "golden_case"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,6 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(builtin, "goldeval-builtin")
     state = GoldenSession(config)
     config.stash[STATE_KEY] = state
+    from goldeval.item_fixtures import ItemFixtures
+
+    config.pluginmanager.register(ItemFixtures(state), "goldeval-item-fixtures")
     if not state.is_worker:
         from goldeval.finish import Controller
 
@@ -78,7 +83,7 @@ def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Coll
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "golden_param" not in metafunc.fixturenames:
+    if _PARAM_ARG not in metafunc.fixturenames:
         return
     state = _state(metafunc.config)
     if state is None:
@@ -103,7 +108,7 @@ def pytest_runtest_makereport(
 ) -> Generator[None, Any, Any]:
     report = yield
     state = _state(item.config)
-    if state is not None and "golden_param" in getattr(item, "fixturenames", ()):
+    if state is not None and _PARAM_ARG in getattr(item, "fixturenames", ()):
         from goldeval.collect import attach_record
 
         attach_record(item, call, report)
@@ -111,24 +116,6 @@ def pytest_runtest_makereport(
 
 
 # -- fixtures (overridable in a conftest) --------------------------------------------------
-
-
-@pytest.fixture
-def golden_param(request: pytest.FixtureRequest) -> Any:
-    """The collected (case, attempt, model) of this item."""
-    return request.param
-
-
-@pytest.fixture
-def golden_case(golden_param: Any) -> Any:
-    """The :class:`goldeval.cases.GoldenCase` of this item."""
-    return golden_param.case
-
-
-@pytest.fixture
-def golden_attempt(golden_param: Any) -> int:
-    """The attempt number (1-based) of this item."""
-    return int(golden_param.attempt)
 
 
 @pytest.fixture(scope="session")
@@ -162,17 +149,3 @@ def golden_graders(request: pytest.FixtureRequest) -> list[Any]:
         pytest.skip("pytest-goldeval is not active (pass --golden=ID)")
     state.load()
     return list(state.graders or [])
-
-
-@pytest.fixture
-def golden_answer(request: pytest.FixtureRequest, golden_param: Any, golden_case: Any) -> Any:
-    """The provider's answer for this attempt, obtained during setup (faults → ERROR).
-
-    ``golden_provider``, ``golden_retriever`` and ``golden_graders`` are resolved once per
-    session (every item of a dataset sees the same fixture overrides) rather than declared
-    here: three fewer fixture lookups per item matter at 100,000 items.
-    """
-    from goldeval.session import obtain_answer, session_fixtures
-
-    provider, retriever, graders = session_fixtures(request)
-    return obtain_answer(request, golden_param, golden_case, provider, retriever, graders)

@@ -18,18 +18,17 @@ import pytest
 from goldeval.cases import GoldenCase
 from goldeval.dataset import Dataset, load_dataset, resolve_dataset, rows_file
 from goldeval.errors import GoldevalError, ProviderError
-from goldeval.execute import NoRetriever, Pipeline, as_retriever, case_info, failure_message
+from goldeval.execute import NoRetriever, Pipeline, as_retriever, case_facts, failure_message
 from goldeval.graders.base import Grader
 from goldeval.graders.contract import ContractGrader
+from goldeval.item_fixtures import param_of
 from goldeval.manifest import find_manifest, read_manifest
 from goldeval.models import AttemptRecord, Mode, Status
 from goldeval.plugin import STATE_KEY
 from goldeval.providers.base import Answer, Provider, as_provider
-from goldeval.run import RunCollector
+from goldeval.run import RunCollector, attempt_payload
 from goldeval.settings import RunSettings, provider_from_env
 
-RECORD_KEY = pytest.StashKey[AttemptRecord]()
-ITEM_KEY = pytest.StashKey[tuple["Pipeline", "GoldenParam"]]()
 PAYLOAD_ATTR = "goldeval"
 
 
@@ -141,9 +140,14 @@ class GoldenSession:
         self.graders: list[Grader] | None = None
         self.collector = RunCollector(
             keep_passing_output=self.settings.artifacts == "always"
-            or self.settings.mode is Mode.RECORD
+            or self.settings.mode is Mode.RECORD,
+            case_info=self.case_info,
+            case_line=self.case_line,
         )
-        self._case_infos: dict[str, dict[str, Any]] = {}
+        self._cases_by_id: dict[str, GoldenCase] | None = None
+        #: Records of items between grading and their deciding report, keyed by item. Not in
+        #: item.stash: a key there grows every item's stash table for the whole session.
+        self.records: dict[pytest.Item, AttemptRecord] = {}
         self.started = datetime.now().astimezone()
         self.started_monotonic = time.monotonic()
         self.deadline_at = (
@@ -234,6 +238,24 @@ class GoldenSession:
             for case in dataset.cases
             for attempt in range(1, self.settings.attempts + 1)
         ]
+
+    def case_info(self, case_id: str) -> dict[str, Any] | None:
+        """The case's facts for the run (kinds, prompt, tags, line), from the dataset.
+
+        Built when the run is rolled up rather than sent with every attempt: the controller
+        loads the same dataset, and 100,000 info dicts held for the whole session cost more
+        than looking each case up once at the end.
+        """
+        if self._cases_by_id is None:
+            self._cases_by_id = {c.id: c for c in self.load().cases}
+        case = self._cases_by_id.get(case_id)
+        return None if case is None else case_facts(case)
+
+    def case_line(self, case_id: str) -> int | None:
+        if self._cases_by_id is None:
+            self._cases_by_id = {c.id: c for c in self.load().cases}
+        case = self._cases_by_id.get(case_id)
+        return None if case is None else case.line
 
     def tag_markers(self) -> set[str]:
         return {tag for case in self.load().cases for tag in case.tags}
@@ -343,10 +365,16 @@ class GoldenSession:
         return pipe
 
 
-def session_fixtures(request: pytest.FixtureRequest) -> tuple[Any, Any, list[Grader]]:
-    """golden_provider, golden_retriever and golden_graders, looked up on the first item."""
-    state = state_of(request.config)
+def session_fixtures(state: GoldenSession, item: pytest.Item) -> tuple[Any, Any, list[Grader]]:
+    """golden_provider, golden_retriever and golden_graders, looked up on the first item.
+
+    Through the item's own fixture request, so conftest overrides apply as usual; the
+    per-item fixtures take no ``request`` (see goldeval.item_fixtures), hence the attribute.
+    """
     if state._fixtures is None:
+        request = getattr(item, "_request", None)
+        if not isinstance(request, pytest.FixtureRequest):
+            raise GoldevalError(f"{item.nodeid}: pytest gave the item no fixture request")
         state._fixtures = (
             request.getfixturevalue("golden_provider"),
             request.getfixturevalue("golden_retriever"),
@@ -391,20 +419,14 @@ def _utf8_clean(text: str) -> bool:
 
 
 def obtain_answer(
-    request: pytest.FixtureRequest,
-    param: GoldenParam,
-    case: GoldenCase,
-    provider: Any,
-    retriever: Any,
-    graders: list[Grader],
+    state: GoldenSession, item: pytest.Item, param: GoldenParam, case: GoldenCase
 ) -> Answer:
     """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
-    state = state_of(request.config)
-    item = request.node
+    provider, retriever, graders = session_fixtures(state, item)
     pipeline = state.pipeline(graders, retriever)
+    collected = param
     if case is not param.case:  # golden_case was overridden in a conftest
         param = GoldenParam(case, param.attempt, param.model)
-    item.stash[ITEM_KEY] = (pipeline, param)
     provider_obj = state.wrap_provider(as_provider(provider))
     model = param.model or state.settings.provider.model
 
@@ -413,26 +435,26 @@ def obtain_answer(
 
     prefetch = state.prefetcher() if provider_obj.thread_safe else None
     # Prefetch only when this item's case is the collected one (no golden_case override).
-    if prefetch is not None and item.callspec.params.get("golden_param") is param:
+    if prefetch is not None and collected is param:
 
         def compute(it: pytest.Item) -> Any:
-            p: GoldenParam = it.callspec.params["golden_param"]  # type: ignore[attr-defined]
+            p = param_of(it)
+            assert p is not None
             return _call(state, provider_obj, pipeline, p, model_of(p))
 
         def eligible(it: pytest.Item) -> bool:
-            callspec = getattr(it, "callspec", None)
-            return callspec is not None and "golden_param" in callspec.params
+            return param_of(it) is not None
 
         outcome = prefetch.answer(item, compute, eligible)
     else:
         outcome = _call(state, provider_obj, pipeline, param, model)
     if isinstance(outcome, _DeadlinePassed):
         state.skipped_by_deadline += 1
-        item.stash[RECORD_KEY] = pipeline.skipped_record(case, param.attempt, "deadline", model)
+        state.records[item] = pipeline.skipped_record(case, param.attempt, "deadline", model)
         pytest.skip("deadline: attempt not started before --golden-deadline")
     if isinstance(outcome, ProviderError):
         elapsed = getattr(outcome, "duration_ms", 0)
-        item.stash[RECORD_KEY] = pipeline.error_record(case, param.attempt, outcome, model, elapsed)
+        state.records[item] = pipeline.error_record(case, param.attempt, outcome, model, elapsed)
         pytest.fail(
             f"golden case {case.id} attempt {param.attempt}: ERROR {outcome.kind} after "
             f"{outcome.tries} tr{'y' if outcome.tries == 1 else 'ies'}: {outcome.message}\n"
@@ -449,6 +471,7 @@ def obtain_answer(
     # The test function takes only this fixture: asking for `request` there too would make
     # pytest build another fixture definition per item.
     answer._item = item
+    answer._graded_with = (pipeline, param)
     return answer
 
 
@@ -456,12 +479,12 @@ def grade_item(answer: Answer) -> None:
     """Call phase: grade with the hard graders; a FAIL shows its violations, no traceback."""
     item = answer._item
     state = state_of(item.config)
-    pipeline, param = item.stash[ITEM_KEY]
+    pipeline, param = answer._graded_with
     case = param.case
     try:
         record = pipeline.grade(case, param.attempt, answer, answer.model)
     except ProviderError as exc:  # a grader crashed: infrastructure, never a quality FAIL
-        item.stash[RECORD_KEY] = pipeline.error_record(case, param.attempt, exc, answer.model)
+        state.records[item] = pipeline.error_record(case, param.attempt, exc, answer.model)
         pytest.fail(
             f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind}: {exc.message}",
             pytrace=False,
@@ -469,7 +492,7 @@ def grade_item(answer: Answer) -> None:
     judge = state.judge()
     if judge is not None:
         judge.judge(case, record, answer, pipeline.retrieve(case))
-    item.stash[RECORD_KEY] = record
+    state.records[item] = record
     hook = item.config.hook.pytest_goldeval_attempt_graded
     if hook.get_hookimpls():
         hook(config=item.config, record=record.dump())
@@ -477,10 +500,7 @@ def grade_item(answer: Answer) -> None:
         pytest.fail(failure_message(record), pytrace=False)
 
 
-def payload_for(item: pytest.Item, record: AttemptRecord) -> dict[str, Any]:
-    param: GoldenParam = item.callspec.params["golden_param"]  # type: ignore[attr-defined]
-    infos = state_of(item.config)._case_infos
-    info = infos.get(param.case.id)
-    if info is None:
-        info = infos[param.case.id] = case_info(param.case).dump()
-    return {"case": info, "attempt": record.dump()}
+def payload_for(state: GoldenSession, record: AttemptRecord) -> dict[str, Any]:
+    """What travels on the report (see goldeval.run.attempt_payload); the controller looks
+    the case's facts up in its own copy of the dataset (GoldenSession.case_info)."""
+    return attempt_payload(record, state.collector.keep_passing_output)

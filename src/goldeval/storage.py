@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from goldeval.session import GoldenSession
     from goldeval.store import Store
+    from goldeval.store.base import AttemptText
 
 BATCH = 500
 BATCH_SECONDS = 1.0
@@ -54,7 +55,7 @@ class RunRecorder:
         self.store: Store | None = None
         self.run_id: str | None = None
         self.error: str | None = None
-        self.pending: list[dict[str, Any]] = []
+        self.pending: list[AttemptText] = []
         self.pending_cases: dict[str, dict[str, Any]] = {}
         self.last_flush = time.monotonic()
         self.immediate = state.settings.mode.value != "fixture"
@@ -105,10 +106,16 @@ class RunRecorder:
     def add(self, payload: dict[str, Any]) -> None:
         if self.store is None or self.run_id is None or self.error:
             return
-        case = payload["case"]
-        if case["caseId"] not in self.pending_cases:
-            self.pending_cases[case["caseId"]] = case
-        self.pending.append(payload["attempt"])
+        from goldeval.run import attempt_entry, without_raw_text
+
+        entry = attempt_entry(payload)
+        if entry.case_id not in self.pending_cases:
+            case = payload.get("case") or self.state.collector.info(entry.case_id)
+            self.pending_cases[entry.case_id] = case
+        # Raw model text stays in the run folder artifacts, not in the store.
+        self.pending.append(
+            (entry.case_id, entry.index, entry.model, entry.status, without_raw_text(entry.text))
+        )
         now = time.monotonic()
         if self.immediate or len(self.pending) >= BATCH or now - self.last_flush > BATCH_SECONDS:
             self.flush()
@@ -123,14 +130,7 @@ class RunRecorder:
                 self.store.record_cases(self.run_id, list(self.pending_cases.values()))
                 self.pending_cases.clear()
             if self.pending:
-                # Raw model text stays in the run folder artifacts, not in the store.
-                self.store.record_attempts(
-                    self.run_id,
-                    [
-                        {k: v for k, v in a.items() if k not in ("output", "judgeOutput")}
-                        for a in self.pending
-                    ],
-                )
+                self.store.record_attempt_texts(self.run_id, self.pending)
                 self.pending.clear()
         except (StoreError, OSError) as exc:
             self._fail(exc)

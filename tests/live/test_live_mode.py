@@ -394,17 +394,33 @@ def test_judge_down_gives_judge_errors_while_hard_verdicts_stand(
     assert run["metrics"]["overallPassRate"]["rate"] == 1.0
 
 
-def test_calibrate_with_a_live_judge(pytester: pytest.Pytester, llm_server: FakeLLMServer,
-                                     golden_project: Path) -> None:
+def test_calibrate_with_a_live_judge(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
     import subprocess
     import sys
 
     llm_server.responder = lambda req: Reply(
-        content='VERDICT: НЕ ПРИНЯТО\n{"decision":"REJECT","score":0.1,"reasons":["strict"]}')
+        content='VERDICT: НЕ ПРИНЯТО\n{"decision":"REJECT","score":0.1,"reasons":["strict"]}'
+    )
     out = subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", "calibrate", "--golden=generation-v1", "--live",
-         f"--base-url={llm_server.base_url}", "--judge-model=judge-m", "--out", "cal"],
-        cwd=golden_project, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "goldeval.cli",
+            "calibrate",
+            "--golden=generation-v1",
+            "--live",
+            f"--base-url={llm_server.base_url}",
+            "--judge-model=judge-m",
+            "--out",
+            "cal",
+        ],
+        cwd=golden_project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads((golden_project / "cal/calibration/report.json").read_text())
     assert report["live"] is True

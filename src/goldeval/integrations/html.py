@@ -15,6 +15,7 @@ untrusted text. The rendering functions are pure and shared with :mod:`goldeval.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -409,6 +410,14 @@ class HtmlGlue:
         if payload is not None and self._active():
             plugin = self.config.pluginmanager.getplugin("html")
             if plugin is not None:
+                from goldeval.execute import case_facts
+                from goldeval.item_fixtures import param_of
+
+                param = param_of(item)
+                payload = {
+                    "case": case_facts(param.case) if param is not None else {},
+                    "attempt": json.loads(payload["record"]),
+                }
                 extras = list(getattr(report, "extras", None) or [])
                 extras.append(plugin.extras.html(render_attempt(payload)))
                 report.extras = extras  # type: ignore[attr-defined]
@@ -431,7 +440,8 @@ class HtmlGlue:
 def register(config: pytest.Config, state: GoldenSession) -> None:
     """Register the pytest-html glue when pytest-html is installed and enabled."""
     name = "goldeval-html"
-    if not config.pluginmanager.hasplugin("html"):
+    # Only when a report is asked for: a report hook wrapper costs every item of every run.
+    if not config.pluginmanager.hasplugin("html") or not config.getoption("htmlpath", None):
         return
     if config.pluginmanager.get_plugin(name) is None:
         config.pluginmanager.register(HtmlGlue(config, state), name)

@@ -279,25 +279,6 @@ class JunitGlue:
         path = Path(raw)
         return path if path.is_absolute() else Path(self.config.invocation_params.dir) / path
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        # pytest's junitxml reads properties from the *teardown* report, which copies
-        # item.user_properties: carry the golden.* pairs put on this report over to the item.
-        if self.config.getini("golden_junit_properties") and call.when != "teardown":
-            present = set(item.user_properties)
-            for pair in report.user_properties:
-                if (
-                    isinstance(pair, tuple)
-                    and str(pair[0]).startswith(PROPERTY_PREFIX)
-                    and pair not in present
-                ):
-                    item.user_properties.append(pair)
-                    present.add(pair)
-        return report
-
     def pytest_goldeval_run_finished(self, config: pytest.Config, run: dict[str, Any]) -> None:
         """Suite aggregates as global properties of ``--junitxml`` (before it is written)."""
         if not config.getini("golden_junit_properties"):
@@ -337,8 +318,36 @@ class JunitGlue:
             terminalreporter.write_line(f"  dashboard JUnit XML: {self.written}")
 
 
+class JunitPropertiesGlue:
+    """Registered only with the ``golden_junit_properties`` ini switch on: a report hook
+    wrapper costs every item of every run."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        # pytest's junitxml reads properties from the *teardown* report, which copies
+        # item.user_properties: carry the golden.* pairs put on this report over to the item.
+        if call.when != "teardown":
+            present = set(item.user_properties)
+            for pair in report.user_properties:
+                if (
+                    isinstance(pair, tuple)
+                    and str(pair[0]).startswith(PROPERTY_PREFIX)
+                    and pair not in present
+                ):
+                    item.user_properties.append(pair)
+                    present.add(pair)
+        return report
+
+
 def register(config: pytest.Config, state: GoldenSession) -> None:
     """Register the JUnit glue (idempotent); called from ``pytest_configure``."""
     name = "goldeval-junit"
     if config.pluginmanager.get_plugin(name) is None:
         config.pluginmanager.register(JunitGlue(config, state), name)
+    if config.getini("golden_junit_properties") and not config.pluginmanager.has_plugin(
+        "goldeval-junit-properties"
+    ):
+        config.pluginmanager.register(JunitPropertiesGlue(), "goldeval-junit-properties")

@@ -35,21 +35,50 @@ class Answer:
     duration_ms: int = 0
     tries: int = 1
     model: str | None = None
-    #: Set by the plugin: the pytest item this answer belongs to (not part of the API).
+    #: Set by the plugin: the pytest item this answer belongs to and the (pipeline, param)
+    #: that grade it (not part of the API).
     _item: Any = field(default=None, repr=False, compare=False)
+    _graded_with: Any = field(default=None, repr=False, compare=False)
 
 
-@dataclass
 class ProviderRequest:
-    """One generation call: the assembled messages plus the case they came from."""
+    """One generation call: the assembled messages plus the case they came from.
 
-    case: GoldenCase
-    attempt: int
-    system: str
-    user: str
-    model: str | None
-    retrieved: list[str]
-    options: dict[str, Any] = field(default_factory=dict)
+    ``system`` may be given as a callable: the system prompt is then assembled on first
+    access, so a provider that never reads it (fixture replay) does not pay for it.
+    """
+
+    __slots__ = ("_system", "attempt", "case", "model", "options", "retrieved", "user")
+
+    def __init__(
+        self,
+        case: GoldenCase,
+        attempt: int,
+        system: str | Callable[[], str],
+        user: str,
+        model: str | None,
+        retrieved: list[str],
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.case = case
+        self.attempt = attempt
+        self._system = system
+        self.user = user
+        self.model = model
+        self.retrieved = retrieved
+        self.options: dict[str, Any] = {} if options is None else options
+
+    @property
+    def system(self) -> str:
+        if not isinstance(self._system, str):
+            self._system = self._system()
+        return self._system
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderRequest(case={self.case.id!r}, attempt={self.attempt}, "
+            f"model={self.model!r}, retrieved={self.retrieved!r})"
+        )
 
 
 class Provider(abc.ABC):

@@ -39,6 +39,8 @@ RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"]
 """Life cycle of a run: QUEUED -> RUNNING -> COMPLETED | FAILED | INTERRUPTED."""
 
 AttemptKey = tuple[str, int, str]
+#: (case id, attempt index, model or None, status, the record as compact JSON)
+AttemptText = tuple[str, int, "str | None", str, str]
 """(case id, attempt index, model) of an attempt; model is ``""`` when the run has none."""
 
 ERROR = "ERROR"
@@ -239,6 +241,13 @@ class Store(ABC):
 
         Returns how many rows were written (inserted or ERROR replaced).
         """
+
+    def record_attempt_texts(self, run_id: str, rows: Iterable[AttemptText]) -> int:
+        """:meth:`record_attempts` for records already serialised as compact JSON (without
+        raw model text): ``(case_id, index, model, status, record_json)`` per attempt. The
+        plugin's path: attempts reach the controller as JSON text, so parsing them only to
+        serialise them again would be wasted work. The default parses; SQL stores don't."""
+        return self.record_attempts(run_id, [json.loads(row[4]) for row in rows])
 
     @abstractmethod
     def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
@@ -610,6 +619,21 @@ class SqlStore(Store):
             return 0
         with self._transaction("record_cases") as tx:
             return tx.executemany(_INSERT_CASE, rows)
+
+    def record_attempt_texts(self, run_id: str, rows: Iterable[AttemptText]) -> int:
+        now = self._ts_param(_utcnow())
+        out: list[tuple[Any, ...]] = []
+        for case_id, index, model, status, text in rows:
+            if status not in ATTEMPT_STATUSES:
+                raise ValueError(
+                    f"attempt {case_id!r}#{index}: status {status!r} is not one of "
+                    f"{ATTEMPT_STATUSES}"
+                )
+            out.append((run_id, case_id, index, model or "", status, text, now))
+        if not out:
+            return 0
+        with self._transaction("record_attempts") as tx:
+            return tx.executemany(_UPSERT_ATTEMPT, out)
 
     def record_attempt(self, run_id: str, record: Mapping[str, Any]) -> bool:
         rows = self._attempt_rows(run_id, [record])
