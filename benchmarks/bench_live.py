@@ -34,7 +34,11 @@ def main() -> None:
     rows: list[tuple[str, str, str, str, str]] = []
     with FakeLLMServer(latency=args.latency) as srv:
         srv.responder = fixture_responder(root / "golden" / "bench")
-        for label, extra, pools in (("serial", [], 1), ("-n 2", ["-n", "2"], 2)):
+        for label, extra, pools in (
+            ("serial", [], 1),
+            ("-n 2", ["-n", "2"], 2),
+            ("-n 2 --dist load", ["-n", "2", "--dist", "load"], 2),
+        ):
             srv.reset()
             srv.responder = fixture_responder(root / "golden" / "bench")
             srv.latency = args.latency

@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
-from _measure import table  # noqa: E402
+from _measure import table
 
-from goldeval.store import open_store  # noqa: E402
+from goldeval.store import open_store
 
 
 def records(n: int) -> list[dict]:

@@ -77,3 +77,35 @@ class Prefetcher:
         for future in self.futures.values():
             future.cancel()
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def dist_given(config: pytest.Config) -> bool:
+    """Whether the user chose an xdist ``--dist`` mode (command line, PYTEST_ADDOPTS, addopts)."""
+    import os
+    import shlex
+
+    tokens = list(config.invocation_params.args)
+    tokens += shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    tokens += [str(t) for t in config.getini("addopts") or []]
+    return any(t == "--dist" or t.startswith("--dist=") for t in tokens)
+
+
+class WorkStealingForLive:
+    """Live runs under xdist use work stealing unless ``--dist`` says otherwise.
+
+    With xdist's default ``load`` scheduling, a worker whose items take over 0.1 s (a model
+    call) is sent new items only when its queue is down to two, so the prefetcher sees two
+    items ahead and ``--golden-concurrency`` cannot fill. ``worksteal`` hands each worker
+    its share up front and moves items only when a worker runs dry (measured: 1.6× of the
+    ideal N·L/(2C) with ``load``, within it with ``worksteal``; docs/performance.md).
+    """
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getoption("dist", None) != "load" or dist_given(config):
+            return None
+        try:
+            from xdist.scheduler import WorkStealingScheduling  # type: ignore[import-untyped]
+        except ImportError:  # pragma: no cover - xdist older than 3.2
+            return None
+        return WorkStealingScheduling(config, log)

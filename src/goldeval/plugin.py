@@ -59,6 +59,14 @@ def pytest_configure(config: pytest.Config) -> None:
         from goldeval.finish import Controller
 
         config.pluginmanager.register(Controller(state), "goldeval-controller")
+        if state.settings.mode.value != "fixture":
+            from goldeval.concurrency import WorkStealingForLive
+
+            config.pluginmanager.register(WorkStealingForLive(), "goldeval-live-scheduling")
+    from goldeval import transport
+    from goldeval.session import PAYLOAD_ATTR
+
+    transport.register(config, PAYLOAD_ATTR)
     from goldeval.integrations import html as _h
     from goldeval.integrations import junit as _j
 
@@ -83,7 +91,9 @@ def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Coll
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if _PARAM_ARG not in metafunc.fixturenames:
+    # Only the dataset's own test function: a user's test asking for golden_case is not a
+    # golden attempt (it would add records to the run) and gets a clear error instead.
+    if metafunc.module.__name__ != "goldeval.golden_test":
         return
     state = _state(metafunc.config)
     if state is None:
@@ -108,7 +118,8 @@ def pytest_runtest_makereport(
 ) -> Generator[None, Any, Any]:
     report = yield
     state = _state(item.config)
-    if state is not None and _PARAM_ARG in getattr(item, "fixturenames", ()):
+    callspec = getattr(item, "callspec", None)
+    if state is not None and callspec is not None and _PARAM_ARG in callspec.params:
         from goldeval.collect import attach_record
 
         attach_record(item, call, report)

@@ -429,3 +429,46 @@ def test_calibrate_with_a_live_judge(
     # the judge saw the rubric as system prompt and the candidate in the user message
     first = llm_server.requests[0].json["messages"]
     assert first[0]["role"] == "system" and "CANDIDATE:" in first[1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "scheduler"),
+    [
+        ([], "WorkStealingScheduling"),
+        (["--dist", "load"], "LoadScheduling"),
+        (["--dist=loadscope"], "LoadScopeScheduling"),
+    ],
+    ids=["default", "explicit-load", "explicit-loadscope"],
+)
+def test_live_xdist_steals_work_unless_dist_is_given(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
+    extra: list[str],
+    scheduler: str,
+) -> None:
+    """xdist's default `load` refills a worker whose items take over 0.1 s only when two are
+    left, which starves the prefetcher; live runs use `worksteal` unless --dist is given."""
+    llm_server.latency = 0.05
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-attempts=3",
+        "--golden-no-gate",
+        "-n",
+        "2",
+        "-v",
+        *extra,
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([f"scheduling tests via {scheduler}"])
+    run = run_files.latest()
+    assert run["attemptsTotal"] == 30 and run["attemptsPassed"] == 30
+
+
+def test_fixture_mode_keeps_xdist_default_scheduling(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    result = pytester.runpytest("--golden=generation-v1", "-n", "2", "-v")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["scheduling tests via LoadScheduling"])

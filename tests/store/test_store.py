@@ -586,3 +586,31 @@ def test_postgres_reconnects_after_a_lost_connection(target: Target) -> None:
             store.record_attempt(run_id, attempt("a", 1))
         assert store.record_attempt(run_id, attempt("a", 1))  # re-opened
         assert store.attempts(run_id) == [attempt("a", 1)]
+
+
+def test_record_attempt_texts_is_the_same_write_as_record_attempts(store: Store) -> None:
+    """The plugin's path: records already serialised as compact JSON (no parse on the way)."""
+    from goldeval.run import attempt_payload, without_raw_text
+
+    run_id = begin(store)
+    records = [
+        AttemptRecord(case_id="a", index=1, status=Status.PASS, duration_ms=3),
+        AttemptRecord(case_id="b", index=1, status=Status.FAIL, output="ответ", judge_output="{}"),
+        AttemptRecord(case_id="b", index=1, status=Status.ERROR, model="m2", error_kind="X"),
+    ]
+    rows = []
+    for record in records:
+        p = attempt_payload(record, keep_passing_output=True)
+        rows.append(
+            (p["caseId"], p["index"], p["model"], p["status"], without_raw_text(p["record"]))
+        )
+    assert store.record_attempt_texts(run_id, rows) == 3
+    # same rules as the dict path: a duplicate key is a no-op, ERROR is replaced later
+    assert store.record_attempt_texts(run_id, rows[:1]) == 0
+    stored = store.attempts(run_id)
+    expected = [
+        {k: v for k, v in r.dump().items() if k not in ("output", "judgeOutput")} for r in records
+    ]
+    assert sorted(stored, key=lambda a: (a["caseId"], a.get("model") or "")) == expected
+    with pytest.raises(ValueError, match="status"):
+        store.record_attempt_texts(run_id, [("c", 1, None, "MAYBE", "{}")])

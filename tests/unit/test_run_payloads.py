@@ -1,0 +1,165 @@
+"""The controller's per-attempt data path: report payloads, the collector, light cases."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from goldeval.cases import GoldenCase
+from goldeval.execute import case_facts, case_info
+from goldeval.metrics import compute_metrics
+from goldeval.models import AttemptRecord, ContractResult, RetrievalResult, Status
+from goldeval.providers.base import ProviderRequest
+from goldeval.run import LightCases, RunCollector, attempt_payload, without_raw_text
+
+
+def _case(case_id: str, **expect: Any) -> GoldenCase:
+    return GoldenCase(id=case_id, prompt=f"prompt of {case_id}", expect=expect, line=7)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _case("api-1", rag=["a"]),
+        _case("refuse-1", refuse=True),
+        _case("hallucinate-x", red=True, layer="api"),
+        GoldenCase(id="t", prompt="p", expect={}, tags=("smoke", "api"), line=0),
+    ],
+    ids=lambda c: c.id,
+)
+def test_case_facts_is_case_info_dump(case: GoldenCase) -> None:
+    assert case_facts(case) == case_info(case).dump()
+
+
+def _record(case_id: str, index: int, status: Status, **extra: Any) -> AttemptRecord:
+    return AttemptRecord(case_id=case_id, index=index, status=status, **extra)
+
+
+def test_payload_is_one_json_string_equal_to_the_dump() -> None:
+    record = _record(
+        "c",
+        2,
+        Status.FAIL,
+        model="m",
+        output="ответ",
+        contract=ContractResult(passed=False, violations=["x"]),
+        duration_ms=5,
+    )
+    payload = attempt_payload(record, keep_passing_output=False)
+    assert payload["caseId"] == "c" and payload["index"] == 2 and payload["model"] == "m"
+    assert payload["status"] == "FAIL"
+    assert all(not isinstance(v, (dict, list)) for v in payload.values())  # flat, cheap to send
+    assert json.loads(payload["record"]) == record.dump()  # a FAIL keeps its answer text
+
+
+def test_passing_answer_text_travels_only_when_kept() -> None:
+    record = _record("c", 1, Status.PASS, output="text")
+    assert "output" not in json.loads(attempt_payload(record, False)["record"])
+    assert json.loads(attempt_payload(record, True)["record"])["output"] == "text"
+
+
+def test_without_raw_text() -> None:
+    plain = json.dumps({"caseId": "c", "status": "PASS"})
+    assert without_raw_text(plain) is plain  # nothing to drop: no parse, same string
+    raw = _record("c", 1, Status.FAIL, output="o", judge_output="j").model_dump_json(
+        by_alias=True, exclude_none=True
+    )
+    assert json.loads(without_raw_text(raw)) == _record("c", 1, Status.FAIL).dump()
+    # a value that merely looks like the key is kept
+    tricky = json.dumps({"caseId": "c", "errorMessage": "output"})
+    assert json.loads(without_raw_text(tricky)) == json.loads(tricky)
+
+
+def _facts(case_id: str, line: int) -> dict[str, Any]:
+    return {"caseId": case_id, "kinds": ["GENERATION"], "prompt": "p", "tags": [], "line": line}
+
+
+def test_collector_takes_case_facts_from_the_dataset_and_orders_by_line() -> None:
+    lines = {"b": 1, "a": 2}
+    asked: list[str] = []
+
+    def info(case_id: str) -> dict[str, Any]:
+        asked.append(case_id)
+        return _facts(case_id, lines[case_id])
+
+    collector = RunCollector(case_info=info, case_line=lines.get)
+    for case_id in ("a", "b"):
+        collector.add(attempt_payload(_record(case_id, 1, Status.PASS), True))
+    assert collector.case_ids() == ["b", "a"]
+    assert asked == []  # ordering needs only the line
+    cases = list(collector.iter_cases())
+    assert [c["caseId"] for c in cases] == ["b", "a"]
+    assert cases[0]["metadata"] == {"prompt": "p"}
+    # the store's form (a record dict with its case facts) still works
+    collector.add({"attempt": _record("z", 1, Status.FAIL).dump(), "case": _facts("z", 0)})
+    assert collector.case_ids()[0] == "z"
+
+
+def test_release_drops_rolled_up_attempts_per_model() -> None:
+    collector = RunCollector(case_info=lambda c: _facts(c, 0))
+    for model in ("m1", "m2"):
+        for index in (1, 2):
+            collector.add(attempt_payload(_record("c", index, Status.PASS, model=model), True))
+    assert len(collector) == 4
+    first = list(collector.iter_cases("m1", release=True))
+    assert [a["index"] for a in first[0]["attempts"]] == [1, 2]
+    assert len(collector) == 2  # m1's attempts are gone, m2's are still there
+    assert collector.models() == ["m2"]
+    second = list(collector.iter_cases("m2", release=True))
+    assert {a["model"] for a in second[0]["attempts"]} == {"m2"}
+    assert len(collector) == 0 and list(collector.iter_cases()) == []
+
+
+def _rolled(case_id: str, statuses: list[Status], retrieval: bool = True) -> dict[str, Any]:
+    collector = RunCollector(case_info=lambda c: _facts(c, 0))
+    for n, status in enumerate(statuses, 1):
+        extra: dict[str, Any] = {"duration_ms": 4}
+        if retrieval:
+            extra["retrieval"] = RetrievalResult(
+                applicable=True, passed=True, retrieved=["x", "y"], expected=["x", "y"]
+            )
+        collector.add(attempt_payload(_record(case_id, n, status, **extra), True))
+    return next(collector.iter_cases())
+
+
+def test_light_cases_keep_what_metrics_and_reports_read_and_share_the_rest() -> None:
+    full = [_rolled(f"p{n}", [Status.PASS, Status.PASS]) for n in range(3)]
+    full.append(_rolled("f", [Status.PASS, Status.FAIL]))
+    full.append(_rolled("r", [Status.PASS], retrieval=False))
+    lighten = LightCases().light
+    light = [lighten(c) for c in full]
+
+    # Every rate is the same from light cases (the run's latency and token figures are
+    # computed from the full cases while building; light cases carry no per-attempt timings).
+    def rates(cases: list[dict[str, Any]]) -> dict[str, Any]:
+        return {k: v for k, v in compute_metrics(cases).items() if k not in ("latency", "tokens")}
+
+    assert rates(light) == rates(full)
+    assert light[3] == {k: v for k, v in full[3].items()}  # a non-passing case is kept whole
+    p0, p1 = light[0], light[1]
+    assert p0["caseId"] == "p0" and p0["durationMs"] == 8
+    assert p0["retrieval"] == {"applicable": True, "passed": True}
+    for key in ("kinds", "successRate", "attempts", "retrieval"):
+        assert p0[key] is p1[key]  # one object for every passing case that looks alike
+    assert "retrieval" not in light[4]
+
+
+def test_system_prompt_is_built_only_when_read() -> None:
+    built: list[int] = []
+
+    def build() -> str:
+        built.append(1)
+        return "system prompt"
+
+    request = ProviderRequest(
+        case=_case("c"), attempt=1, system=build, user="u", model=None, retrieved=[]
+    )
+    assert built == []
+    assert request.system == "system prompt" and request.system == "system prompt"
+    assert built == [1]
+    given = ProviderRequest(
+        case=_case("c"), attempt=1, system="s", user="u", model=None, retrieved=[]
+    )
+    assert given.system == "s" and given.options == {}
