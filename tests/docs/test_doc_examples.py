@@ -10,11 +10,8 @@ import pytest
 from tests.docs.mdcode import blocks, file_block
 from tests.helpers import ROOT
 
-DOCS = [
-    *sorted((ROOT / "docs").glob("*.md")),
-    ROOT / "README.md",
-    *sorted((ROOT / "examples").glob("*/README.md")),
-]
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md",
+        *sorted((ROOT / "examples").glob("*/README.md"))]
 LINK = re.compile(r"\]\((?P<target>[^)\s#]+)(?:#(?P<anchor>[^)\s]+))?\)")
 
 
@@ -33,12 +30,8 @@ FILE_BLOCKS = _file_blocks()
 
 def test_docs_carry_file_blocks() -> None:
     paths = {path for _, path, _ in FILE_BLOCKS}
-    assert {
-        "examples/custom-grader/snake_case_grader.py",
-        "examples/quickstart/conftest.py",
-        "gateway_provider.py",
-        "conftest.py",
-    } <= paths
+    assert {"examples/custom-grader/snake_case_grader.py", "examples/quickstart/conftest.py",
+            "gateway_provider.py", "conftest.py"} <= paths
 
 
 @pytest.mark.parametrize(

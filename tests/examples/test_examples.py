@@ -16,13 +16,8 @@ from tests.helpers import ROOT, RunFiles
 EXAMPLES = ROOT / "examples"
 IGNORED = shutil.ignore_patterns(".goldeval", "__pycache__", ".pytest_cache", "*.pyc")
 QUICKSTART_GRADERS = {
-    "cites": (5, 5),
-    "contains_any": (3, 3),
-    "exact": (1, 1),
-    "json_schema": (1, 1),
-    "must_not": (2, 2),
-    "number": (2, 2),
-    "regex": (2, 2),
+    "cites": (5, 5), "contains_any": (3, 3), "exact": (1, 1), "json_schema": (1, 1),
+    "must_not": (2, 2), "number": (2, 2), "regex": (2, 2),
 }
 
 
@@ -47,30 +42,20 @@ def test_quickstart_fixture_mode(
     result = pytester.runpytest("--golden=faq-v1", *args)
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=9)
-    result.stdout.fnmatch_lines(
-        [
-            "*goldeval: faq-v1 (fixture)*",
-            "*Overall*100.0% (9 / 9)*",
-            "*goldeval decision: exit 0 — GATE PASS: 4 rules passed*",
-        ]
-    )
+    result.stdout.fnmatch_lines(["*goldeval: faq-v1 (fixture)*", "*Overall*100.0% (9 / 9)*",
+                                 "*goldeval decision: exit 0 — GATE PASS: 4 rules passed*"])
     run = quickstart.latest()
     assert run["protocol"]["datasetId"] == "faq-v1"
     assert run["protocol"]["packId"] is None and run["protocol"]["mode"] == "DETERMINISTIC"
-    assert (
-        run["metrics"]["overallPassRate"]["hits"],
-        run["metrics"]["overallPassRate"]["total"],
-    ) == (9, 9)
+    assert (run["metrics"]["overallPassRate"]["hits"], run["metrics"]["overallPassRate"]["total"]) \
+        == (9, 9)
     assert run["metrics"]["contractPassRate"]["rate"] is None  # no contract rows: n/a, not 100%
     assert run["metrics"]["retrievalPassRate"]["total"] == 0
     assert rates(run, "graders") == QUICKSTART_GRADERS
     assert run["comparison"]["decision"] == "NO_REGRESSION"
     assert run["baselinePath"].endswith("baselines/faq-v1.json")
     assert [r["name"] for r in run["qualityGate"]["rules"]] == [
-        "overallPassRate",
-        "grader.cites",
-        "grader.contains_any",
-        "grader.json_schema",
+        "overallPassRate", "grader.cites", "grader.contains_any", "grader.json_schema",
     ]
 
 
@@ -94,12 +79,8 @@ def test_quickstart_a_broken_answer_fails_the_gate(
     fixture.write_text("Standard shipping costs 4.95 EUR.", encoding="utf-8")  # citation lost
     result = pytester.runpytest("--golden=faq-v1")
     assert result.ret == 1, result.stdout.str()
-    result.stdout.fnmatch_lines(
-        [
-            "*cites: missing citation 'shipping'*",
-            "*GATE FAIL: overallPassRate (0.889 < 1.000), grader.cites*",
-        ]
-    )
+    result.stdout.fnmatch_lines(["*cites: missing citation 'shipping'*",
+                                 "*GATE FAIL: overallPassRate (0.889 < 1.000), grader.cites*"])
     run = quickstart.latest()
     assert run["comparison"]["counts"]["NEW_FAILURE"] == 1
 
@@ -116,11 +97,8 @@ def test_quickstart_fixtures_are_the_apps_current_answers() -> None:
     """The recorded fixtures are what faqbot answers today (re-record when the bot changes)."""
     bot = _load(EXAMPLES / "quickstart" / "faqbot.py")
     dataset = EXAMPLES / "quickstart" / "golden" / "faq"
-    rows = [
-        json.loads(line)
-        for line in (dataset / "faq.jsonl").read_text("utf-8").splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
+    rows = [json.loads(line) for line in (dataset / "faq.jsonl").read_text("utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]
     assert len(rows) >= 8
     for row in rows:
         recorded = (dataset / "fixtures" / f"{row['id']}.out.md").read_text("utf-8")
@@ -129,17 +107,8 @@ def test_quickstart_fixtures_are_the_apps_current_answers() -> None:
 
 def test_quickstart_uses_several_general_graders() -> None:
     rows = (EXAMPLES / "quickstart" / "golden" / "faq" / "faq.jsonl").read_text("utf-8")
-    for key in (
-        "contains_any",
-        "regex",
-        "not_regex",
-        "equals",
-        "normalize",
-        "json_schema",
-        "cites",
-        "number",
-        "must_not",
-    ):
+    for key in ("contains_any", "regex", "not_regex", "equals", "normalize", "json_schema",
+                "cites", "number", "must_not"):
         assert f'"{key}"' in rows, key
 
 
@@ -157,13 +126,10 @@ def test_custom_grader_dataset(
     result.assert_outcomes(passed=4)
     run = custom_grader.latest()
     assert rates(run, "graders") == {
-        "contains_any": (1, 1),
-        "json_keys_snake_case": (4, 4),
-        "json_schema": (1, 1),
+        "contains_any": (1, 1), "json_keys_snake_case": (4, 4), "json_schema": (1, 1),
     }
     assert [r["name"] for r in run["qualityGate"]["rules"]] == [
-        "overallPassRate",
-        "grader.json_keys_snake_case",
+        "overallPassRate", "grader.json_keys_snake_case",
     ]
 
 

@@ -53,28 +53,21 @@ def _truncate(path: Path) -> None:
 SCENARIOS: dict[str, tuple[Callable[[Path], None], list[str], str]] = {
     # name: (damage, extra pytest args, reason fragment on the "goldeval decision" line)
     "hand-edited-metric": (
-        _edit(_hand_edited_metric),
-        [],
+        _edit(_hand_edited_metric), [],
         "metrics.overallPassRate: stored 9/10 but the attempts give 10/10",
     ),
     "case-counters": (
-        _edit(_counters_off),
-        [],
-        "casesTotal: case counters do not add up to casesTotal",
+        _edit(_counters_off), [], "casesTotal: case counters do not add up to casesTotal",
     ),
     "attempt-counters": (
-        _edit(_attempt_counters_off),
-        [],
+        _edit(_attempt_counters_off), [],
         "attemptsTotal: attempt counters do not add up to attemptsTotal",
     ),
     "case-removed": (
-        _edit(_case_removed),
-        [],
-        "cases: 9 cases listed but casesTotal is 10",
+        _edit(_case_removed), [], "cases: 9 cases listed but casesTotal is 10",
     ),
     "other-dataset-protocol": (
-        lambda p: None,
-        ["--golden-baseline=baselines/holdout-v1.json"],
+        lambda p: None, ["--golden-baseline=baselines/holdout-v1.json"],
         "comparison invalid: datasetId mismatch: baseline holdout-v1 vs candidate generation-v1",
     ),
     "truncated": (_truncate, [], "invalid JSON"),
@@ -103,9 +96,7 @@ def test_bad_baseline_gives_65_and_its_reason(
     assert "GATE PASS" not in out and "NO_REGRESSION" not in out
     assert "Traceback" not in out
     _assert_nothing_recorded_as_a_pass(
-        golden_project,
-        run_files,
-        before_history,
+        golden_project, run_files, before_history,
         gate_may_pass=scenario == "other-dataset-protocol",
     )
 
@@ -113,12 +104,8 @@ def test_bad_baseline_gives_65_and_its_reason(
 def test_bug_incomparable_baseline_run_is_recorded_as_gate_pass(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
 ) -> None:
-    result = pytester.runpytest(
-        "-p",
-        "no:cacheprovider",
-        "--golden=generation-v1",
-        "--golden-baseline=baselines/holdout-v1.json",
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1",
+                                "--golden-baseline=baselines/holdout-v1.json")
     assert result.ret == 65
     (line,) = _history(golden_project)
     assert line["qualityGate"] != "PASS" or line.get("exitCode") == 65, line
@@ -131,9 +118,8 @@ def test_bad_baseline_under_xdist(
     before_history = _history(golden_project)
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1", "-n", "2")
     assert result.ret == 65, result.stdout.str()
-    result.stdout.fnmatch_lines(
-        ["goldeval decision: exit 65 — baseline rejected: *metrics.overallPassRate: stored 9/10*"]
-    )
+    result.stdout.fnmatch_lines(["goldeval decision: exit 65 — baseline rejected: *"
+                                 "metrics.overallPassRate: stored 9/10*"])
     _assert_nothing_recorded_as_a_pass(golden_project, run_files, before_history)
 
 
@@ -164,7 +150,7 @@ def _assert_nothing_recorded_as_a_pass(
     assert summary["exitDecision"]["code"] == 65
     report = (run_files.latest_dir() / "report.md").read_text(encoding="utf-8")
     assert "NO_REGRESSION" not in report
-    new_history = _history(project)[len(before_history) :]
+    new_history = _history(project)[len(before_history):]
     assert len(new_history) == 1
     if not gate_may_pass:
         assert new_history[0]["qualityGate"] != "PASS"
