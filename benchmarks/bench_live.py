@@ -28,21 +28,19 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=400)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs each")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/goldeval-bench-live"))
     args = parser.parse_args()
     root = generate(args.n, args.workdir)
     rows: list[tuple[str, str, str, str, str]] = []
+    env = {"PYTHONDONTWRITEBYTECODE": ""}
     with FakeLLMServer(latency=args.latency) as srv:
-        srv.responder = fixture_responder(root / "golden" / "bench")
         for label, extra, pools in (
             ("serial", [], 1),
             ("-n 2", ["-n", "2"], 2),
             ("-n 2 --dist load", ["-n", "2", "--dist", "load"], 2),
         ):
-            srv.reset()
-            srv.responder = fixture_responder(root / "golden" / "bench")
-            srv.latency = args.latency
-            cmd = pytest_cmd(
+            live_cmd = pytest_cmd(
                 "--golden=bench-v1",
                 "--golden-mode=live",
                 "--golden-model=m",
@@ -52,24 +50,38 @@ def main() -> None:
                 "--golden-artifacts=never",
                 *extra,
             )
-            env = {"PYTHONDONTWRITEBYTECODE": ""}
-            fixture = run(
-                pytest_cmd("--golden=bench-v1", "--golden-no-gate", "--golden-artifacts=never",
-                           *extra),
-                root, env,
+            fixture_cmd = pytest_cmd(
+                "--golden=bench-v1", "--golden-no-gate", "--golden-artifacts=never", *extra
             )
-            m = run(cmd, root, env)
+            best_live = best_fixture = None
+            calls: list[int] = []
+            in_flight = 0
+            for _ in range(args.repeat):
+                fixture = run(fixture_cmd, root, env)
+                srv.reset()
+                srv.responder = fixture_responder(root / "golden" / "bench")
+                srv.latency = args.latency
+                live = run(live_cmd, root, env)
+                calls.append(len(srv.requests))
+                in_flight = max(in_flight, srv.max_in_flight)
+                if best_live is None or live.wall < best_live.wall:
+                    best_live = live
+                if best_fixture is None or fixture.wall < best_fixture.wall:
+                    best_fixture = fixture
+            assert best_live is not None and best_fixture is not None
             ideal = args.n * args.latency / (args.concurrency * pools)
-            phase = m.wall - fixture.wall
+            phase = best_live.wall - best_fixture.wall
             rows.append((
                 f"live {label}: N={args.n} L={args.latency * 1000:.0f}ms C={args.concurrency}"
                 " (live phase)",
-                f"{phase:.1f} s (rc {m.rc})", f"ideal {ideal:.1f} s", f"{phase / ideal:.2f}x",
-                "<= 1.25x",
+                f"{phase:.1f} s (rc {best_live.rc})", f"ideal {ideal:.1f} s",
+                f"{phase / ideal:.2f}x", "<= 1.25x",
             ))
             rows.append((f"  total wall {label}: live vs same command in fixture mode",
-                         f"{m.wall:.1f} s", f"{fixture.wall:.1f} s", "", ""))
-            rows.append((f"  peak in flight ({label})", str(srv.max_in_flight), "", "", ""))
+                         f"{best_live.wall:.1f} s", f"{best_fixture.wall:.1f} s", "", ""))
+            rows.append((f"  model calls made ({label}), per run", ", ".join(map(str, calls)),
+                         f"N = {args.n}", "", "extra = stolen items"))
+            rows.append((f"  peak in flight ({label})", str(in_flight), "", "", ""))
     print(table(rows))
 
 

@@ -87,6 +87,7 @@ def main() -> None:
             par = best_of(
                 args.repeat,
                 ("n2", pytest_cmd("--golden=bench-v1", "--golden-artifacts=never", "-n", "2")),
+                ("plain n2", pytest_cmd("plain/test_plain_grade.py", "-n", "2")),
                 cwd=root,
                 env=env,
             )
@@ -98,6 +99,16 @@ def main() -> None:
                     f"{run['ours'].wall:.1f} s",
                     f"{run['ours'].wall / par['n2'].wall:.2f}x speed-up",
                     "> 1x, same metrics: " + ("yes" if same else "NO"),
+                )
+            )
+            # Context: what xdist itself gives the plain reference on this machine.
+            out.append(
+                (
+                    f"  plain reference -n 2 vs serial {rows:,} rows",
+                    f"{par['plain n2'].wall:.1f} s",
+                    f"{run['plain'].wall:.1f} s",
+                    f"{run['plain'].wall / par['plain n2'].wall:.2f}x speed-up",
+                    "(context)",
                 )
             )
         print(table(out), flush=True)

@@ -50,6 +50,13 @@ class _PgTx(Tx):
         self._cur.execute(_pg_sql(sql), params)
         return [tuple(row) for row in self._cur.fetchall()]
 
+    def insert_new(self, insert: str, upsert: str, rows: Sequence[Sequence[Any]]) -> int:
+        try:
+            with self._cur.connection.transaction():  # nested: a savepoint
+                return self.executemany(insert, rows)
+        except psycopg.errors.UniqueViolation:
+            return self.executemany(upsert, rows)
+
 
 class PostgresStore(SqlStore):
     """A run store in a PostgreSQL database."""

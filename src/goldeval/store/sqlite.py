@@ -39,6 +39,19 @@ class _SqliteTx(Tx):
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._conn.execute(sql, params).fetchall())
 
+    def insert_new(self, insert: str, upsert: str, rows: Sequence[Sequence[Any]]) -> int:
+        self._conn.execute("SAVEPOINT goldeval_insert_new")
+        try:
+            count = self._conn.executemany(insert, rows).rowcount
+        except sqlite3.IntegrityError as exc:
+            self._conn.execute("ROLLBACK TO goldeval_insert_new")
+            self._conn.execute("RELEASE goldeval_insert_new")
+            if "UNIQUE" not in str(exc).upper():
+                raise  # a CHECK or foreign key failure is not a duplicate: the upsert fails too
+            return self._conn.executemany(upsert, rows).rowcount
+        self._conn.execute("RELEASE goldeval_insert_new")
+        return count
+
 
 class SqliteStore(SqlStore):
     """A run store in one SQLite file (default ``.goldeval/goldeval.sqlite3``).
