@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _measure import best_of, pytest_cmd, table
+from _measure import run as run_once
 from generate import generate
 
 
@@ -111,6 +112,32 @@ def main() -> None:
                     "(context)",
                 )
             )
+            # Where the CPU goes under xdist: seconds per process, ours and the plain reference.
+            for label, cmd in (
+                ("ours", ("--golden=bench-v1", "--golden-artifacts=never")),
+                ("plain", ("plain/test_plain_grade.py",)),
+            ):
+                cpu_file = root / f".cpu-{label}.txt"
+                cpu_file.unlink(missing_ok=True)
+                probe_env = {
+                    **env,
+                    "GOLDEVAL_BENCH_CPU": str(cpu_file),
+                    "PYTHONPATH": str(Path(__file__).parent),
+                }
+                for n_args in ([], ["-n", "2"]):
+                    run_once(pytest_cmd(*cmd, "-p", "_cpuprobe", *n_args), root, probe_env)
+                lines = cpu_file.read_text().split("\n")
+                serial_cpu = lines[0].split()[1]
+                split = ", ".join(ln.replace(" ", " ") + " s" for ln in lines[1:] if ln)
+                out.append(
+                    (
+                        f"  CPU seconds per process, {label}",
+                        f"-n 2: {split}",
+                        f"serial {serial_cpu} s",
+                        "",
+                        "",
+                    )
+                )
         print(table(out), flush=True)
 
 
