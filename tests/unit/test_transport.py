@@ -64,3 +64,28 @@ def test_only_golden_reports_on_workers_are_compacted(pytester: pytest.Pytester)
     report.user_properties.append(("golden.obj", object()))  # not JSON: pytest's own form
     assert compact.pytest_report_to_serializable(config, report) is None
     assert compact.pytest_report_from_serializable(config, {"$report_type": "TestReport"}) is None
+
+
+def test_an_xdist_run_sends_golden_reports_compact(
+    pytester: pytest.Pytester, golden_project: Any
+) -> None:
+    pytester.makeconftest(
+        """
+        import collections
+        import pytest
+
+        SEEN = collections.Counter()
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_report_from_serializable(config, data):
+            SEEN[data.get("$report_type")] += 1
+            return (yield)
+
+        def pytest_unconfigure(config):
+            if not hasattr(config, "workerinput"):
+                print("REPORT TYPES", dict(SEEN))
+        """
+    )
+    result = pytester.runpytest("--golden=generation-v1", "-n", "2", "-s")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"REPORT TYPES {{'{REPORT_TYPE}': 30}}"])  # 10 items x 3
