@@ -71,19 +71,18 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
     if match is None:
         return None
     try:
-        cases = {c.id: c for c in state.load().cases}
+        case = state.case(match["case"])
     except GoldevalError:
         return None
-    case = cases.get(match["case"])
     if case is None:
         return None
-    from goldeval.execute import case_info
+    from goldeval.execute import case_facts
 
     lines = [ln.strip() for ln in str(report.longreprtext or "").splitlines() if ln.strip()]
     crash = [ln for ln in lines if "crash" in ln.lower()]
     message = (crash[0] if crash else lines[-1] if lines else "item lost")[:300]
     return {
-        "case": case_info(case).dump(),
+        "case": case_facts(case),
         "attempt": {
             "caseId": case.id,
             "index": int(match["n"]),

@@ -64,9 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
             config.pluginmanager.register(WorkStealingForLive(), "goldeval-live-scheduling")
     from goldeval import transport
-    from goldeval.session import PAYLOAD_ATTR
 
-    transport.register(config, PAYLOAD_ATTR)
+    transport.register(config)
     from goldeval.integrations import html as _h
     from goldeval.integrations import junit as _j
 

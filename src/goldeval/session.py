@@ -239,6 +239,12 @@ class GoldenSession:
             for attempt in range(1, self.settings.attempts + 1)
         ]
 
+    def case(self, case_id: str) -> GoldenCase | None:
+        """The dataset's case of that id (the index is built on first use)."""
+        if self._cases_by_id is None:
+            self._cases_by_id = {c.id: c for c in self.load().cases}
+        return self._cases_by_id.get(case_id)
+
     def case_info(self, case_id: str) -> dict[str, Any] | None:
         """The case's facts for the run (kinds, prompt, tags, line), from the dataset.
 
@@ -246,15 +252,11 @@ class GoldenSession:
         loads the same dataset, and 100,000 info dicts held for the whole session cost more
         than looking each case up once at the end.
         """
-        if self._cases_by_id is None:
-            self._cases_by_id = {c.id: c for c in self.load().cases}
-        case = self._cases_by_id.get(case_id)
+        case = self.case(case_id)
         return None if case is None else case_facts(case)
 
     def case_line(self, case_id: str) -> int | None:
-        if self._cases_by_id is None:
-            self._cases_by_id = {c.id: c for c in self.load().cases}
-        case = self._cases_by_id.get(case_id)
+        case = self.case(case_id)
         return None if case is None else case.line
 
     def tag_markers(self) -> set[str]:

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from goldeval.run import attempt_entry, without_raw_text
+
 if TYPE_CHECKING:
     from goldeval.session import GoldenSession
     from goldeval.store import Store
@@ -106,8 +108,6 @@ class RunRecorder:
     def add(self, payload: dict[str, Any]) -> None:
         if self.store is None or self.run_id is None or self.error:
             return
-        from goldeval.run import attempt_entry, without_raw_text
-
         entry = attempt_entry(payload)
         if entry.case_id not in self.pending_cases:
             case = payload.get("case") or self.state.collector.info(entry.case_id)

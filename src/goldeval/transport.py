@@ -23,9 +23,6 @@ REPORT_TYPE = "goldeval.TestReport"
 
 
 class CompactReports:
-    def __init__(self, payload_attr: str) -> None:
-        self.payload_attr = payload_attr
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_to_serializable(
         self, config: pytest.Config, report: Any
@@ -57,9 +54,9 @@ class CompactReports:
         return pytest.TestReport._from_json(decoded)
 
 
-def register(config: pytest.Config, payload_attr: str) -> None:
+def register(config: pytest.Config) -> None:
     """On every process of an xdist run (workers encode, the controller decodes)."""
     if config.pluginmanager.has_plugin("goldeval-compact-reports"):
         return
     if hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
-        config.pluginmanager.register(CompactReports(payload_attr), "goldeval-compact-reports")
+        config.pluginmanager.register(CompactReports(), "goldeval-compact-reports")

@@ -39,9 +39,9 @@ RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"]
 """Life cycle of a run: QUEUED -> RUNNING -> COMPLETED | FAILED | INTERRUPTED."""
 
 AttemptKey = tuple[str, int, str]
-#: (case id, attempt index, model or None, status, the record as compact JSON)
-AttemptText = tuple[str, int, "str | None", str, str]
 """(case id, attempt index, model) of an attempt; model is ``""`` when the run has none."""
+AttemptText = tuple[str, int, "str | None", str, str]
+"""(case id, attempt index, model or None, status, the record as compact JSON)."""
 
 ERROR = "ERROR"
 
@@ -352,9 +352,7 @@ _INSERT_ATTEMPT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _UPSERT_ATTEMPT = (
-    "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, record, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (run_id, case_id, attempt_index, model) DO UPDATE SET"
+    _INSERT_ATTEMPT + " ON CONFLICT (run_id, case_id, attempt_index, model) DO UPDATE SET"
     " status = excluded.status, record = excluded.record, created_at = excluded.created_at"
     " WHERE attempts.status = 'ERROR' AND excluded.status <> 'ERROR'"
 )
@@ -422,6 +420,13 @@ def _text(value: Any) -> str:
     return str(enum_value)
 
 
+def _check_status(case_id: Any, index: Any, status: str) -> None:
+    if status not in ATTEMPT_STATUSES:
+        raise ValueError(
+            f"attempt {case_id!r}#{index}: status {status!r} is not one of {ATTEMPT_STATUSES}"
+        )
+
+
 def attempt_key(record: Mapping[str, Any]) -> tuple[AttemptKey, str]:
     """The (case id, index, model) key and the status of an attempt record dict."""
     case_id = _field(record, "caseId", "case_id", "attempt")
@@ -429,10 +434,7 @@ def attempt_key(record: Mapping[str, Any]) -> tuple[AttemptKey, str]:
     if isinstance(index, bool) or not isinstance(index, int):
         raise ValueError(f"attempt {case_id!r}: index must be an integer, got {index!r}")
     status = _text(_field(record, "status", "status", "attempt"))
-    if status not in ATTEMPT_STATUSES:
-        raise ValueError(
-            f"attempt {case_id!r}#{index}: status {status!r} is not one of {ATTEMPT_STATUSES}"
-        )
+    _check_status(case_id, index, status)
     model = record.get("model")
     return (str(case_id), index, "" if model is None else str(model)), status
 
@@ -638,16 +640,15 @@ class SqlStore(Store):
         now = self._ts_param(_utcnow())
         out: list[tuple[Any, ...]] = []
         for case_id, index, model, status, text in rows:
-            if status not in ATTEMPT_STATUSES:
-                raise ValueError(
-                    f"attempt {case_id!r}#{index}: status {status!r} is not one of "
-                    f"{ATTEMPT_STATUSES}"
-                )
+            _check_status(case_id, index, status)
             out.append((run_id, case_id, index, model or "", status, text, now))
-        if not out:
+        return self._write_attempts(out)
+
+    def _write_attempts(self, rows: list[tuple[Any, ...]]) -> int:
+        if not rows:
             return 0
         with self._transaction("record_attempts") as tx:
-            return tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, out)
+            return tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows)
 
     def record_attempt(self, run_id: str, record: Mapping[str, Any]) -> bool:
         rows = self._attempt_rows(run_id, [record])
@@ -655,11 +656,7 @@ class SqlStore(Store):
             return tx.execute(_UPSERT_ATTEMPT, rows[0]) == 1
 
     def record_attempts(self, run_id: str, records: Iterable[Mapping[str, Any]]) -> int:
-        rows = self._attempt_rows(run_id, records)
-        if not rows:
-            return 0
-        with self._transaction("record_attempts") as tx:
-            return tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows)
+        return self._write_attempts(self._attempt_rows(run_id, records))
 
     def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
         sql = "SELECT case_id, attempt_index, model FROM attempts WHERE run_id = ?"
