@@ -6,6 +6,7 @@ goldeval calibrate --golden=ID        judge calibration (canned outputs, or --li
 goldeval site --out DIR               static history site from the run folders
 goldeval runs | show | export         the run store (see docs/configuration.md)
 goldeval verify RUN_DIR               check a run folder against its manifest.json
+goldeval init [NAME]                  scaffold a dataset a newcomer can run at once
 """
 
 from __future__ import annotations
@@ -230,10 +231,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from goldeval.scaffold import init_dataset
+
+    scaffold = init_dataset(args.name, Path.cwd())
+    print(f"goldeval init: dataset {scaffold.dataset_id} in {scaffold.root}")
+    for path in scaffold.created:
+        print(f"  created {path}")
+    for path in scaffold.kept:
+        print(f"  kept    {path}")
+    print("next:")
+    for step, command in enumerate(scaffold.next_steps(), start=1):
+        print(f"  {step}. {command}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from goldeval import __version__
+
     parser = _Parser(
         prog="goldeval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"goldeval {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -297,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check a run folder's artifacts against manifest.json")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("init", help="scaffold a dataset under golden/ (generic, no pack)")
+    p.add_argument("name", nargs="?", default="my-dataset", help="dataset folder name")
+    p.set_defaults(func=cmd_init)
     return parser
 
 
