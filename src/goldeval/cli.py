@@ -38,20 +38,119 @@ def _load_json(path: Path) -> dict[str, Any]:
     return load_baseline(path)
 
 
-def _policy(run: dict[str, Any], golden_root: Path, live: bool) -> Any:
-    """The gate policy from the manifest of the run's dataset, found under the golden root."""
-    from goldeval.dataset import discover
-    from goldeval.decide import policy_from_manifest
-    from goldeval.manifest import find_manifest, read_manifest
+def _dataset_id(run: dict[str, Any]) -> str | None:
+    """The run's dataset id (``protocol.datasetId``, else ``datasetVersion``); shapes are checked
+    by load_baseline, so both are strings or absent here."""
+    protocol = run.get("protocol")
+    value = protocol.get("datasetId") if isinstance(protocol, dict) else None
+    value = value or run.get("datasetVersion")
+    return value if isinstance(value, str) and value else None
 
-    dataset_id = (run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion")
-    folder = discover(golden_root).get(str(dataset_id))
-    if folder is None:
-        return None
-    manifest_path = find_manifest(folder)
-    if manifest_path is None:
-        return None
-    return policy_from_manifest(read_manifest(manifest_path), live)
+
+class Project:
+    """Where a saved run's gate policy and baselines live (see :func:`find_project`)."""
+
+    def __init__(self, root: Path | None, golden_root: Path | None, dataset_dir: Path | None):
+        self.root = root
+        self.golden_root = golden_root
+        self.dataset_dir = dataset_dir
+        self.looked_in: list[str] = []
+        #: Manifests that could not be read on the way (one of them may be the run's dataset).
+        self.problems: list[str] = []
+
+
+def _relative_golden(run: dict[str, Any]) -> Path:
+    """The golden root's path inside the project, as the run recorded it (default golden)."""
+    root, golden = run.get("projectRoot"), run.get("goldenRoot")
+    if isinstance(root, str) and isinstance(golden, str):
+        try:
+            return Path(golden).relative_to(root)
+        except ValueError:
+            pass
+    return Path("golden")
+
+
+def find_project(
+    run: dict[str, Any], args: argparse.Namespace, *anchors: Path | None
+) -> Project:
+    """Find the project a saved run belongs to: never the working directory by accident.
+
+    Order: ``--golden-root`` (the datasets folder itself, relative to the working directory);
+    ``--root``; the ``projectRoot`` recorded in the run by pytest; the folders above each
+    anchor (the run file, the baseline file, the store) nearest first; the working directory.
+    A candidate counts only if its golden root holds the run's dataset id, so a project
+    without that dataset is never used for its policy.
+    """
+    from goldeval.dataset import discover
+
+    dataset_id = _dataset_id(run)
+    golden_rel = _relative_golden(run)
+    explicit_golden = getattr(args, "golden_root", None)
+    explicit_root = getattr(args, "root", None)
+    candidates: list[tuple[Path, Path]] = []  # (project root, golden root)
+    if explicit_golden:
+        golden = Path(explicit_golden).resolve()
+        root = Path(explicit_root).resolve() if explicit_root else golden.parent
+        candidates.append((root, golden))
+    elif explicit_root:
+        root = Path(explicit_root).resolve()
+        if not root.is_dir():
+            raise GoldevalError("--root: not a folder", path=explicit_root)
+        candidates.append((root, root / golden_rel))
+    else:
+        recorded_root, recorded_golden = run.get("projectRoot"), run.get("goldenRoot")
+        if isinstance(recorded_root, str) and isinstance(recorded_golden, str):
+            candidates.append((Path(recorded_root), Path(recorded_golden)))
+        for anchor in anchors:
+            if anchor is None:
+                continue
+            start = anchor.resolve()
+            for folder in [start, *start.parents] if start.is_dir() else start.parents:
+                candidates.append((folder, folder / golden_rel))
+        cwd = Path.cwd().resolve()
+        candidates.append((cwd, cwd / golden_rel))
+    project = Project(None, None, None)
+    seen: set[Path] = set()
+    for cand_root, cand_golden in candidates:
+        if cand_golden in seen:
+            continue
+        seen.add(cand_golden)
+        if not cand_golden.is_dir():
+            continue
+        project.looked_in.append(str(cand_golden))
+        if dataset_id is None:
+            continue
+        dataset_dir = discover(cand_golden, project.problems).get(dataset_id)
+        if dataset_dir is not None:
+            project.root, project.golden_root = cand_root, cand_golden
+            project.dataset_dir = dataset_dir
+            return project
+    if explicit_root or explicit_golden:
+        # An explicit place: its baselines are used even when its datasets are not.
+        project.root, project.golden_root = candidates[0]
+    return project
+
+
+def _policy(run: dict[str, Any], project: Project, live: bool) -> Any:
+    """The gate policy from the manifest of the run's dataset in ``project`` (None: no gate
+    policy for this mode in the manifest)."""
+    from goldeval.comparison import grader_names
+    from goldeval.decide import policy_from_manifest
+    from goldeval.graders.contract import ContractGrader
+    from goldeval.graders.general import builtin_graders
+    from goldeval.manifest import check_gate_policy, find_manifest, read_manifest
+
+    assert project.dataset_dir is not None
+    manifest_path = find_manifest(project.dataset_dir)
+    if manifest_path is None:  # discover() found it by its manifest; it was removed since
+        raise GoldevalError("no dataset.yaml or dataset.json", path=project.dataset_dir)
+    manifest = read_manifest(manifest_path)
+    if manifest.gate is not None:
+        # A grader threshold must name a grader this run has a rate for, or a built-in one:
+        # outside pytest the project's own registered graders are not known.
+        names = set(grader_names(run)) | {g.name for g in [ContractGrader(), *builtin_graders()]}
+        check_gate_policy(manifest.gate, manifest_path, names)
+    return policy_from_manifest(manifest, live)
 
 
 def _is_live(run: dict[str, Any]) -> bool:
@@ -60,14 +159,27 @@ def _is_live(run: dict[str, Any]) -> bool:
     return run_mode(run) == "LIVE"
 
 
+def _no_project(run: dict[str, Any], project: Project) -> GoldevalError:
+    dataset = _dataset_id(run)
+    looked = ", ".join(project.looked_in) if project.looked_in else "no golden folder found"
+    what = f"dataset {dataset!r}" if dataset else "a dataset id (protocol.datasetId)"
+    broken = "".join(f"\n  unreadable manifest: {p}" for p in dict.fromkeys(project.problems))
+    return GoldevalError(
+        f"no gate policy: the run names {what}, but no project here has it "
+        f"(looked in: {looked}){broken}\n ",
+        hint="pass --root PROJECT (the folder holding golden/ and baselines/), or --no-gate to "
+        "report without gating",
+    )
+
+
 def _finish(
     run: dict[str, Any],
     baseline: dict[str, Any] | None,
-    golden_root: Path,
+    project: Project,
     no_gate: bool,
     as_json: bool,
 ) -> int:
-    from goldeval.comparison import compare
+    from goldeval.comparison import attempt_counts, compare
     from goldeval.exitcodes import decide_exit
     from goldeval.gate import attach_gate, evaluate
     from goldeval.report_md import render_comparison
@@ -75,44 +187,70 @@ def _finish(
     live = _is_live(run)
     comparison = compare(baseline, run) if baseline is not None else None
     gate = None
-    policy = _policy(run, golden_root, live)
+    policy = None
+    if not no_gate:
+        if project.dataset_dir is None:
+            # Without the dataset's manifest the policy is unknown: gating with none would be a
+            # silent NO_REGRESSION for any regressed run.
+            raise _no_project(run, project)
+        policy = _policy(run, project, live)
     if not no_gate and (policy is not None or live):
         gate = evaluate(run, policy, baseline, comparison, live=live)
         if comparison is not None:
             comparison = attach_gate(comparison, gate)
-    decision = decide_exit(run, comparison if not no_gate else None, gate, pytest_status=0)
+    # As in pytest: without a gate, a FAIL attempt is a failed test (exit 1), never "ok".
+    failed = attempt_counts(run).failed
+    pytest_status = 1 if gate is None and failed else 0
+    decision = decide_exit(
+        run, comparison if not no_gate else None, gate, pytest_status=pytest_status
+    )
+    reason = decision.reason
+    if pytest_status == 1 and decision.code == 1 and reason == "test failures":
+        reason = f"{failed} FAIL attempt(s) and no gate to weigh them"
+    policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
     if as_json:
         print(
             json.dumps(
                 {
                     "comparison": comparison.dump() if comparison else None,
                     "qualityGate": gate.dump() if gate else None,
-                    "exitDecision": {"code": decision.code, "reason": decision.reason},
+                    "exitDecision": {"code": decision.code, "reason": reason},
+                    "project": {
+                        "root": str(project.root) if project.root else None,
+                        "dataset": policy_from,
+                    },
                 },
                 indent=2,
                 ensure_ascii=False,
             )
         )
     else:
+        if policy_from is not None:
+            print(f"dataset and gate policy: {policy_from}")
         if comparison is not None:
             print(render_comparison(comparison.dump()))
         if gate is not None:
             print(f"\nQuality gate: {gate.verdict}")
             for rule in gate.rules:
                 print(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}")
-        print(f"\ngoldeval decision: exit {decision.code} — {decision.reason}")
+            for warning in gate.warnings:
+                print(f"  warning: {warning}")
+        print(f"\ngoldeval decision: exit {decision.code} — {reason}")
     return decision.code
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    baseline = _load_json(Path(args.baseline))
-    candidate = _load_json(Path(args.candidate))
-    return _finish(candidate, baseline, Path(args.golden_root), args.no_gate, args.json)
+    baseline_path, candidate_path = Path(args.baseline), Path(args.candidate)
+    baseline = _load_json(baseline_path)
+    candidate = _load_json(candidate_path)
+    project = find_project(candidate, args, candidate_path.parent, baseline_path.parent)
+    return _finish(candidate, baseline, project, args.no_gate, args.json)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from goldeval.baseline import default_candidates, first_comparable
 
+    anchor: Path | None = None
     if args.run_key:
         from goldeval import store_cli
 
@@ -121,26 +259,37 @@ def cmd_gate(args: argparse.Namespace) -> int:
             run = store_cli.run_document(store, args.run_key)
         finally:
             store.close()
+        if "://" not in args.store:
+            anchor = Path(args.store).parent
     elif args.run:
+        anchor = Path(args.run).parent
         run = _load_json(Path(args.run))
     else:
         raise GoldevalError("give a run.json or --run-key KEY")
+    project = find_project(run, args, anchor)
     baseline = None
     if args.baseline:
         baseline = _load_json(Path(args.baseline))
     else:
-        dataset_id = (run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion")
-        candidates = default_candidates(Path(args.baselines), str(dataset_id), _is_live(run))
-        found = first_comparable(candidates, run)
-        baseline = found[1] if found is not None else None
-    return _finish(run, baseline, Path(args.golden_root), args.no_gate, args.json)
+        if args.baselines:
+            baselines_dir: Path | None = Path(args.baselines)
+        elif project.root is not None:
+            baselines_dir = project.root / "baselines"
+        else:
+            baselines_dir = None  # no project: refused below unless --no-gate
+        dataset_id = _dataset_id(run)
+        if baselines_dir is not None and dataset_id is not None:
+            candidates = default_candidates(baselines_dir, dataset_id, _is_live(run))
+            found = first_comparable(candidates, run)
+            baseline = found[1] if found is not None else None
+    return _finish(run, baseline, project, args.no_gate, args.json)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from goldeval.calibration import calibrate, load_calibration
     from goldeval.dataset import resolve_dataset
 
-    folder = resolve_dataset(args.golden, Path(args.golden_root), Path.cwd())
+    folder = resolve_dataset(args.golden, Path(args.golden_root or "golden"), Path.cwd())
     path = folder / "calibration.jsonl"
     if not path.is_file():
         raise GoldevalError("no calibration.jsonl in the dataset folder", path=folder)
@@ -256,7 +405,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--golden-root", default="golden", help="datasets folder (gate policy)")
+        p.add_argument(
+            "--root",
+            default=None,
+            metavar="DIR",
+            help="project folder holding golden/ and baselines/ (default: the projectRoot "
+            "recorded in the run, else the folders above the run file, else the working "
+            "directory; the one that has the run's dataset)",
+        )
+        p.add_argument(
+            "--golden-root",
+            default=None,
+            metavar="DIR",
+            help="datasets folder with the gate policy (default: <project>/golden)",
+        )
         p.add_argument("--no-gate", action="store_true", help="report without gating")
         p.add_argument("--json", action="store_true", help="print the decision as JSON")
 
@@ -276,7 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
         ".goldeval/goldeval.sqlite3)",
     )
     p.add_argument("--baseline", default=None)
-    p.add_argument("--baselines", default="baselines", help="folder of the default lookup")
+    p.add_argument(
+        "--baselines",
+        default=None,
+        help="folder of the default lookup (default: <project>/baselines)",
+    )
     common(p)
     p.set_defaults(func=cmd_gate)
 

@@ -12,8 +12,8 @@ from goldeval.baseline import (
     load_baseline,
     save_baseline,
 )
-from goldeval.comparison import ComparisonResult, compare
-from goldeval.errors import BaselineError
+from goldeval.comparison import ComparisonResult, attempt_counts, compare, protocol_differences
+from goldeval.errors import BaselineError, ConfigError
 from goldeval.exitcodes import COMPARISON_INVALID, GATE_FAILED, ExitDecision, decide_exit
 from goldeval.gate import GatePolicy, GateResult, attach_gate, evaluate
 from goldeval.manifest import Manifest
@@ -48,15 +48,22 @@ def policy_from_manifest(manifest: Manifest, live: bool) -> GatePolicy | None:
     )
 
 
+def explicit_baseline_path(state: GoldenSession) -> Path | None:
+    explicit = state.settings.baseline
+    if not explicit:
+        return None
+    path = Path(explicit)
+    if not path.is_absolute():
+        path = Path(state.config.invocation_params.dir) / path
+    return path
+
+
 def find_baseline(
     state: GoldenSession, run: dict[str, Any], live: bool
 ) -> tuple[Path | None, dict[str, Any] | None, ComparisonResult | None]:
     """Explicit ``--golden-baseline``, else the first comparable file of the default lookup."""
-    explicit = state.settings.baseline
-    if explicit:
-        path = Path(explicit)
-        if not path.is_absolute():
-            path = Path(state.config.invocation_params.dir) / path
+    path = explicit_baseline_path(state)
+    if path is not None:
         doc = load_baseline(path)
         return path, doc, compare(doc, run)
     found = first_comparable(
@@ -68,7 +75,12 @@ def find_baseline(
 def decide(
     state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool
 ) -> Decision:
-    fields: dict[str, Any] = {}
+    # Where the run came from, so that `goldeval gate/compare` started anywhere find the same
+    # gate policy and baselines (see docs/methodology.md, "Gating a saved run").
+    fields: dict[str, Any] = {
+        "projectRoot": str(state.project_root),
+        "goldenRoot": str(state.golden_root),
+    }
     notes: list[str] = []
     comparison: ComparisonResult | None = None
     gate: GateResult | None = None
@@ -114,6 +126,10 @@ def decide(
     code, reason = exit_decision.code, exit_decision.reason
     if capture and code != 0:
         notes.append(f"baseline not saved: {reason}")
+    elif capture:
+        # Not "every graded attempt ok": a capture records FAILs as they are (a live baseline
+        # with red rows expects them); the line says what is being captured.
+        reason = "baseline capture (not gated): " + capture_summary(run)
     fields["notes"] = notes
     fields["exitDecision"] = {"code": code, "reason": reason}
     return Decision(code, reason, fields, save_baseline=capture and code == 0)
@@ -134,8 +150,119 @@ def save_requested_baseline(
         full = json.loads(run_json.read_text(encoding="utf-8"))
         save_baseline(full, save_path, force=state.settings.force_save_baseline)
         notes.append(f"baseline saved to {save_path}")
+        reason = f"baseline captured: {capture_summary(run)}, saved to {save_path}"
     except BaselineError as exc:
         code, reason = GATE_FAILED, f"baseline not saved: {exc}"
         notes.append(reason)
     fields = {"notes": notes, "exitDecision": {"code": code, "reason": reason}}
     return Decision(code, reason, fields)
+
+
+def capture_summary(run: dict[str, Any]) -> str:
+    """``10 cases, 2 FAIL (12 attempts: 10 PASS, 2 FAIL)`` for the capture lines."""
+    counts = attempt_counts(run)
+    cases = int(run.get("casesTotal") or 0)
+    failed_cases = int(run.get("casesFailed") or 0)
+    parts = [f"{counts.passed} PASS", f"{counts.failed} FAIL"]
+    if counts.skipped:
+        parts.append(f"{counts.skipped} SKIPPED")
+    return (
+        f"{cases} case{'s' if cases != 1 else ''}, {failed_cases} FAIL "
+        f"({counts.total} attempt{'s' if counts.total != 1 else ''}: {', '.join(parts)})"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Pre-flight: everything that does not need an answer is decided before the first model call.
+
+#: Protocol keys known before any item runs. ``provider`` is not: a conftest override of
+#: golden_provider names itself only once the fixture is built.
+PREFLIGHT_KEYS = frozenset(
+    {
+        "datasetId",
+        "datasetHash",
+        "packId",
+        "packHash",
+        "mode",
+        "attempts",
+        "graderConfigHash",
+        "model",
+        "judgeEnabled",
+        "judgeModel",
+    }
+)
+
+
+def preflight_baseline_file(state: GoldenSession) -> None:
+    """Session start: a named ``--golden-baseline`` must exist (usage error) and be intact.
+
+    Raises ConfigError (exit 4) for a missing file and BaselineError (exit 65) for one that
+    is unreadable or tampered with, before any item runs.
+    """
+    if state.settings.save_baseline is not None:
+        return
+    path = explicit_baseline_path(state)
+    if path is None:
+        return
+    if not path.is_file():
+        raise ConfigError(
+            f"--golden-baseline={state.settings.baseline}: baseline file not found ({path})",
+            hint="check the path, or leave the option out to use the default lookup under "
+            "baselines/",
+        )
+    load_baseline(path)
+
+
+def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
+    """After collection, before any item runs: the reason the baseline comparison is already
+    known to be invalid (the run would exit 65 whatever the answers), else None.
+
+    Checks the protocol keys known now (:data:`PREFLIGHT_KEYS`, plus ``selectedCaseIds`` when
+    ``selected`` is given) against the explicit baseline, or against every candidate of the
+    default lookup (refused only when none is comparable). Also checks that every
+    ``grader.<name>`` threshold of the manifest names a registered grader (DatasetError).
+    Skipped for capture runs, ``--golden-no-gate`` and several models side by side.
+    """
+    from goldeval.baseline import default_candidates
+    from goldeval.finish import protocol_for
+    from goldeval.manifest import check_gate_policy
+
+    dataset = state.load()
+    if dataset.manifest.gate is not None:
+        names = {g.name for g in state.get_graders()}
+        check_gate_policy(dataset.manifest.gate, dataset.manifest_path, names)
+    s = state.settings
+    if s.save_baseline is not None or not s.gate or len(s.models) > 1:
+        return None
+    live = s.mode.value != "fixture"
+    protocol = protocol_for(state, selected or [])
+    keys = set(PREFLIGHT_KEYS)
+    if selected is not None and not s.run_key:  # a resumed key merges earlier attempts
+        keys.add("selectedCaseIds")
+    explicit = explicit_baseline_path(state)
+    if explicit is not None:
+        docs = [(explicit, load_baseline(explicit))]
+    else:
+        docs = [
+            (p, load_baseline(p))
+            for p in default_candidates(state.project_root / "baselines", dataset.id, live)
+        ]
+    first_reasons: list[str] | None = None
+    for _path, doc in docs:
+        base_protocol = doc.get("protocol")
+        if not isinstance(base_protocol, dict):
+            return None  # a reference-format baseline: compared after the run
+        candidate = {**protocol, "provider": base_protocol.get("provider")}
+        diffs = [
+            d
+            for d in protocol_differences(doc, {"protocol": candidate})
+            if d.key in keys
+        ]
+        if not diffs:
+            return None
+        if first_reasons is None:
+            first_reasons = [d.message for d in diffs]
+    if first_reasons is None:
+        return None
+    more = f" (+{len(first_reasons) - 1} more)" if len(first_reasons) > 1 else ""
+    return f"comparison invalid: {first_reasons[0]}{more} (baseline {docs[0][0]})"

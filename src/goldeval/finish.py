@@ -32,6 +32,70 @@ class Controller:
     def __init__(self, state: GoldenSession) -> None:
         self.state = state
         self.lost_items: list[str] = []
+        #: The pre-flight refused the run before any item ran: nothing to record or decide.
+        self.refused = False
+        self.preflown = False
+
+    # -- pre-flight (goldeval.decide): refused before the first model call ------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from goldeval.decide import preflight_baseline_file
+        from goldeval.errors import BaselineError, ConfigError
+
+        try:
+            preflight_baseline_file(self.state)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except BaselineError as exc:
+            self._refuse(session.config, 65, f"baseline rejected: {exc}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # Serial runs only: an xdist controller does not collect (see the hook below).
+        from goldeval.item_fixtures import param_of
+
+        params = [param_of(item) for item in session.items]
+        self._preflight(session.config, sorted({p.case.id for p in params if p is not None}))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # Called before xdist schedules anything; the first worker's list is the selection.
+        selected: set[str] | None = set()
+        for nodeid in ids:
+            if "::test_golden[" not in nodeid:
+                continue
+            match = _PARAM_ID.search(nodeid)
+            if match is None or selected is None:
+                selected = None
+                continue
+            selected.add(match["case"])
+        self._preflight(node.config, None if selected is None else sorted(selected))
+
+    def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:
+        if self.preflown or config.option.collectonly:
+            return
+        self.preflown = True
+        from goldeval.decide import preflight
+        from goldeval.errors import BaselineError, ConfigError, DatasetError
+
+        try:
+            reason = preflight(self.state, selected)
+        except (ConfigError, DatasetError) as exc:
+            self.refused = True
+            raise pytest.UsageError(str(exc)) from None
+        except BaselineError as exc:
+            self._refuse(config, 65, f"baseline rejected: {exc}")
+        if reason is not None:
+            self._refuse(config, 65, reason)
+
+    def _refuse(self, config: pytest.Config, code: int, reason: str) -> None:
+        self.refused = True
+        line = f"goldeval decision: exit {code} — {reason} (refused before any item ran)"
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, red=True, bold=True)
+        pytest.exit(reason, returncode=code)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -53,6 +117,9 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.refused:
+            self.state.close()
+            return
         finish_session(self.state, session)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

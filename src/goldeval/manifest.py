@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 
 from goldeval.domain import ContractConfig, RetrieverConfig
 from goldeval.errors import DatasetError
@@ -15,11 +15,29 @@ from goldeval.errors import DatasetError
 MANIFEST_NAMES = ("dataset.yaml", "dataset.yml", "dataset.json")
 
 
+#: Rate names a gate threshold may name (goldeval.gate.ABSOLUTE_METRICS plus the reported,
+#: never gated judgeAcceptRate, which only warns). Repeated here so that reading a manifest does
+#: not import the gate; tests/unit/test_gate_policy.py keeps the two lists in step.
+GATE_RATE_NAMES: tuple[str, ...] = (
+    "overallPassRate",
+    "contractPassRate",
+    "retrievalPassRate",
+    "negativeCasePassRate",
+    "refusalAccuracy",
+    "layerAccuracy",
+    "ragAccuracy",
+    "hallucinationRate",
+    "judgeAcceptRate",
+)
+GRADER_PREFIX = "grader."
+
+
 class FixtureThresholds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    thresholds: dict[str, float] = Field(default_factory=dict)
-    allowed_regression: float | None = Field(default=None, alias="allowedRegression")
+    # Strict: `true` or "0.8" in a threshold is a mistake, not 1.0 / 0.8.
+    thresholds: dict[str, StrictFloat] = Field(default_factory=dict)
+    allowed_regression: StrictFloat | None = Field(default=None, alias="allowedRegression")
 
 
 class GatePolicy(BaseModel):
@@ -104,12 +122,95 @@ def read_manifest(path: Path) -> Manifest:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise DatasetError(err["msg"], path=path, field=loc) from None
+        hint = None
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            hint = _suggest(str(err["loc"][-1]), _keys_at(err["loc"][:-1]))
+        raise DatasetError(err["msg"], path=path, field=loc, hint=hint) from None
     except (ValueError, TypeError, RecursionError) as exc:
         raise DatasetError(f"invalid value: {str(exc)[:160]}", path=path) from None
     if manifest.contract is not None:
         _check_contract(manifest.contract, path)
+    if manifest.gate is not None:
+        check_gate_policy(manifest.gate, path)
     return manifest
+
+
+def _suggest(name: str, known: list[str]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the manifest model accepts at ``loc`` (for a did-you-mean on an unknown key)."""
+    import typing
+
+    model: Any = Manifest
+    for part in loc:
+        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
+        field = fields.get(str(part)) or model.model_fields.get(str(part))
+        if field is None:
+            return []
+        inner = [a for a in typing.get_args(field.annotation) if a is not type(None)]
+        target = inner[0] if inner else field.annotation
+        if not (isinstance(target, type) and issubclass(target, BaseModel)):
+            return []
+        model = target
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def check_gate_policy(
+    gate: GatePolicy, path: Path, grader_names: set[str] | None = None
+) -> None:
+    """Gate thresholds a typo would silently drop, or that crash after the run, fail here.
+
+    A key must be a rate name the gate knows or ``grader.<name>``; with ``grader_names`` (the
+    registered graders, known once the plugin's hooks ran) the name must be one of them. Every
+    threshold and ``allowedRegression`` is a fraction in [0, 1] (``60`` means 0.6).
+    """
+    for mode in ("fixture", "live"):
+        policy: FixtureThresholds | None = getattr(gate, mode)
+        if policy is None:
+            continue
+        base = f"gate.{mode}"
+        for name, value in policy.thresholds.items():
+            where = f"{base}.thresholds.{name}"
+            if name.startswith(GRADER_PREFIX):
+                grader = name[len(GRADER_PREFIX) :]
+                if not grader:
+                    raise DatasetError(
+                        "names no grader", path=path, field=where, hint="write grader.<name>"
+                    )
+                if grader_names is not None and grader not in grader_names:
+                    known = sorted(grader_names)
+                    raise DatasetError(
+                        f"no grader {grader!r} is registered, so this rule would never apply",
+                        path=path,
+                        field=where,
+                        hint=_suggest(grader, known)
+                        or ("graders: " + ", ".join(known) if known else None),
+                    )
+            elif name not in GATE_RATE_NAMES:
+                raise DatasetError(
+                    "not a metric the gate knows, so this rule would never apply",
+                    path=path,
+                    field=where,
+                    hint=_suggest(name, list(GATE_RATE_NAMES))
+                    or f"use one of {', '.join(GATE_RATE_NAMES)} or grader.<name>",
+                )
+            _check_fraction(value, path, where)
+        if policy.allowed_regression is not None:
+            _check_fraction(policy.allowed_regression, path, f"{base}.allowedRegression")
+
+
+def _check_fraction(value: float, path: Path, where: str) -> None:
+    if 0.0 <= value <= 1.0:  # NaN fails both comparisons
+        return
+    hint = "rates are fractions from 0 to 1"
+    if 1.0 < value <= 100.0:
+        hint += f": write {value / 100:g} for {value:g}%"
+    raise DatasetError(f"{value:g} is outside [0, 1]", path=path, field=where, hint=hint)
 
 
 def _check_contract(contract: ContractConfig, path: Path) -> None:

@@ -68,10 +68,14 @@ small{color:#57606a}
 
 
 def load_runs(runs_root: Path, warnings: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every readable ``<runs_root>/*/run.json``; unreadable ones are skipped.
+    """Every readable ``<runs_root>/*/run.json``; unreadable or malformed ones are skipped.
 
-    A message per skipped file is appended to ``warnings`` when a list is given.
+    A message per skipped file is appended to ``warnings`` when a list is given. One damaged
+    run (``cases: 5``, ``protocol: "x"``) must not take the whole history site down with it.
     """
+    from goldeval.baseline import check_shape
+    from goldeval.errors import BaselineError
+
     runs: list[dict[str, Any]] = []
     root = Path(runs_root)
     if not root.is_dir():
@@ -89,9 +93,34 @@ def load_runs(runs_root: Path, warnings: list[str] | None = None) -> list[dict[s
             if warnings is not None:
                 warnings.append(f"{path}: skipped, not a run document")
             continue
+        try:
+            check_shape(doc, path)
+        except BaselineError as exc:
+            if warnings is not None:
+                warnings.append(f"skipped, malformed run document: {exc}")
+            continue
         doc.setdefault("runId", path.parent.name)
+        problem = _render_problem(doc)
+        if problem is not None:
+            if warnings is not None:
+                warnings.append(f"{path}: skipped, cannot be rendered ({problem})")
+            continue
         runs.append(doc)
     return runs
+
+
+def _render_problem(run: dict[str, Any]) -> str | None:
+    """Why the run's pages cannot be rendered (a shape the checks above let through), else None.
+
+    Rendering one run alone is cheap next to the site itself, and it keeps a surprise in one
+    file from aborting every other run's page.
+    """
+    try:
+        render_run(run)
+        render_index([run], _page_names([run]))
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError) as exc:
+        return f"{type(exc).__name__}: {str(exc)[:120]}"
+    return None
 
 
 # -- small helpers --------------------------------------------------------------------------

@@ -95,10 +95,9 @@ def test_bad_baseline_gives_65_and_its_reason(
         assert str(golden_project / BASELINE) in decision[0]  # the file is named
     assert "GATE PASS" not in out and "NO_REGRESSION" not in out
     assert "Traceback" not in out
-    _assert_nothing_recorded_as_a_pass(
-        golden_project, run_files, before_history,
-        gate_may_pass=scenario == "other-dataset-protocol",
-    )
+    # Refused before any item ran (issue 15): nothing graded, nothing recorded.
+    assert "refused before any item ran" in decision[0]
+    _assert_nothing_recorded(golden_project, before_history)
 
 
 def test_bug_incomparable_baseline_run_is_recorded_as_gate_pass(
@@ -107,8 +106,9 @@ def test_bug_incomparable_baseline_run_is_recorded_as_gate_pass(
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1",
                                 "--golden-baseline=baselines/holdout-v1.json")
     assert result.ret == 65
-    (line,) = _history(golden_project)
-    assert line["qualityGate"] != "PASS" or line.get("exitCode") == 65, line
+    # Since issue 15 the incomparable baseline is refused before any item runs: no history line
+    # at all, so none can say PASS.
+    assert _history(golden_project) == []
 
 
 def test_bad_baseline_under_xdist(
@@ -120,7 +120,7 @@ def test_bad_baseline_under_xdist(
     assert result.ret == 65, result.stdout.str()
     result.stdout.fnmatch_lines(["goldeval decision: exit 65 — baseline rejected: *"
                                  "metrics.overallPassRate: stored 9/10*"])
-    _assert_nothing_recorded_as_a_pass(golden_project, run_files, before_history)
+    _assert_nothing_recorded(golden_project, before_history)
 
 
 def _history(project: Path) -> list[dict]:
@@ -130,36 +130,17 @@ def _history(project: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def _assert_nothing_recorded_as_a_pass(
-    project: Path, run_files: RunFiles, before_history: list[dict], gate_may_pass: bool = False
-) -> None:
-    """exit 65 everywhere the run is recorded; no NO_REGRESSION; no gate verdict PASS.
+def _assert_nothing_recorded(project: Path, before_history: list[dict]) -> None:
+    """The run was refused before any item ran: no run folder, history line or stored run.
 
-    ``gate_may_pass``: with an incomparable (but intact) baseline the absolute gate rules still
-    run and may pass (docs/methodology.md section 6); the exit status is 65 all the same. See
-    the xfail test above for what that does to history.jsonl.
+    (Before issue 15 the whole run was graded first and recorded with exit 65; a baseline that
+    cannot be compared with is now known before the first model call.)
     """
-    run = run_files.latest()
-    assert run["exitDecision"]["code"] == 65
-    assert (run.get("comparison") or {}).get("decision") in (None, "COMPARISON_INVALID")
-    if gate_may_pass:
-        assert run["comparison"]["decision"] == "COMPARISON_INVALID"
-    else:
-        assert "qualityGate" not in run and "comparison" not in run
-    summary = json.loads((run_files.latest_dir() / "summary.json").read_text(encoding="utf-8"))
-    assert summary["exitDecision"]["code"] == 65
-    report = (run_files.latest_dir() / "report.md").read_text(encoding="utf-8")
-    assert "NO_REGRESSION" not in report
-    new_history = _history(project)[len(before_history):]
-    assert len(new_history) == 1
-    if not gate_may_pass:
-        assert new_history[0]["qualityGate"] != "PASS"
+    runs = project / ".goldeval" / "runs"
+    assert not (runs / "LATEST").exists()
+    assert not any(p.is_dir() for p in runs.glob("*")) if runs.is_dir() else True
+    assert _history(project)[len(before_history):] == []
     db = project / ".goldeval" / "goldeval.sqlite3"
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        rows = conn.execute("SELECT status, summary FROM runs").fetchall()
-    assert len(rows) == 1
-    _status, stored = rows[0]
-    stored = json.loads(stored) if isinstance(stored, str) else stored
-    assert stored["exitDecision"]["code"] == 65
-    if not gate_may_pass:
-        assert not stored.get("qualityGate")
+    if db.exists():
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0

@@ -1,0 +1,534 @@
+"""Verdicts outside pytest and before the run (issues 15 and 16): no false green anywhere.
+
+* ``goldeval gate`` / ``goldeval compare`` find the run's project (recorded root, the folders
+  above the run file, ``--root``) or refuse with exit 4; they never gate with no policy.
+* Gate thresholds are checked when the manifest is read (typos, ``grader.<name>``, ranges).
+* A baseline that cannot be used is refused before the first model call (0 server calls).
+* A capture run says what it captured, FAILs included.
+* One malformed run.json: ``goldeval site`` skips it with a warning; gate/compare exit 65.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goldeval import cli
+from goldeval.testing.llm_server import FakeLLMServer, fixture_responder
+from tests.helpers import RunFiles
+
+HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
+MANIFEST = "golden/generation/dataset.yaml"
+LIVE = ("--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest")
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "goldeval.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _decision(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("goldeval decision:")]
+    return lines[-1] if lines else ""
+
+
+@pytest.fixture
+def regressed_run(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> Path:
+    """A fixture run of generation-v1 with one case broken (the gate fails it: exit 1)."""
+    (golden_project / HAPPY).write_text("RAG: po-chain, seed-account\n// nothing useful\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    assert result.ret == 1, result.stdout.str()
+    return run_files.latest_dir() / "run.json"
+
+
+def _elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder outside the project, with no golden/ of its own."""
+    return tmp_path_factory.mktemp("elsewhere")
+
+
+# -- 1. the project of a saved run --------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["gate", "compare"])
+def test_gate_and_compare_from_another_folder_keep_the_gate(
+    regressed_run: Path,
+    golden_project: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    command: str,
+) -> None:
+    cwd = _elsewhere(tmp_path_factory)
+    args = [str(regressed_run)]
+    if command == "compare":
+        args = [str(golden_project / "baselines/generation-v1.json"), *args]
+    proc = _cli(command, *args, cwd=cwd)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "NO_REGRESSION" not in out and "GATE PASS" not in out
+    assert "GATE FAIL" in _decision(proc)
+    assert f"dataset and gate policy: {golden_project / 'golden' / 'generation'}" in out
+
+
+def test_run_document_records_where_it_came_from(
+    regressed_run: Path, golden_project: Path
+) -> None:
+    run = json.loads(regressed_run.read_text(encoding="utf-8"))
+    assert Path(run["projectRoot"]) == golden_project
+    assert Path(run["goldenRoot"]) == golden_project / "golden"
+    baseline = json.loads((golden_project / "baselines/generation-v1.json").read_text())
+    assert "projectRoot" not in baseline  # where a run was made is not what it measured
+
+
+def _strip_origin(run_json: Path, dest: Path) -> Path:
+    doc = json.loads(run_json.read_text(encoding="utf-8"))
+    doc.pop("projectRoot", None)
+    doc.pop("goldenRoot", None)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(doc), encoding="utf-8")
+    return dest
+
+
+def test_run_without_recorded_root_is_found_from_its_own_location(
+    regressed_run: Path, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # An older run.json (no projectRoot) still inside its project: the folders above it.
+    copy = _strip_origin(regressed_run, golden_project / "ci-artifacts" / "run.json")
+    proc = _cli("gate", str(copy), cwd=_elsewhere(tmp_path_factory))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "GATE FAIL" in _decision(proc)
+
+
+@pytest.mark.parametrize("command", ["gate", "compare"])
+def test_run_outside_any_project_is_a_usage_error_not_a_pass(
+    regressed_run: Path,
+    golden_project: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    command: str,
+) -> None:
+    elsewhere = _elsewhere(tmp_path_factory)
+    copy = _strip_origin(regressed_run, elsewhere / "downloaded" / "run.json")
+    baseline = elsewhere / "downloaded" / "baseline.json"
+    shutil.copy(golden_project / "baselines/generation-v1.json", baseline)
+    args = [str(copy)] if command == "gate" else [str(baseline), str(copy)]
+    proc = _cli(command, *args, cwd=elsewhere)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out
+    assert "generation-v1" in proc.stderr and "--root" in proc.stderr
+    assert "NO_REGRESSION" not in out and "Traceback" not in out
+    # --root names the project: the gate applies again.
+    rooted = _cli(command, *args, "--root", str(golden_project), cwd=elsewhere)
+    assert rooted.returncode == 1, rooted.stdout + rooted.stderr
+    assert "GATE FAIL" in _decision(rooted)
+    # --golden-root names the datasets folder directly.
+    by_golden = _cli(command, *args, "--golden-root", str(golden_project / "golden"), cwd=elsewhere)
+    assert by_golden.returncode == 1, by_golden.stdout + by_golden.stderr
+    # --no-gate reports only, and a FAIL attempt without a gate is still a failure.
+    report_only = _cli(command, *args, "--no-gate", cwd=elsewhere)
+    assert report_only.returncode == 1, report_only.stdout + report_only.stderr
+    assert "every graded attempt ok" not in report_only.stdout
+
+
+def test_recorded_root_of_another_machine_falls_back_to_the_location(
+    regressed_run: Path, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    doc = json.loads(regressed_run.read_text(encoding="utf-8"))
+    doc["projectRoot"] = "/nonexistent/ci/project"
+    doc["goldenRoot"] = "/nonexistent/ci/project/golden"
+    copy = golden_project / "downloaded-run.json"
+    copy.write_text(json.dumps(doc), encoding="utf-8")
+    proc = _cli("gate", str(copy), cwd=_elsewhere(tmp_path_factory))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+
+
+def test_explicit_golden_root_without_the_dataset_is_refused(
+    regressed_run: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = _elsewhere(tmp_path_factory)
+    (elsewhere / "golden").mkdir()
+    proc = _cli("gate", str(regressed_run), "--golden-root", "golden", cwd=elsewhere)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "no gate policy" in proc.stderr
+
+
+def test_unknown_dataset_in_the_working_directory_is_refused(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
+    # A run of a dataset this project does not have (renamed since): refuse, do not pass.
+    assert pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1").ret == 0
+    doc = run_files.latest()
+    doc["protocol"]["datasetId"] = doc["datasetVersion"] = "renamed-v9"
+    path = golden_project / "renamed.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    proc = _cli("gate", str(path), cwd=golden_project)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "renamed-v9" in proc.stderr
+
+
+def test_cli_refuses_a_typo_in_the_gate_policy(
+    regressed_run: Path, golden_project: Path
+) -> None:
+    manifest = golden_project / MANIFEST
+    manifest.write_text(manifest.read_text().replace("overallPassRate: 1.0", "overallPasRate: 1.0"))
+    proc = _cli("gate", str(regressed_run), cwd=golden_project)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "gate.fixture.thresholds.overallPasRate" in proc.stderr
+    assert "did you mean 'overallPassRate'" in proc.stderr
+
+
+# -- 2. gate thresholds are manifest errors, found before anything runs --------------------
+
+BAD_GATES = {
+    "rate-typo": (
+        ("overallPassRate: 1.0", "overallPasRate: 1.0"),
+        ["gate.fixture.thresholds.overallPasRate", "did you mean 'overallPassRate'"],
+    ),
+    "grader-typo": (
+        ("hallucinationRate: 0.0}", "hallucinationRate: 0.0, grader.citez: 1.0}"),
+        ["gate.fixture.thresholds.grader.citez", "did you mean 'cites'"],
+    ),
+    "percent": (
+        ("overallPassRate: 1.0", "overallPassRate: 60"),
+        ["gate.fixture.thresholds.overallPassRate", "outside [0, 1]", "write 0.6"],
+    ),
+    "negative": (
+        ("hallucinationRate: 0.0", "hallucinationRate: -0.1"),
+        ["gate.fixture.thresholds.hallucinationRate", "outside [0, 1]"],
+    ),
+    "allowed-regression": (
+        ("allowedRegression: 0.0", "allowedRegression: 5"),
+        ["gate.live.allowedRegression", "outside [0, 1]"],
+    ),
+    "boolean": (
+        ("overallPassRate: 1.0", "overallPassRate: true"),
+        ["gate.fixture.thresholds.overallPassRate", "valid number"],
+    ),
+    "mode-typo": (
+        ("  fixture:", "  fixtures:"),
+        ["gate.fixtures", "did you mean 'fixture'"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_GATES))
+def test_bad_gate_threshold_is_a_usage_error_before_anything_runs(
+    pytester: pytest.Pytester, golden_project: Path, name: str
+) -> None:
+    (old, new), expected = BAD_GATES[name]
+    manifest = golden_project / MANIFEST
+    text = manifest.read_text(encoding="utf-8")
+    assert old in text
+    manifest.write_text(text.replace(old, new, 1), encoding="utf-8")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "dataset.yaml" in out
+    for fragment in expected:
+        assert fragment in out, (fragment, out[-3000:])
+    assert "Traceback" not in out and "ValidationError" not in out
+    assert "passed" not in out  # nothing ran
+    assert not (golden_project / ".goldeval" / "runs").exists()
+
+
+def test_unregistered_grader_threshold_refused_under_xdist_too(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    manifest = golden_project / MANIFEST
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("hallucinationRate: 0.0}", "hallucinationRate: 0.0, grader.nosuch: 0.5}", 1),
+        encoding="utf-8",
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1", *plugin_args)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "gate.fixture.thresholds.grader.nosuch" in out
+    assert not (golden_project / ".goldeval" / "runs").exists()
+
+
+def test_registered_grader_threshold_is_accepted(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    manifest = golden_project / MANIFEST
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("hallucinationRate: 0.0}", "hallucinationRate: 0.0, grader.cites: 1.0}", 1),
+        encoding="utf-8",
+    )
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=generation-v1", "--golden-no-gate"
+    )
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+# -- 3. everything that does not need an answer: before the first model call ---------------
+
+
+@pytest.fixture
+def server(golden_project: Path) -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as srv:
+        srv.responder = fixture_responder(golden_project / "golden" / "generation")
+        yield srv
+
+
+def _chat_calls(srv: FakeLLMServer) -> int:
+    return sum(1 for r in srv.requests if r.path in ("/api/chat", "/v1/chat/completions"))
+
+
+@pytest.mark.parametrize(
+    "extra,code,fragment",
+    [
+        (["--golden-baseline=baselines/nope.json"], 4, "baseline file not found"),
+        (["--golden-baseline=baselines/holdout-v1.json"], 65, "datasetId mismatch"),
+        (["--golden-baseline=baselines/generation-v1.json"], 65, "mode mismatch"),
+    ],
+    ids=["missing-file", "other-dataset", "fixture-baseline-for-live"],
+)
+def test_bad_baseline_refused_before_the_first_model_call(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    server: FakeLLMServer,
+    plugin_args: list[str],
+    extra: list[str],
+    code: int,
+    fragment: str,
+) -> None:
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={server.base_url}",
+        *extra, *plugin_args,
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == code, out[-3000:]
+    assert fragment in out
+    assert _chat_calls(server) == 0
+    assert "Traceback" not in out
+    assert not (golden_project / ".goldeval" / "runs").exists()
+
+
+def test_tampered_baseline_refused_before_the_first_model_call(
+    pytester: pytest.Pytester, golden_project: Path, server: FakeLLMServer
+) -> None:
+    path = golden_project / "baselines/holdout-v1.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["casesPassed"] -= 1
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={server.base_url}",
+        "--golden-baseline=baselines/holdout-v1.json",
+    )
+    assert result.ret == 65, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["goldeval decision: exit 65 — baseline rejected: *casesTotal*"])
+    assert _chat_calls(server) == 0
+
+
+def test_live_protocol_mismatch_refused_before_the_first_model_call(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    server: FakeLLMServer,
+    plugin_args: list[str],
+) -> None:
+    url = f"--golden-base-url={server.base_url}"
+    captured = pytester.runpytest(
+        "-p", "no:cacheprovider", *LIVE, url,
+        "--golden-save-baseline=baselines/live-generation-v1.json",
+    )
+    assert captured.ret == 0, captured.stdout.str()[-3000:]
+    calls = _chat_calls(server)
+    assert calls == 10
+    for extra, fragment in (
+        (["-m", "smoke"], "selectedCaseIds mismatch"),
+        (["--golden-attempts=2"], "attempts mismatch"),
+        (["--golden-model=other-model"], "model mismatch"),
+    ):
+        result = pytester.runpytest("-p", "no:cacheprovider", *LIVE, url, *extra, *plugin_args)
+        out = result.stdout.str() + result.stderr.str()
+        assert result.ret == 65, (extra, out[-3000:])
+        assert fragment in out and "refused before any item ran" in out
+        assert _chat_calls(server) == calls, extra
+    # The same protocol is not refused: the run goes ahead and is gated as usual.
+    same = pytester.runpytest("-p", "no:cacheprovider", *LIVE, url, *plugin_args)
+    assert same.ret == 0, same.stdout.str()[-3000:]
+    assert _chat_calls(server) == calls + 10
+
+
+def test_no_gate_still_runs_with_an_incomparable_baseline(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
+    # --golden-no-gate is report-only: the invalid comparison is reported, not refused.
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=generation-v1", "-m", "smoke", "--golden-no-gate"
+    )
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert run_files.latest()["comparison"]["decision"] == "COMPARISON_INVALID"
+
+
+def test_collect_only_is_not_refused(pytester: pytest.Pytester, golden_project: Path) -> None:
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=generation-v1", "-m", "smoke", "--collect-only"
+    )
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+# -- 4. a capture run says what it captured --------------------------------------------------
+
+
+def test_capture_with_fail_attempts_says_what_was_captured(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    (golden_project / HAPPY).write_text("nothing useful")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=generation-v1",
+        "--golden-save-baseline=baselines/red.json", *plugin_args,
+    )
+    out = result.stdout.str()
+    assert result.ret == 0, out[-3000:]
+    assert "every graded attempt ok" not in out
+    (line,) = [ln for ln in result.stdout.lines if ln.startswith("goldeval decision:")]
+    assert "baseline captured: 10 cases, 1 FAIL (10 attempts: 9 PASS, 1 FAIL)" in line
+    assert str(golden_project / "baselines/red.json") in line
+    saved = json.loads((golden_project / "baselines/red.json").read_text(encoding="utf-8"))
+    assert saved["casesFailed"] == 1 and saved["attemptsFailed"] == 1
+
+
+def test_capture_of_a_clean_run_also_counts(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=holdout-v1", "--golden-save-baseline=baselines/h.json"
+    )
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["goldeval decision: exit 0 — baseline captured: * 0 FAIL *"])
+
+
+# -- 5. one malformed run.json --------------------------------------------------------------
+
+DAMAGE: dict[str, tuple[Any, str]] = {
+    "cases-number": (lambda d: d.update(cases=5), "cases"),
+    "protocol-string": (lambda d: d.update(protocol="x"), "protocol"),
+    "configuration-list": (lambda d: d.update(configuration=[1]), "configuration"),
+    "metrics-rate-string": (
+        lambda d: d["metrics"].update(overallPassRate={"hits": "x", "total": 10}),
+        "metrics.overallPassRate.hits",
+    ),
+    "selected-ids-number": (
+        lambda d: d["protocol"].update(selectedCaseIds=5), "protocol.selectedCaseIds"
+    ),
+    "case-id-number": (lambda d: d["cases"][0].update(caseId=5), "cases[0].caseId"),
+    "attempts-dict": (lambda d: d["cases"][1].update(attempts={}), "cases[1].attempts"),
+    "gate-rules-string": (
+        lambda d: d.update(qualityGate={"passed": True, "verdict": "PASS", "rules": "x"}),
+        "qualityGate.rules",
+    ),
+}
+
+
+@pytest.fixture
+def good_run(pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles) -> Path:
+    assert pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1").ret == 0
+    return run_files.latest_dir() / "run.json"
+
+
+def _damaged(good_run: Path, dest: Path, name: str) -> Path:
+    doc = json.loads(good_run.read_text(encoding="utf-8"))
+    DAMAGE[name][0](doc)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(doc), encoding="utf-8")
+    return dest
+
+
+def test_site_skips_malformed_runs_with_a_warning(good_run: Path, golden_project: Path) -> None:
+    runs = golden_project / ".goldeval" / "runs"
+    for name in DAMAGE:
+        _damaged(good_run, runs / f"zz-{name}" / "run.json", name)
+    proc = _cli("site", "--out", "site", cwd=golden_project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    for name, (_edit, field) in DAMAGE.items():
+        warning = [ln for ln in proc.stderr.splitlines() if f"zz-{name}" in ln]
+        assert len(warning) == 1 and "warning" in warning[0], (name, proc.stderr)
+        assert f"{field}:" in warning[0], (name, warning)
+        assert not (golden_project / "site" / "runs" / f"zz-{name}.html").exists()
+    assert (golden_project / "site" / "runs" / f"{good_run.parent.name}.html").is_file()
+    assert "1 run" in proc.stdout
+
+
+def test_gate_and_compare_on_a_malformed_run_exit_65_naming_the_field(
+    good_run: Path,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(golden_project)
+    for name, (_edit, field) in DAMAGE.items():
+        bad = _damaged(good_run, golden_project / "bad" / f"{name}.json", name)
+        for args in (["gate", str(bad)], ["compare", "baselines/generation-v1.json", str(bad)],
+                     ["compare", str(bad), str(good_run)]):
+            code = cli.main(args)
+            err = capsys.readouterr().err
+            assert code == 65, (name, args, err)
+            assert f"{bad}: {field}:" in err, (name, err)
+    # the same through the console script: one line on stderr, no traceback
+    proc = _cli("gate", str(golden_project / "bad" / "protocol-string.json"), cwd=golden_project)
+    assert proc.returncode == 65
+    assert "protocol: must be an object" in proc.stderr and "Traceback" not in proc.stderr
+
+
+WRONG_VALUES: list[Any] = [5, "x", [1, "a"], {"k": None}, None, True]
+
+
+def _paths(doc: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """(container, key) of every value worth breaking: top level, protocol, configuration,
+    one metric, the first case and its first attempt."""
+    for key in list(doc):
+        yield doc, key
+    for name in ("protocol", "configuration"):
+        for key in list(doc[name]):
+            yield doc[name], key
+    yield doc["metrics"], "overallPassRate"
+    for key in list(doc["metrics"]["overallPassRate"]):
+        yield doc["metrics"]["overallPassRate"], key
+    for key in list(doc["cases"][0]):
+        yield doc["cases"][0], key
+    for key in list(doc["cases"][0]["attempts"][0]):
+        yield doc["cases"][0]["attempts"][0], key
+
+
+def test_no_damaged_field_crashes_gate_or_compare(
+    good_run: Path,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every field of a real run.json replaced by every wrong kind of value: gate and compare
+    return an exit code (65 naming the field, or a verdict when the value is acceptable), never
+    an exception."""
+    monkeypatch.chdir(golden_project)
+    original = json.loads(good_run.read_text(encoding="utf-8"))
+    path = golden_project / "fuzz.json"
+    tried = 0
+    for index, _ in enumerate(list(_paths(original))):
+        for value in WRONG_VALUES:
+            doc = json.loads(json.dumps(original))
+            container, key = list(_paths(doc))[index]
+            container[key] = value
+            path.write_text(json.dumps(doc), encoding="utf-8")
+            for argv in (["gate", str(path)], ["compare", str(good_run), str(path)]):
+                code = cli.main(argv)
+                out, err = capsys.readouterr()
+                assert code in (0, 1, 4, 65), (key, value, argv, code, err)
+                if code == 65:  # a refused file, or a comparison found invalid
+                    assert "goldeval: " in err or "comparison invalid" in out, (key, value)
+                tried += 1
+    assert tried > 500
