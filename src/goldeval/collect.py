@@ -123,6 +123,29 @@ def crash_message(report: pytest.TestReport) -> str:
     return one_line(text)[:500]
 
 
+def thread_timeout_hint(config: pytest.Config) -> str:
+    """A note for a lost item when pytest-timeout runs with its thread method.
+
+    That method ends the whole process on a timeout (``os._exit``), so under xdist the only
+    trace is "worker crashed": the reader is told a timeout is a likely cause. Serially the
+    process ends before anything can be written (docs/reliability.md, section 11).
+    """
+    if not config.pluginmanager.hasplugin("timeout"):
+        return ""
+    try:
+        from pytest_timeout import get_env_settings  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        settings = get_env_settings(config)
+    except Exception:  # an unknown pytest-timeout version: no hint rather than no run
+        return ""
+    if not settings.timeout or settings.method != "thread":
+        return ""
+    return (
+        f" (pytest-timeout's thread method ends the process when an item runs over "
+        f"{settings.timeout}s: this may be a timeout)"
+    )
+
+
 def error_kind_of(message: str, default: str) -> str:
     """TIMEOUT for pytest-timeout's failure (a hang is infrastructure, like a provider
     timeout), else ``default``."""

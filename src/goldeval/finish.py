@@ -76,12 +76,12 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
         return None
     if case is None:
         return None
-    from goldeval.collect import crash_message
+    from goldeval.collect import crash_message, thread_timeout_hint
     from goldeval.execute import case_facts
 
     # pytest's crash message (xdist's "worker 'gw0' crashed while running ...", a plugin's
     # own text), not the last line of a traceback.
-    message = crash_message(report)[:300]
+    message = crash_message(report)[:300] + thread_timeout_hint(state.config)
     return {
         "case": case_facts(case),
         "attempt": {

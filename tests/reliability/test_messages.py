@@ -316,3 +316,19 @@ def test_hostile_provider_errors_are_escaped_in_the_terminal(
     for path in (run_files.latest_dir() / "report.md", golden_project / "junit.xml",
                  golden_project / "dash.xml", golden_project / "report.html"):
         _assert_clean(path.name, _read(path))
+
+
+def test_a_thread_method_timeout_under_xdist_is_a_worker_crash_with_a_hint(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
+    pytest.importorskip("pytest_timeout")
+    pytester.makeconftest(SLOW_PROVIDER)
+    result = pytester.runpytest("--golden=generation-v1", "-p", "no:cacheprovider",
+                                "--timeout=1", "--timeout-method=thread", "-n", "2")
+    assert result.ret == 75, result.stdout.str()[-3000:]
+    (attempt,) = next(c for c in run_files.latest()["cases"]
+                      if c["caseId"] == SLOW_CASE)["attempts"]
+    assert (attempt["status"], attempt["errorKind"]) == ("ERROR", "WORKER_CRASH")
+    assert "crashed while running" in attempt["errorMessage"]
+    assert "pytest-timeout's thread method" in attempt["errorMessage"]
+    assert "over 1.0s" in attempt["errorMessage"]
