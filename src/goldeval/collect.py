@@ -12,7 +12,7 @@ from goldeval.errors import GoldevalError
 from goldeval.item_fixtures import PARAM_ARG, param_of
 from goldeval.models import AttemptRecord, Status
 from goldeval.session import PAYLOAD_ATTR, GoldenSession, payload_for, state_of
-from goldeval.textsafe import one_line
+from goldeval.textsafe import one_line, safe_text
 
 
 class GoldenModule(pytest.Module):
@@ -36,7 +36,7 @@ class GoldenModule(pytest.Module):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, GoldevalError):
-            return str(excinfo.value)
+            return safe_text(excinfo.value)  # may quote a row or manifest value
         return super().repr_failure(excinfo)
 
 

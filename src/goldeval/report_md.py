@@ -236,7 +236,7 @@ def render_comparison(cmp: Mapping[str, Any]) -> str:
         else:
             dtext = f"{delta * 100:+.1f}%"
         out.append(
-            f"| {d.get('name')} | {fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
+            f"| {one_line(d.get('name'))} | {fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
             f"{dtext} | {d.get('direction')} |"
         )
     sections = [

@@ -332,3 +332,19 @@ def test_a_thread_method_timeout_under_xdist_is_a_worker_crash_with_a_hint(
     assert "crashed while running" in attempt["errorMessage"]
     assert "pytest-timeout's thread method" in attempt["errorMessage"]
     assert "over 1.0s" in attempt["errorMessage"]
+
+
+def test_a_collection_error_quoting_a_hostile_row_is_escaped(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    folder = golden_project / "golden" / "keys"
+    (folder / "fixtures").mkdir(parents=True)
+    (folder / "dataset.yaml").write_text("version: keys-v1\npack: none\n", encoding="utf-8")
+    row = {"id": "a", "prompt": "p", "expect": {"\x1b[2Jx\u202e\x9b": 1}}
+    (folder / "rows.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (folder / "fixtures" / "a.out.md").write_text("ok", encoding="utf-8")
+    result = pytester.runpytest("--golden=keys-v1", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out[-2000:]
+    _assert_clean("terminal", out)
+    assert "rows.jsonl:1: expect.\\x1b[2Jx\\u202e\\x9b: unknown expect key" in out
