@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.errors import GoldevalError
+from goldeval.textsafe import one_line, safe_text
 
 USAGE = 4
 DEFAULT_STORE = os.environ.get("GOLDEVAL_STORE") or ".goldeval/goldeval.sqlite3"
@@ -232,10 +233,10 @@ def _finish(
         if gate is not None:
             print(f"\nQuality gate: {gate.verdict}")
             for rule in gate.rules:
-                print(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}")
+                print(one_line(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}"))
             for warning in gate.warnings:
-                print(f"  warning: {warning}")
-        print(f"\ngoldeval decision: exit {decision.code} — {reason}")
+                print(one_line(f"  warning: {warning}"))
+        print(f"\ngoldeval decision: exit {decision.code} — {one_line(reason)}")
     return decision.code
 
 
@@ -372,7 +373,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     problems = verify_run_dir(Path(args.run_dir))
     for p in problems:
-        print(p)
+        print(one_line(p))
     if problems:
         print(f"goldeval verify: {len(problems)} problem(s)")
         return 65
@@ -495,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except GoldevalError as exc:
-        print(f"goldeval: {exc}", file=sys.stderr)
+        print(f"goldeval: {safe_text(exc)}", file=sys.stderr)
         code = 65 if type(exc).__name__ == "BaselineError" else USAGE
         return code
     except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 from typing import Any
 
@@ -11,6 +12,7 @@ from goldeval.errors import GoldevalError
 from goldeval.item_fixtures import PARAM_ARG, param_of
 from goldeval.models import AttemptRecord, Status
 from goldeval.session import PAYLOAD_ATTR, GoldenSession, payload_for, state_of
+from goldeval.textsafe import one_line, safe_text
 
 
 class GoldenModule(pytest.Module):
@@ -34,7 +36,7 @@ class GoldenModule(pytest.Module):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, GoldevalError):
-            return str(excinfo.value)
+            return safe_text(excinfo.value)  # may quote a row or manifest value
         return super().repr_failure(excinfo)
 
 
@@ -70,16 +72,18 @@ def _record_without_grading(
     param = param_of(item)
     assert param is not None
     base = {"case_id": param.case.id, "index": param.attempt, "model": param.model}
-    message = _short_reason(report)
     if report.skipped:
+        message = _short_reason(report)
         return AttemptRecord(
             **base, status=Status.SKIPPED, skip_reason=message, error_message=message
         )
     if report.failed:
+        message = crash_message(report)
+        phase = "SETUP_ERROR" if call.when == "setup" else "TEST_ERROR"
         return AttemptRecord(
             **base,
             status=Status.ERROR,
-            error_kind="SETUP_ERROR" if call.when == "setup" else "TEST_ERROR",
+            error_kind=error_kind_of(message, phase),
             error_message=message,
         )
     return None
@@ -88,10 +92,64 @@ def _record_without_grading(
 def _short_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    text = str(getattr(report, "longreprtext", "") or longrepr or "")
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return (lines[-1] if lines else "unknown")[:500]
+        return one_line(str(longrepr[2]).removeprefix("Skipped: "))[:500]
+    return crash_message(report)
+
+
+#: pytest-timeout's failure text, "Timeout (>2.0s) from pytest-timeout." (its signal method).
+_TIMEOUT = re.compile(r"^Timeout \(>[^)]*\) from pytest-timeout")
+
+
+def crash_message(report: pytest.TestReport) -> str:
+    """Why an item failed, in one line: pytest's crash message, not a traceback's last line.
+
+    The last line of a long report is a location (``conftest.py:6: Failed``), which tells an
+    ERROR attempt's reader nothing; the crash message is the exception's own text
+    (``Timeout (>2.0s) from pytest-timeout.``, ``KeyError: 'x'``). pytest's ``Failed: ``
+    prefix of ``pytest.fail`` is dropped. Shown in reports: control characters escaped.
+    """
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or "").strip()
+    if text:
+        text = text.removeprefix("Failed: ")
+    else:
+        full = str(getattr(report, "longreprtext", "") or report.longrepr or "")
+        lines = [ln.strip() for ln in full.splitlines() if ln.strip()]
+        # "E   ..." lines hold the exception in a traceback; a plain text report (an xdist
+        # crash, a plugin's own text) says it all in its first line.
+        errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+        crashed = [ln for ln in lines if "crash" in ln.lower()]
+        text = (errors or crashed or lines or ["unknown"])[0]
+    return one_line(text)[:500]
+
+
+def thread_timeout_hint(config: pytest.Config) -> str:
+    """A note for a lost item when pytest-timeout runs with its thread method.
+
+    That method ends the whole process on a timeout (``os._exit``), so under xdist the only
+    trace is "worker crashed": the reader is told a timeout is a likely cause. Serially the
+    process ends before anything can be written (docs/reliability.md, section 11).
+    """
+    if not config.pluginmanager.hasplugin("timeout"):
+        return ""
+    try:
+        from pytest_timeout import get_env_settings  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        settings = get_env_settings(config)
+    except Exception:  # an unknown pytest-timeout version: no hint rather than no run
+        return ""
+    if not settings.timeout or settings.method != "thread":
+        return ""
+    return (
+        f" (pytest-timeout's thread method ends the process when an item runs over "
+        f"{settings.timeout}s: this may be a timeout)"
+    )
+
+
+def error_kind_of(message: str, default: str) -> str:
+    """TIMEOUT for pytest-timeout's failure (a hang is infrastructure, like a provider
+    timeout), else ``default``."""
+    return "TIMEOUT" if _TIMEOUT.match(message) else default
 
 
 def attach_record(
@@ -104,6 +162,19 @@ def attach_record(
         record = _record_without_grading(item, call, report)
         if record is None:
             return
+        state.records[item] = record
+    elif call.when == "call" and report.failed and record.status is Status.PASS:
+        # Graded PASS, yet the call failed after grading (pytest-timeout fired in a hook, a
+        # pytest_goldeval_attempt_graded hook raised): pytest reports a failure, so the
+        # attempt must not count as a pass. Infrastructure, not a quality verdict.
+        message = crash_message(report)
+        record = record.model_copy(
+            update={
+                "status": Status.ERROR,
+                "error_kind": error_kind_of(message, "TEST_ERROR"),
+                "error_message": message,
+            }
+        )
         state.records[item] = record
     if call.when == "call" or (call.when == "setup" and (report.failed or report.skipped)):
         if getattr(report, PAYLOAD_ATTR, None) is None:

@@ -81,7 +81,9 @@ def decide(
         "projectRoot": str(state.project_root),
         "goldenRoot": str(state.golden_root),
     }
-    notes: list[str] = []
+    # Notes already on the run (build_for's judge self-preference warning, ...) are kept:
+    # fields["notes"] replaces the run's list, so it must start from it.
+    notes: list[str] = list(run.get("notes") or [])
     comparison: ComparisonResult | None = None
     gate: GateResult | None = None
     baseline: dict[str, Any] | None = None
@@ -93,7 +95,7 @@ def decide(
     except BaselineError as exc:
         reason = f"baseline rejected: {exc}"
         fields["exitDecision"] = {"code": COMPARISON_INVALID, "reason": reason}
-        fields["notes"] = [reason]
+        fields["notes"] = [*notes, reason]
         return Decision(COMPARISON_INVALID, reason, fields)
     if path is not None:
         fields["baselinePath"] = str(path)

@@ -62,6 +62,11 @@ class ProviderError(Exception):
     """
 
     def __init__(self, kind: str, message: str, *, tries: int = 1) -> None:
+        # Messages quote untrusted text (an error body, an app's exception, an answer): its
+        # control and bidi characters are escaped here, once, for every place that shows it.
+        from goldeval.textsafe import safe_text
+
+        message = safe_text(message)
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message

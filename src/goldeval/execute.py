@@ -20,6 +20,7 @@ from goldeval.graders.retrieval import grade_retrieval
 from goldeval.models import AttemptRecord, CaseInfo, GraderOutcome, Status, TokenUsage
 from goldeval.pack import CONTEXT_PARTS, PROMPT_PARTS
 from goldeval.providers.base import Answer, ProviderRequest
+from goldeval.textsafe import one_line
 
 SYSTEM_INTRO = "Ты QA-агент в AI-first workflow. Соблюдай rules, skill, RAG и ADR."
 
@@ -217,21 +218,31 @@ class Pipeline:
 
 
 def failure_message(record: AttemptRecord) -> str:
-    """Readable failure text for pytest/JUnit: one line per violation, grader named."""
+    """Readable failure text for pytest/JUnit: one line per violation, grader named.
+
+    Violation reasons quote the answer, and pytest prints this text: each line goes through
+    goldeval.textsafe (escape sequences, ``\\r``, bidi overrides shown escaped, one line each).
+    """
     lines = [f"golden case {record.case_id} attempt {record.index}: FAIL"]
     if record.contract is not None:
         for v in record.contract.taxonomy:
-            lines.append(f"  [{v.category}/{v.severity.value}] {v.grader}: {v.reason}")
+            lines.append(f"  [{v.category}/{v.severity.value}] {v.grader}: {one_line(v.reason)}")
     if record.retrieval is not None and record.retrieval.applicable and not record.retrieval.passed:
         r = record.retrieval
         lines.append(
-            f"  [RETRIEVAL/HIGH] RetrievalGrader: retrieved {r.retrieved} != expected "
-            f"{r.expected} (missing {r.missing}, unexpected {r.unexpected})"
+            "  "
+            + one_line(
+                f"[RETRIEVAL/HIGH] RetrievalGrader: retrieved {r.retrieved} != expected "
+                f"{r.expected} (missing {r.missing}, unexpected {r.unexpected})"
+            )
         )
     for g in record.graders:
         if g.hard and not g.passed:
             for v in g.violations:
-                lines.append(f"  [{v.category}/{v.severity.value}] {v.grader}: {v.reason}")
+                lines.append(
+                    f"  [{v.category}/{v.severity.value}] {one_line(v.grader)}: "
+                    f"{one_line(v.reason)}"
+                )
             if not g.violations:
-                lines.append(f"  {g.grader}: failed")
+                lines.append(f"  {one_line(g.grader)}: failed")
     return "\n".join(lines)

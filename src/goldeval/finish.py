@@ -143,11 +143,12 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
         return None
     if case is None:
         return None
+    from goldeval.collect import crash_message, thread_timeout_hint
     from goldeval.execute import case_facts
 
-    lines = [ln.strip() for ln in str(report.longreprtext or "").splitlines() if ln.strip()]
-    crash = [ln for ln in lines if "crash" in ln.lower()]
-    message = (crash[0] if crash else lines[-1] if lines else "item lost")[:300]
+    # pytest's crash message (xdist's "worker 'gw0' crashed while running ...", a plugin's
+    # own text), not the last line of a traceback.
+    message = crash_message(report)[:300] + thread_timeout_hint(state.config)
     return {
         "case": case_facts(case),
         "attempt": {
@@ -270,7 +271,9 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
 
             verdict = decide_exit(run, None, None, pytest_status=int(status))
             run["exitDecision"] = {"code": verdict.code, "reason": verdict.reason}
-            run["notes"] = ["models side by side (--golden-models): no baseline, no gate"]
+            run.setdefault("notes", []).append(
+                "models side by side (--golden-models): no baseline, no gate"
+            )
             write_run(state, run, run_dir)
             state.benchmark.append(run)
             codes.append(verdict.code)
@@ -477,12 +480,22 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
 
 
 def print_summary(state: GoldenSession, tr: Any) -> None:
+    """The goldeval block of pytest's terminal summary.
+
+    Every value that can hold untrusted text (reasons, notes, paths, case lists) goes through
+    goldeval.textsafe: an answer's escape sequences must not reach the reader's terminal.
+    """
+    from goldeval.textsafe import one_line
+
     run = state.run
     if run is None:
         return
     tr.write_sep(
         "=",
-        f"goldeval: {run.get('datasetVersion')} ({run.get('configuration', {}).get('goldenMode')})",
+        one_line(
+            f"goldeval: {run.get('datasetVersion')} "
+            f"({run.get('configuration', {}).get('goldenMode')})"
+        ),
     )
     tr.write_line(
         f"  cases {run['casesTotal']} (pass {run['casesPassed']}, fail {run['casesFailed']}, "
@@ -493,14 +506,18 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         tr.write_line(line)
     cmp = run.get("comparison")
     if cmp:
+        baseline = run.get("baselinePath")
         tr.write_line(
-            f"  baseline: {cmp.get('decision')}"
-            + (f" vs {run.get('baselinePath')}" if run.get("baselinePath") else "")
+            f"  baseline: {one_line(cmp.get('decision'))}"
+            + (f" vs {one_line(baseline)}" if baseline else "")
+            + ("" if run.get("qualityGate") else " (no gate applied)")
         )
         for reason in cmp.get("invalidReasons") or []:
-            tr.write_line(f"    {reason}")
+            tr.write_line(f"    {one_line(reason)}")
+        for line in report_md.comparison_case_lines(cmp):
+            tr.write_line(f"    {line}")
     for run_doc in getattr(state, "benchmark", None) or []:
-        tr.write_line(f"  model {run_doc.get('model')}:")
+        tr.write_line(f"  model {one_line(run_doc.get('model'))}:")
         for line in report_md.summary_table(run_doc):
             tr.write_line("  " + line)
     recorded = getattr(state, "recorded", None)
@@ -508,19 +525,22 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         for kind in ("new", "changed"):
             if recorded[kind]:
                 tr.write_line(
-                    f"  fixtures {kind}: {', '.join(recorded[kind])} — read them before committing"
+                    f"  fixtures {kind}: {report_md.name_cases(recorded[kind], limit=10**9)}"
+                    " — read them before committing"
                 )
         if recorded["kept"]:
             tr.write_line(
                 f"  fixtures differing but kept (pass --golden-overwrite-fixtures): "
-                f"{', '.join(recorded['kept'])}"
+                f"{report_md.name_cases(recorded['kept'], limit=10**9)}"
             )
     run_dir = getattr(state, "run_dir", None)
     if run_dir is not None:
-        tr.write_line(f"  artifacts: {run_dir}")
+        tr.write_line(f"  artifacts: {one_line(run_dir)}")
+    for notice in report_md.notices(run):
+        tr.write_line(f"  {notice}")
     for note in run.get("notes") or []:
-        tr.write_line(f"  note: {note}")
+        tr.write_line(f"  note: {one_line(note)}")
     decision = run.get("exitDecision") or {}
-    line = f"goldeval decision: exit {decision.get('code')} — {decision.get('reason')}"
+    line = one_line(f"goldeval decision: exit {decision.get('code')} — {decision.get('reason')}")
     ok = decision.get("code") == 0
     tr.write_line(line, green=ok, red=not ok, bold=True)

@@ -97,6 +97,15 @@ class MetricsAccumulator:
         self.tok_total: int | None = None
         self.cost: float | None = None
         self.cost_known = True
+        # Operational facts the terminal and report.md show (retries, judge outcomes): the
+        # run keeps only light copies of passing cases, so they are counted here, in passing.
+        self.retried = 0
+        self.extra_tries = 0
+        self.retried_cases = _CaseNames()
+        self.judge = {"accept": 0, "reject": 0, "pending": 0, "errors": 0}
+        self.judged = False
+        self.judge_pending = _CaseNames()
+        self.judge_errors = _CaseNames()
 
     def add(self, case: Mapping[str, Any]) -> None:
         h, t = self.h, self.t
@@ -125,6 +134,11 @@ class MetricsAccumulator:
                     self.cost_known = False
             elif status != "SKIPPED":
                 self.cost_known = False
+            tries = a.get("tries")
+            if isinstance(tries, int) and tries > 1:
+                self.retried += 1
+                self.extra_tries += tries - 1
+                self.retried_cases.add(case.get("caseId"))
             if status != "PASS" and status != "FAIL":
                 continue
             passed = status == "PASS"
@@ -146,6 +160,8 @@ class MetricsAccumulator:
                     t["ragAccuracy"] += 1
                     h["ragAccuracy"] += bool(c.get("ragOk"))
             j = a.get("judge")
+            if j:
+                self._judge(case.get("caseId"), j)
             if j and not j.get("error") and j.get("decision") != "PENDING":
                 t["judgeAcceptRate"] += 1
                 h["judgeAcceptRate"] += j.get("decision") == "ACCEPT"
@@ -172,6 +188,19 @@ class MetricsAccumulator:
             self.unstable_t += 1
             self.unstable_h += 0 < rate.get("hits", 0) < rate["total"]
 
+    def _judge(self, case_id: Any, j: Mapping[str, Any]) -> None:
+        self.judged = True
+        if j.get("error"):
+            self.judge["errors"] += 1
+            self.judge_errors.add(case_id)
+        elif j.get("decision") == "ACCEPT":
+            self.judge["accept"] += 1
+        elif j.get("decision") == "REJECT":
+            self.judge["reject"] += 1
+        else:
+            self.judge["pending"] += 1
+            self.judge_pending.add(case_id)
+
     def result(self, weights: Mapping[str, float] | None = None) -> dict[str, Any]:
         metrics: dict[str, Any] = {n: rate_dict(self.h[n], self.t[n]) for n in RATE_NAMES}
         score, formula = weighted_score(metrics, weights or {})
@@ -191,12 +220,48 @@ class MetricsAccumulator:
         metrics["unstableCaseRate"] = rate_dict(self.unstable_h, self.unstable_t)
         metrics["slices"] = {k: rate_dict(v[0], v[1]) for k, v in self.slices.items()}
         metrics["graders"] = {k: rate_dict(v[0], v[1]) for k, v in sorted(self.graders.items())}
+        if self.retried:
+            metrics["retries"] = {
+                "attempts": self.retried,
+                "extraTries": self.extra_tries,
+                **self.retried_cases.dump("cases"),
+            }
+        if self.judged:
+            metrics["judge"] = {
+                **self.judge,
+                **self.judge_pending.dump("pendingCases"),
+                **self.judge_errors.dump("errorCases"),
+            }
         if self.soft:
             metrics["softScores"] = {
                 k: {"mean": sum(v) / len(v), "samples": len(v)}
                 for k, v in sorted(self.soft.items())
             }
         return metrics
+
+
+#: How many case ids a metrics entry names (the counts are always complete).
+CASES_NAMED = 10
+
+
+class _CaseNames:
+    """Distinct cases counted, the first CASES_NAMED named (cases arrive one at a time)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ids: list[str] = []
+        self._last: Any = None
+
+    def add(self, case_id: Any) -> None:
+        if case_id is None or case_id == self._last:
+            return  # another attempt of the case just counted
+        self._last = case_id
+        self.count += 1
+        if len(self.ids) < CASES_NAMED:
+            self.ids.append(str(case_id))
+
+    def dump(self, name: str) -> dict[str, Any]:
+        return {name: self.count, name[:-1] + "Ids": list(self.ids)}
 
 
 def compute_metrics(

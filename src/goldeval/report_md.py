@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from goldeval.metrics import RATE_NAMES, format_rate, rate_value
+from goldeval.textsafe import one_line
 
 RATE_LABELS = {
     "overallPassRate": "Overall",
@@ -20,9 +21,17 @@ RATE_LABELS = {
 }
 
 
+#: How many case ids a terminal line names before "and N more".
+NAMED_CASES = 10
+
+
 def md_escape(text: Any) -> str:
-    """Escape untrusted text for a Markdown table cell (no HTML, no pipes, one line)."""
-    s = str(text)
+    """Escape untrusted text for a Markdown table cell (no HTML, no pipes, one line).
+
+    Control, C1 and bidi characters are escaped visibly first (goldeval.textsafe), so the
+    report is safe to ``cat`` and a job summary cannot be reordered by a U+202E override.
+    """
+    s = one_line(text)
     for ch, rep in (
         ("\\", "\\\\"),
         ("|", "\\|"),
@@ -68,6 +77,11 @@ def render(run: Mapping[str, Any]) -> str:
         ("Duration", f"{run.get('durationMs', 0)} ms"),
     ]
     out += [f"- {k}: {md_escape(v)}" for k, v in bullets]
+    # Up front, where a job summary is read: what the metrics alone do not say.
+    remarks = [*notices(run), *(str(n) for n in run.get("notes") or [])]
+    if remarks:
+        out += ["", "## Notes", ""]
+        out += [f"- {md_escape(r)}" for r in remarks]
     executed = run.get("casesTotal", 0) - run.get("casesSkipped", 0)
     quality = run.get("attemptsPassed", 0) + run.get("attemptsFailed", 0)
     out += ["", "## Execution", "", "| | |", "|---|---|"]
@@ -222,7 +236,7 @@ def render_comparison(cmp: Mapping[str, Any]) -> str:
         else:
             dtext = f"{delta * 100:+.1f}%"
         out.append(
-            f"| {d.get('name')} | {fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
+            f"| {one_line(d.get('name'))} | {fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
             f"{dtext} | {d.get('direction')} |"
         )
     sections = [
@@ -248,10 +262,81 @@ def summary_table(run: Mapping[str, Any]) -> list[str]:
     for name in RATE_NAMES:
         lines.append(f"  {RATE_LABELS[name]:<26} {format_rate(m.get(name))}")
     for key, rate in (m.get("graders") or {}).items():
-        lines.append(f"  {'grader ' + key:<26} {format_rate(rate)}")
+        lines.append(f"  {'grader ' + one_line(key):<26} {format_rate(rate)}")
     unstable = m.get("unstableCaseRate")
     if rate_value(unstable) is not None:
         lines.append(f"  {'Unstable cases':<26} {format_rate(unstable)}")
     lat = m.get("latency") or {}
     lines.append(f"  {'Latency avg / p95':<26} {lat.get('avgMs', 0)} / {lat.get('p95Ms', 0)} ms")
     return lines
+
+
+def name_cases(ids: Sequence[Any], count: int | None = None, limit: int = NAMED_CASES) -> str:
+    """``a, b, c`` for up to ``limit`` ids, then ``and N more`` (``count``: the full number,
+    when ``ids`` holds only the first few)."""
+    total = len(ids) if count is None else max(count, len(ids))
+    shown = [one_line(i) for i in list(ids)[:limit]]
+    more = total - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+#: Case classes named in the terminal under the baseline line, in this order.
+NAMED_CLASSES = (
+    ("new failures", "NEW_FAILURE"),
+    ("new infrastructure errors (not quality regressions)", "NEW_ERROR"),
+    ("recovered", "RECOVERED"),
+)
+
+
+def comparison_case_lines(cmp: Mapping[str, Any]) -> list[str]:
+    """``new failures (3): a, b, c`` and the like, for every class with cases (none when the
+    comparison is invalid: it has no case classes)."""
+    if cmp.get("decision") == "COMPARISON_INVALID":
+        return []
+    out = []
+    for label, cls in NAMED_CLASSES:
+        ids = [c.get("caseId") for c in cmp.get("cases") or [] if c.get("class") == cls]
+        if ids:
+            out.append(f"{label} ({len(ids)}): {name_cases(ids)}")
+    return out
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def notices(run: Mapping[str, Any]) -> list[str]:
+    """What a reader must not miss besides the metrics: retries and judge outcomes (PENDING,
+    judge errors), one line each, for the terminal and report.md (counts from run.metrics)."""
+    m = run.get("metrics") or {}
+    out: list[str] = []
+    retries = m.get("retries") or {}
+    if retries.get("attempts"):
+        out.append(
+            f"retries: {_plural(retries['attempts'], 'attempt')} needed more than one "
+            f"provider try ({_plural(retries.get('extraTries', 0), 'retry', 'retries')}): "
+            f"{name_cases(retries.get('caseIds') or [], retries.get('cases'))}"
+        )
+    judge = m.get("judge")
+    if judge:
+        line = (
+            f"judge: {judge.get('accept', 0)} ACCEPT, {judge.get('reject', 0)} REJECT, "
+            f"{judge.get('pending', 0)} PENDING, {_plural(judge.get('errors', 0), 'error')}"
+        )
+        if judge.get("pending") or judge.get("errors"):
+            line += " (PENDING and errors are not in judgeAcceptRate)"
+        out.append(line)
+        if judge.get("pending"):
+            ids = name_cases(judge.get("pendingCaseIds") or [], judge.get("pendingCases"))
+            out.append(f"judge PENDING (no usable decision): {ids}")
+        if judge.get("errors"):
+            ids = name_cases(judge.get("errorCaseIds") or [], judge.get("errorCases"))
+            out.append(f"judge errors (judge call failed; the hard verdict stands): {ids}")
+    elif run.get("judgeErrors"):
+        out.append(f"judge errors: {run['judgeErrors']} (see run.json)")
+    notes = [str(n) for n in run.get("notes") or []]
+    if run.get("judgeSelfPreference") and not any("self-preference" in n for n in notes):
+        out.append(
+            f"judge model {run.get('judgeModel')} is the generator model: self-preference risk"
+        )
+    return [one_line(line) for line in out]

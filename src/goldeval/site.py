@@ -40,6 +40,7 @@ from goldeval.integrations.html import (
     rate_of,
     table,
 )
+from goldeval.textsafe import one_line
 
 TREND_METRICS = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
 TREND_LABELS = {
@@ -499,7 +500,7 @@ def main_site(argv: Sequence[str] | None = None) -> int:
     warnings: list[str] = []
     runs = load_runs(Path(args.runs), warnings)
     for warning in warnings:
-        print(f"goldeval site: warning: {warning}", file=sys.stderr)
+        print(f"goldeval site: warning: {one_line(warning)}", file=sys.stderr)
     if not runs:
         print(f"goldeval site: no readable run.json under {args.runs}", file=sys.stderr)
         return 1

@@ -240,7 +240,8 @@ def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schem
     case = _cases(root, "golden.ds-<1>")["c&1"]
     failure = case.find("failure")
     assert failure is not None
-    assert failure.get("message") == "1 of 3 attempts passed: missing ]]> <tag>  first"
+    # the control character is shown escaped (goldeval.textsafe), not silently dropped
+    assert failure.get("message") == "1 of 3 attempts passed: missing ]]> <tag> \\x01 first"
     gate = _cases(root, "golden.ds-<1>.gate")
     assert gate["overallPassRate >= 0.900"].find("failure") is not None
     comparison = gate["comparison"].find("failure")

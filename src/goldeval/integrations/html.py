@@ -23,6 +23,7 @@ import pytest
 
 from goldeval.metrics import RATE_NAMES
 from goldeval.report_md import RATE_LABELS as REPORT_LABELS
+from goldeval.textsafe import safe_text
 
 if TYPE_CHECKING:
     from goldeval.session import GoldenSession
@@ -47,8 +48,13 @@ padding:6px;max-height:30em;overflow:auto}
 
 
 def esc(value: Any) -> str:
-    """Escape any value for HTML text or a quoted attribute; ``None`` reads ``n/a``."""
-    return html.escape("n/a" if value is None else str(value), quote=True)
+    """Escape any value for HTML text or a quoted attribute; ``None`` reads ``n/a``.
+
+    Control, C1 and bidi characters are escaped visibly first (goldeval.textsafe): HTML
+    escaping alone leaves a U+202E override free to reorder what the reviewer reads, and a
+    copy from the page would carry raw escape sequences into a terminal.
+    """
+    return html.escape(safe_text("n/a" if value is None else value), quote=True)
 
 
 def _clip(text: str) -> str:

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.textsafe import one_line
+
 if TYPE_CHECKING:
     from goldeval.session import GoldenSession
 
@@ -39,14 +41,17 @@ _RULE_OPERATOR = {"<": ">=", ">": "<=", ">=": ">=", "<=": "<="}
 def _first_line(text: Any) -> str:
     for line in str(text).splitlines():
         if line.strip():
-            return line.strip()
+            return one_line(line)
     return ""
 
 
 def _dedupe(lines: Iterable[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
-    for line in lines:
+    for raw in lines:
+        # Every reason line is an excerpt of untrusted text (answers, provider errors,
+        # retrieved chunk ids): escaped once here for both the message and the text.
+        line = one_line(raw)
         if line and line not in seen:
             seen.add(line)
             out.append(line)
@@ -191,7 +196,7 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
     gate_class = f"{classname}.gate"
     gate = run.get("qualityGate") or {}
     for rule in gate.get("rules") or []:
-        detail = str(rule.get("detail") or "")
+        detail = one_line(rule.get("detail") or "")
         tc = TestCase(
             rule_test_name(rule), classname=gate_class, stdout=f"{rule.get('kind')}: {detail}"
         )
@@ -209,9 +214,9 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
     else:
         decision = str(comparison.get("decision"))
         baseline = run.get("baselinePath") or comparison.get("baselineRunId") or "baseline"
-        tc.stdout = f"{decision} vs {baseline}"
+        tc.stdout = f"{decision} vs {one_line(baseline)}"
         if decision == "COMPARISON_INVALID":
-            reasons = [str(r) for r in comparison.get("invalidReasons") or []] or [decision]
+            reasons = _dedupe(str(r) for r in comparison.get("invalidReasons") or []) or [decision]
             tc.add_failure_info(
                 message=_message("comparison invalid", reasons),
                 output="\n".join(reasons),
