@@ -299,7 +299,7 @@ def test_fixture_linked_to_proc_environ_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     plugin_args: list[str],
 ) -> None:
-    monkeypatch.setenv("GOLDEVAL_TEST_PLANTED_KEY", SECRET)
+    monkeypatch.setenv("PLANTED_TEST_SECRET_KEY", SECRET)
     fixture = golden_project / FIXTURES / f"{PASSING}.out.md"
     fixture.unlink()
     fixture.symlink_to("/proc/self/environ")
@@ -357,7 +357,7 @@ def test_a_fifo_is_refused_without_hanging(
 def test_rows_outside_the_dataset_folder_are_refused(
     pytester: pytest.Pytester, golden_project: Path, monkeypatch: pytest.MonkeyPatch, rows: str
 ) -> None:
-    monkeypatch.setenv("GOLDEVAL_TEST_PLANTED_KEY", SECRET)
+    monkeypatch.setenv("PLANTED_TEST_SECRET_KEY", SECRET)
     (golden_project / "outside.jsonl").write_text(
         json.dumps({"id": "x", "prompt": SECRET, "must_not": ["y"]}) + "\n", encoding="utf-8"
     )
