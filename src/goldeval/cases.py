@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,26 @@ class GoldenCase:
             row["tags"] = list(self.tags)
         if self.metadata:
             row["metadata"] = _sorted_json(self.metadata)
+        explicit = self.explicit_defaults()
+        if explicit:
+            row["explicit"] = explicit
         return row
+
+    def explicit_defaults(self) -> list[str]:
+        """Reference expect keys written with the value their absence serialises to.
+
+        The reference record fills ``rag``/``contains`` with ``[]`` and ``red`` with ``false``,
+        so ``"rag": []`` and no ``rag`` would hash alike, yet grading differs: a present key
+        makes the contract grader apply and grades retrieval. Listing such keys (only when
+        there is one: reference rows never write an empty default) keeps reference hashes
+        while every input that can change a verdict changes the hash.
+        """
+        e = self.expect
+        return [
+            key
+            for key, empty in (("contains", []), ("rag", []), ("red", False))
+            if key in e and e[key] == empty and type(e[key]) is type(empty)
+        ]
 
 
 def _sorted_json(value: Any) -> Any:
@@ -129,6 +149,7 @@ def canonical_text(case: GoldenCase) -> str:
     if (
         extra
         or case.metadata
+        or case.explicit_defaults()
         or any(
             not isinstance(e.get(k), (str, int, type(None))) for k in ("layer", "class", "status")
         )
@@ -160,6 +181,30 @@ def canonical_text(case: GoldenCase) -> str:
         parts += [',\n  "tags" : ', _jlist(case.tags)]
     parts.append("\n}")
     return "".join(parts)
+
+
+def selected_attempts(
+    attempts: Mapping[str, Iterable[tuple[str, int]]], selected: Iterable[str], configured: int
+) -> dict[str, list[int]] | None:
+    """The protocol's ``selectedAttempts``: None when every selected case ran attempts
+    1..``configured`` (for every model), else ``{caseId: [attempt numbers run]}``.
+
+    ``-k attempt2`` with ``--golden-attempts=3`` runs one attempt in three: a run measured that
+    way is a different protocol from a full one (its rates rest on other attempts), so it must
+    not be compared with a full baseline. Absent for a full run, so full runs and their
+    baselines (captured before this key existed) keep comparing equal.
+    """
+    full = set(range(1, configured + 1))
+    out: dict[str, list[int]] = {}
+    partial = False
+    for case_id in sorted(set(selected)):
+        by_model: dict[str, set[int]] = {}
+        for model, index in attempts.get(case_id, ()):
+            by_model.setdefault(model, set()).add(index)
+        if not by_model or any(indices != full for indices in by_model.values()):
+            partial = True
+        out[case_id] = sorted(set().union(*by_model.values())) if by_model else []
+    return out if partial else None
 
 
 def dataset_hash(cases: list[GoldenCase]) -> str:

@@ -292,9 +292,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     folder = resolve_dataset(args.golden, Path(args.golden_root or "golden"), Path.cwd())
     path = folder / "calibration.jsonl"
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise GoldevalError("no calibration.jsonl in the dataset folder", path=folder)
-    rows = load_calibration(path)
+    from goldeval.safe_files import contained_file
+
+    # A link out of the dataset folder or a FIFO is refused before anything is opened.
+    rows = load_calibration(contained_file(path, folder, what="calibration corpus"))
     if args.live:
         predict = _live_judge(args, folder)
         report = calibrate(rows, predict, live=True)

@@ -10,7 +10,8 @@ import pytest
 
 from goldeval.errors import GoldevalError
 from goldeval.item_fixtures import PARAM_ARG, param_of
-from goldeval.models import AttemptRecord, Status
+from goldeval.models import AttemptRecord, Mode, Status
+from goldeval.plugin import TAG_MARKER_DESCRIPTION
 from goldeval.session import PAYLOAD_ATTR, GoldenSession, payload_for, state_of
 from goldeval.textsafe import one_line, safe_text
 
@@ -31,7 +32,7 @@ class GoldenModule(pytest.Module):
         state = state_of(self.config)
         state.load()  # raises GoldevalError: reported as a clean collection error
         for tag in sorted(state.tag_markers()):
-            self.config.addinivalue_line("markers", f"{tag}: golden rows tagged {tag!r}")
+            self.config.addinivalue_line("markers", f"{tag}: {TAG_MARKER_DESCRIPTION} {tag!r}")
         return super().collect()
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
@@ -228,3 +229,82 @@ def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pyt
     if done:
         config.hook.pytest_deselected(items=done)
         items[:] = keep
+
+
+def check_selected_fixtures(
+    session: pytest.Session, state: GoldenSession, items: list[pytest.Item]
+) -> None:
+    """Fixture mode: every *selected* row needs a readable recorded answer.
+
+    Run after deselection (``-k``, ``-m``, node ids, ``--golden-run-key``), so a row left out
+    of the run needs no fixture. A problem is a collection error of the dataset file (exit 2,
+    ``file:line: id: ...``, nothing runs), exactly like a broken row; the affected items are
+    removed, so that nothing is graded and not even ``--continue-on-collection-errors`` reads
+    a bad file.
+    """
+    if state.settings.mode is not Mode.FIXTURE:
+        return
+    golden: dict[str, list[pytest.Item]] = {}
+    module: pytest.Collector | None = None
+    for item in items:
+        param = param_of(item)
+        if param is not None:
+            golden.setdefault(param.case.id, []).append(item)
+            module = module or item.parent
+    if not golden or module is None:
+        return
+    from goldeval.dataset import fixture_problems
+
+    dataset = state.load()
+    cases = [c for c in dataset.cases if c.id in golden]
+    problems = fixture_problems(dataset, cases)
+    if not problems:
+        return
+    # Every golden item goes, not only the rows at fault: a dataset that cannot be replayed as
+    # selected is not run at all (as with a broken row), also under xdist, where a worker's
+    # collection error does not stop the other items from running.
+    items[:] = [it for it in items if param_of(it) is None]
+    shown = [str(p) for p in problems[:20]]
+    if len(problems) > 20:
+        shown.append(f"... and {len(problems) - 20} more")
+    report = pytest.CollectReport(module.nodeid, "failed", "\n".join(shown), result=[])
+    session.config.hook.pytest_collectreport(report=report)
+
+
+class CollectionGuard:
+    """Controller side: a collection error in the dataset stops the run, serial or xdist.
+
+    Serially pytest already stops before the first item when a collection error was reported.
+    Under xdist the controller only relays workers' collection errors and runs what was
+    collected; the run would then be recorded (0 cases, or the rows that did collect) and the
+    exit status would not say "collection error". So after the loop, a dataset collection
+    error interrupts the session like a serial one (exit 2), and nothing is recorded.
+    """
+
+    def __init__(self, state: GoldenSession) -> None:
+        self.state = state
+        self.dataset_error = False
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and self._is_dataset(report.nodeid):
+            self.dataset_error = True
+
+    def _is_dataset(self, nodeid: str) -> bool:
+        from pathlib import Path
+
+        path = nodeid.split("::", 1)[0]
+        if not path:
+            return False
+        try:
+            return (Path(self.state.config.rootpath) / path).resolve() == Path(
+                self.state.target
+            ).resolve()
+        except (OSError, RuntimeError, ValueError):
+            return False
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        result = yield
+        if self.dataset_error and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted("collection error in the golden dataset: nothing graded")
+        return result

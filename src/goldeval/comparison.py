@@ -70,6 +70,7 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     "packHash",
     "mode",
     "attempts",
+    "selectedAttempts",
     "selectedCaseIds",
     "graderConfigHash",
     "provider",
@@ -460,6 +461,26 @@ def _selected_ids_difference(baseline: Any, candidate: Any) -> ProtocolDifferenc
     )
 
 
+def _attempts_text(value: Any) -> str:
+    if not isinstance(value, dict):
+        return "every attempt of every case"
+    runs = sum(len(v) for v in value.values() if isinstance(v, list))
+    return f"{runs} attempts of {len(value)} cases (a partial attempt selection)"
+
+
+def _attempts_difference(baseline: Any, candidate: Any) -> ProtocolDifference:
+    """selectedAttempts (absent = every attempt): summarised, never the whole map."""
+    return ProtocolDifference(
+        key="selectedAttempts",
+        baseline=baseline,
+        candidate=candidate,
+        message=(
+            f"selectedAttempts mismatch: baseline {_attempts_text(baseline)} vs candidate "
+            f"{_attempts_text(candidate)}"
+        ),
+    )
+
+
 def _live_keys_in_play(b: Mapping[str, Any], c: Mapping[str, Any]) -> set[str]:
     """The live-only keys that take part in comparability for these two protocols."""
     if not (_normal_mode(b.get("mode")) == "LIVE" and _normal_mode(c.get("mode")) == "LIVE"):
@@ -481,6 +502,10 @@ def _protocol_differences(b: Mapping[str, Any], c: Mapping[str, Any]) -> list[Pr
             diff = _selected_ids_difference(bv, cv)
             if diff is not None:
                 diffs.append(diff)
+            continue
+        if key == "selectedAttempts":
+            if bv != cv:
+                diffs.append(_attempts_difference(bv, cv))
             continue
         if key == "mode":
             bm, cm = _normal_mode(bv) or bv, _normal_mode(cv) or cv

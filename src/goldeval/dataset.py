@@ -13,7 +13,7 @@ import json
 import keyword
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +24,36 @@ from goldeval.errors import ConfigError, DatasetError, DatasetErrors, GoldevalEr
 from goldeval.graders.base import ExpectKey, Grader
 from goldeval.manifest import Manifest, find_manifest, read_manifest
 from goldeval.pack import Pack, load_pack
+from goldeval.safe_files import contained_file, read_regular_file
 
 ROW_FIELDS = ("id", "prompt", "expect", "must_not", "tags", "metadata")
 CORE_EXPECT_KEYS = (ExpectKey("red", "bool", "known to fail live: carries the `red` marker"),)
 RESERVED_FILES = ("calibration.jsonl",)
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# A tag becomes ``pytest.mark.<tag>``: a plain identifier starting with a letter (``_x`` and
+# ``__init__`` are attributes of pytest's MarkGenerator, not marks).
+TAG = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+#: Marks with behaviour of their own, in pytest or in common plugins. A row tagged with one
+#: would be skipped, xfailed, retried, given fixtures...: a failing row turned into a green run.
+#: The plugin adds every marker the running pytest's plugins registered (see
+#: ``goldeval.session``); this list is the floor when pytest is not there to ask.
+RESERVED_TAGS = frozenset(
+    {
+        # pytest itself
+        "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "parametrize",
+        "tryfirst", "trylast", "hookwrapper", "wrapper", "optionalhook", "firstresult",
+        # common plugins: timeouts, reruns, ordering, async, databases, xdist, isolation...
+        "timeout", "flaky", "repeat", "order", "run", "first", "second", "last",
+        "dependency", "incremental", "asyncio", "anyio", "trio", "django_db", "urls",
+        "ignore_template_errors", "xdist_group", "forked", "isolated", "serial",
+        "no_cover", "hypothesis", "benchmark", "freeze_time", "vcr", "block_network",
+        "enable_socket", "disable_socket", "allow_hosts", "httpx_mock", "respx",
+        "only", "focus", "randomly_dont_reorganize", "retry", "rerun", "slow_call",
+        "golden",
+        # ours: `red` comes from expect.red
+        "red",
+    }
+)  # fmt: skip
 # Names that are special files on Windows: an id becomes a file name under fixtures/ and runs/.
 WINDOWS_RESERVED = (
     {"con", "prn", "aux", "nul"} | {f"com{i}" for i in range(10)} | {f"lpt{i}" for i in range(10)}
@@ -61,6 +85,25 @@ class Dataset:
         if self._hash is None:
             self._hash = dataset_hash(self.cases)
         return self._hash
+
+    def grader_config(self, used: Sequence[str]) -> dict[str, str]:
+        """What the protocol's ``graderConfigHash`` covers: every grading input outside the rows.
+
+        The domain constants (``contract:``/``retriever:``), the graders that grade some row,
+        their modes and the manifest's ``grader_options`` (a citation pattern changes verdicts
+        as surely as a row does). ``options`` enters only when set, so the hash of a dataset
+        without options is the one its baselines were captured with.
+        """
+        config = {
+            "domain": self.domain.fingerprint(),
+            "graders": ",".join(used),
+            "modes": ",".join(f"{k}={v}" for k, v in sorted(self.grader_modes.items())),
+        }
+        if self.manifest.grader_options:
+            config["options"] = json.dumps(
+                self.manifest.grader_options, sort_keys=True, ensure_ascii=True, default=repr
+            )
+        return config
 
 
 class _Pairs(dict[str, Any]):
@@ -106,13 +149,17 @@ def check_case_id(case_id: Any) -> str | None:
 
 
 def parse_rows(
-    path: Path, expect_keys: dict[str, ExpectKey], graders: Sequence[Grader] = ()
+    path: Path,
+    expect_keys: dict[str, ExpectKey],
+    graders: Sequence[Grader] = (),
+    reserved_tags: Collection[str] = RESERVED_TAGS,
 ) -> list[GoldenCase]:
-    """Parse and validate a JSONL rows file; raise DatasetErrors listing every problem."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
+    """Parse and validate a JSONL rows file; raise DatasetErrors listing every problem.
+
+    ``reserved_tags``: names a row tag may not take because they are marks with behaviour
+    (pytest's own and the running plugins'); the default is :data:`RESERVED_TAGS`.
+    """
+    data = read_regular_file(path)
     errors: list[GoldevalError] = []
     cases: list[GoldenCase] = []
     first_line: dict[str, int] = {}
@@ -232,12 +279,20 @@ def parse_rows(
             tags = []
         else:
             for tag in tags:
-                if not TAG.match(tag) or keyword.iskeyword(tag) or tag in ("red",):
+                if not TAG.match(tag) or keyword.iskeyword(tag):
                     err(
                         f"tag {tag[:40]!r} cannot be a pytest marker",
                         fld="tags",
-                        hint="use letters, digits and '_' (e.g. smoke_test); "
-                        "'red' comes from expect.red",
+                        hint="start with a letter, then letters, digits and '_' (e.g. smoke_test)",
+                    )
+                elif tag in reserved_tags:
+                    err(
+                        f"tag {tag!r} is a pytest mark with its own behaviour (it would "
+                        "skip, xfail, retry or reconfigure the row instead of labelling it)",
+                        fld="tags",
+                        hint="rename the tag (e.g. "
+                        f"{tag}_rows); 'red' comes from expect.red, a known failure stays "
+                        "graded and is deselected with -m 'not red'",
                     )
         metadata = obj.get("metadata")
         if metadata is None:
@@ -278,12 +333,15 @@ def parse_rows(
 
 def rows_file(folder: Path, manifest: Manifest, manifest_path: Path) -> Path:
     if manifest.rows:
-        path = (folder / manifest.rows).resolve()
-        if not path.is_file():
-            raise DatasetError("rows file not found", path=manifest_path, field="rows")
-        return path
+        return contained_file(
+            folder / manifest.rows, folder, what="rows file", source=manifest_path, fld="rows"
+        )
+    # is_file() follows links and is False for a FIFO: both are checked just below instead of
+    # being silently skipped (a rows file that is a link out must be an error, not "no rows").
     candidates = sorted(
-        p for p in folder.glob("*.jsonl") if p.name not in RESERVED_FILES and p.is_file()
+        p
+        for p in folder.glob("*.jsonl")
+        if p.name not in RESERVED_FILES and (p.is_symlink() or not p.is_dir())
     )
     if not candidates:
         raise DatasetError(
@@ -299,15 +357,22 @@ def rows_file(folder: Path, manifest: Manifest, manifest_path: Path) -> Path:
             field="rows",
             hint="keep one, or name it with `rows:` in the manifest",
         )
-    return candidates[0]
+    return contained_file(candidates[0], folder, what="rows file", source=manifest_path)
 
 
-def discover(golden_root: Path, problems: list[str] | None = None) -> dict[str, Path]:
+def discover(
+    golden_root: Path,
+    problems: list[str] | None = None,
+    duplicates: dict[str, list[Path]] | None = None,
+) -> dict[str, Path]:
     """Map dataset id → folder for every manifest under ``golden_root`` (sorted walk).
 
     Manifests that cannot be read are left out; their errors go to ``problems`` if given.
+    An id found in more than one folder maps to the first; ``duplicates`` (if given) receives
+    every folder of each such id.
     """
     found: dict[str, Path] = {}
+    every: dict[str, list[Path]] = {}
     if not golden_root.is_dir():
         return found
     stack = [golden_root]
@@ -323,24 +388,44 @@ def discover(golden_root: Path, problems: list[str] | None = None) -> dict[str, 
                     problems.append(str(exc))
             if manifest is not None:
                 found.setdefault(manifest.version, folder)
+                every.setdefault(manifest.version, []).append(folder)
         for child in sorted(folder.iterdir(), reverse=True):
             if (
                 child.is_dir()
+                and not child.is_symlink()  # a link could loop, or lead out of the project
                 and child.name not in ("fixtures", "__pycache__")
                 and not child.name.startswith(".")
             ):
                 stack.append(child)
+    if duplicates is not None:
+        duplicates.update({k: v for k, v in sorted(every.items()) if len(v) > 1})
     return dict(sorted(found.items()))
 
 
 def resolve_dataset(spec: str, golden_root: Path, invocation_dir: Path) -> Path:
-    """``--golden=ID`` (a manifest version under the golden root) or a folder path."""
+    """``--golden=ID`` (a manifest version under the golden root) or a folder path.
+
+    Two folders under the golden root with the same ``version`` are a usage error, whichever
+    one is asked for: the id names baselines, history and the store, so runs of the two would
+    be compared with each other's baselines.
+    """
+    problems: list[str] = []
+    duplicates: dict[str, list[Path]] = {}
+    known = discover(golden_root, problems, duplicates)
+    if duplicates:
+        clashes = "; ".join(
+            f"{version!r} in " + " and ".join(str(f) for f in folders)
+            for version, folders in duplicates.items()
+        )
+        raise ConfigError(
+            f"two datasets share a version: {clashes}",
+            hint="a dataset's `version` is its identity (baselines, history, store): give "
+            "each folder its own, e.g. bump one to a new version",
+        )
     for base in (invocation_dir, golden_root):
         candidate = base / spec
         if candidate.is_dir() and find_manifest(candidate) is not None:
             return candidate.resolve()
-    problems: list[str] = []
-    known = discover(golden_root, problems)
     if spec in known:
         return known[spec].resolve()
     listing = ", ".join(known) if known else f"none found under {golden_root}"
@@ -351,13 +436,118 @@ def resolve_dataset(spec: str, golden_root: Path, invocation_dir: Path) -> Path:
     )
 
 
+def ungraded_rows(
+    cases: Sequence[GoldenCase], graders: Sequence[Grader], modes: dict[str, str], path: Path
+) -> list[GoldevalError]:
+    """Rows no check reads: they would PASS whatever the answer (a silent false green).
+
+    A row is checked when a grader that is not ``off`` applies to it (the manifest's
+    ``graders:`` mode, else the grader's default) or its retrieval is graded (``expect.rag``,
+    not a refusal). A row read only by soft graders counts as checked: soft is a documented
+    choice (a score reported next to the verdict), whereas a row nothing reads is a mistake.
+    """
+    active = [g for g in graders if modes.get(g.name, "hard" if g.hard else "soft") != "off"]
+    errors: list[GoldevalError] = []
+    for case in cases:
+        if any(g.applies(case) for g in active) or ("rag" in case.expect and not case.refuse):
+            continue
+        errors.append(
+            DatasetError(
+                "no grader checks this row (no expect key a grader reads, no must_not): "
+                "it would pass whatever the answer",
+                path=path,
+                line=case.line,
+                field="expect",
+                hint="add an expect key or must_not, or set `allow_ungraded_rows: true` in "
+                "the manifest to run such rows on purpose",
+            )
+        )
+    return errors
+
+
+def fixture_problems(dataset: Dataset, cases: Iterable[GoldenCase]) -> list[GoldevalError]:
+    """Why the recorded answers of ``cases`` cannot be replayed (fixture mode), per row.
+
+    Only the selected rows are checked (a deselected row needs no fixture). One directory
+    scan instead of a stat per row: at 100,000 rows the stats were the cost. A fixture must be
+    a regular file inside the dataset folder; a link inside the folder is followed.
+    """
+    folder = dataset.dir
+    errors: list[GoldevalError] = []
+    hint = "record it with --golden-mode=record, or write it"
+    fixtures_dir = folder / "fixtures"
+    entries: dict[str, os.DirEntry[str]] = {}
+    try:
+        contained = fixtures_dir.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):
+        contained = False
+    if fixtures_dir.exists() and not contained:
+        return [
+            DatasetError(
+                f"fixtures/ resolves to {fixtures_dir.resolve()}, outside {folder}",
+                path=fixtures_dir,
+                hint="keep the recorded answers inside the dataset folder",
+            )
+        ]
+    try:
+        with os.scandir(fixtures_dir) as scan:
+            entries = {e.name: e for e in scan}
+    except OSError:
+        entries = {}
+    for case in cases:
+        name = f"{case.id}.out.md"
+        entry = entries.get(name)
+        if entry is None:
+            errors.append(
+                DatasetError(
+                    f"no recorded answer fixtures/{name}",
+                    path=dataset.rows_path,
+                    line=case.line,
+                    field="id",
+                    hint=hint,
+                )
+            )
+            continue
+        try:
+            if entry.is_file(follow_symlinks=False):
+                continue  # a plain regular file: the common case needs no further stat
+        except OSError:
+            pass
+        try:
+            contained_file(
+                fixtures_dir / name,
+                folder,
+                what=f"recorded answer fixtures/{name}",
+                source=dataset.rows_path,
+                line=case.line,
+                fld="id",
+            )
+        except DatasetError as exc:
+            errors.append(exc)
+    return errors
+
+
+def raise_all(errors: list[GoldevalError]) -> None:
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise DatasetErrors(errors)
+
+
 def load_dataset(
     folder: Path,
     *,
     project_root: Path,
     graders: Sequence[Grader],
     require_fixtures: bool,
+    reserved_tags: Collection[str] = RESERVED_TAGS,
 ) -> Dataset:
+    """Load and validate a dataset folder.
+
+    ``require_fixtures``: check every row's recorded answer now (the plugin checks only the
+    selected rows, after deselection, with :func:`fixture_problems`).
+    """
+    folder = folder.resolve()
     manifest_path = find_manifest(folder)
     if manifest_path is None:
         raise DatasetError("no dataset.yaml or dataset.json", path=folder)
@@ -382,51 +572,40 @@ def load_dataset(
         for key in grader.expect_keys:
             expect_keys.setdefault(key.name, key)
     path = rows_file(folder, manifest, manifest_path)
-    cases = parse_rows(path, expect_keys, graders)
+    cases = parse_rows(path, expect_keys, graders, reserved_tags)
+    if not manifest.allow_ungraded_rows:
+        raise_all(ungraded_rows(cases, graders, modes, path))
     domain = DomainConfig(
         contract=manifest.contract or DomainConfig().contract,
         retriever=manifest.retriever or DomainConfig().retriever,
     )
     pack: Pack | None = None
     pack_spec = manifest.pack
+    project = project_root.resolve()
     if pack_spec is None:
         default = project_root / "pack"
         if default.is_dir():
-            pack = load_pack(default)
+            pack = load_pack(default, project)
     elif pack_spec.lower() not in ("none", "null", ""):
-        pack = load_pack((folder / pack_spec).resolve())
-    if require_fixtures:
-        try:
-            # One directory listing instead of a stat per row (100,000 rows, 100,000 stats).
-            present = set(os.listdir(folder / "fixtures"))
-        except OSError:
-            present = set()
-        missing = [c for c in cases if f"{c.id}.out.md" not in present]
-        if missing:
-            raise (
-                DatasetErrors(
-                    [
-                        DatasetError(
-                            f"no recorded answer fixtures/{c.id}.out.md",
-                            path=path,
-                            line=c.line,
-                            field="id",
-                            hint="record it with --golden-mode=record, or write it",
-                        )
-                        for c in missing
-                    ]
-                )
-                if len(missing) > 1
-                else DatasetError(
-                    f"no recorded answer fixtures/{missing[0].id}.out.md",
-                    path=path,
-                    line=missing[0].line,
-                    field="id",
-                    hint="record it with --golden-mode=record, or write it",
-                )
+        pack_dir = folder / pack_spec
+        real = pack_dir.resolve()
+        if not real.is_relative_to(project):
+            raise DatasetError(
+                f"pack {pack_spec!r} resolves to {real}, outside the project {project}",
+                path=manifest_path,
+                field="pack",
+                hint="keep the pack inside the project",
             )
+        pack = load_pack(real, project)
+    rubric: str | None = None
     rubric_path = folder / "rubric.md"
-    return Dataset(
+    if rubric_path.exists() or rubric_path.is_symlink():
+        real_rubric = contained_file(rubric_path, folder, what="rubric")
+        try:
+            rubric = read_regular_file(real_rubric).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"not valid UTF-8 ({exc.reason})", path=rubric_path) from None
+    dataset = Dataset(
         dir=folder,
         manifest_path=manifest_path,
         manifest=manifest,
@@ -434,6 +613,9 @@ def load_dataset(
         cases=cases,
         pack=pack,
         domain=domain,
-        rubric=rubric_path.read_text(encoding="utf-8") if rubric_path.is_file() else None,
+        rubric=rubric,
         grader_modes=modes,
     )
+    if require_fixtures:
+        raise_all(fixture_problems(dataset, cases))
+    return dataset

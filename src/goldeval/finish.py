@@ -207,13 +207,7 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     # make every existing baseline incomparable, and every shard or selection of one dataset
     # gets the same hash.
     used = state.graders_in_use()
-    grader_config = config_fingerprint(
-        {
-            "domain": ds.domain.fingerprint(),
-            "graders": ",".join(used),
-            "modes": ",".join(f"{k}={v}" for k, v in sorted(ds.grader_modes.items())),
-        }
-    )
+    grader_config = config_fingerprint(ds.grader_config(used))
     provider_name = s.provider.name if live else None
     fixtures = state._fixtures
     if live and fixtures is not None:
@@ -225,6 +219,10 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
             provider_name = f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
         elif getattr(used, "name", None) and used is not state._provider:
             provider_name = str(used.name)
+    from goldeval.cases import selected_attempts
+
+    # The attempts actually run, when they are not 1..attempts for every case (-k attempt2).
+    partial = selected_attempts(state.collector.attempts, selected, s.attempts)
     return {
         "datasetId": ds.id,
         "datasetHash": ds.hash,
@@ -232,6 +230,7 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
         "packHash": ds.pack.hash if ds.pack else None,
         "mode": s.mode.protocol_name,
         "attempts": s.attempts,
+        **({"selectedAttempts": partial} if partial is not None else {}),
         "selectedCaseIds": sorted(selected),
         "graderConfigHash": grader_config,
         "provider": provider_name,

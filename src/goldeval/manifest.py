@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 
 from goldeval.domain import ContractConfig, RetrieverConfig
 from goldeval.errors import DatasetError
+from goldeval.safe_files import contained_file, read_regular_file
 
 MANIFEST_NAMES = ("dataset.yaml", "dataset.yml", "dataset.json")
 
@@ -68,6 +69,9 @@ class Manifest(BaseModel):
     #: options passed to graders by name (e.g. a citation pattern)
     grader_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     rows: str | None = None
+    #: Rows that no hard grader checks (no expect key a hard grader reads, no must_not) pass
+    #: whatever the answer; they are a row error unless this is true.
+    allow_ungraded_rows: bool = False
 
 
 def find_manifest(folder: Path) -> Path | None:
@@ -87,12 +91,13 @@ def _parse_error(exc: Exception, path: Path) -> DatasetError:
 
 
 def read_manifest(path: Path) -> Manifest:
+    # A manifest linked out of its folder (to /etc/shadow, say) is refused before it is read:
+    # a YAML error would quote its lines. A FIFO is refused without blocking.
+    contained_file(path, path.parent, what="manifest")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_regular_file(path).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DatasetError(f"not valid UTF-8 ({exc.reason})", path=path) from None
-    except OSError as exc:
-        raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
     data: Any
     try:
         if path.suffix == ".json":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,17 +112,44 @@ def pack_hash(files: dict[str, bytes]) -> str:
     return digest.hexdigest()
 
 
-def load_pack(root: Path) -> Pack:
+def _pack_files(root: Path, project: Path) -> dict[str, bytes]:
+    """Every file of the pack, by relative path.
+
+    A file link is followed only when it stays inside the project (a chunk linked to
+    /proc/self/environ would put the environment in prompts and reports); a directory link
+    out of the project is an error, one inside is not descended into (it could loop); anything
+    that is not a regular file (a FIFO would hang the read) is an error naming it.
+    """
+    from goldeval.safe_files import contained_file, read_regular_file
+
+    raw: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        dirnames.sort()
+        for name in dirnames:
+            link = base / name
+            if link.is_symlink() and not link.resolve().is_relative_to(project):
+                raise DatasetError(
+                    f"pack folder {link} links to {link.resolve()}, outside the project",
+                    path=link,
+                    hint="keep the pack's files inside the project",
+                )
+        for name in sorted(filenames):
+            path = base / name
+            real = contained_file(path, project, what="pack file") if path.is_symlink() else path
+            raw[path.relative_to(root).as_posix()] = read_regular_file(real)
+    return raw
+
+
+def load_pack(root: Path, project: Path | None = None) -> Pack:
+    """Load the pack at ``root``; its files must stay inside ``project`` (default: the pack)."""
     if not root.is_dir():
         raise DatasetError(
             "pack folder not found",
             path=root,
             hint="set `pack:` in the dataset manifest or create pack/ at the project root",
         )
-    raw: dict[str, bytes] = {}
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            raw[path.relative_to(root).as_posix()] = path.read_bytes()
+    raw = _pack_files(root, (project or root).resolve())
     texts: dict[str, str] = {}
     for rel, data in raw.items():
         if rel.endswith((".md", ".txt", ".yaml", ".yml", ".json")):

@@ -30,6 +30,40 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from goldeval import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
+    if not pluginmanager.has_plugin("goldeval-ini-markers"):
+        pluginmanager.register(_IniMarkers(), "goldeval-ini-markers")
+
+
+#: How many lines of the ``markers`` ini value come from the ini file itself (see _IniMarkers).
+_INI_MARKER_LINES = pytest.StashKey[int]()
+#: Description of the markers goldeval registers for row tags (told apart from plugins' marks).
+TAG_MARKER_DESCRIPTION = "golden rows tagged"
+
+
+class _IniMarkers:
+    """Counts the markers declared in the ini file, before any plugin or conftest adds its own.
+
+    pytest keeps one list: the ini file's lines first, then every ``addinivalue_line`` in
+    configure order (conftests, plugins, pytest itself). A row tag may take a name the user
+    declared (a label), never one that code registered (code may act on it: skip, retry...).
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[_INI_MARKER_LINES] = len(config.getini("markers"))
+
+
+def reserved_marks(config: pytest.Config) -> frozenset[str]:
+    """Marker names registered by code (pytest, plugins, conftests) rather than the ini file."""
+    lines = config.getini("markers")
+    start = config.stash.get(_INI_MARKER_LINES, 0)
+    names = set()
+    for line in lines[start:]:
+        name, _, description = line.partition(":")
+        if description.strip().startswith(TAG_MARKER_DESCRIPTION):
+            continue  # a row tag goldeval registered itself
+        names.add(name.split("(")[0].strip())
+    return frozenset(names)
 
 
 #: The session's run state. Defined here, not in goldeval.session, so that asking "is the
@@ -59,6 +93,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from goldeval.finish import Controller
 
         config.pluginmanager.register(Controller(state), "goldeval-controller")
+        from goldeval.collect import CollectionGuard
+
+        config.pluginmanager.register(CollectionGuard(state), "goldeval-collection-guard")
         if state.settings.mode.value != "fixture":
             from goldeval.concurrency import WorkStealingForLive
 
@@ -72,12 +109,31 @@ def pytest_configure(config: pytest.Config) -> None:
     _j.register(config, state)
     _h.register(config, state)
     # `pytest --golden=ID` evaluates that dataset only; explicit paths are kept alongside it.
+    # A node id of the dataset file (pasted from a FAILED line) narrows the run to those items:
+    # appending the whole file as well would run every row (every model call, in live mode).
     target = str(state.target)
     if config.args_source == pytest.Config.ArgsSource.ARGS:
-        if target not in config.args:
+        if not any(_names_target(arg, state.target, config) for arg in config.args):
             config.args.append(target)
     else:
         config.args[:] = [target]
+
+
+def _names_target(arg: str, target: Any, config: pytest.Config) -> bool:
+    """Whether a command-line argument is the dataset's rows file or a node id inside it."""
+    from pathlib import Path
+
+    path = arg.split("::", 1)[0]
+    if not path:
+        return False
+    try:
+        wanted = Path(target).resolve()
+        for base in (config.invocation_params.dir, config.rootpath):
+            if (Path(base) / path).resolve() == wanted:
+                return True
+    except (OSError, RuntimeError, ValueError):
+        return False
+    return False
 
 
 def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
@@ -102,13 +158,88 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parametrize(metafunc, state)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    # trylast: after -k / -m deselected their items, so only the selected rows are checked.
     state = _state(config)
-    if state is None or not state.settings.run_key:
+    if state is None:
         return
-    from goldeval.collect import deselect_graded
+    from goldeval.collect import check_selected_fixtures, deselect_graded
 
-    deselect_graded(config, state, items)
+    if state.settings.run_key:
+        deselect_graded(config, state, items)
+    check_selected_fixtures(session, state, items)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    # A plain `pytest` in a project with datasets collects nothing from them (exit 5): say how
+    # to run them. Only then, so a normal run pays nothing; no heavy import, nothing written.
+    if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or _state(config) is not None:
+        return
+    if config.getoption("golden", default=None):
+        return
+    line = _datasets_hint(config)
+    if line:
+        terminalreporter.write_line(line, yellow=True)
+
+
+_MANIFESTS = ("dataset.yaml", "dataset.yml", "dataset.json")
+
+
+def _datasets_hint(config: pytest.Config) -> str | None:
+    """``goldeval: datasets under golden/: a, b; run them with --golden=ID`` or None.
+
+    Reads only the ``version`` line of each manifest (no YAML parser, no pydantic), never
+    follows links out of the golden folder and never opens anything but a regular file.
+    """
+    import json
+    import os
+    import re
+    import stat
+    from pathlib import Path
+
+    root_opt = config.getini("golden_root") or "golden"
+    root = Path(root_opt)
+    if not root.is_absolute():
+        root = Path(config.rootpath) / root
+    if not root.is_dir():
+        return None
+    version_line = re.compile(r"""^version\s*:\s*["']?([^"'#\s]+)""", re.MULTILINE)
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and d not in ("fixtures", "__pycache__")
+        )
+        name = next((m for m in _MANIFESTS if m in filenames), None)
+        if name is None or Path(dirpath) == root:
+            continue
+        path = Path(dirpath) / name
+        version = Path(dirpath).name
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                with open(path, "rb") as handle:
+                    text = handle.read(65536).decode("utf-8-sig", "replace")
+                if name.endswith(".json"):
+                    data = json.loads(text)
+                    if isinstance(data, dict) and isinstance(data.get("version"), str):
+                        version = data["version"]
+                else:
+                    match = version_line.search(text)
+                    if match:
+                        version = match.group(1)
+        except (OSError, ValueError):
+            pass
+        found.append(version)
+    if not found:
+        return None
+    try:
+        shown = root.relative_to(config.invocation_params.dir)
+    except ValueError:
+        shown = root
+    listing = ", ".join(sorted(dict.fromkeys(found)))
+    return f"goldeval: datasets under {shown}/: {listing}; run them with --golden=ID"
 
 
 @pytest.hookimpl(wrapper=True)

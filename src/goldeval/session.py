@@ -206,11 +206,17 @@ class GoldenSession:
 
     def load(self) -> Dataset:
         if self.dataset is None:
+            from goldeval.dataset import RESERVED_TAGS
+            from goldeval.plugin import reserved_marks
+
+            # Fixtures are checked for the selected rows only, after deselection
+            # (goldeval.collect.check_selected_fixtures).
             dataset = load_dataset(
                 self.dataset_dir,
                 project_root=self.project_root,
                 graders=self.get_graders(),
-                require_fixtures=self.settings.mode is Mode.FIXTURE,
+                require_fixtures=False,
+                reserved_tags=RESERVED_TAGS | reserved_marks(self.config),
             )
             # The contract's domain constants come from the dataset's manifest.
             self.graders = [

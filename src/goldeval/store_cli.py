@@ -52,6 +52,14 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
         acc.add(case)
     protocol = dict(row.protocol)
     protocol["selectedCaseIds"] = sorted(collector.infos)
+    from goldeval.cases import selected_attempts
+
+    # As in a pytest run's protocol: the attempts stored, when not 1..attempts for every case.
+    partial = selected_attempts(
+        collector.attempts, collector.infos, int(protocol.get("attempts") or 1)
+    )
+    if partial is not None:
+        protocol["selectedAttempts"] = partial
     doc: dict[str, Any] = {
         "runId": row.run_id,
         "runKey": row.run_key,

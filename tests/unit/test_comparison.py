@@ -406,6 +406,7 @@ CHANGED: dict[str, Any] = {
     "packHash": "c" * 64,
     "mode": "LIVE",
     "attempts": 3,
+    "selectedAttempts": {"a": [2], "b": [2]},
     "selectedCaseIds": ["a"],
     "graderConfigHash": "h" * 64,
     "provider": "openai",

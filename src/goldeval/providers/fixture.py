@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from goldeval.errors import ProviderError
+from goldeval.errors import DatasetError, ProviderError
 from goldeval.providers.base import Answer, Provider, ProviderRequest
+from goldeval.safe_files import contained_file, read_regular_file
 
 
 def fixture_path(dataset_dir: Path, case_id: str) -> Path:
@@ -23,11 +24,12 @@ class FixtureProvider(Provider):
         start = time.perf_counter()
         path = fixture_path(self.dataset_dir, request.case.id)
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            # Checked at collection; this only happens if the file vanished mid-run.
-            raise ProviderError(
-                "PROVIDER_ERROR", f"cannot read fixture {path}: {exc.strerror}"
-            ) from None
+            # Checked at collection for the selected rows; checked again here because a file
+            # can be swapped for a link out (/proc/self/environ) or a FIFO mid-run, and a
+            # conftest may override golden_case with a row the collection never saw.
+            real = contained_file(path, self.dataset_dir, what="recorded answer")
+            data = read_regular_file(real)
+        except DatasetError as exc:
+            raise ProviderError("PROVIDER_ERROR", f"cannot read fixture: {exc}") from None
         text = data.decode("utf-8", errors="replace")
         return Answer(text=text, duration_ms=max(1, round((time.perf_counter() - start) * 1000)))
