@@ -470,8 +470,6 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
     """Roll back this process's records of the run (marked FAILED/INTERRUPTED), set exit 75
     (4 for an artifact path goldeval refuses to write through) and return the one-line
     reason for the terminal."""
-    from goldeval.store import redact_url
-
     fin = finalisation(state)
     interrupted = (
         session.exitstatus == pytest.ExitCode.INTERRUPTED
@@ -480,28 +478,31 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
     )
     status = "INTERRUPTED" if interrupted else "FAILED"
     code = 4 if isinstance(exc, ArtifactError) else 75
+    kept = (
+        pytest.ExitCode.INTERRUPTED,
+        pytest.ExitCode.INTERNAL_ERROR,
+        pytest.ExitCode.USAGE_ERROR,
+    )
+    if session.exitstatus in kept:
+        code = int(session.exitstatus)  # never downgraded (style guide 12)
     if isinstance(exc, OSError):
         what = f"{exc.strerror or type(exc).__name__}" + (
             f": {exc.filename}" if exc.filename else ""
         )
     else:
         what = str(exc)
-    what = redact_url(what) if "://" in what else what
-    action = "fix the path and rerun" if code == 4 else "retry once the cause is fixed"
-    reason = f"could not finish the run ({what}); it is marked {status}, {action}"
-    left = fin.rollback(state.settings.out_dir, state.run_id, status, code, reason, state.recorder)
+    action = "fix the path and rerun" if isinstance(exc, ArtifactError) else "retry once fixed"
+    reason = f"could not finish the run ({what}); it is marked {status} (exit {code}), {action}"
+    recorder = state.recorder
+    run_id = recorder.run_id if recorder is not None and recorder.run_id else state.run_id
+    left = fin.rollback(state.settings.out_dir, run_id, status, code, reason, recorder)
     if left:
         reason += f"; also left behind: {', '.join(left[:3])}"
     if state.run is not None:
         state.run["status"] = status
         state.run["exitDecision"] = {"code": code, "reason": reason}
     state.exit_reason = reason
-    if session.exitstatus not in (
-        pytest.ExitCode.INTERRUPTED,
-        pytest.ExitCode.INTERNAL_ERROR,
-        pytest.ExitCode.USAGE_ERROR,
-    ):
-        session.exitstatus = code
+    session.exitstatus = code
     return reason
 
 
