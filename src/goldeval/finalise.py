@@ -41,6 +41,7 @@ class Finalisation:
         #: LATEST path, its previous content (None: there was none), the content we wrote
         self.latest: list[tuple[Path, bytes | None, bytes]] = []
         self.history: list[tuple[Path, int, int]] = []
+        self.manifests: dict[Path, int] = {}
         self.unsynced = 0
 
     # ------------------------------------------------------------------ folder and lock
@@ -122,6 +123,22 @@ class Finalisation:
                 if is_temp(name):
                     (Path(top) / name).unlink(missing_ok=True)
 
+    def committed(self, run_dir: Path) -> None:
+        """Remember our manifest (by inode) once written: the folder's commit record."""
+        try:
+            self.manifests[run_dir] = os.lstat(run_dir / MANIFEST).st_ino
+        except OSError:
+            pass
+
+    def _still_ours(self, run_dir: Path) -> bool:
+        ours = self.manifests.get(run_dir)
+        if ours is None:
+            return True  # not committed: we held the lock since the folder was opened
+        try:
+            return os.lstat(run_dir / MANIFEST).st_ino == ours
+        except OSError:
+            return True
+
     # ------------------------------------------------------------------ rollback
 
     def rollback(
@@ -140,6 +157,9 @@ class Finalisation:
                 left.append(f"temp file {tmp}")
         decision = {"code": code, "reason": reason}
         for run_dir in self.dirs:
+            self.lock(run_dir)  # a run key's folder: wait for a session writing it now
+            if not self._still_ours(run_dir):
+                continue  # another session of the key committed it after us: its record stands
             try:
                 self.clear_stale_temps(run_dir)
             except OSError:

@@ -456,6 +456,7 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
         if recorder.error and not had_error:
             raise FinalisationError(recorder.error)
     write_manifest(run_dir, run["runId"], entries)
+    fin.committed(run_dir)
     if run.get("status") in ("COMPLETED", "INCOMPLETE"):
         ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
         previous = artifacts.write_latest(out_dir, run_dir)
