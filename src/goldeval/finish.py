@@ -6,7 +6,6 @@ status and the artifacts are decided exactly once.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
@@ -15,7 +14,9 @@ from typing import Any
 import pytest
 
 from goldeval import artifacts, report_md
+from goldeval.artifacts import ArtifactError
 from goldeval.errors import GoldevalError
+from goldeval.finalise import FinalisationError, finalisation
 from goldeval.models import Mode
 from goldeval.run import build_run, config_fingerprint, git_commit, new_run_id
 from goldeval.session import PAYLOAD_ATTR, GoldenSession
@@ -35,6 +36,8 @@ class Controller:
         #: The pre-flight refused the run before any item ran: nothing to record or decide.
         self.refused = False
         self.preflown = False
+        #: the one-line reason when finishing the run failed (see finalisation_failed)
+        self.final_error: str | None = None
 
     # -- pre-flight (goldeval.decide): refused before the first model call ------------------
 
@@ -120,9 +123,37 @@ class Controller:
         if self.refused:
             self.state.close()
             return
-        finish_session(self.state, session)
+        state = self.state
+        fin = finalisation(state)
+        recorder = state.recorder
+        try:
+            finish_session(state, session)
+            if recorder is not None and recorder.began and not recorder.finished:
+                # Paths that wrote no single run of the store's id (models side by side,
+                # nothing to write): the store run still gets a final status, never RUNNING.
+                had_error = recorder.error
+                recorder.finish(state.run or {"status": "FAILED"}, state.artifact_inventory)
+                if recorder.error and not had_error:
+                    raise FinalisationError(recorder.error)
+            fin.release_all()
+        except (OSError, ArtifactError, FinalisationError) as exc:
+            # Finalisation is infrastructure: a full disk, a folder in LATEST's place, a store
+            # that fails at the end. One line and exit 75, not a traceback and exit 1.
+            self.final_error = finalisation_failed(state, session, exc)
+        except BaseException as exc:
+            # A bug: still never leave a green-looking record behind, then let pytest show it.
+            finalisation_failed(state, session, exc)
+            raise
+        finally:
+            if recorder is not None:
+                if recorder.began and recorder.error and not recorder.finished:
+                    recorder.mark_failed("INTERRUPTED", {})
+                recorder.close()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.final_error is not None:
+            terminalreporter.write_line(f"goldeval: error: {self.final_error}", red=True, bold=True)
+            return
         print_summary(self.state, terminalreporter)
 
 
@@ -401,15 +432,20 @@ def build_for(
         extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
     judge_errors = 0
 
+    fin = finalisation(state)
+
     def on_case(case: dict[str, Any]) -> None:
         nonlocal judge_errors
         judge_errors += sum(1 for a in case["attempts"] if (a.get("judge") or {}).get("error"))
-        artifacts.write_case(run_dir, case, s.artifacts)
+        fin.unsynced += len(artifacts.write_case(run_dir, case, s.artifacts))
 
-    run_dir = out_dir / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "cases").mkdir(exist_ok=True)
-    cases_file = run_dir / f".cases.{os.getpid()}.jsonl.tmp"
+    # A folder of its own, created exclusively (a clash draws a new id); a run key's folder
+    # is shared by its sessions and written by one process at a time (flock).
+    shared = bool(s.run_key) or (recorder is not None and recorder.resumed)
+    run_id, run_dir = fin.open_run_dir(
+        out_dir, run_id, shared=shared, new_id=lambda: new_run_id(out_dir, state.started)
+    )
+    cases_file = fin.cases_files[run_dir]
     run = build_run(
         run_id=run_id,
         started=state.started,
@@ -459,23 +495,85 @@ def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
 
 
 def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
-    from goldeval.evidence import write_manifest
+    """Commit a built run: every artifact durable, then the store's final status, then the
+    manifest (the folder's commit record), then LATEST and one history line.
+
+    Any failure propagates; :meth:`Controller.pytest_sessionfinish` then rolls back what this
+    process recorded (see :mod:`goldeval.finalise`) and exits 75.
+    """
+    from goldeval.evidence import inventory, write_manifest
     from goldeval.run import write_run_json
 
+    fin = finalisation(state)
+    fin.runs[run_dir] = run
     out_dir = state.settings.out_dir
-    cases_file = run_dir / f".cases.{os.getpid()}.jsonl.tmp"
-    write_run_json(run_dir / "run.json", run, cases_file)
-    cases_file.unlink(missing_ok=True)
     artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(run)))
     artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
     if run.get("comparison"):
         artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
-    state.artifact_inventory = write_manifest(run_dir, run["runId"])
-    artifacts.append_history(out_dir, run)
+    cases_file = fin.cases_files.pop(run_dir)
+    write_run_json(run_dir / "run.json", run, cases_file)
+    fin.drop_temp(cases_file)
+    fin.sync()
+    fin.clear_stale_temps(run_dir)
+    entries = inventory(run_dir)
+    state.artifact_inventory = entries
+    recorder = state.recorder
+    if recorder is not None and recorder.run_id == run["runId"] and not recorder.finished:
+        had_error = recorder.error
+        recorder.finish(run, entries)
+        if recorder.error and not had_error:
+            raise FinalisationError(recorder.error)
+    write_manifest(run_dir, run["runId"], entries)
+    fin.committed(run_dir)
     if run.get("status") in ("COMPLETED", "INCOMPLETE"):
-        artifacts.atomic_write(out_dir / "LATEST", str(run_dir.resolve()) + "\n")
+        ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
+        previous = artifacts.write_latest(out_dir, run_dir)
+        fin.latest.append((out_dir / "LATEST", previous, ours))
+    fin.history.append(artifacts.append_history(out_dir, run))
+    fin.release(run_dir)
     state.run_dir = run_dir
     return run_dir
+
+
+def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: BaseException) -> str:
+    """Roll back this process's records of the run (marked FAILED/INTERRUPTED), set exit 75
+    (4 for an artifact path goldeval refuses to write through) and return the one-line
+    reason for the terminal."""
+    fin = finalisation(state)
+    interrupted = (
+        session.exitstatus == pytest.ExitCode.INTERRUPTED
+        or bool(session.shouldstop)
+        or isinstance(exc, KeyboardInterrupt)
+    )
+    status = "INTERRUPTED" if interrupted else "FAILED"
+    code = 4 if isinstance(exc, ArtifactError) else 75
+    kept = (
+        pytest.ExitCode.INTERRUPTED,
+        pytest.ExitCode.INTERNAL_ERROR,
+        pytest.ExitCode.USAGE_ERROR,
+    )
+    if session.exitstatus in kept:
+        code = int(session.exitstatus)  # never downgraded (style guide 12)
+    if isinstance(exc, OSError):
+        what = f"{exc.strerror or type(exc).__name__}" + (
+            f": {exc.filename}" if exc.filename else ""
+        )
+    else:
+        what = str(exc)
+    action = "fix the path and rerun" if isinstance(exc, ArtifactError) else "retry once fixed"
+    reason = f"could not finish the run ({what}); it is marked {status} (exit {code}), {action}"
+    recorder = state.recorder
+    run_id = recorder.run_id if recorder is not None and recorder.run_id else state.run_id
+    left = fin.rollback(state.settings.out_dir, run_id, status, code, reason, recorder)
+    if left:
+        reason += f"; also left behind: {', '.join(left[:3])}"
+    if state.run is not None:
+        state.run["status"] = status
+        state.run["exitDecision"] = {"code": code, "reason": reason}
+    state.exit_reason = reason
+    session.exitstatus = code
+    return reason
 
 
 def print_summary(state: GoldenSession, tr: Any) -> None:

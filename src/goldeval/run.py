@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
+import secrets
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -292,35 +294,52 @@ def build_run(
 
 def write_run_json(path: Path, run: dict[str, Any], cases_file: Path) -> None:
     """run.json: the document's fields pretty-printed, cases spliced in from ``cases_file``
-    one per line, written to a temp file and renamed so a crash leaves no half file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-        out.write("{\n")
-        first = True
-        for key, value in run.items():
-            if not first:
-                out.write(",\n")
-            first = False
-            name = json.dumps(key, ensure_ascii=False)
-            if key == "cases":
-                out.write(f"  {name}: [")
-                with open(cases_file, encoding="utf-8") as fh:
-                    sep = "\n"
-                    for line in fh:
-                        out.write(sep + "    " + line.rstrip("\n"))
-                        sep = ",\n"
-                out.write("\n  ]" if sep == ",\n" else "]")
-            else:
-                text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
-                out.write(f"  {name}: {text}")
-        out.write("\n}\n")
-    tmp.replace(path)
+    one per line, written to a unique temp file, fsynced and renamed, so a crash leaves no
+    half file and two processes finishing the same folder never share a temp file."""
+    from goldeval.artifacts import fsync_dir, refuse_link, temp_file
+
+    refuse_link(path, "run.json")
+    fd, tmp = temp_file(path.parent, path.name)
+    try:
+        with open(fd, "w", encoding="utf-8", newline="\n") as out:
+            out.write("{\n")
+            first = True
+            for key, value in run.items():
+                if not first:
+                    out.write(",\n")
+                first = False
+                name = json.dumps(key, ensure_ascii=False)
+                if key == "cases":
+                    out.write(f"  {name}: [")
+                    with open(cases_file, encoding="utf-8") as fh:
+                        sep = "\n"
+                        for line in fh:
+                            out.write(sep + "    " + line.rstrip("\n"))
+                            sep = ",\n"
+                    out.write("\n  ]" if sep == ",\n" else "]")
+                else:
+                    text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+                    out.write(f"  {name}: {text}")
+            out.write("\n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        refuse_link(path, "run.json")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def new_run_id(out_dir: Path, now: datetime) -> str:
-    base = now.strftime("%Y-%m-%dT%H-%M-%S")
-    run_id, n = base, 1
-    while (out_dir / run_id).exists():
-        n += 1
-        run_id = f"{base}-{n}"
-    return run_id
+    """``YYYY-MM-DDTHH-MM-SS.mmm-xxxxxx``: sortable by start time, unique per process.
+
+    The random suffix keeps two runs started in the same millisecond (CI shards, a matrix)
+    apart; the folder is still created exclusively when the run is written (see
+    ``finish.build_for``), so even a clash of suffixes cannot mix two runs in one folder.
+    """
+    base = now.strftime("%Y-%m-%dT%H-%M-%S") + f".{now.microsecond // 1000:03d}"
+    while True:
+        run_id = f"{base}-{secrets.token_hex(3)}"
+        if not os.path.lexists(out_dir / run_id):
+            return run_id

@@ -63,6 +63,7 @@ class RunRecorder:
         self.immediate = state.settings.mode.value != "fixture"
         self.resumed = False
         self.began = False
+        self.finished = False
 
     def _fail(self, exc: Exception) -> None:
         from goldeval.store import redact_url
@@ -149,32 +150,55 @@ class RunRecorder:
             return [], []
 
     def finish(self, run: dict[str, Any], inventory: list[dict[str, Any]]) -> None:
+        """Record the artifact inventory and the run's final status (once; later calls are
+        no-ops). A failure here sets :attr:`error`: the caller must not report success.
+        The store stays open until :meth:`close`, so a later failure can still mark the run.
+        """
         from goldeval.store import StoreError
 
-        self.flush()
-        if self.store is None or self.run_id is None:
+        if self.finished:
             return
-        if not self.error:
-            status = {"COMPLETED": "COMPLETED", "INTERRUPTED": "INTERRUPTED"}.get(
-                str(run.get("status")), "FAILED"
-            )
-            if run.get("attemptsError"):
-                status = "FAILED" if status == "COMPLETED" else status
-            from goldeval.artifacts import summary as run_summary
+        self.flush()
+        self.finished = True
+        if self.store is None or self.run_id is None or self.error:
+            return
+        status = {"COMPLETED": "COMPLETED", "INTERRUPTED": "INTERRUPTED"}.get(
+            str(run.get("status")), "FAILED"
+        )
+        if run.get("attemptsError"):
+            status = "FAILED" if status == "COMPLETED" else status
+        from goldeval.artifacts import summary as run_summary
 
-            # The same summary as summary.json (counters, rates, gate, exit decision).
-            summary = run_summary(run)
-            try:
-                self.store.record_artifacts(
-                    self.run_id, [(e["path"], e["sha256"], e["size"]) for e in inventory]
-                )
-                self.store.finish_run(self.run_id, status, summary)  # type: ignore[arg-type]
-            except (StoreError, OSError) as exc:
-                self._fail(exc)
+        # The same summary as summary.json (counters, rates, gate, exit decision).
+        summary = run_summary(run)
         try:
-            self.store.close()
-        except Exception:
-            pass
+            self.store.record_artifacts(
+                self.run_id, [(e["path"], e["sha256"], e["size"]) for e in inventory]
+            )
+            self.store.finish_run(self.run_id, status, summary)  # type: ignore[arg-type]
+        except (StoreError, OSError) as exc:
+            self._fail(exc)
+
+    def mark_failed(self, status: str, summary: dict[str, Any]) -> bool:
+        """Best effort: the run could not be finished (its folder is not a complete record):
+        set its status to FAILED or INTERRUPTED, so it is never RUNNING forever nor COMPLETED.
+        """
+        self.finished = True
+        if self.store is None or self.run_id is None:
+            return False
+        try:
+            self.store.finish_run(self.run_id, status, summary)  # type: ignore[arg-type]
+        except Exception:  # the store may be what failed; the caller reports the first error
+            return False
+        return True
+
+    def close(self) -> None:
+        store, self.store = self.store, None
+        if store is not None:
+            try:
+                store.close()
+            except Exception:
+                pass
 
 
 def already_graded(state: GoldenSession) -> set[tuple[str, int, str]]:
