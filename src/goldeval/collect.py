@@ -205,7 +205,8 @@ def junit_properties(record: AttemptRecord) -> list[tuple[str, str]]:
     tokens = record.tokens
     if tokens is not None and tokens.total_tokens is not None:
         props.append(("golden.tokens", str(tokens.total_tokens)))
-    return props
+    # Chunk ids come from the team's retriever and the judge decision from a model reply.
+    return [(name, one_line(value)) for name, value in props]
 
 
 def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pytest.Item]) -> None:
