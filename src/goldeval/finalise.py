@@ -42,6 +42,7 @@ class Finalisation:
         self.latest: list[tuple[Path, bytes | None, bytes]] = []
         self.history: list[tuple[Path, int, int]] = []
         self.manifests: dict[Path, int] = {}
+        self.shared: set[Path] = set()
         self.unsynced = 0
 
     # ------------------------------------------------------------------ folder and lock
@@ -71,6 +72,8 @@ class Finalisation:
             raise FinalisationError("could not create a run folder of its own", path=out_dir)
         artifacts.check_inside(out_dir, run_dir)
         self.dirs.append(run_dir)
+        if shared:
+            self.shared.add(run_dir)
         self.lock(run_dir)
         artifacts.check_inside(run_dir, run_dir / "cases")
         (run_dir / "cases").mkdir(exist_ok=True)
@@ -114,10 +117,12 @@ class Finalisation:
         path.unlink(missing_ok=True)
         self.temps.discard(path)
 
-    @staticmethod
-    def clear_stale_temps(run_dir: Path) -> None:
+    def clear_stale_temps(self, run_dir: Path) -> None:
         """Temp files of an earlier session of this folder that died mid-write (we hold the
-        folder's lock, so none is in flight)."""
+        folder's lock, so none is in flight). Only a shared (run key) folder can have any:
+        a folder of its own was created empty by this process."""
+        if run_dir not in self.shared:
+            return
         for top, _dirs, files in os.walk(run_dir, followlinks=False):
             for name in files:
                 if is_temp(name):

@@ -114,7 +114,7 @@ import pytest
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    barrier = pathlib.Path(os.environ["GOLDEVAL_TEST_BARRIER"])
+    barrier = pathlib.Path(os.environ["FINALISE_TEST_BARRIER"])
     (barrier / str(os.getpid())).touch()
     deadline = time.time() + 120
     while len(list(barrier.iterdir())) < 8 and time.time() < deadline:
@@ -130,7 +130,7 @@ def test_eight_processes_with_one_run_key(
     (golden_project / "conftest.py").write_text(BARRIER_CONFTEST, encoding="utf-8")
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    monkeypatch.setenv("GOLDEVAL_TEST_BARRIER", str(barrier))
+    monkeypatch.setenv("FINALISE_TEST_BARRIER", str(barrier))
     results = _start_together(golden_project, 8, "--golden=generation-v1", "--golden-run-key=k8")
     assert len(list(barrier.iterdir())) == 8
     for code, output in results:

@@ -400,3 +400,42 @@ def test_every_artifact_has_the_umask_mode(
     assert len(files) > 8
     modes = {p.relative_to(out).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in files}
     assert modes == dict.fromkeys(modes, 0o666 & ~umask)
+
+
+# --------------------------------------------------------------------------- models side by side
+
+
+@pytest.mark.parametrize("fault", [None, "history.jsonl"])
+def test_models_side_by_side_finish_together(
+    pytester: pytest.Pytester, golden_project: Path, fault: str | None
+) -> None:
+    """One store run, one folder per model: the store run gets a final status (it stayed
+    RUNNING), and a failure marks every folder written so far (the first model's fails here;
+    the second is then not written at all)."""
+    from goldeval.testing.llm_server import FakeLLMServer, fixture_responder
+
+    out = golden_project / ".goldeval" / "runs"
+    if fault:
+        (out / fault).mkdir(parents=True)
+    with FakeLLMServer() as srv:
+        srv.responder = fixture_responder(golden_project / "golden" / "generation")
+        result = pytester.runpytest(
+            *BASE,
+            "--golden-mode=live",
+            "--golden-models=m-one,m-two",
+            f"--golden-base-url={srv.base_url}",
+        )
+    output = result.stdout.str() + result.stderr.str()
+    folders = [p for p in out.iterdir() if p.is_dir() and p.name != fault]
+    if fault is None:
+        assert result.ret == 0, output
+        assert len(folders) == 2
+        assert _newest_run(golden_project)[1] == "COMPLETED"
+        assert all(verify_run_dir(p) == [] for p in folders)
+        return
+    assert_failed_everywhere(golden_project, out, output, result.ret, None)
+    assert folders
+    for folder in folders:
+        assert verify_run_dir(folder) != []
+        doc = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        assert doc["status"] == "FAILED"
