@@ -13,7 +13,7 @@ from goldeval.baseline import (
     save_baseline,
 )
 from goldeval.comparison import ComparisonResult, attempt_counts, compare, protocol_differences
-from goldeval.errors import BaselineError, ConfigError
+from goldeval.errors import BaselineError, ConfigError, GoldevalError
 from goldeval.exitcodes import COMPARISON_INVALID, GATE_FAILED, ExitDecision, decide_exit
 from goldeval.gate import GatePolicy, GateResult, attach_gate, evaluate
 from goldeval.manifest import Manifest
@@ -229,7 +229,10 @@ def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
     from goldeval.finish import protocol_for
     from goldeval.manifest import check_gate_policy
 
-    dataset = state.load()
+    try:
+        dataset = state.load()
+    except GoldevalError:
+        return None  # a row or manifest error: collection reports it (a collection error)
     if dataset.manifest.gate is not None:
         names = {g.name for g in state.get_graders()}
         check_gate_policy(dataset.manifest.gate, dataset.manifest_path, names)
@@ -239,7 +242,8 @@ def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
     live = s.mode.value != "fixture"
     protocol = protocol_for(state, selected or [])
     keys = set(PREFLIGHT_KEYS)
-    if selected is not None and not s.run_key:  # a resumed key merges earlier attempts
+    # A resumed key merges earlier attempts; nothing selected is pytest's own exit 5.
+    if selected and not s.run_key:
         keys.add("selectedCaseIds")
     explicit = explicit_baseline_path(state)
     if explicit is not None:

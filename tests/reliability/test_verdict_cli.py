@@ -374,6 +374,28 @@ def test_no_gate_still_runs_with_an_incomparable_baseline(
     assert run_files.latest()["comparison"]["decision"] == "COMPARISON_INVALID"
 
 
+def test_empty_selection_keeps_pytest_exit_5(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    # Nothing selected is not an incomparable baseline: pytest's own "no tests" stands.
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=generation-v1", "-m", "nonexistent", *plugin_args
+    )
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()[-3000:]
+    assert "refused before any item ran" not in result.stdout.str()
+
+
+def test_row_error_stays_a_collection_error(
+    pytester: pytest.Pytester, golden_project: Path, rows_file: Any
+) -> None:
+    # The pre-flight loads the dataset too; a broken row is still collection's to report.
+    with rows_file("generation").open("a", encoding="utf-8") as fh:
+        fh.write('{"id": "x", "prompt": 5}\n')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*golden-generation.jsonl:*: prompt: must be a string*"])
+
+
 def test_collect_only_is_not_refused(pytester: pytest.Pytester, golden_project: Path) -> None:
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "--golden=generation-v1", "-m", "smoke", "--collect-only"
