@@ -15,7 +15,7 @@ from goldeval.judge import (
     parse_judge_output,
 )
 from goldeval.models import AttemptRecord, JudgeRecord, Status
-from goldeval.providers.base import Answer, Provider, ProviderRequest
+from goldeval.providers.base import Answer, Provider, ProviderRequest, resolve
 
 DEFAULT_RUBRIC = (
     "You grade one candidate answer against the case's expectations. Judge only what the "
@@ -58,7 +58,7 @@ class Judge:
                 retrieved=list(retrieved),
             )
             try:
-                reply = self.provider.complete(request)
+                reply = resolve(self.provider.complete(request))
             except ProviderError as exc:
                 # A judge fault is recorded apart: the attempt's hard verdict stands.
                 record.judge = JudgeRecord(

@@ -25,7 +25,7 @@ from goldeval.item_fixtures import param_of
 from goldeval.manifest import find_manifest, read_manifest
 from goldeval.models import AttemptRecord, Mode, Status
 from goldeval.plugin import STATE_KEY
-from goldeval.providers.base import Answer, Provider, as_provider
+from goldeval.providers.base import Answer, Provider, as_provider, resolve
 from goldeval.run import RunCollector, attempt_payload
 from goldeval.settings import RunSettings, provider_from_env
 
@@ -406,7 +406,7 @@ def _call(
     req = pipeline.request(param.case, param.attempt, model)
     start = time.perf_counter()
     try:
-        return provider.complete(req)
+        return resolve(provider.complete(req))
     except ProviderError as exc:
         exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
         return exc
