@@ -61,8 +61,9 @@ class Judge:
                 reply = resolve(self.provider.complete(request))
             except ProviderError as exc:
                 # A judge fault is recorded apart: the attempt's hard verdict stands.
+                after = f" after {exc.tries} tries" if exc.tries > 1 else ""
                 record.judge = JudgeRecord(
-                    decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}: {exc.message}"
+                    decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}{after}: {exc.message}"
                 )
                 return
             raw = reply.text

@@ -59,7 +59,7 @@ class CachedProvider(Provider):
                 tries=0,
                 model=data.get("model"),
             )
-        answer = resolve(self.inner.complete(request))
+        answer: Answer = resolve(self.inner.complete(request))
         record = {
             "text": answer.text,
             "toolCalls": [t.dump() for t in answer.tool_calls],

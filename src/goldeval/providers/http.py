@@ -19,6 +19,7 @@ import functools
 import json
 import math
 import random
+import re
 import ssl
 import threading
 import time
@@ -49,6 +50,38 @@ _RETRY_STATUSES = frozenset({408, 429})
 #: Statuses whose ``Retry-After`` header is honoured.
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
 _MASK = "***"
+
+# Wordings of errors that no retry can fix, whatever the status they come with (OpenAI's
+# ``context_length_exceeded`` / ``model_not_found`` codes, vLLM's and llama.cpp's "maximum
+# context length", Ollama's "input length exceeds the context length" and "model "x" not found,
+# try pulling it first"). Matched on the unmasked-then-masked error text, case-insensitively.
+_CONTEXT_WORDING = re.compile(
+    r"context[_ ]length|context[_ ]window|maximum context|too many tokens|prompt is too long"
+    r"|input (?:length|is too long)|exceeds? (?:the )?(?:model'?s? )?(?:max(?:imum)? )?"
+    r"(?:context|token limit|number of tokens)",
+    re.IGNORECASE,
+)
+_MODEL_WORDING = re.compile(
+    r"model_not_found|try pulling it|(?:unknown|no such|invalid) model"
+    r"|model\b[^.\n]{0,120}?\b(?:not found|does not exist)",
+    re.IGNORECASE,
+)
+#: Hints for the kinds a retry cannot fix (they say what to change instead).
+_FIX_HINTS = {
+    "CONTEXT_LENGTH": "the prompt does not fit the model's context window: shorten the row's "
+    "prompt or the pack, or use a model with a longer context (retrying will not help)",
+    "MODEL_NOT_FOUND": "check --golden-model / --golden-models and that the model is pulled "
+    "or available to this key (retrying will not help)",
+}
+
+
+def _classify(text: str) -> str | None:
+    """CONTEXT_LENGTH or MODEL_NOT_FOUND when an error text says so, else None."""
+    if _CONTEXT_WORDING.search(text):
+        return "CONTEXT_LENGTH"
+    if _MODEL_WORDING.search(text):
+        return "MODEL_NOT_FOUND"
+    return None
 
 
 @dataclass
@@ -220,7 +253,7 @@ class HTTPProvider(Provider):
         model = request.model or self.settings.model
         if not model:
             raise ProviderError(
-                "PROVIDER_ERROR",
+                "CONFIG_ERROR",
                 f"no model configured for {self.name}: pass --golden-model or --golden-models",
                 tries=0,
             )
@@ -259,10 +292,9 @@ class HTTPProvider(Provider):
                 outcome.model = model
                 return outcome
             if not outcome.retryable or tries >= total:
-                message = outcome.message
-                if tries > 1:
-                    message += f" (after {tries} tries)"
-                raise ProviderError(outcome.kind, self._scrub(message), tries=tries)
+                # The number of tries travels as ``tries``; whoever shows the error adds it
+                # once (a suffix here made "after 4 tries ... (after 4 tries)").
+                raise ProviderError(outcome.kind, self._scrub(outcome.message), tries=tries)
             self._sleep(self._delay(tries, outcome.retry_after))
 
     def _delay(self, tries: int, retry_after: float | None) -> float:
@@ -284,7 +316,7 @@ class HTTPProvider(Provider):
             return self._transport_failure(exc)
         except httpx.InvalidURL as exc:
             return _Failure(
-                "MODEL_UNAVAILABLE",
+                "CONFIG_ERROR",
                 f"invalid URL {redact_url(url)}: {exc} — set --golden-base-url or "
                 f"{self.base_url_env}",
                 retryable=False,
@@ -320,12 +352,12 @@ class HTTPProvider(Provider):
                 retryable=False,
             )
         if data.get("error") is not None:
-            return _Failure(
-                "PROVIDER_ERROR",
-                f"{self.name} reported an error: "
-                f"{_excerpt(self._scrub(_error_text(data['error'])))}",
-                retryable=False,
-            )
+            shown = self._scrub(_error_text(data["error"]))
+            kind = _classify(shown) or "PROVIDER_ERROR"
+            message = f"{self.name} reported an error: {_excerpt(shown)}"
+            if kind in _FIX_HINTS:
+                message += f" — {_FIX_HINTS[kind]}"
+            return _Failure(kind, message, retryable=False)
         outcome = self._parse(data)
         if isinstance(outcome, Answer):
             outcome.duration_ms = elapsed_ms
@@ -374,7 +406,7 @@ class HTTPProvider(Provider):
             )
         if isinstance(exc, httpx.UnsupportedProtocol):
             return _Failure(
-                "MODEL_UNAVAILABLE",
+                "CONFIG_ERROR",
                 f"unsupported URL scheme in {url} — set --golden-base-url or "
                 f"{self.base_url_env} to an http(s) URL",
                 retryable=False,
@@ -394,6 +426,7 @@ class HTTPProvider(Provider):
         url = redact_url(self.endpoint)
         body = response.content.decode("utf-8", errors="replace")
         shown = body
+        code = ""
         try:
             data = json.loads(body)
         except ValueError:
@@ -401,17 +434,42 @@ class HTTPProvider(Provider):
         else:
             if isinstance(data, dict) and data.get("error") is not None:
                 shown = _error_text(data["error"])
-        excerpt = _excerpt(self._scrub(shown))  # mask before cutting: no half keys
+                if isinstance(data["error"], dict):
+                    code = f"{data['error'].get('code') or ''} {data['error'].get('type') or ''}"
+        scrubbed = self._scrub(shown)
+        excerpt = _excerpt(scrubbed)  # mask before cutting: no half keys
         message = f"HTTP {status} from {url}" + (f": {excerpt}" if excerpt else "")
-        hint = self._status_hint(status)
+        kind = self._status_kind(status, f"{code} {scrubbed}")
+        hint = _FIX_HINTS.get(kind) or self._status_hint(status)
         if hint:
             message += f" — {hint}"
         retry_after = None
         if status in _RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
-        retryable = status in _RETRY_STATUSES or 500 <= status <= 599
-        kind = "RATE_LIMIT" if status == 429 else "HTTP_ERROR"
+        retryable = kind in ("RATE_LIMIT", "HTTP_ERROR")
         return _Failure(kind, message, retryable=retryable, retry_after=retry_after)
+
+    @staticmethod
+    def _status_kind(status: int, text: str) -> str:
+        """The ERROR kind of an HTTP error answer; only RATE_LIMIT and HTTP_ERROR are retried.
+
+        What the body says wins over the status: a context overflow or an unknown model is
+        not fixed by another try even when a server reports it as a 500.
+        """
+        said = _classify(text)
+        if said is not None:
+            return said
+        if status == 429:
+            return "RATE_LIMIT"
+        if status in _RETRY_STATUSES or 500 <= status <= 599:
+            return "HTTP_ERROR"
+        if status in (401, 403):
+            return "AUTH_FAILED"
+        if status == 404:
+            return "NOT_FOUND"
+        if 400 <= status <= 499:
+            return "BAD_REQUEST"
+        return "HTTP_ERROR"  # 1xx/3xx (redirects are not followed): not a usable answer
 
     def _status_hint(self, status: int) -> str:
         if status == 429:
