@@ -13,7 +13,6 @@ raised outside of the ``except`` block that caught the httpx exception, so it ca
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import functools
 import json
@@ -33,7 +32,14 @@ import httpx
 
 from goldeval.errors import ConfigError, ProviderError
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
-from goldeval.settings import ProviderSettings, redact_url
+from goldeval.settings import (
+    ProviderSettings,
+    mask_secrets,
+    redact_url,
+    secret_forms,
+    strip_userinfo,
+    url_secrets,
+)
 
 __all__ = [
     "HTTPProvider",
@@ -49,7 +55,6 @@ _EXCERPT = 200
 _RETRY_STATUSES = frozenset({408, 429})
 #: Statuses whose ``Retry-After`` header is honoured.
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
-_MASK = "***"
 
 # Wordings of errors that no retry can fix, whatever the status they come with (OpenAI's
 # ``context_length_exceeded`` / ``model_not_found`` codes, vLLM's and llama.cpp's "maximum
@@ -177,6 +182,8 @@ class HTTPProvider(Provider):
 
     name = "http"
     thread_safe = True
+    #: Where the hint in connection errors points (this option or the variable below).
+    base_url_option = "--golden-base-url"
     #: Where the hint in connection errors points (``--golden-base-url`` or this variable).
     base_url_env = ""
     #: Default base URL when the settings have none.
@@ -203,14 +210,24 @@ class HTTPProvider(Provider):
             parts = urlsplit(base)
             url_user, url_password = parts.username, parts.password
         except ValueError:
-            raise ConfigError("invalid base URL", field="--golden-base-url") from None
+            raise ConfigError(
+                f"invalid base URL {redact_url(base)!r}", field=self.base_url_option
+            ) from None
         if url_user is not None:  # userinfo in the URL wins, as in the reference
             user = unquote(url_user)
             if url_password is not None:
                 password = unquote(url_password)
-        #: The base URL without userinfo or trailing slash: safe to show.
-        self.base_url = redact_url(base).rstrip("/")
-        self._secrets = self._collect_secrets(user, password, settings.api_key)
+        plain = strip_userinfo(base)
+        #: Where endpoints are built: no userinfo, no query, no trailing slash.
+        self._root = plain.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+        #: The base URL's query (``?api-version=...``, ``?key=...``), sent with every call.
+        self._query = parts.query
+        #: The base URL as it may be shown: no userinfo, credential parameters masked.
+        self.base_url = redact_url(plain).rstrip("/")
+        # The one masking list (goldeval.settings.secret_forms) for chat, judge and embeddings:
+        # the password, the key, their percent-encoded forms, the Basic token, and credential
+        # values of the base URL's query.
+        self._secrets = secret_forms(user, password, settings.api_key, url_secrets(base))
         self._client = httpx.Client(
             timeout=httpx.Timeout(
                 connect=settings.connect_timeout,
@@ -232,6 +249,10 @@ class HTTPProvider(Provider):
     @property
     def endpoint(self) -> str:
         raise NotImplementedError
+
+    def _url(self, path: str) -> str:
+        """``{base}{path}`` with the base URL's query string, if it has one."""
+        return f"{self._root}{path}" + (f"?{self._query}" if self._query else "")
 
     def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
         return None
@@ -279,23 +300,40 @@ class HTTPProvider(Provider):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.settings.model!r})"
 
-    # -- retries -----------------------------------------------------------------------------
+    # -- one call with retries, for any JSON endpoint (chat here, embeddings in a subclass) --
 
-    def _send(self, payload: bytes, model: str) -> Answer:
+    def request_json(
+        self, payload: bytes, parse: Callable[[dict[str, Any]], Any]
+    ) -> tuple[Any, int]:
+        """POST ``payload`` to :attr:`endpoint` with this client's retries, error mapping and
+        masking; ``parse`` turns the JSON object into a result or a :class:`_Failure`.
+
+        Returns ``(result, tries)``; raises :class:`ProviderError` (masked, no chained
+        exception) when every try failed or a failure is not retryable.
+        """
+        if self._closed:
+            raise ProviderError("PROVIDER_ERROR", f"{self.name} client is closed", tries=0)
         total = max(0, self.settings.retries) + 1
         tries = 0
         while True:
             tries += 1
-            outcome = self._try_once(payload)
-            if isinstance(outcome, Answer):
-                outcome.tries = tries
-                outcome.model = model
-                return outcome
+            outcome = self._try_once(payload, parse)
+            if not isinstance(outcome, _Failure):
+                return outcome, tries
             if not outcome.retryable or tries >= total:
                 # The number of tries travels as ``tries``; whoever shows the error adds it
                 # once (a suffix here made "after 4 tries ... (after 4 tries)").
                 raise ProviderError(outcome.kind, self._scrub(outcome.message), tries=tries)
             self._sleep(self._delay(tries, outcome.retry_after))
+
+    # -- retries -----------------------------------------------------------------------------
+
+    def _send(self, payload: bytes, model: str) -> Answer:
+        answer, tries = self.request_json(payload, self._parse)
+        assert isinstance(answer, Answer)
+        answer.tries = tries
+        answer.model = model
+        return answer
 
     def _delay(self, tries: int, retry_after: float | None) -> float:
         cap = max(0.0, self.settings.backoff_max)
@@ -307,7 +345,9 @@ class HTTPProvider(Provider):
 
     # -- one try -----------------------------------------------------------------------------
 
-    def _try_once(self, payload: bytes) -> Answer | _Failure:
+    def _try_once(
+        self, payload: bytes, parse: Callable[[dict[str, Any]], Any] | None = None
+    ) -> Any:
         url = self.endpoint
         start = time.perf_counter()
         try:
@@ -317,7 +357,7 @@ class HTTPProvider(Provider):
         except httpx.InvalidURL as exc:
             return _Failure(
                 "CONFIG_ERROR",
-                f"invalid URL {redact_url(url)}: {exc} — set --golden-base-url or "
+                f"invalid URL {redact_url(url)}: {exc} — set {self.base_url_option} or "
                 f"{self.base_url_env}",
                 retryable=False,
             )
@@ -358,7 +398,7 @@ class HTTPProvider(Provider):
             if kind in _FIX_HINTS:
                 message += f" — {_FIX_HINTS[kind]}"
             return _Failure(kind, message, retryable=False)
-        outcome = self._parse(data)
+        outcome = (parse or self._parse)(data)
         if isinstance(outcome, Answer):
             outcome.duration_ms = elapsed_ms
             outcome.cost = self._cost(outcome.input_tokens, outcome.output_tokens)
@@ -367,7 +407,9 @@ class HTTPProvider(Provider):
     def _transport_failure(self, exc: httpx.HTTPError) -> _Failure:
         url = redact_url(self.endpoint)
         detail = _excerpt(self._scrub(str(exc))) or type(exc).__name__
-        hint = f"is the model server running? set --golden-base-url or {self.base_url_env}"
+        hint = (
+            f"is the model server running? set {self.base_url_option} or {self.base_url_env}"
+        )
         s = self.settings
         if isinstance(exc, httpx.ReadTimeout):
             return _Failure(
@@ -407,7 +449,7 @@ class HTTPProvider(Provider):
         if isinstance(exc, httpx.UnsupportedProtocol):
             return _Failure(
                 "CONFIG_ERROR",
-                f"unsupported URL scheme in {url} — set --golden-base-url or "
+                f"unsupported URL scheme in {url} — set {self.base_url_option} or "
                 f"{self.base_url_env} to an http(s) URL",
                 retryable=False,
             )
@@ -494,24 +536,8 @@ class HTTPProvider(Provider):
             cost += tokens / 1000.0 * price
         return cost
 
-    @staticmethod
-    def _collect_secrets(
-        user: str | None, password: str | None, api_key: str | None
-    ) -> tuple[str, ...]:
-        secrets: list[str] = []
-        if password:
-            secrets.append(password)
-            token = base64.b64encode(f"{user or ''}:{password}".encode()).decode("ascii")
-            secrets.append(token)
-        if api_key and api_key.strip():
-            secrets.append(api_key.strip())
-        # Longest first, so a secret containing another is masked whole.
-        return tuple(sorted(set(secrets), key=len, reverse=True))
-
     def _scrub(self, message: str) -> str:
-        for secret in self._secrets:
-            message = message.replace(secret, _MASK)
-        return message
+        return mask_secrets(message, self._secrets)
 
     def _tool_calls(self, raw: Any) -> list[ToolCall] | _Failure:
         if raw is None:
@@ -583,7 +609,7 @@ class OllamaProvider(HTTPProvider):
 
     @property
     def endpoint(self) -> str:
-        return f"{self.base_url}/api/chat"
+        return self._url("/api/chat")
 
     def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
         if user is not None and user.strip() and password is not None:
@@ -638,9 +664,9 @@ class OpenAIProvider(HTTPProvider):
 
     @property
     def endpoint(self) -> str:
-        if self.base_url.endswith("/v1"):
-            return f"{self.base_url}/chat/completions"
-        return f"{self.base_url}/v1/chat/completions"
+        if self._root.endswith("/v1"):
+            return self._url("/chat/completions")
+        return self._url("/v1/chat/completions")
 
     def _extra_headers(self) -> dict[str, str]:
         key = (self.settings.api_key or "").strip()
