@@ -31,6 +31,15 @@ class ProviderSettings:
     price_per_1k_input: float | None = None
     price_per_1k_output: float | None = None
 
+    def __repr__(self) -> str:
+        # Not the dataclass repr: base_url may carry ``?key=...`` (kept for the calls), and
+        # reprs reach logs (``pytest --debug`` traces hook arguments).
+        shown = redact_url(self.base_url) if self.base_url else None
+        return (
+            f"ProviderSettings(name={self.name!r}, model={self.model!r}, base_url={shown!r}, "
+            f"retries={self.retries!r}, read_timeout={self.read_timeout!r})"
+        )
+
     def public(self) -> dict[str, Any]:
         """What may be written to artifacts: never credentials."""
         return {

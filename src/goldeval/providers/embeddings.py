@@ -104,6 +104,13 @@ class EmbeddingSettings:
     timeout: float = DEFAULT_TIMEOUT
     retries: int = DEFAULT_RETRIES
 
+    def __repr__(self) -> str:
+        # The base URL may hold user:password@ or ?key=...: shown only through redact_url.
+        return (
+            f"EmbeddingSettings(kind={self.kind!r}, base_url={redact_url(self.base_url)!r}, "
+            f"model={self.model!r}, timeout={self.timeout!r}, retries={self.retries!r})"
+        )
+
     def client(self) -> EmbeddingClient:
         return EmbeddingClient(
             self.kind,
