@@ -53,11 +53,34 @@ class BaselineError(GoldevalError):
     """A baseline or saved run cannot be used (missing, truncated, tampered)."""
 
 
+#: ERROR kinds that a retry cannot fix: the model, the configuration or the row must change.
+#: They are never retried by the HTTP providers, and a run whose errors include one exits 4
+#: ("configuration error"), not 75 ("retry the run"); see goldeval.exitcodes.
+NON_RETRYABLE_KINDS = frozenset(
+    {
+        "CONTEXT_LENGTH",  # the prompt does not fit the model's context window
+        "MODEL_NOT_FOUND",  # the model is not on the server (not pulled, misspelt, no access)
+        "NOT_FOUND",  # 404 without a model named: wrong base URL or path
+        "BAD_REQUEST",  # 400/422 and other 4xx: the server rejects this request as built
+        "AUTH_FAILED",  # 401/403: the credentials are wrong or lack permission
+        "CONFIG_ERROR",  # the provider cannot call at all as configured (no model, ...)
+        "GRADER_TIMEOUT",  # a grader (a row's regex) ran over its time budget
+    }
+)
+
+
+def is_retryable(kind: str | None) -> bool:
+    """Whether another try (or a rerun) of an attempt that failed with ``kind`` may help."""
+    return kind not in NON_RETRYABLE_KINDS
+
+
 class ProviderError(Exception):
     """An infrastructure failure of a provider: the attempt is ERROR, never FAIL.
 
     ``kind`` is one of the reference's error kinds (MODEL_UNAVAILABLE, HTTP_ERROR, RATE_LIMIT,
-    TIMEOUT, EMPTY_RESPONSE, PARSER_ERROR, PROVIDER_ERROR, JUDGE_ERROR, RETRIEVER_MISS).
+    TIMEOUT, EMPTY_RESPONSE, PARSER_ERROR, PROVIDER_ERROR, JUDGE_ERROR, RETRIEVER_MISS) or one
+    of :data:`NON_RETRYABLE_KINDS`. ``message`` says what happened, without the number of
+    tries: ``tries`` carries it, and whoever shows the error adds it once.
     Messages must never contain credentials: providers build them from redacted URLs.
     """
 
@@ -71,6 +94,10 @@ class ProviderError(Exception):
         self.kind = kind
         self.message = message
         self.tries = tries
+
+    @property
+    def retryable(self) -> bool:
+        return is_retryable(self.kind)
 
 
 class DatasetErrors(DatasetError):

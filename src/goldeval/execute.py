@@ -15,6 +15,7 @@ from goldeval.cases import GoldenCase
 from goldeval.dataset import Dataset
 from goldeval.errors import ProviderError
 from goldeval.graders.base import GradeContext, Grader
+from goldeval.graders.budget import GraderTimeout, budget
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.retrieval import grade_retrieval
 from goldeval.models import AttemptRecord, CaseInfo, GraderOutcome, Status, TokenUsage
@@ -148,12 +149,20 @@ class Pipeline:
             if mode == "off" or not grader.applies(case):
                 continue
             if isinstance(grader, ContractGrader):
-                contract = grader.contract(ctx)
+                try:
+                    with budget(grader.name):
+                        contract = grader.contract(ctx)
+                except GraderTimeout as exc:
+                    raise ProviderError("GRADER_TIMEOUT", str(exc)) from None
                 if mode == "hard" and not contract.passed:
                     hard_failed = True
                 continue
             try:
-                outcome = grader.grade(ctx)
+                # Each grader call gets a time budget for the user patterns it evaluates.
+                with budget(grader.name):
+                    outcome = grader.grade(ctx)
+            except GraderTimeout as exc:  # over budget: an ERROR no retry fixes (exit 4)
+                raise ProviderError("GRADER_TIMEOUT", str(exc)) from None
             except Exception as exc:  # a grader bug must not masquerade as a model failure
                 raise ProviderError(
                     "GRADER_ERROR", f"grader {grader.name} raised {type(exc).__name__}: {exc}"

@@ -15,14 +15,23 @@ for come from BSD ``sysexits.h``: 65 (EX_DATAERR: the baseline is not comparable
  2   the baseline comparison is COMPARISON_INVALID                       65
  3   nothing was graded: ``casesTotal`` is 0 (empty selection), or no    1
      PASS/FAIL attempt and no ERROR attempt (everything skipped)
- 4   every attempt ERROR (no PASS/FAIL attempt, at least one ERROR)      75
- 5   no case reached PASS/FAIL and some case is ERROR (reference rule)   75
+ 4   every attempt ERROR (no PASS/FAIL attempt, at least one ERROR)      75 (4*)
+ 5   no case reached PASS/FAIL and some case is ERROR (reference rule)   75 (4*)
  6   the quality gate failed (or the comparison says REGRESSION)         1
- 7   any attempt ERROR: the run is not a quality verdict, retry it       75
+ 7   any attempt ERROR: the run is not a quality verdict, retry it       75 (4*)
  8   pytest exited 1 (test failures; e.g. no gate configured)            1
  9   pytest exited with another non-zero status                          kept
  10  otherwise                                                           0
 ===  ==================================================================  =====
+
+(4*) When an ERROR attempt has a kind that no retry can fix (``CONTEXT_LENGTH``,
+``MODEL_NOT_FOUND``, ``NOT_FOUND``, ``BAD_REQUEST``, ``AUTH_FAILED``, ``CONFIG_ERROR``,
+``GRADER_TIMEOUT``: :data:`goldeval.errors.NON_RETRYABLE_KINDS`), rows 4, 5 and 7 give 4,
+"configuration error: retrying will not help", instead of 75: 75 tells a CI job to run again,
+and an identical rerun would end the same way. A run mixing such errors with retryable ones
+also gives 4: it cannot become a complete verdict until the model, configuration or rows
+change. Exit 4 is pytest's usage error, which is what these are: a wrong model name, a prompt
+too long for the chosen model, a wrong key or URL, a pathological pattern in a row.
 
 Before the table is applied, the plugin passes pytest's status 1 as 0 when a gate (or a
 baseline capture) is in play and every failed item is a golden attempt: the gate weighs failed
@@ -34,10 +43,12 @@ give pytest's 1 (row 8) and infrastructure errors still give 75 (row 7).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from goldeval.comparison import ComparisonResult, Decision, attempt_counts, cases_total
+from goldeval.errors import is_retryable
 from goldeval.gate import GateResult
 
 OK = 0
@@ -54,6 +65,8 @@ NO_TESTS = 5
 COMPARISON_INVALID = 65
 #: sysexits EX_TEMPFAIL: infrastructure failure, retry.
 INFRA = 75
+#: ERROR attempts that no retry can fix: pytest's USAGE_ERROR, "change the configuration".
+CONFIG_ERROR = USAGE
 
 _PYTEST_KEPT = {
     INTERRUPTED: "pytest was interrupted",
@@ -72,6 +85,34 @@ def _case_statuses(run: Mapping[str, Any]) -> list[str]:
     if not isinstance(cases, list):
         return []
     return [str(c.get("status")) for c in cases if isinstance(c, Mapping)]
+
+
+def _non_retryable(run: Mapping[str, Any]) -> Counter[str]:
+    """Kinds of the ERROR attempts that a retry cannot fix, with their counts."""
+    kinds: Counter[str] = Counter()
+    cases = run.get("cases")
+    for case in cases if isinstance(cases, list) else []:
+        attempts = case.get("attempts") if isinstance(case, Mapping) else None
+        for attempt in attempts if isinstance(attempts, list) else []:
+            if not isinstance(attempt, Mapping) or attempt.get("status") != "ERROR":
+                continue
+            kind = attempt.get("errorKind")
+            if isinstance(kind, str) and not is_retryable(kind):
+                kinds[kind] += 1
+    return kinds
+
+
+def _infra(run: Mapping[str, Any], reason: str) -> ExitDecision:
+    """Exit 75 for ``reason``, or 4 when some ERROR is of a kind a retry cannot fix."""
+    fixed = _non_retryable(run)
+    if not fixed:
+        return ExitDecision(INFRA, reason)
+    kinds = ", ".join(f"{kind} ({n})" for kind, n in sorted(fixed.items()))
+    return ExitDecision(
+        CONFIG_ERROR,
+        f"configuration error: {sum(fixed.values())} attempts ERROR with {kinds}; retrying "
+        "will not help, change the model, configuration or rows",
+    )
 
 
 def decide_exit(
@@ -94,24 +135,22 @@ def decide_exit(
     if counts.quality == 0 and counts.error == 0:
         return ExitDecision(GATE_FAILED, f"nothing was graded: all {counts.total} attempts skipped")
     if counts.quality == 0:
-        return ExitDecision(
-            INFRA,
-            f"infrastructure failure: all {counts.error} attempts ERROR, no quality verdict",
+        return _infra(
+            run, f"infrastructure failure: all {counts.error} attempts ERROR, no quality verdict"
         )
     statuses = _case_statuses(run)
     if "ERROR" in statuses and not any(s in ("PASS", "FAIL") for s in statuses):
         n_error = statuses.count("ERROR")
-        return ExitDecision(
-            INFRA,
-            f"infrastructure failure: {n_error} cases ERROR and no case reached PASS/FAIL",
+        return _infra(
+            run, f"infrastructure failure: {n_error} cases ERROR and no case reached PASS/FAIL"
         )
     if gate is not None and not gate.passed:
         return ExitDecision(GATE_FAILED, gate.summary_line())
     if comparison is not None and comparison.decision is Decision.REGRESSION:
         return ExitDecision(GATE_FAILED, "regression against the baseline")
     if counts.error > 0:
-        return ExitDecision(
-            INFRA,
+        return _infra(
+            run,
             f"infrastructure errors: {counts.error} of {counts.total} attempts ERROR; "
             "the run is not a quality verdict, retry it",
         )

@@ -15,7 +15,7 @@ from goldeval.judge import (
     parse_judge_output,
 )
 from goldeval.models import AttemptRecord, JudgeRecord, Status
-from goldeval.providers.base import Answer, Provider, ProviderRequest
+from goldeval.providers.base import Answer, Provider, ProviderRequest, resolve
 
 DEFAULT_RUBRIC = (
     "You grade one candidate answer against the case's expectations. Judge only what the "
@@ -58,11 +58,12 @@ class Judge:
                 retrieved=list(retrieved),
             )
             try:
-                reply = self.provider.complete(request)
+                reply = resolve(self.provider.complete(request))
             except ProviderError as exc:
                 # A judge fault is recorded apart: the attempt's hard verdict stands.
+                after = f" after {exc.tries} tries" if exc.tries > 1 else ""
                 record.judge = JudgeRecord(
-                    decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}: {exc.message}"
+                    decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}{after}: {exc.message}"
                 )
                 return
             raw = reply.text

@@ -25,7 +25,7 @@ from goldeval.item_fixtures import param_of
 from goldeval.manifest import find_manifest, read_manifest
 from goldeval.models import AttemptRecord, Mode, Status
 from goldeval.plugin import STATE_KEY
-from goldeval.providers.base import Answer, Provider, as_provider
+from goldeval.providers.base import Answer, Provider, as_provider, resolve
 from goldeval.run import RunCollector, attempt_payload
 from goldeval.settings import RunSettings, provider_from_env
 
@@ -59,7 +59,13 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
     models = [m.strip() for m in models_opt.split(",") if m.strip()] if models_opt else []
     model = _opt(config, "golden_model") or (models[0] if models else None)
     if model is None and mode is not Mode.FIXTURE and provider_name in ("ollama", "openai"):
-        model = "qwen2.5-coder:7b" if provider_name == "ollama" else None
+        if provider_name == "openai":
+            # Every call would fail the same way: a usage error now, not an ERROR per attempt.
+            raise pytest.UsageError(
+                "--golden-provider=openai needs a model: pass --golden-model=NAME "
+                "(or --golden-models=A,B); OpenAI-compatible servers have no default model"
+            )
+        model = "qwen2.5-coder:7b"
     try:
         provider = provider_from_env(provider_name, model, _opt(config, "golden_base_url"))
     except GoldevalError as exc:
@@ -412,7 +418,7 @@ def _call(
     req = pipeline.request(param.case, param.attempt, model)
     start = time.perf_counter()
     try:
-        return provider.complete(req)
+        return resolve(provider.complete(req))
     except ProviderError as exc:
         exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
         return exc
@@ -466,7 +472,12 @@ def obtain_answer(
         pytest.fail(
             f"golden case {case.id} attempt {param.attempt}: ERROR {outcome.kind} after "
             f"{outcome.tries} tr{'y' if outcome.tries == 1 else 'ies'}: {outcome.message}\n"
-            "(infrastructure, not a quality verdict: retry the run)",
+            + (
+                "(infrastructure, not a quality verdict: retry the run)"
+                if outcome.retryable
+                else "(not a quality verdict; retrying will not help: change the model, "
+                "configuration or row)"
+            ),
             pytrace=False,
         )
     answer: Answer = outcome

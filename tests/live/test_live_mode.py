@@ -128,7 +128,7 @@ def test_server_down_for_every_attempt_gives_75_and_no_quality_figures(
     [
         (Fault.status(503), "HTTP_ERROR", 2),
         (Fault.status(429, retry_after=0), "RATE_LIMIT", 2),
-        (Fault.status(400), "HTTP_ERROR", 1),
+        (Fault.status(400), "BAD_REQUEST", 1),
         (Fault.invalid_json(), "PARSER_ERROR", 1),
         (Fault.empty_content(), "EMPTY_RESPONSE", 1),
         (Fault.error_field("model not loaded"), "PROVIDER_ERROR", 1),
@@ -155,7 +155,8 @@ def test_fault_classes_end_as_error_kinds(
         "api-login-wrong-password-401",
     )
     result.assert_outcomes(errors=1)
-    assert result.ret == 75
+    # a 400 is BAD_REQUEST: a retry cannot fix it, so exit 4, not 75 (issue 15)
+    assert result.ret == (4 if kind == "BAD_REQUEST" else 75)
     attempt = run_files.latest()["cases"][0]["attempts"][0]
     assert attempt["status"] == "ERROR"
     assert (attempt["errorKind"], attempt["tries"]) == (kind, tries)

@@ -1031,23 +1031,26 @@ def test_similarity_server_down_is_an_embedding_error_not_a_crash() -> None:
     assert out.passed is False and out.hard is False and out.score is None
     (v,) = out.violations
     assert v.category == "EMBEDDING_ERROR"
-    assert v.reason.startswith("EMBEDDING_ERROR: cannot reach http://127.0.0.1:")
+    # the chat providers' client and wording (issue 16: one HTTP client for all calls)
+    assert v.reason.startswith("EMBEDDING_ERROR: MODEL_UNAVAILABLE after 4 tries: connection "
+                               "refused by http://127.0.0.1:")
 
 
 @pytest.mark.parametrize(
     ("fault", "fragment"),
     [
         (Fault.status(500), "HTTP 500 from"),
-        (Fault.invalid_json(), "invalid JSON from"),
+        (Fault.invalid_json(), "is not JSON"),
         (Fault.empty_content(), "returned 0 embeddings for 2 inputs"),
         (Fault.error_field("model not found"), "reported an error: model not found"),
-        (Fault.hang(3), "timed out after 0.5s"),
+        (Fault.hang(3), "within 0.5s (read timeout)"),
     ],
 )
 def test_similarity_server_faults(server: FakeLLMServer, fault: Fault, fragment: str) -> None:
     server.script([fault])
     options = sim_options(server)
     options["similarity"]["timeout"] = 0.5
+    options["similarity"]["retries"] = 0  # retries: tests/reliability/test_secrets_masking.py
     out = grade(SimilarityGrader(environ={}), {"similar_to": REF}, REF, options=options)
     assert out.passed is False and out.score is None
     assert out.violations[0].category == "EMBEDDING_ERROR"

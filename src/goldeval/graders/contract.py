@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from goldeval.domain import ContractConfig
+from goldeval.graders import budget
 from goldeval.graders.base import ExpectKey, GradeContext, Grader
 from goldeval.models import ContractResult, GraderOutcome, Severity, Violation
 
@@ -48,7 +49,9 @@ class ContractChecker:
 
     def __init__(self, config: ContractConfig | None = None) -> None:
         self.config = config or ContractConfig()
-        self._tests_class = re.compile(self.config.tests_class_pattern, re.ASCII)
+        # Checked (by re and by the budgeted engine) when the manifest is read; evaluated
+        # within the grader's time budget, since it comes from a user's manifest.
+        self._tests_class = self.config.tests_class_pattern
 
     def grade(
         self,
@@ -160,7 +163,7 @@ class ContractChecker:
         for required in expect.get("contains") or []:
             if required not in text:
                 add("CONTRACT", Severity.HIGH, f"{case_id} missing '{required}', got: {ex}")
-        for match in self._tests_class.finditer(text):
+        for match in budget.finditer(self._tests_class, text, grader=NAME, flags=re.ASCII):
             body = _class_body(text, match.start(), match.end())
             if any(marker in body for marker in cfg.step_markers):
                 add(

@@ -43,8 +43,11 @@ Rules worth knowing
 * **regex.** :func:`re.search` without flags (use inline flags such as ``(?i)``). Only the first
   :data:`REGEX_SCAN_LIMIT` characters (1 MB) of the answer are searched; the violation says so
   when the answer was longer. For ``not_regex`` a longer answer fails (the tail cannot be shown
-  free of the pattern). The cap bounds the work of well-behaved patterns; it cannot make a
-  pathological one (nested quantifiers such as ``(a+)+$``) safe, so keep patterns specific.
+  free of the pattern). Every user pattern (here, in ``json_schema`` ``pattern`` and in the
+  ``cites`` option) is evaluated by the ``regex`` engine in its ``re``-compatible mode under a
+  time budget (:mod:`goldeval.graders.budget`, ``GOLDEVAL_GRADER_TIMEOUT``, default 2 s per
+  grader and attempt): a pattern that backtracks catastrophically (``(a|aa)+$``) makes the
+  attempt ERROR with ``errorKind: GRADER_TIMEOUT`` instead of hanging the run.
 * **JSON extraction** (``json_schema``, ``json_equals``): the first of (1) the whole answer,
   stripped; (2) the first ````` ```json ````` (or untagged ````` ``` `````) fenced block whose
   body parses; (3) the first ``{`` or ``[`` from which a complete JSON value decodes (at most
@@ -109,6 +112,9 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from goldeval.errors import GoldevalError, ProviderError
 from goldeval.graders.base import ExpectKey, GradeContext, Grader
+from goldeval.graders.budget import compile_pattern, pattern_error
+from goldeval.graders.budget import finditer as budget_finditer
+from goldeval.graders.budget import search as budget_search
 from goldeval.models import GraderOutcome, Severity, Violation
 
 if TYPE_CHECKING:
@@ -425,12 +431,9 @@ def _compile_errors(key: str, value: Any) -> list[tuple[str, str]]:
     errors: list[tuple[str, str]] = []
     for i, pattern in enumerate(patterns):
         fld = f"expect.{key}" if isinstance(value, str) else f"expect.{key}[{i}]"
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            errors.append((fld, f"invalid regular expression {pattern!r}: {exc}"))
-        except (RecursionError, OverflowError, ValueError) as exc:
-            errors.append((fld, f"invalid regular expression {pattern!r}: {exc}"))
+        problem = pattern_error(pattern)
+        if problem is not None:
+            errors.append((fld, f"invalid regular expression {pattern!r}: {problem}"))
     return errors
 
 
@@ -473,7 +476,9 @@ class RegexGrader(_Grader):
                 )
                 continue
             for pattern in patterns:
-                match = re.search(pattern, text)
+                # Within the grader's time budget: a pattern that backtracks catastrophically
+                # ends as an ERROR attempt (GRADER_TIMEOUT), not as a hung run.
+                match = budget_search(pattern, text, grader=self.name)
                 if must and match is None:
                     violations.append(
                         self.violation(
@@ -750,10 +755,11 @@ def _check_schema(node: Any, root: Any, where: str, errors: list[str], depth: in
         if not isinstance(pattern, str):
             errors.append(f"{where}/pattern: must be a string")
         else:
-            try:
-                re.compile(pattern)
-            except (re.error, RecursionError, OverflowError, ValueError) as exc:
-                errors.append(f"{where}/pattern: invalid regular expression {pattern!r}: {exc}")
+            problem = pattern_error(pattern)
+            if problem is not None:
+                errors.append(
+                    f"{where}/pattern: invalid regular expression {pattern!r}: {problem}"
+                )
     for key in ("anyOf", "oneOf", "allOf"):
         if key in node:
             branches = node[key]
@@ -928,11 +934,12 @@ class _SchemaValidator:
             self.add(path, f"must have at most {hi} characters, got {len(value)}")
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
-            try:
-                found = re.search(pattern, value[:REGEX_SCAN_LIMIT]) is not None
-            except re.error:
+            if pattern_error(pattern) is not None:
                 self.add(path, f"schema pattern {pattern!r} does not compile")
                 return
+            found = (
+                budget_search(pattern, value[:REGEX_SCAN_LIMIT], grader="json_schema") is not None
+            )
             if not found:
                 self.add(path, f"does not match pattern /{pattern}/: {_show(value, 40)}")
 
@@ -1474,14 +1481,14 @@ def _cited(text: str, options: Mapping[str, Any]) -> set[str] | str:
         return "option `pattern` must be a non-empty regular expression"
     if header is not None and (not isinstance(header, str) or not header):
         return "option `header` must be a non-empty string such as 'RAG:'"
-    try:
-        compiled = re.compile(pattern)
-    except (re.error, RecursionError, OverflowError, ValueError) as exc:
-        return f"option `pattern` {pattern!r} does not compile: {exc}"
+    problem = pattern_error(pattern)
+    if problem is not None:
+        return f"option `pattern` {pattern!r} does not compile: {problem}"
+    groups = compile_pattern(pattern).groups
     cited: set[str] = set()
     scanned, _note = _scan(text)
-    for match in compiled.finditer(scanned):
-        raw = match.group(1) if compiled.groups else match.group(0)
+    for match in budget_finditer(pattern, scanned, grader="cites"):
+        raw = match.group(1) if groups else match.group(0)
         if raw:
             cited.update(part.strip() for part in raw.split(",") if part.strip())
     if header:

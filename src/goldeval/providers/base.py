@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import abc
+import asyncio
+import inspect
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,8 +84,64 @@ class ProviderRequest:
         )
 
 
+class _LoopThread:
+    """One event loop, on one daemon thread, that runs every coroutine a provider returns.
+
+    Why one shared loop rather than ``asyncio.run`` per call or a loop per worker thread: an
+    async client (``httpx.AsyncClient``, an SDK) created on the first call is bound to the loop
+    it first ran on, so every later call must run on that same loop; and calls submitted from
+    the prefetch pool's threads then really overlap on it. It also works when the calling
+    thread already runs a loop of its own (``asyncio.run`` would refuse). Started on first use
+    only: a run without async providers never creates it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="goldeval-async", daemon=True
+                )
+                thread.start()
+                self._loop = loop
+            return self._loop
+
+    def run(self, awaitable: Awaitable[Any]) -> Any:
+        async def _await() -> Any:
+            return await awaitable
+
+        future = asyncio.run_coroutine_threadsafe(_await(), self.loop())
+        return future.result()
+
+
+_LOOP = _LoopThread()
+
+
+def resolve(value: Any) -> Any:
+    """``value``, or what it evaluates to when it is awaitable (a coroutine, a future, ...)."""
+    if inspect.isawaitable(value):
+        return _LOOP.run(value)
+    return value
+
+
+def is_async_callable(func: Any) -> bool:
+    """Whether calling ``func`` gives a coroutine (``async def``, also behind partial/__call__)."""
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = getattr(func, "__call__", None)  # noqa: B004 - an instance with async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
 class Provider(abc.ABC):
-    """Base class. ``complete`` must raise :class:`ProviderError` for infrastructure faults."""
+    """Base class. ``complete`` must raise :class:`ProviderError` for infrastructure faults.
+
+    ``complete`` may be ``async def`` (or return an awaitable): the plugin awaits it on its
+    own event loop (see :func:`resolve`), so an async SDK client works unchanged.
+    """
 
     name: str = ""
     #: Whether calls may run concurrently from several threads (HTTP providers: yes).
@@ -100,15 +159,18 @@ class CallableProvider(Provider):
 
     name = "callable"
 
-    def __init__(self, func: Callable[..., Any], *, thread_safe: bool = False) -> None:
+    def __init__(self, func: Callable[..., Any], *, thread_safe: bool | None = None) -> None:
         self.func = func
-        self.thread_safe = thread_safe
-        self.name = getattr(func, "__name__", "callable")
+        # An async callable runs on the one shared loop: concurrent calls interleave as in any
+        # asyncio program, so the prefetch pool may start several at once. A plain callable
+        # may hold state that is not thread-safe, so it runs one call at a time by default.
+        self.thread_safe = is_async_callable(func) if thread_safe is None else thread_safe
+        self.name = getattr(func, "__name__", None) or type(func).__name__
 
     def complete(self, request: ProviderRequest) -> Answer:
         start = time.perf_counter()
         try:
-            value = self.func(request.case)
+            value = resolve(self.func(request.case))
         except ProviderError:
             raise
         except Exception as exc:  # the app crashed: that's an infrastructure error, not a FAIL
@@ -125,12 +187,50 @@ class CallableProvider(Provider):
         return Answer(text=str(value), duration_ms=elapsed)
 
 
+class AsyncProviderAdapter(Provider):
+    """A provider whose ``complete`` is ``async def`` (or returns an awaitable), made blocking.
+
+    Every caller (the prefetch pool, the cache, the judge) then sees an ordinary provider.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "") or type(inner).__name__
+        # Coroutines interleave on the shared loop; a provider that says it is not
+        # thread-safe still runs one call at a time.
+        self.thread_safe = bool(getattr(inner, "thread_safe", True))
+
+    def complete(self, request: ProviderRequest) -> Answer:
+        answer = resolve(self.inner.complete(request))
+        if not isinstance(answer, Answer):
+            if answer is None:
+                raise ProviderError("EMPTY_RESPONSE", f"{self.name} returned None")
+            answer = Answer(text=str(answer))
+        return answer
+
+    def close(self) -> None:
+        closer = getattr(self.inner, "aclose", None) or getattr(self.inner, "close", None)
+        if callable(closer):
+            resolve(closer())
+
+
 def as_provider(value: Any) -> Provider:
-    """Accept a Provider instance or a plain callable (what a conftest fixture may return)."""
-    if isinstance(value, Provider):
+    """Accept a Provider instance or a plain callable (what a conftest fixture may return).
+
+    Async forms are accepted too: an ``async def`` callable, a callable returning a coroutine,
+    a Provider (or any object with ``complete``) whose ``complete`` is ``async def``. Their
+    coroutines are awaited, never graded as text.
+    """
+    if isinstance(value, AsyncProviderAdapter | CallableProvider):
         return value
+    complete = getattr(value, "complete", None)
+    if callable(complete) and is_async_callable(complete):
+        return AsyncProviderAdapter(value)
+    if isinstance(value, Provider):
+        return value  # a ``complete`` returning an awaitable is resolved by its callers
     if callable(value):
         return CallableProvider(value)
     raise TypeError(
         f"golden_provider must return a goldeval Provider or a callable, got {type(value).__name__}"
     )
+

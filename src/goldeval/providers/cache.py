@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
+from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall, resolve
 
 
 class CachedProvider(Provider):
@@ -59,7 +59,7 @@ class CachedProvider(Provider):
                 tries=0,
                 model=data.get("model"),
             )
-        answer = self.inner.complete(request)
+        answer: Answer = resolve(self.inner.complete(request))
         record = {
             "text": answer.text,
             "toolCalls": [t.dump() for t in answer.tool_calls],

@@ -9,34 +9,40 @@ Wire formats:
   ``{"data": [{"embedding": [...], "index": 0}, ...]}``.
 
 Configuration (:func:`embedding_settings`), per field: the manifest's
-``grader_options: {similarity: {provider, base_url, model, timeout, api_key_env}}`` first, then
+``grader_options: {similarity: {provider, base_url, model, timeout, retries, api_key_env}}``
+first, then
 the environment: ``GOLDEVAL_EMBED_PROVIDER`` (``ollama`` | ``openai``), ``GOLDEVAL_EMBED_URL``,
-``GOLDEVAL_EMBED_MODEL``, ``GOLDEVAL_EMBED_API_KEY`` and ``GOLDEVAL_EMBED_TIMEOUT`` (seconds).
+``GOLDEVAL_EMBED_MODEL``, ``GOLDEVAL_EMBED_API_KEY``, ``GOLDEVAL_EMBED_TIMEOUT`` (seconds) and
+``GOLDEVAL_EMBED_RETRIES`` (default 3).
 Nothing is configured until a provider is named; a named provider without URL or model uses
 its default (:data:`DEFAULT_BASE_URLS`, :data:`DEFAULT_MODELS`). API keys are read from the
 environment only (``api_key_env`` names the variable), never from a committed manifest.
 
-Every failure (connection, timeout, HTTP status, malformed body) is raised as
-``ProviderError("EMBEDDING_ERROR", message)``. Messages show the URL without userinfo, never
-request headers, and mask the API key and password if a server echoes them. The error is raised
-outside the ``except`` block that caught the httpx exception, so it chains nothing that holds
-the request (and its headers).
+Calls go through the chat providers' HTTP client (:class:`goldeval.providers.http.HTTPProvider`):
+pooled connections, the same retries with backoff on 429/408/5xx/timeouts/dropped connections,
+the same error mapping and the same masking (:func:`goldeval.settings.secret_forms`: the key,
+the password, their percent-encoded forms, the Basic token, credential query values; masked
+before any excerpt is cut). Every failure is raised as ``ProviderError("EMBEDDING_ERROR",
+"<kind>[ after N tries]: message")``. Messages show the URL without userinfo and with
+credential parameters masked, never request headers, and chain no exception that holds the
+request (and its headers).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import httpx
 
 from goldeval.errors import ConfigError, ProviderError
-from goldeval.settings import redact_url
+from goldeval.providers.http import HTTPProvider
+from goldeval.settings import ProviderSettings, redact_url
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -44,6 +50,7 @@ __all__ = [
     "ENV_API_KEY",
     "ENV_MODEL",
     "ENV_PROVIDER",
+    "ENV_RETRIES",
     "ENV_TIMEOUT",
     "ENV_URL",
     "KINDS",
@@ -59,21 +66,18 @@ ENV_URL = "GOLDEVAL_EMBED_URL"
 ENV_MODEL = "GOLDEVAL_EMBED_MODEL"
 ENV_API_KEY = "GOLDEVAL_EMBED_API_KEY"
 ENV_TIMEOUT = "GOLDEVAL_EMBED_TIMEOUT"
+ENV_RETRIES = "GOLDEVAL_EMBED_RETRIES"
 KINDS = ("ollama", "openai")
 DEFAULT_BASE_URLS = {"ollama": "http://127.0.0.1:11434", "openai": "https://api.openai.com/v1"}
 DEFAULT_MODELS = {"ollama": "nomic-embed-text", "openai": "text-embedding-3-small"}
 DEFAULT_TIMEOUT = 30.0
+#: Retries after the first try, on the same faults as chat calls (429, 408, 5xx, timeouts,
+#: dropped connections); ``grader_options.similarity.retries`` / ``GOLDEVAL_EMBED_RETRIES``.
+DEFAULT_RETRIES = 3
 #: Each input is cut to this many characters before it is sent (embedding models have a
 #: context limit anyway; a 10 MB answer must not become a 10 MB request).
 MAX_INPUT_CHARS = 32_000
 _KIND = "EMBEDDING_ERROR"
-_EXCERPT = 200
-_MASK = "***"
-
-
-def _excerpt(text: str, limit: int = _EXCERPT) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -98,10 +102,23 @@ class EmbeddingSettings:
     model: str
     api_key: str | None = field(default=None, repr=False)
     timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+
+    def __repr__(self) -> str:
+        # The base URL may hold user:password@ or ?key=...: shown only through redact_url.
+        return (
+            f"EmbeddingSettings(kind={self.kind!r}, base_url={redact_url(self.base_url)!r}, "
+            f"model={self.model!r}, timeout={self.timeout!r}, retries={self.retries!r})"
+        )
 
     def client(self) -> EmbeddingClient:
         return EmbeddingClient(
-            self.kind, self.base_url, self.model, api_key=self.api_key, timeout=self.timeout
+            self.kind,
+            self.base_url,
+            self.model,
+            api_key=self.api_key,
+            timeout=self.timeout,
+            retries=self.retries,
         )
 
 
@@ -159,7 +176,54 @@ def embedding_settings(
         )
     api_key = env.get(key_env) if key_env else env.get(ENV_API_KEY)
     api_key = api_key.strip() if api_key and api_key.strip() else None
-    return EmbeddingSettings(kind, base_url.strip(), model.strip(), api_key, timeout)
+    raw_retries = _pick(opts, "retries", env, ENV_RETRIES)
+    retries = DEFAULT_RETRIES
+    if raw_retries is not None:
+        try:
+            if isinstance(raw_retries, (bool, float)):
+                raise ValueError
+            retries = int(raw_retries)
+        except (TypeError, ValueError):
+            retries = -1
+        if retries < 0:
+            raise ConfigError(
+                f"embedding retries must be a whole number >= 0, got {raw_retries!r}",
+                field=f"grader_options.similarity.retries / {ENV_RETRIES}",
+            )
+    return EmbeddingSettings(kind, base_url.strip(), model.strip(), api_key, timeout, retries)
+
+
+class _EmbeddingTransport(HTTPProvider):
+    """The chat providers' HTTP client (pooled connections, retries with backoff, error
+    mapping, masking) pointed at an embeddings endpoint: one client implementation for chat,
+    judge and embeddings, so a fix to any of them (masking before cutting, the Basic token)
+    holds for all."""
+
+    name = "embeddings"
+    base_url_option = "grader_options.similarity.base_url"
+    base_url_env = ENV_URL
+
+    def __init__(self, kind: str, settings: ProviderSettings) -> None:
+        self.kind = kind
+        super().__init__(settings)
+
+    @property
+    def endpoint(self) -> str:
+        if self.kind == "ollama":
+            return self._url("/api/embed")
+        if self._root.endswith("/v1"):
+            return self._url("/embeddings")
+        return self._url("/v1/embeddings")
+
+    def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
+        if user is not None and user.strip():
+            return httpx.BasicAuth(user, password or "")
+        return None
+
+    def _extra_headers(self) -> dict[str, str]:
+        # OpenAI; also an Ollama behind an authenticating proxy.
+        key = (self.settings.api_key or "").strip()
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 class EmbeddingClient:
@@ -172,43 +236,30 @@ class EmbeddingClient:
         model: str,
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
     ) -> None:
         if kind not in KINDS:
             raise ConfigError(f"embedding provider must be one of {', '.join(KINDS)}, got {kind!r}")
         self.kind = kind
         self.model = model
         self.timeout = timeout
-        base = base_url.strip()
-        if base and "://" not in base:
-            base = "http://" + base
-        user: str | None = None
-        password: str | None = None
-        try:
-            parts = urlsplit(base)
-            if parts.username is not None:
-                user = unquote(parts.username)
-                password = unquote(parts.password) if parts.password is not None else ""
-        except ValueError:
-            raise ConfigError("invalid embedding base URL", field=ENV_URL) from None
-        #: The base URL without userinfo or trailing slash: safe to show.
-        self.base_url = redact_url(base).rstrip("/")
-        secrets = [s for s in (api_key, password) if s]
-        self._secrets = tuple(sorted(set(secrets), key=len, reverse=True))
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:  # OpenAI; also an Ollama behind an authenticating proxy
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout),
-            headers=headers,
-            auth=httpx.BasicAuth(user, password or "") if user is not None else None,
-            follow_redirects=False,
-            trust_env=False,
+        settings = ProviderSettings(
+            name=kind,
+            model=model,
+            base_url=base_url.strip(),
+            api_key=api_key,
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            retries=retries,
         )
+        self._transport = _EmbeddingTransport(kind, settings)
+        #: The base URL without userinfo or trailing slash, credentials masked: safe to show.
+        self.base_url = self._transport.base_url
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:
-        self._client.close()
+        self._transport.close()
 
     def __enter__(self) -> EmbeddingClient:
         return self
@@ -230,67 +281,38 @@ class EmbeddingClient:
 
     @property
     def endpoint(self) -> str:
-        if self.kind == "ollama":
-            return f"{self.base_url}/api/embed"
-        if self.base_url.endswith("/v1"):
-            return f"{self.base_url}/embeddings"
-        return f"{self.base_url}/v1/embeddings"
-
-    def _scrub(self, message: str) -> str:
-        for secret in self._secrets:
-            message = message.replace(secret, _MASK)
-        return message
+        """The embeddings URL as it may be shown (credentials masked)."""
+        return redact_url(self._transport.endpoint)
 
     def _fail(self, message: str) -> ProviderError:
-        return ProviderError(_KIND, self._scrub(message))
+        return ProviderError(_KIND, self._transport._scrub(message))
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order. Texts are cut to :data:`MAX_INPUT_CHARS`."""
         inputs = [t[:MAX_INPUT_CHARS].encode("utf-8", "replace").decode("utf-8") for t in texts]
         url = self.endpoint
-        payload = {"model": self.model, "input": inputs}
-        failure: str | None = None
-        response: httpx.Response | None = None
+        payload = json.dumps({"model": self.model, "input": inputs}).encode("utf-8")
+        failure: ProviderError | None = None
         try:
-            response = self._client.post(url, json=payload)
-        except httpx.TimeoutException:
-            failure = f"timed out after {self.timeout:g}s calling {url}"
-        except httpx.HTTPError as exc:
-            failure = f"cannot reach {url}: {type(exc).__name__}: {exc}"
-        except httpx.InvalidURL:
-            failure = f"invalid embedding URL {url}"
-        except Exception as exc:  # e.g. an httpcore error that httpx did not map
-            if "timeout" in type(exc).__name__.lower():
-                failure = f"timed out after {self.timeout:g}s calling {url}"
-            else:
-                failure = f"cannot reach {url}: {type(exc).__name__}: {exc}"
-        if failure is not None or response is None:
-            raise self._fail(failure or f"no response from {url}")
-        if response.status_code >= 400:
-            raise self._fail(
-                f"HTTP {response.status_code} from {url} (model {self.model!r}): "
-                f"{_excerpt(response.text)}"
+            vectors, _tries = self._transport.request_json(
+                payload, lambda data: self._parse(data, url)
             )
-        data: Any = None
-        try:
-            data = response.json()
-        except (ValueError, UnicodeDecodeError):
-            failure = f"invalid JSON from {url}: {_excerpt(response.text)}"
-        if failure is not None:
-            raise self._fail(failure)
-        vectors = self._parse(data, url)
+        except ProviderError as exc:
+            failure = exc
+        if failure is not None and failure.kind == _KIND:
+            raise failure  # already worded by _parse
+        if failure is not None:  # outside the except block: nothing chained
+            after = f" after {failure.tries} tries" if failure.tries > 1 else ""
+            raise ProviderError(
+                _KIND, f"{failure.kind}{after}: {failure.message}", tries=failure.tries
+            )
         if len(vectors) != len(inputs):
             raise self._fail(f"{url} returned {len(vectors)} embeddings for {len(inputs)} inputs")
-        return vectors
+        return list(vectors)
 
     def _parse(self, data: Any, url: str) -> list[list[float]]:
         if not isinstance(data, dict):
             raise self._fail(f"unexpected response from {url}: not a JSON object")
-        if data.get("error") is not None:
-            error = data["error"]
-            if isinstance(error, dict) and isinstance(error.get("message"), str):
-                error = error["message"]
-            raise self._fail(f"{url} reported an error: {_excerpt(str(error))}")
         raw: Any
         if self.kind == "ollama":
             raw = data.get("embeddings")

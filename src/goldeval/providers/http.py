@@ -13,12 +13,12 @@ raised outside of the ``except`` block that caught the httpx exception, so it ca
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import functools
 import json
 import math
 import random
+import re
 import ssl
 import threading
 import time
@@ -32,7 +32,14 @@ import httpx
 
 from goldeval.errors import ConfigError, ProviderError
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
-from goldeval.settings import ProviderSettings, redact_url
+from goldeval.settings import (
+    ProviderSettings,
+    mask_secrets,
+    redact_url,
+    secret_forms,
+    strip_userinfo,
+    url_secrets,
+)
 
 __all__ = [
     "HTTPProvider",
@@ -48,7 +55,38 @@ _EXCERPT = 200
 _RETRY_STATUSES = frozenset({408, 429})
 #: Statuses whose ``Retry-After`` header is honoured.
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
-_MASK = "***"
+
+# Wordings of errors that no retry can fix, whatever the status they come with (OpenAI's
+# ``context_length_exceeded`` / ``model_not_found`` codes, vLLM's and llama.cpp's "maximum
+# context length", Ollama's "input length exceeds the context length" and "model "x" not found,
+# try pulling it first"). Matched on the unmasked-then-masked error text, case-insensitively.
+_CONTEXT_WORDING = re.compile(
+    r"context[_ ]length|context[_ ]window|maximum context|too many tokens|prompt is too long"
+    r"|input (?:length|is too long)|exceeds? (?:the )?(?:model'?s? )?(?:max(?:imum)? )?"
+    r"(?:context|token limit|number of tokens)",
+    re.IGNORECASE,
+)
+_MODEL_WORDING = re.compile(
+    r"model_not_found|try pulling it|(?:unknown|no such|invalid) model"
+    r"|model\b[^.\n]{0,120}?\b(?:not found|does not exist)",
+    re.IGNORECASE,
+)
+#: Hints for the kinds a retry cannot fix (they say what to change instead).
+_FIX_HINTS = {
+    "CONTEXT_LENGTH": "the prompt does not fit the model's context window: shorten the row's "
+    "prompt or the pack, or use a model with a longer context (retrying will not help)",
+    "MODEL_NOT_FOUND": "check --golden-model / --golden-models and that the model is pulled "
+    "or available to this key (retrying will not help)",
+}
+
+
+def _classify(text: str) -> str | None:
+    """CONTEXT_LENGTH or MODEL_NOT_FOUND when an error text says so, else None."""
+    if _CONTEXT_WORDING.search(text):
+        return "CONTEXT_LENGTH"
+    if _MODEL_WORDING.search(text):
+        return "MODEL_NOT_FOUND"
+    return None
 
 
 @dataclass
@@ -144,6 +182,8 @@ class HTTPProvider(Provider):
 
     name = "http"
     thread_safe = True
+    #: Where the hint in connection errors points (this option or the variable below).
+    base_url_option = "--golden-base-url"
     #: Where the hint in connection errors points (``--golden-base-url`` or this variable).
     base_url_env = ""
     #: Default base URL when the settings have none.
@@ -170,14 +210,24 @@ class HTTPProvider(Provider):
             parts = urlsplit(base)
             url_user, url_password = parts.username, parts.password
         except ValueError:
-            raise ConfigError("invalid base URL", field="--golden-base-url") from None
+            raise ConfigError(
+                f"invalid base URL {redact_url(base)!r}", field=self.base_url_option
+            ) from None
         if url_user is not None:  # userinfo in the URL wins, as in the reference
             user = unquote(url_user)
             if url_password is not None:
                 password = unquote(url_password)
-        #: The base URL without userinfo or trailing slash: safe to show.
-        self.base_url = redact_url(base).rstrip("/")
-        self._secrets = self._collect_secrets(user, password, settings.api_key)
+        plain = strip_userinfo(base)
+        #: Where endpoints are built: no userinfo, no query, no trailing slash.
+        self._root = plain.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+        #: The base URL's query (``?api-version=...``, ``?key=...``), sent with every call.
+        self._query = parts.query
+        #: The base URL as it may be shown: no userinfo, credential parameters masked.
+        self.base_url = redact_url(plain).rstrip("/")
+        # The one masking list (goldeval.settings.secret_forms) for chat, judge and embeddings:
+        # the password, the key, their percent-encoded forms, the Basic token, and credential
+        # values of the base URL's query.
+        self._secrets = secret_forms(user, password, settings.api_key, url_secrets(base))
         self._client = httpx.Client(
             timeout=httpx.Timeout(
                 connect=settings.connect_timeout,
@@ -200,6 +250,10 @@ class HTTPProvider(Provider):
     def endpoint(self) -> str:
         raise NotImplementedError
 
+    def _url(self, path: str) -> str:
+        """``{base}{path}`` with the base URL's query string, if it has one."""
+        return f"{self._root}{path}" + (f"?{self._query}" if self._query else "")
+
     def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
         return None
 
@@ -220,7 +274,7 @@ class HTTPProvider(Provider):
         model = request.model or self.settings.model
         if not model:
             raise ProviderError(
-                "PROVIDER_ERROR",
+                "CONFIG_ERROR",
                 f"no model configured for {self.name}: pass --golden-model or --golden-models",
                 tries=0,
             )
@@ -246,24 +300,40 @@ class HTTPProvider(Provider):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.settings.model!r})"
 
-    # -- retries -----------------------------------------------------------------------------
+    # -- one call with retries, for any JSON endpoint (chat here, embeddings in a subclass) --
 
-    def _send(self, payload: bytes, model: str) -> Answer:
+    def request_json(
+        self, payload: bytes, parse: Callable[[dict[str, Any]], Any]
+    ) -> tuple[Any, int]:
+        """POST ``payload`` to :attr:`endpoint` with this client's retries, error mapping and
+        masking; ``parse`` turns the JSON object into a result or a :class:`_Failure`.
+
+        Returns ``(result, tries)``; raises :class:`ProviderError` (masked, no chained
+        exception) when every try failed or a failure is not retryable.
+        """
+        if self._closed:
+            raise ProviderError("PROVIDER_ERROR", f"{self.name} client is closed", tries=0)
         total = max(0, self.settings.retries) + 1
         tries = 0
         while True:
             tries += 1
-            outcome = self._try_once(payload)
-            if isinstance(outcome, Answer):
-                outcome.tries = tries
-                outcome.model = model
-                return outcome
+            outcome = self._try_once(payload, parse)
+            if not isinstance(outcome, _Failure):
+                return outcome, tries
             if not outcome.retryable or tries >= total:
-                message = outcome.message
-                if tries > 1:
-                    message += f" (after {tries} tries)"
-                raise ProviderError(outcome.kind, self._scrub(message), tries=tries)
+                # The number of tries travels as ``tries``; whoever shows the error adds it
+                # once (a suffix here made "after 4 tries ... (after 4 tries)").
+                raise ProviderError(outcome.kind, self._scrub(outcome.message), tries=tries)
             self._sleep(self._delay(tries, outcome.retry_after))
+
+    # -- retries -----------------------------------------------------------------------------
+
+    def _send(self, payload: bytes, model: str) -> Answer:
+        answer, tries = self.request_json(payload, self._parse)
+        assert isinstance(answer, Answer)
+        answer.tries = tries
+        answer.model = model
+        return answer
 
     def _delay(self, tries: int, retry_after: float | None) -> float:
         cap = max(0.0, self.settings.backoff_max)
@@ -275,7 +345,9 @@ class HTTPProvider(Provider):
 
     # -- one try -----------------------------------------------------------------------------
 
-    def _try_once(self, payload: bytes) -> Answer | _Failure:
+    def _try_once(
+        self, payload: bytes, parse: Callable[[dict[str, Any]], Any] | None = None
+    ) -> Any:
         url = self.endpoint
         start = time.perf_counter()
         try:
@@ -284,8 +356,8 @@ class HTTPProvider(Provider):
             return self._transport_failure(exc)
         except httpx.InvalidURL as exc:
             return _Failure(
-                "MODEL_UNAVAILABLE",
-                f"invalid URL {redact_url(url)}: {exc} — set --golden-base-url or "
+                "CONFIG_ERROR",
+                f"invalid URL {redact_url(url)}: {exc} — set {self.base_url_option} or "
                 f"{self.base_url_env}",
                 retryable=False,
             )
@@ -320,13 +392,13 @@ class HTTPProvider(Provider):
                 retryable=False,
             )
         if data.get("error") is not None:
-            return _Failure(
-                "PROVIDER_ERROR",
-                f"{self.name} reported an error: "
-                f"{_excerpt(self._scrub(_error_text(data['error'])))}",
-                retryable=False,
-            )
-        outcome = self._parse(data)
+            shown = self._scrub(_error_text(data["error"]))
+            kind = _classify(shown) or "PROVIDER_ERROR"
+            message = f"{self.name} reported an error: {_excerpt(shown)}"
+            if kind in _FIX_HINTS:
+                message += f" — {_FIX_HINTS[kind]}"
+            return _Failure(kind, message, retryable=False)
+        outcome = (parse or self._parse)(data)
         if isinstance(outcome, Answer):
             outcome.duration_ms = elapsed_ms
             outcome.cost = self._cost(outcome.input_tokens, outcome.output_tokens)
@@ -335,7 +407,9 @@ class HTTPProvider(Provider):
     def _transport_failure(self, exc: httpx.HTTPError) -> _Failure:
         url = redact_url(self.endpoint)
         detail = _excerpt(self._scrub(str(exc))) or type(exc).__name__
-        hint = f"is the model server running? set --golden-base-url or {self.base_url_env}"
+        hint = (
+            f"is the model server running? set {self.base_url_option} or {self.base_url_env}"
+        )
         s = self.settings
         if isinstance(exc, httpx.ReadTimeout):
             return _Failure(
@@ -374,8 +448,8 @@ class HTTPProvider(Provider):
             )
         if isinstance(exc, httpx.UnsupportedProtocol):
             return _Failure(
-                "MODEL_UNAVAILABLE",
-                f"unsupported URL scheme in {url} — set --golden-base-url or "
+                "CONFIG_ERROR",
+                f"unsupported URL scheme in {url} — set {self.base_url_option} or "
                 f"{self.base_url_env} to an http(s) URL",
                 retryable=False,
             )
@@ -394,6 +468,7 @@ class HTTPProvider(Provider):
         url = redact_url(self.endpoint)
         body = response.content.decode("utf-8", errors="replace")
         shown = body
+        code = ""
         try:
             data = json.loads(body)
         except ValueError:
@@ -401,17 +476,42 @@ class HTTPProvider(Provider):
         else:
             if isinstance(data, dict) and data.get("error") is not None:
                 shown = _error_text(data["error"])
-        excerpt = _excerpt(self._scrub(shown))  # mask before cutting: no half keys
+                if isinstance(data["error"], dict):
+                    code = f"{data['error'].get('code') or ''} {data['error'].get('type') or ''}"
+        scrubbed = self._scrub(shown)
+        excerpt = _excerpt(scrubbed)  # mask before cutting: no half keys
         message = f"HTTP {status} from {url}" + (f": {excerpt}" if excerpt else "")
-        hint = self._status_hint(status)
+        kind = self._status_kind(status, f"{code} {scrubbed}")
+        hint = _FIX_HINTS.get(kind) or self._status_hint(status)
         if hint:
             message += f" — {hint}"
         retry_after = None
         if status in _RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
-        retryable = status in _RETRY_STATUSES or 500 <= status <= 599
-        kind = "RATE_LIMIT" if status == 429 else "HTTP_ERROR"
+        retryable = kind in ("RATE_LIMIT", "HTTP_ERROR")
         return _Failure(kind, message, retryable=retryable, retry_after=retry_after)
+
+    @staticmethod
+    def _status_kind(status: int, text: str) -> str:
+        """The ERROR kind of an HTTP error answer; only RATE_LIMIT and HTTP_ERROR are retried.
+
+        What the body says wins over the status: a context overflow or an unknown model is
+        not fixed by another try even when a server reports it as a 500.
+        """
+        said = _classify(text)
+        if said is not None:
+            return said
+        if status == 429:
+            return "RATE_LIMIT"
+        if status in _RETRY_STATUSES or 500 <= status <= 599:
+            return "HTTP_ERROR"
+        if status in (401, 403):
+            return "AUTH_FAILED"
+        if status == 404:
+            return "NOT_FOUND"
+        if 400 <= status <= 499:
+            return "BAD_REQUEST"
+        return "HTTP_ERROR"  # 1xx/3xx (redirects are not followed): not a usable answer
 
     def _status_hint(self, status: int) -> str:
         if status == 429:
@@ -436,24 +536,8 @@ class HTTPProvider(Provider):
             cost += tokens / 1000.0 * price
         return cost
 
-    @staticmethod
-    def _collect_secrets(
-        user: str | None, password: str | None, api_key: str | None
-    ) -> tuple[str, ...]:
-        secrets: list[str] = []
-        if password:
-            secrets.append(password)
-            token = base64.b64encode(f"{user or ''}:{password}".encode()).decode("ascii")
-            secrets.append(token)
-        if api_key and api_key.strip():
-            secrets.append(api_key.strip())
-        # Longest first, so a secret containing another is masked whole.
-        return tuple(sorted(set(secrets), key=len, reverse=True))
-
     def _scrub(self, message: str) -> str:
-        for secret in self._secrets:
-            message = message.replace(secret, _MASK)
-        return message
+        return mask_secrets(message, self._secrets)
 
     def _tool_calls(self, raw: Any) -> list[ToolCall] | _Failure:
         if raw is None:
@@ -525,7 +609,7 @@ class OllamaProvider(HTTPProvider):
 
     @property
     def endpoint(self) -> str:
-        return f"{self.base_url}/api/chat"
+        return self._url("/api/chat")
 
     def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
         if user is not None and user.strip() and password is not None:
@@ -580,9 +664,9 @@ class OpenAIProvider(HTTPProvider):
 
     @property
     def endpoint(self) -> str:
-        if self.base_url.endswith("/v1"):
-            return f"{self.base_url}/chat/completions"
-        return f"{self.base_url}/v1/chat/completions"
+        if self._root.endswith("/v1"):
+            return self._url("/chat/completions")
+        return self._url("/v1/chat/completions")
 
     def _extra_headers(self) -> dict[str, str]:
         key = (self.settings.api_key or "").strip()

@@ -212,6 +212,21 @@ class Fault:
         return cls("status", status_code=code, body=body, headers=tuple(hdrs.items()))
 
     @classmethod
+    def context_length(cls) -> Fault:
+        """HTTP 400 "context length exceeded", worded as each protocol's server words it.
+
+        OpenAI: ``code: context_length_exceeded`` with "This model's maximum context
+        length is ..."; Ollama: ``{"error": "the input length exceeds the context length"}``.
+        """
+        return cls("status", status_code=400, message="context_length")
+
+    @classmethod
+    def model_not_found(cls) -> Fault:
+        """HTTP 404 for the requested model, as Ollama ("model "x" not found, try pulling it
+        first") and OpenAI (``code: model_not_found``) answer an unknown model."""
+        return cls("status", status_code=404, message="model_not_found")
+
+    @classmethod
     def hang(cls, seconds: float) -> Fault:
         """Sleep ``seconds`` before answering normally, so a shorter client timeout fires."""
         return cls("hang", seconds=seconds)
@@ -342,6 +357,41 @@ def _error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
     else:
         kind = "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def _context_length_body(record: RecordedRequest) -> dict[str, Any]:
+    if record.protocol == "ollama":
+        return {"error": "the input length exceeds the context length"}
+    return {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your "
+            "messages resulted in 9001 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+def _model_not_found_body(record: RecordedRequest) -> dict[str, Any]:
+    model = record.model or ""
+    if record.protocol == "ollama":
+        return {"error": f'model "{model}" not found, try pulling it first'}
+    return {
+        "error": {
+            "message": f"The model `{model}` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+    }
+
+
+#: Error bodies of :meth:`Fault.context_length` and :meth:`Fault.model_not_found`.
+_CANNED: dict[str, Callable[[RecordedRequest], dict[str, Any]]] = {
+    "context_length": _context_length_body,
+    "model_not_found": _model_not_found_body,
+}
 
 
 def _phrase(status: int) -> str:
@@ -628,6 +678,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
 
     def _send_status_fault(self, fault: Fault, record: RecordedRequest) -> None:
+        if fault.body is None and isinstance(fault.message, str) and fault.message in _CANNED:
+            canned = _CANNED[fault.message](record)
+            self._send_json(fault.status_code, canned, dict(fault.headers))
+            return
         if isinstance(fault.body, bytes):
             body = fault.body
         elif fault.body is not None:

@@ -1,0 +1,165 @@
+"""Grader time budget for user regexes (issue 16 item 7): unit tests plus one black-box run.
+
+A pathological pattern must end as an ERROR attempt (errorKind GRADER_TIMEOUT) within about
+the budget, never hang the run; every grader that evaluates a user pattern is covered.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from goldeval.cases import GoldenCase
+from goldeval.domain import ContractConfig
+from goldeval.errors import ProviderError, is_retryable
+from goldeval.execute import NoRetriever, Pipeline
+from goldeval.graders import budget
+from goldeval.graders.base import GradeContext
+from goldeval.graders.contract import ContractChecker
+from goldeval.graders.general import (
+    CitesGrader,
+    JsonSchemaGrader,
+    RegexGrader,
+    builtin_graders,
+)
+from goldeval.providers.base import Answer
+from tests.helpers import RunFiles
+
+#: Catastrophic for the backtracking engine of `re` AND for the `regex` engine.
+EVIL = r"(a|aa)+$"
+EVIL_TEXT = "a" * 64 + "!"
+#: The issue's example: hangs `re`; the budgeted engine answers it at once (no match).
+ISSUE = r"^(\w+\s?)*$"
+ISSUE_TEXT = "a" * 40 + "!"
+SHORT = 0.3
+
+
+@pytest.fixture(autouse=True)
+def _short_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(budget.ENV_GRADER_TIMEOUT, str(SHORT))
+
+
+def _ctx(expect: dict, text: str, options: dict | None = None) -> GradeContext:
+    case = GoldenCase("c1", "p", expect)
+    return GradeContext(case=case, answer=Answer(text=text), retrieved=[], pack=None,
+                        options=options or {})
+
+
+def test_budget_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert budget.grader_timeout() == SHORT
+    for bad in ("", "0", "-1", "nan", "inf", "soon"):
+        monkeypatch.setenv(budget.ENV_GRADER_TIMEOUT, bad)
+        assert budget.grader_timeout() == budget.DEFAULT_GRADER_TIMEOUT
+
+
+def test_search_over_budget_raises_grader_timeout_quickly() -> None:
+    start = time.monotonic()
+    with pytest.raises(budget.GraderTimeout) as info, budget.budget("regex"):
+        budget.search(EVIL, EVIL_TEXT, grader="regex")
+    assert time.monotonic() - start < 10
+    assert info.value.grader == "regex" and EVIL in str(info.value)
+    assert budget.ENV_GRADER_TIMEOUT in str(info.value)
+
+
+def test_the_issue_pattern_is_answered_not_hung() -> None:
+    start = time.monotonic()
+    assert budget.search(ISSUE, ISSUE_TEXT, grader="regex") is None
+    assert budget.search(ISSUE, "word and words", grader="regex") is not None
+    assert time.monotonic() - start < 5
+
+
+def test_budget_is_shared_by_a_grader_call() -> None:
+    with budget.budget("regex", 0.0), pytest.raises(budget.GraderTimeout):
+        budget.search("a", "a", grader="regex")  # nothing left: not even a cheap pattern
+
+
+def test_re_semantics_are_kept() -> None:
+    assert budget.search(r"(?i)HELLO\s+\w+", "say hello world", grader="r").group(0) == (
+        "hello world")
+    assert budget.search(r"\d{3}", "HTTP 404", grader="r").group(0) == "404"
+    assert [m.group(1) for m in budget.finditer(r"\[(\w+)\]", "[a] [b]", grader="c")] == [
+        "a", "b"]
+    assert budget.pattern_error("(unclosed") is not None
+    assert budget.pattern_error(r"^\w+$") is None
+
+
+@pytest.mark.parametrize(
+    "grader,expect,options",
+    [
+        (RegexGrader(), {"regex": EVIL}, None),
+        (RegexGrader(), {"not_regex": [r"^ok$", EVIL]}, None),
+        (JsonSchemaGrader(), {"json_schema": {"type": "object", "properties": {
+            "s": {"type": "string", "pattern": EVIL}}}}, None),
+        (CitesGrader(), {"cites": ["x"]}, {"cites": {"pattern": EVIL}}),
+    ],
+    ids=["regex", "not_regex", "json_schema-pattern", "cites-pattern"],
+)
+def test_every_grader_with_a_user_pattern_is_budgeted(grader, expect, options) -> None:  # type: ignore[no-untyped-def]
+    text = json.dumps({"s": EVIL_TEXT}) if "json_schema" in expect else EVIL_TEXT
+    assert grader.validate_expect(expect) == []
+    start = time.monotonic()
+    with pytest.raises(budget.GraderTimeout), budget.budget(grader.name):
+        grader.grade(_ctx(expect, text, options))
+    assert time.monotonic() - start < 10
+
+
+def test_contract_tests_class_pattern_is_budgeted() -> None:
+    checker = ContractChecker(ContractConfig(tests_class_pattern=EVIL))
+    with pytest.raises(budget.GraderTimeout), budget.budget("ContractGrader"):
+        checker.grade("c1", {"layer": "api"}, [], EVIL_TEXT, ["r1"], ["r1"])
+
+
+def test_pipeline_turns_an_over_budget_grader_into_grader_timeout() -> None:
+    case = GoldenCase("c1", "p", {"regex": EVIL})
+    dataset = SimpleNamespace(pack=None, manifest=SimpleNamespace(grader_options={}),
+                              grader_modes={}, cases=[case])
+    pipe = Pipeline(dataset, builtin_graders(), NoRetriever())  # type: ignore[arg-type]
+    with pytest.raises(ProviderError) as info:
+        pipe.grade(case, 1, Answer(text=EVIL_TEXT), "m")
+    assert info.value.kind == "GRADER_TIMEOUT" and not info.value.retryable
+    assert not is_retryable("GRADER_TIMEOUT")
+
+
+# --------------------------------------------------------------------------- black box
+
+
+@pytest.fixture
+def evil_project(pytester: pytest.Pytester) -> Path:
+    ds = pytester.path / "golden" / "evil"
+    (ds / "fixtures").mkdir(parents=True)
+    (ds / "dataset.yaml").write_text("version: evil-v1\nname: evil\npack: none\n",
+                                     encoding="utf-8")
+    rows = [
+        {"id": "ok", "prompt": "say ok", "expect": {"regex": "^ok$"}},
+        {"id": "issue", "prompt": "words", "expect": {"regex": ISSUE}},
+        {"id": "evil", "prompt": "many a", "expect": {"regex": EVIL}},
+    ]
+    (ds / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    for case_id, text in {"ok": "ok", "issue": ISSUE_TEXT, "evil": EVIL_TEXT}.items():
+        (ds / "fixtures" / f"{case_id}.out.md").write_text(text, encoding="utf-8")
+    pytester.makeini("[pytest]\n")
+    return pytester.path
+
+
+def test_a_catastrophic_row_regex_ends_as_grader_timeout(
+    pytester: pytest.Pytester, evil_project: Path, plugin_args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(budget.ENV_GRADER_TIMEOUT, "0.5")
+    start = time.monotonic()
+    result = pytester.runpytest("--golden=evil-v1", "-p", "no:cacheprovider", *plugin_args)
+    assert time.monotonic() - start < 60
+    out = result.stdout.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    run = RunFiles(evil_project).latest()
+    by_id = {c["caseId"]: c["attempts"][0] for c in run["cases"]}
+    assert by_id["ok"]["status"] == "PASS"
+    assert by_id["issue"]["status"] == "FAIL"  # answered (no match), not hung
+    assert (by_id["evil"]["status"], by_id["evil"]["errorKind"]) == ("ERROR", "GRADER_TIMEOUT")
+    assert "time budget" in by_id["evil"]["errorMessage"]
+    result.stdout.fnmatch_lines(["*ERROR GRADER_TIMEOUT*"])
+    assert result.ret == 4  # a pattern that explodes explodes again on a rerun: not 75
