@@ -317,6 +317,9 @@ def finish_session(
     interrupted = _ended_by_user(int(status), state, interrupt)
     if not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
         if interrupted or controller is None or controller.expected is None:
+            if state.signal_received:
+                # Terminated before any attempt was graded: still infrastructure, retry.
+                session.exitstatus = 75
             return  # collection errors, or stopped before any attempt: nothing to record
     if state.dataset is None:
         try:
