@@ -64,6 +64,8 @@ def refuse_rerun_plugins(config: pytest.Config) -> None:
             problems.append("pytest-rerunfailures (--reruns) hides failed tries")
     if pm.hasplugin("repeat") and _positive(config.getoption("count", default=None), above=1):
         problems.append("pytest-repeat (--count) runs each attempt again under the same key")
+    if pm.hasplugin("flaky") and config.getoption("force_flaky", default=False):
+        problems.append("flaky (--force-flaky) hides failed tries")
     if problems:
         raise pytest.UsageError(
             f"--golden cannot be combined with {' and '.join(problems)}: {RERUN_HINT}; "
