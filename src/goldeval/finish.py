@@ -6,8 +6,13 @@ status and the artifacts are decided exactly once.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +24,7 @@ from goldeval.errors import GoldevalError
 from goldeval.finalise import FinalisationError, finalisation
 from goldeval.models import Mode
 from goldeval.run import build_run, config_fingerprint, git_commit, new_run_id
-from goldeval.session import PAYLOAD_ATTR, GoldenSession
+from goldeval.session import PAYLOAD_ATTR, RERUN_HINT, RERUN_KIND, GoldenSession
 
 KEEP_STATUSES = (
     pytest.ExitCode.INTERRUPTED,
@@ -38,14 +43,31 @@ class Controller:
         self.preflown = False
         #: the one-line reason when finishing the run failed (see finalisation_failed)
         self.final_error: str | None = None
+        #: Golden items selected for this session (None: not known, e.g. collection failed).
+        self.expected: int | None = None
+        #: Attempts reported more than once (a rerun or repeat plugin), as "case attempt N".
+        self.duplicates: list[str] = []
+        #: What ended the run loop early, if anything (KeyboardInterrupt, pytest.exit, ...).
+        self.interrupt: BaseException | None = None
+        self.worker_pids: list[int] = []
+        state.on_signal.append(self._forward_signal)
 
-    # -- pre-flight (goldeval.decide): refused before the first model call ------------------
+    # -- pre-flight: refused before the first model call -------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Before anything runs (and before xdist starts its workers): a broken store or a run
+        # key of another dataset is a usage error, another protocol under the key is 65; a
+        # missing --golden-baseline is a usage error, a damaged one 65.
         from goldeval.decide import preflight_baseline_file
         from goldeval.errors import BaselineError, ConfigError
+        from goldeval.storage import ProtocolMismatch
+        from goldeval.storage import preflight as preflight_store
 
+        try:
+            preflight_store(self.state)
+        except ProtocolMismatch as exc:
+            self._refuse(session.config, 65, str(exc))
         try:
             preflight_baseline_file(self.state)
         except ConfigError as exc:
@@ -58,12 +80,16 @@ class Controller:
         # Serial runs only: an xdist controller does not collect (see the hook below).
         from goldeval.item_fixtures import param_of
 
+        self.expected = sum(1 for item in session.items if "::test_golden[" in item.nodeid)
         params = [param_of(item) for item in session.items]
         self._preflight(session.config, sorted({p.case.id for p in params if p is not None}))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        # Called before xdist schedules anything; the first worker's list is the selection.
+        # Called before xdist schedules anything; every worker collects the same items, so
+        # the first worker's list is the selection.
+        if self.expected is None:
+            self.expected = sum(1 for nodeid in ids if "::test_golden[" in nodeid)
         selected: set[str] | None = set()
         for nodeid in ids:
             if "::test_golden[" not in nodeid:
@@ -100,11 +126,33 @@ class Controller:
             reporter.write_line(line, red=True, bold=True)
         pytest.exit(reason, returncode=code)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        # execnet caches the worker's sys info (pid included) when xdist sets the node up.
+        info = getattr(getattr(node, "gateway", None), "_cache_rinfo", None)
+        pid = getattr(info, "pid", None)
+        if isinstance(pid, int) and pid != os.getpid():
+            self.worker_pids.append(pid)
+
+    def _forward_signal(self, signum: int) -> None:
+        """SIGTERM reached the controller: workers stop making model calls at once too."""
+        for pid in self.worker_pids:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.interrupt = excinfo.value
+
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, PAYLOAD_ATTR, None)
         if report.failed and "::test_golden[" not in report.nodeid:
             self.state.other_failures += 1
+        if payload is not None and self._is_rerun(payload):
+            delattr(report, PAYLOAD_ATTR)
+            return  # the first report of the attempt stays; the run is refused at the end
         if payload is None and report.failed and "::test_golden[" in report.nodeid:
             payload = lost_item_payload(self.state, report)
         if payload is not None:
@@ -118,6 +166,21 @@ class Controller:
             if hasattr(report, PAYLOAD_ATTR):
                 delattr(report, PAYLOAD_ATTR)
 
+    def _is_rerun(self, payload: dict[str, Any]) -> bool:
+        """A second report of one attempt (pytest-repeat, a rerun plugin): never overwrite."""
+        case_id = payload.get("caseId")
+        if case_id is None:
+            return False
+        key = (payload.get("model") or "", int(payload.get("index") or 0))
+        seen = key in self.state.collector.attempts.get(str(case_id), {})
+        rerun = payload.get("status") == "ERROR" and f'"errorKind":"{RERUN_KIND}"' in str(
+            payload.get("record") or ""
+        )
+        if seen or rerun:
+            model = f" model {key[0]}" if key[0] else ""
+            self.duplicates.append(f"{case_id} attempt {key[1]}{model}")
+        return seen
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.refused:
@@ -126,35 +189,72 @@ class Controller:
         state = self.state
         fin = finalisation(state)
         recorder = state.recorder
-        try:
-            finish_session(state, session)
-            if recorder is not None and recorder.began and not recorder.finished:
-                # Paths that wrote no single run of the store's id (models side by side,
-                # nothing to write): the store run still gets a final status, never RUNNING.
-                had_error = recorder.error
-                recorder.finish(state.run or {"status": "FAILED"}, state.artifact_inventory)
-                if recorder.error and not had_error:
-                    raise FinalisationError(recorder.error)
-            fin.release_all()
-        except (OSError, ArtifactError, FinalisationError) as exc:
-            # Finalisation is infrastructure: a full disk, a folder in LATEST's place, a store
-            # that fails at the end. One line and exit 75, not a traceback and exit 1.
-            self.final_error = finalisation_failed(state, session, exc)
-        except BaseException as exc:
-            # A bug: still never leave a green-looking record behind, then let pytest show it.
-            finalisation_failed(state, session, exc)
-            raise
-        finally:
-            if recorder is not None:
-                if recorder.began and recorder.error and not recorder.finished:
-                    recorder.mark_failed("INTERRUPTED", {})
-                recorder.close()
+        # Ctrl-C or SIGTERM while the run is written would leave half a run folder: the
+        # write is short, so it finishes first and the signal is reported afterwards.
+        with deferred_signals() as received:
+            try:
+                finish_session(state, session, self)
+                if recorder is not None and recorder.began and not recorder.finished:
+                    # Paths that wrote no single run of the store's id (models side by side,
+                    # nothing to write): the store run still gets a final status, never
+                    # RUNNING.
+                    had_error = recorder.error
+                    recorder.finish(state.run or {"status": "FAILED"}, state.artifact_inventory)
+                    if recorder.error and not had_error:
+                        raise FinalisationError(recorder.error)
+                fin.release_all()
+            except (OSError, ArtifactError, FinalisationError) as exc:
+                # Finalisation is infrastructure: a full disk, a folder in LATEST's place, a
+                # store that fails at the end. One line and exit 75, not a traceback and exit 1.
+                self.final_error = finalisation_failed(state, session, exc)
+            except BaseException as exc:
+                # A bug: still never leave a green-looking record behind, then let pytest
+                # show it.
+                finalisation_failed(state, session, exc)
+                raise
+            finally:
+                if recorder is not None:
+                    if recorder.began and recorder.error and not recorder.finished:
+                        recorder.mark_failed("INTERRUPTED", {})
+                    recorder.close()
+        if received:
+            names = ", ".join(signal.Signals(s).name for s in received)
+            sys.stderr.write(
+                f"goldeval: {names} arrived while the run was being written; the write was "
+                "completed first\n"
+            )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.final_error is not None:
             terminalreporter.write_line(f"goldeval: error: {self.final_error}", red=True, bold=True)
             return
         print_summary(self.state, terminalreporter)
+
+
+@contextmanager
+def deferred_signals() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM for the duration of the block; yields the signals received.
+
+    Used around the run's finalisation: a signal there used to leave ``.cases.*.jsonl.tmp``
+    and no run.json. The write goes on to the end; the caller reports what arrived. A no-op
+    outside the main thread (where handlers cannot be set).
+    """
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 _PARAM_ID = re.compile(r"::test_golden\[(?P<case>.+?)-attempt(?P<n>\d+)(?:-(?P<model>.+))?\]$")
@@ -271,25 +371,109 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     }
 
 
-def finish_session(state: GoldenSession, session: pytest.Session) -> None:
+def _ended_by_user(status: int, state: GoldenSession, interrupt: BaseException | None) -> bool:
+    """A real interruption (Ctrl-C, SIGTERM), as opposed to a run loop stopped on purpose.
+
+    pytest turns ``session.shouldstop`` (``--sw``, a plugin) into ``Session.Interrupted`` and
+    xdist turns ``-x``/``--maxfail`` into its own ``Interrupted``; both subclass
+    KeyboardInterrupt and give pytest's status 2, but nobody pressed Ctrl-C: those runs are
+    stopped early (INCOMPLETE), not INTERRUPTED.
+    """
+    if status != pytest.ExitCode.INTERRUPTED:
+        return False
+    if state.signal_received is not None or interrupt is None:
+        return True
+    if isinstance(interrupt, pytest.Session.Interrupted):
+        return False
+    if type(interrupt).__module__.startswith("xdist"):
+        return "keyboard-interrupt" in str(interrupt)  # a worker got Ctrl-C
+    return type(interrupt) is KeyboardInterrupt
+
+
+def _stop_reason(session: pytest.Session, interrupt: BaseException | None) -> str:
+    for why in (session.shouldfail, session.shouldstop, interrupt):
+        text = str(why or "").strip()
+        if text and text != "True":
+            return text
+    return "the session stopped before running every selected item"
+
+
+def finish_session(
+    state: GoldenSession, session: pytest.Session, controller: Controller | None = None
+) -> None:
     state.close()
     status = session.exitstatus
     if session.config.option.collectonly:
         return  # listing items is not a run: nothing recorded, exit status untouched
     if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         return
+    interrupt = controller.interrupt if controller is not None else None
+    interrupted = _ended_by_user(int(status), state, interrupt)
     if not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
-        return  # collection errors: nothing ran, nothing to record
+        if interrupted or controller is None or controller.expected is None:
+            if state.signal_received:
+                # Terminated before any attempt was graded: still infrastructure, retry.
+                session.exitstatus = 75
+            return  # collection errors, or stopped before any attempt: nothing to record
     if state.dataset is None:
         try:
             state.load()  # an xdist controller does not collect: load identity here
         except GoldevalError:
             return
-    interrupted = status == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
+    # Every selected golden item must report; counted before earlier sessions are merged.
+    expected = controller.expected if controller is not None else None
+    not_run = max(0, expected - len(state.collector)) if expected is not None else 0
+    stopped_early = not interrupted and (
+        not_run > 0
+        or (expected is None and (bool(session.shouldstop) or bool(session.shouldfail)))
+    )
+    stop_reason = _stop_reason(session, interrupt) if stopped_early else ""
+    if status == pytest.ExitCode.INTERRUPTED and not interrupted:
+        # Not Ctrl-C: decide as pytest would have without the stop (failures give 1).
+        status = pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK
+    duplicates = list(controller.duplicates) if controller is not None else []
     live = state.settings.mode is not Mode.FIXTURE
     merge_previous(state)
     if state.settings.mode is Mode.RECORD:
         state.recorded = record_fixtures(state)
+
+    def unfinished(run: dict[str, Any], code: int, reason: str) -> tuple[int, str]:
+        """Early stop, reruns, SIGTERM: never COMPLETED, never exit 0 (see docs)."""
+        notes = run.setdefault("notes", [])
+        if duplicates:
+            if run.get("status") == "COMPLETED":
+                run["status"] = "INCOMPLETE"
+            run["duplicateAttempts"] = duplicates[:50]
+            shown = ", ".join(duplicates[:3]) + (" ..." if len(duplicates) > 3 else "")
+            code = 4
+            reason = (
+                f"{len(duplicates)} golden attempts reported twice ({shown}): a rerun or "
+                f"repeat plugin ran them again; {RERUN_HINT}"
+            )
+            notes.append(reason)
+        elif stopped_early:
+            run["status"] = "INCOMPLETE"
+            run["incomplete"] = True
+            run["stoppedEarly"] = {"reason": stop_reason, "attemptsNotRun": not_run}
+            note = (
+                f"stopped early ({stop_reason}): {not_run} selected attempts never ran; "
+                "the run is INCOMPLETE"
+            )
+            notes.append(note)
+            if code == 0:
+                code, reason = 1, note
+        if state.signal_received and interrupted:
+            key = state.settings.run_key
+            reason = (
+                f"terminated by {state.signal_received}: the run is INTERRUPTED; "
+                + (f"rerun with --golden-run-key={key} to resume it" if key else "retry it")
+            )
+            code = 75
+            notes.append(reason)
+        if code != run.get("exitDecision", {}).get("code"):
+            run["exitDecision"] = {"code": code, "reason": reason}
+        return code, reason
+
     models = state.collector.models()
     if len(models) > 1:
         # Several models side by side: one run per model, reported together, never gated.
@@ -304,16 +488,18 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
             run.setdefault("notes", []).append(
                 "models side by side (--golden-models): no baseline, no gate"
             )
+            run_code, _ = unfinished(run, verdict.code, verdict.reason)
             write_run(state, run, run_dir)
             state.benchmark.append(run)
-            codes.append(verdict.code)
+            codes.append(run_code)
         code = max(codes)
         state.exit_reason = f"{len(models)} models side by side, worst exit {code}"
         state.run = {
             **state.benchmark[0],
             "exitDecision": {"code": code, "reason": state.exit_reason},
         }
-        if code != int(status) and status not in KEEP_STATUSES:
+        forced = bool(duplicates or stopped_early or state.signal_received)
+        if code != int(session.exitstatus) and (status not in KEEP_STATUSES or forced):
             session.exitstatus = code
         return
     only_model = models[0] if models else None
@@ -330,15 +516,28 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
     # A resumed run key with nothing left to do gets the whole run's verdict, not "no tests".
     decision = decide(state, run, 0 if resumed_all else int(status), live=live)
     run.update(decision.run_fields)
+    forced = False
     if recorder is not None:
         recorder.flush()
-        if recorder.error and decision.code not in (65,):
+        if recorder.conflict:
+            # Another process created the key's run under another protocol after preflight.
+            run.setdefault("notes", []).append(recorder.conflict)
+            run["exitDecision"] = {"code": 65, "reason": recorder.conflict}
+            decision.code, decision.reason = 65, recorder.conflict
+            decision.save_baseline = False
+            forced = True
+        elif recorder.error and decision.code not in (65,):
             # What was graded is kept (run folder); the run is not a complete record.
             run["status"] = "INTERRUPTED"
             reason = f"{recorder.error}; the run is incomplete, retry it"
             run.setdefault("notes", []).append(reason)
             run["exitDecision"] = {"code": 75, "reason": reason}
             decision.code, decision.reason = 75, reason
+    if duplicates or stopped_early or (interrupted and state.signal_received):
+        code, reason = unfinished(run, decision.code, decision.reason)
+        forced = forced or code != decision.code or bool(duplicates) or stopped_early
+        decision.code, decision.reason = code, reason
+        decision.save_baseline = False
     write_run(state, run, run_dir)
     if recorder is not None:
         recorder.finish(run, state.artifact_inventory)
@@ -347,7 +546,9 @@ def finish_session(state: GoldenSession, session: pytest.Session) -> None:
         run.update(decision.run_fields)
     state.run = run
     state.exit_reason = decision.reason
-    if decision.code != int(status) and (status not in KEEP_STATUSES or resumed_all):
+    if decision.code != int(session.exitstatus) and (
+        status not in KEEP_STATUSES or resumed_all or forced
+    ):
         session.exitstatus = decision.code
     elif status in KEEP_STATUSES and decision.code != int(status):
         # pytest's own status stands (e.g. 5: every item deselected): say so, not ours.
@@ -526,7 +727,9 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
             raise FinalisationError(recorder.error)
     write_manifest(run_dir, run["runId"], entries)
     fin.committed(run_dir)
-    if run.get("status") in ("COMPLETED", "INCOMPLETE"):
+    # An early stop (-x, --maxfail) or a rerun plugin's run is no finished run to point at.
+    unfinished = run.get("stoppedEarly") or run.get("duplicateAttempts")
+    if run.get("status") in ("COMPLETED", "INCOMPLETE") and not unfinished:
         ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
         previous = artifacts.write_latest(out_dir, run_dir)
         fin.latest.append((out_dir / "LATEST", previous, ours))

@@ -7,6 +7,8 @@ in pure modules (graders, rollup, metrics, comparison, gate); this module wires 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +32,52 @@ from goldeval.run import RunCollector, attempt_payload
 from goldeval.settings import RunSettings, provider_from_env
 
 PAYLOAD_ATTR = "goldeval"
+#: errorKind of an attempt whose call phase ran a second time in one process (a rerun plugin).
+RERUN_KIND = "RERUN"
+RERUN_HINT = (
+    "a golden attempt must run once: repeat attempts with --golden-attempts=N, which records "
+    "every try"
+)
+
+
+def refuse_rerun_plugins(config: pytest.Config) -> None:
+    """Rerun and repeat plugins are refused with ``--golden`` (usage error, exit 4).
+
+    pytest-rerunfailures hides the failed tries of an attempt (only the last one counts) and
+    pytest-repeat runs every attempt N times under one key (only the last one is kept): both
+    would report a pass rate the model never had. ``--golden-attempts`` is the honest way to
+    try an attempt several times. Other rerun plugins (flaky, a marker) are caught per item:
+    see :func:`grade_item` and ``Controller.pytest_runtest_logreport``.
+    """
+    problems = []
+    pm = config.pluginmanager
+    if pm.hasplugin("rerunfailures"):
+        reruns: list[Any] = [
+            config.getoption("reruns", default=None),
+            config.getoption("force_reruns", default=None),
+        ]
+        try:
+            reruns.append(config.getini("reruns"))
+        except ValueError:  # an older version without the ini option
+            pass
+        if any(_positive(v) for v in reruns):
+            problems.append("pytest-rerunfailures (--reruns) hides failed tries")
+    if pm.hasplugin("repeat") and _positive(config.getoption("count", default=None), above=1):
+        problems.append("pytest-repeat (--count) runs each attempt again under the same key")
+    if pm.hasplugin("flaky") and config.getoption("force_flaky", default=False):
+        problems.append("flaky (--force-flaky) hides failed tries")
+    if problems:
+        raise pytest.UsageError(
+            f"--golden cannot be combined with {' and '.join(problems)}: {RERUN_HINT}; "
+            "drop the option (or -p no:rerunfailures / -p no:repeat)"
+        )
+
+
+def _positive(value: Any, above: int = 0) -> bool:
+    try:
+        return value is not None and value != "" and int(value) > above
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -190,6 +238,47 @@ class GoldenSession:
             self._provider = self._make_provider()
         if self.settings.rerun_errors and not self.settings.run_key:
             raise pytest.UsageError("--golden-rerun-errors needs --golden-run-key")
+        refuse_rerun_plugins(config)
+        #: Items whose call phase was graded in this process (a second one is a rerun).
+        self.graded_items: set[pytest.Item] = set()
+        #: "SIGTERM" once that signal arrived: the session ends as after Ctrl-C (INTERRUPTED).
+        self.signal_received: str | None = None
+        #: Called by the SIGTERM handler first (the controller forwards it to xdist workers).
+        self.on_signal: list[Any] = []
+        self._install_sigterm()
+        if self.is_worker:
+            # The controller closes the prefetcher in finish_session; a worker's would
+            # otherwise run its queued model calls at interpreter exit, even after a signal.
+            config.add_cleanup(self.close)
+
+    def _install_sigterm(self) -> None:
+        """SIGTERM ends the session the way Ctrl-C does (pytest's KeyboardInterrupt path).
+
+        Without this, SIGTERM kills the process at once: no run folder, the store run left
+        RUNNING. Restored when pytest unconfigures.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            first = self.signal_received is None
+            self.signal_received = "SIGTERM"
+            for callback in list(self.on_signal):
+                try:
+                    callback(signum)
+                except Exception:
+                    pass
+            if first:
+                raise KeyboardInterrupt("SIGTERM")
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+        def restore() -> None:
+            if signal.getsignal(signal.SIGTERM) is on_sigterm:
+                signal.signal(signal.SIGTERM, previous)
+
+        self.config.add_cleanup(restore)
 
     # -- collection ------------------------------------------------------------------------
 
@@ -500,6 +589,23 @@ def grade_item(answer: Answer) -> None:
     state = state_of(item.config)
     pipeline, param = answer._graded_with
     case = param.case
+    if item in state.graded_items:
+        # A rerun plugin (flaky, a rerun marker) ran this item's call phase again: the
+        # earlier try is hidden or would be overwritten. Never grade it silently twice.
+        message = (
+            f"golden case {case.id} attempt {param.attempt} ran its call phase again in one "
+            f"session (a rerun plugin such as flaky or pytest-rerunfailures): {RERUN_HINT}"
+        )
+        state.records[item] = AttemptRecord(
+            case_id=case.id,
+            index=param.attempt,
+            model=answer.model,
+            status=Status.ERROR,
+            error_kind=RERUN_KIND,
+            error_message=message,
+        )
+        pytest.fail(message, pytrace=False)
+    state.graded_items.add(item)
     try:
         record = pipeline.grade(case, param.attempt, answer, answer.model)
     except ProviderError as exc:  # a grader crashed: infrastructure, never a quality FAIL

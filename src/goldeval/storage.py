@@ -8,6 +8,11 @@
   deselects the attempts already graded (all of them, or all but ERROR ones with
   ``--golden-rerun-errors``) and the final metrics are computed over every attempt of the run.
 * If the store fails mid-run, the session keeps going, keeps its local artifacts, and exits 75.
+* Before anything runs (:func:`preflight`), the controller checks what it can check cheaply: a
+  store file that is not a usable SQLite store, or a run key of another dataset, is a usage
+  error (exit 4); a run key whose run was recorded under another protocol (mode, attempts,
+  model, provider, judge, dataset hash, grader configuration) is refused with exit 65 naming
+  every differing key. Resuming under another protocol would mix two experiments in one run.
 """
 
 from __future__ import annotations
@@ -25,6 +30,104 @@ if TYPE_CHECKING:
 
 BATCH = 500
 BATCH_SECONDS = 1.0
+
+#: Protocol keys a run key's sessions must share. ``selectedCaseIds`` is not one: shards of
+#: one run key select different cases on purpose and add up to the run.
+_SELECTION_KEYS = frozenset({"selectedCaseIds"})
+
+
+class ProtocolMismatch(Exception):
+    """The run key's stored run was recorded under another protocol (exit 65)."""
+
+
+def protocol_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``key: stored -> current`` for every protocol key on which two sessions differ.
+
+    A key missing on one side counts as None (an older store row). The provider of a conftest
+    override (``callable:NAME``) is only known once fixtures are resolved, which an xdist
+    controller never does: it is compared only when neither side is such an override.
+    """
+    out = []
+    for key in sorted((set(stored) | set(current)) - _SELECTION_KEYS):
+        old, new = stored.get(key), current.get(key)
+        if key == "provider" and any(str(v).startswith("callable:") for v in (old, new)):
+            continue
+        if old != new:
+            out.append(f"{key}: {old!r} (run key's run) != {new!r} (this session)")
+    return out
+
+
+def mismatch_message(run_key: str, run_id: str, diffs: list[str]) -> str:
+    return (
+        f"--golden-run-key={run_key} names run {run_id}, recorded under another protocol: "
+        + "; ".join(diffs)
+        + ". Resume it with the same options, or use a new run key"
+    )
+
+
+def _is_file_store(url: str) -> bool:
+    return "://" not in url or url.lower().startswith("sqlite://")
+
+
+def preflight(state: GoldenSession) -> None:
+    """Check the store and the run key before anything runs (controller only).
+
+    Raises ``pytest.UsageError`` for a store file that cannot be used (garbage, a newer
+    schema, no permission) and for a run key of another dataset; :class:`ProtocolMismatch`
+    for a run key recorded under another protocol. An unreachable PostgreSQL server is left
+    to the run (infrastructure: the session keeps its artifacts and exits 75).
+    """
+    import pytest
+
+    from goldeval.errors import GoldevalError
+    from goldeval.store import StoreError
+
+    url = store_url(state)
+    if url is None:
+        return
+    key = state.settings.run_key
+    if _is_file_store(url):
+        path = Path(url.split("://", 1)[1][1:] if "://" in url else url)
+        if not path.exists():
+            return  # created on first use: nothing recorded under any key yet
+    try:
+        store = open_session_store(state)
+    except (StoreError, OSError) as exc:
+        if not _is_file_store(url):
+            return
+        raise pytest.UsageError(
+            f"run store {url} is not a usable goldeval store: {exc}. Move the file away, "
+            "or pass --golden-store=PATH (or none)"
+        ) from None
+    if store is None:
+        return
+    try:
+        if not key:
+            return
+        try:
+            row = store.get_run(key)
+        except (StoreError, OSError) as exc:
+            if not _is_file_store(url):
+                return
+            raise pytest.UsageError(f"run store {url} cannot be read: {exc}") from None
+        if row is None or row.run_key != key:
+            return
+        try:
+            ds = state.load()
+        except GoldevalError:
+            return  # collection reports the dataset problem
+        if row.dataset_id != ds.id:
+            raise pytest.UsageError(
+                f"--golden-run-key={key} belongs to run {row.run_id} of dataset "
+                f"{row.dataset_id}, not {ds.id}: use another run key for this dataset"
+            )
+        from goldeval.finish import early_protocol
+
+        diffs = protocol_differences(row.protocol, early_protocol(state)[0])
+        if diffs:
+            raise ProtocolMismatch(mismatch_message(key, row.run_id, diffs))
+    finally:
+        store.close()
 
 
 def store_url(state: GoldenSession) -> str | None:
@@ -64,6 +167,8 @@ class RunRecorder:
         self.resumed = False
         self.began = False
         self.finished = False
+        #: Set when begin found the run key's run under another protocol (exit 65).
+        self.conflict: str | None = None
 
     def _fail(self, exc: Exception) -> None:
         from goldeval.store import redact_url
@@ -103,6 +208,15 @@ class RunRecorder:
             self.store.close()
             self.store = None
             return self.begin(protocol, configuration)
+        if stored.resumed and self.state.settings.run_key:
+            # preflight checked before the run; another process may have created the key's
+            # run since (two shards started together): check again, never mix protocols.
+            diffs = protocol_differences(dict(stored.protocol), dict(protocol))
+            if diffs:
+                self.conflict = mismatch_message(self.state.settings.run_key, stored.run_id, diffs)
+                self.store.close()
+                self.store = None
+                return
         self.run_id = stored.run_id
         self.resumed = stored.resumed
 
@@ -165,6 +279,8 @@ class RunRecorder:
         status = {"COMPLETED": "COMPLETED", "INTERRUPTED": "INTERRUPTED"}.get(
             str(run.get("status")), "FAILED"
         )
+        if run.get("stoppedEarly"):
+            status = "INTERRUPTED"  # unfinished, not failed: resume it with the run key
         if run.get("attemptsError"):
             status = "FAILED" if status == "COMPLETED" else status
         from goldeval.artifacts import summary as run_summary

@@ -1,0 +1,353 @@
+"""Issue 15 (no false green): run keys, early stops and rerun plugins.
+
+A run key names ONE run: reusing it under another protocol (mode, attempts, model, provider,
+...) is refused with exit 65 before anything runs; a key of another dataset or a store file
+that is not a store is a usage error (4). A session that stops before every selected golden
+item reported (-x, --maxfail, stepwise, a plugin stopping the session) is INCOMPLETE, never
+COMPLETED, never LATEST, never exit 0. Rerun and repeat plugins are refused (exit 4); a
+golden attempt reported twice by any other plugin is never silently overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from goldeval.store import open_store
+from goldeval.testing.llm_server import FakeLLMServer, fixture_responder
+
+FIXTURE = ["--golden=generation-v1", "-p", "no:cacheprovider"]
+LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-no-gate",
+        "-p", "no:cacheprovider"]
+CASES = 10
+
+
+@pytest.fixture
+def llm(golden_project: Path) -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as srv:
+        srv.responder = fixture_responder(golden_project / "golden" / "generation")
+        yield srv
+
+
+def _chat(srv: FakeLLMServer) -> int:
+    return sum(1 for r in srv.requests if r.path == "/api/chat")
+
+
+def _nothing_ran(result: pytest.RunResult) -> None:
+    out = result.stdout.str()
+    assert not re.search(r"\d+ (passed|failed|error)", out), out
+    assert "collected" not in out, out
+
+
+def _run_dirs(project: Path) -> list[Path]:
+    runs = project / ".goldeval" / "runs"
+    return sorted(p.parent for p in runs.glob("*/run.json")) if runs.exists() else []
+
+
+def _only_run(project: Path) -> dict:
+    (run_dir,) = _run_dirs(project)
+    return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- run keys
+
+
+@pytest.mark.parametrize(
+    "second,differing",
+    [
+        (["--golden-attempts=3"], ["attempts"]),
+        (["--golden-judge"], None),  # fixture mode ignores the judge: same protocol
+    ],
+    ids=["attempts", "judge-ignored-in-fixture-mode"],
+)
+def test_fixture_run_key_reused_with_other_options(
+    pytester: pytest.Pytester, golden_project: Path, second: list[str],
+    differing: list[str] | None,
+) -> None:
+    first = pytester.runpytest(*FIXTURE, "--golden-run-key=k1")
+    assert first.ret == 0, first.stdout.str()
+    again = pytester.runpytest(*FIXTURE, "--golden-run-key=k1", *second)
+    out = again.stdout.str() + again.stderr.str()
+    if differing is None:
+        assert again.ret != 65, out
+        return
+    assert again.ret == 65, out
+    for key in differing:
+        assert f"{key}:" in out
+    assert "Traceback" not in out
+    _nothing_ran(again)
+    assert len(_run_dirs(golden_project)) == 1  # no folder for the refused session
+    with open_store(golden_project / ".goldeval" / "goldeval.sqlite3") as store:
+        row = store.get_run("k1")
+        assert row is not None and row.protocol["attempts"] == 1
+        assert row.status == "COMPLETED"  # the key's run is left as it was
+        assert len(store.attempts(row.run_id)) == CASES
+
+
+@pytest.mark.parametrize(
+    "first,second,differing",
+    [
+        ([], ["--golden-attempts=2"], ["attempts"]),
+        (["--golden-model=model-a"], ["--golden-model=model-b"], ["model"]),
+        (["--golden-provider=openai", "--golden-model=m"],
+         ["--golden-provider=ollama", "--golden-model=m"], ["provider"]),
+        ([], ["--golden-judge"], ["judgeEnabled", "judgeModel"]),
+    ],
+    ids=["attempts", "model", "provider", "judge"],
+)
+def test_live_run_key_reused_under_another_protocol_exits_65_before_any_call(
+    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer,
+    first: list[str], second: list[str], differing: list[str],
+) -> None:
+    base = [*LIVE, f"--golden-base-url={llm.base_url}", "--golden-run-key=live-1"]
+    if not any(a.startswith("--golden-model=") for a in first):
+        first = [*first, "--golden-model=fake-llm:latest"]
+    if not any(a.startswith("--golden-model=") for a in second):
+        second = [*second, "--golden-model=fake-llm:latest"]
+    one = pytester.runpytest(*base, *first)
+    assert one.ret == 0, one.stdout.str()
+    calls = _chat(llm) + sum(1 for r in llm.requests if r.path == "/v1/chat/completions")
+    assert calls == CASES
+    two = pytester.runpytest(*base, *second)
+    out = two.stdout.str() + two.stderr.str()
+    assert two.ret == 65, out
+    assert "--golden-run-key=live-1" in out
+    for key in differing:
+        assert f"{key}:" in out, out
+    assert len(llm.requests) == calls  # refused before any model call
+
+
+def test_fixture_key_reused_by_a_live_run_exits_65(
+    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer
+) -> None:
+    """The issue's case: a live run passed on a fixture run's key (no live baseline)."""
+    assert pytester.runpytest(*FIXTURE, "--golden-run-key=mixed").ret == 0
+    live = pytester.runpytest(*LIVE, f"--golden-base-url={llm.base_url}",
+                              "--golden-model=fake-llm:latest", "--golden-run-key=mixed")
+    out = live.stdout.str() + live.stderr.str()
+    assert live.ret == 65, out
+    assert "mode:" in out and "model:" in out
+    assert not llm.requests
+
+
+def test_shards_of_one_run_key_may_select_different_cases(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    """The selection is no protocol key: shards of a key select different cases."""
+    a = pytester.runpytest(*FIXTURE, "--golden-run-key=sh", "--golden-no-gate", "-k", "api")
+    b = pytester.runpytest(*FIXTURE, "--golden-run-key=sh", "--golden-no-gate", "-k", "not api")
+    assert a.ret == 0 and b.ret == 0, b.stdout.str()
+    with open_store(golden_project / ".goldeval" / "goldeval.sqlite3") as store:
+        row = store.get_run("sh")
+        assert row is not None and len(store.attempts(row.run_id)) == CASES
+
+
+def test_run_key_of_another_dataset_is_a_usage_error(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    assert pytester.runpytest(*FIXTURE, "--golden-run-key=shared").ret == 0
+    other = pytester.runpytest("--golden=holdout-v1", "-p", "no:cacheprovider",
+                               "--golden-run-key=shared", *plugin_args)
+    out = other.stdout.str() + other.stderr.str()
+    assert other.ret == 4, out
+    assert "--golden-run-key=shared" in out and "generation-v1" in out
+    assert "Traceback" not in out
+    _nothing_ran(other)
+    assert len(_run_dirs(golden_project)) == 1
+
+
+@pytest.mark.parametrize("where", ["default", "explicit"])
+def test_corrupt_store_file_is_a_usage_error_before_anything_runs(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], where: str
+) -> None:
+    path = golden_project / (".goldeval/goldeval.sqlite3" if where == "default" else "st.db")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"this is not an SQLite database\x00\xff" * 100)
+    args = [] if where == "default" else [f"--golden-store={path.name}"]
+    result = pytester.runpytest(*FIXTURE, "--golden-run-key=k", *args, *plugin_args)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, out
+    assert str(path) in out and "Traceback" not in out
+    _nothing_ran(result)
+    assert not _run_dirs(golden_project)
+    # without a run key too: the store would fail mid-run (exit 75, retried for nothing)
+    plain = pytester.runpytest(*FIXTURE, *args, *plugin_args)
+    assert plain.ret == 4, plain.stdout.str()
+
+
+# --------------------------------------------------------------------------- early stops
+
+FAILING_FIRST = '''
+import time
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "golden" / "generation" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def golden_provider():
+    def answer(case):
+        if case.id == "api-login-wrong-password-401":
+            return "no test here"  # a contract FAIL
+        time.sleep(0.02)
+        return (FIXTURES / f"{case.id}.out.md").read_text(encoding="utf-8")
+
+    return answer
+'''
+
+STOP_AFTER_THREE = '''
+import pytest
+
+SEEN = []
+
+
+def pytest_runtest_teardown(item):
+    SEEN.append(item.nodeid)
+    if len(SEEN) >= 3:
+        item.session.shouldstop = "the plugin stopped the session"
+'''
+
+
+def _no_baselines(project: Path) -> None:
+    # 5 attempts per case: the committed 1-attempt baseline would make the run 65 on its own.
+    shutil.rmtree(project / "baselines")
+
+
+def _assert_stopped_early(project: Path, result: pytest.RunResult, total: int) -> dict:
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    run = _only_run(project)
+    assert run["status"] == "INCOMPLETE", run["status"]
+    assert run["incomplete"] is True
+    not_run = run["stoppedEarly"]["attemptsNotRun"]
+    assert not_run > 0 and run["attemptsTotal"] + not_run == total
+    assert run["exitDecision"]["code"] == 1
+    assert not (project / ".goldeval" / "runs" / "LATEST").exists()
+    with open_store(project / ".goldeval" / "goldeval.sqlite3") as store:
+        (row,) = store.runs()
+        assert row.status != "COMPLETED"
+    return run
+
+
+@pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]], ids=["x", "maxfail"])
+def test_x_and_maxfail_leave_an_incomplete_run(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], stop: list[str]
+) -> None:
+    pytester.makeconftest(FAILING_FIRST)
+    _no_baselines(golden_project)
+    result = pytester.runpytest(*FIXTURE, "--golden-attempts=5", *stop, *plugin_args)
+    run = _assert_stopped_early(golden_project, result, CASES * 5)
+    assert "stopped early" in run["exitDecision"]["reason"] or run["attemptsFailed"] >= 1
+
+
+def test_x_with_a_passing_gate_is_still_not_green(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    """No FAIL at all, but a user's own test fails first: -x stops the golden items."""
+    pytester.makepyfile(test_aaa_first="def test_broken():\n    assert False\n")
+    _no_baselines(golden_project)  # else the partial selection is 65 against the baseline
+    result = pytester.runpytest(*FIXTURE, "-x", "test_aaa_first.py", *plugin_args)
+    assert result.ret == 1, result.stdout.str()
+    run = _only_run(golden_project)
+    assert run["status"] == "INCOMPLETE"
+    assert not (golden_project / ".goldeval" / "runs" / "LATEST").exists()
+
+
+def test_a_plugin_stopping_the_session_leaves_an_incomplete_run(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    pytester.makeconftest(STOP_AFTER_THREE)
+    _no_baselines(golden_project)
+    result = pytester.runpytest(*FIXTURE, "--golden-attempts=5", *plugin_args)
+    run = _assert_stopped_early(golden_project, result, CASES * 5)
+    assert run["attemptsPassed"] == run["attemptsTotal"]  # every graded attempt passed
+    assert "the plugin stopped the session" in run["stoppedEarly"]["reason"]
+
+
+def test_stepwise_leaves_an_incomplete_run(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    pytester.makeconftest(FAILING_FIRST)
+    _no_baselines(golden_project)
+    result = pytester.runpytest("--golden=generation-v1", "--sw")
+    _assert_stopped_early(golden_project, result, CASES)
+
+
+def test_a_run_that_reports_every_item_is_still_completed(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    result = pytester.runpytest(*FIXTURE, "-x", *plugin_args)
+    assert result.ret == 0, result.stdout.str()
+    run = _only_run(golden_project)
+    assert run["status"] == "COMPLETED" and "stoppedEarly" not in run
+    assert (golden_project / ".goldeval" / "runs" / "LATEST").exists()
+
+
+# --------------------------------------------------------------------------- rerun plugins
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--reruns=2"], ["--force-reruns=1"], ["--count=3"]],
+    ids=["reruns", "force-reruns", "repeat-count"],
+)
+def test_rerun_and_repeat_plugins_are_refused(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], args: list[str]
+) -> None:
+    result = pytester.runpytest(*FIXTURE, *args, *plugin_args)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, out
+    assert "--golden-attempts" in out and "Traceback" not in out
+    assert not _run_dirs(golden_project)
+
+
+def test_reruns_in_the_ini_file_are_refused(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    pytester.makeini("[pytest]\nreruns = 1\n")
+    result = pytester.runpytest(*FIXTURE)
+    assert result.ret == 4, result.stdout.str()
+
+
+def test_count_of_one_is_harmless(pytester: pytest.Pytester, golden_project: Path) -> None:
+    assert pytester.runpytest(*FIXTURE, "--count=1", "--reruns=0").ret == 0
+
+
+RERUN_PLUGIN = '''
+import pytest
+from _pytest.runner import runtestprotocol
+
+LOG_FIRST = {log_first}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    runtestprotocol(item, nextitem=nextitem, log=LOG_FIRST)  # the first try
+    runtestprotocol(item, nextitem=nextitem, log=True)       # and the retry
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+'''
+
+
+@pytest.mark.parametrize("log_first", [True, False], ids=["both-reported", "first-hidden"])
+def test_an_attempt_run_twice_by_any_plugin_is_refused(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], log_first: bool
+) -> None:
+    """Like pytest-rerunfailures (both tries reported) or flaky (the first try hidden)."""
+    pytester.makeconftest(RERUN_PLUGIN.format(log_first=log_first))
+    result = pytester.runpytest(*FIXTURE, *plugin_args)
+    out = result.stdout.str()
+    assert result.ret == 4, out
+    run = _only_run(golden_project)
+    assert run["status"] != "COMPLETED"
+    assert len(run["duplicateAttempts"]) == CASES
+    assert "--golden-attempts" in run["exitDecision"]["reason"]
+    assert not (golden_project / ".goldeval" / "runs" / "LATEST").exists()
