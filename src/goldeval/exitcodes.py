@@ -15,16 +15,16 @@ for come from BSD ``sysexits.h``: 65 (EX_DATAERR: the baseline is not comparable
  2   the baseline comparison is COMPARISON_INVALID                       65
  3   nothing was graded: ``casesTotal`` is 0 (empty selection), or no    1
      PASS/FAIL attempt and no ERROR attempt (everything skipped)
- 4   every attempt ERROR (no PASS/FAIL attempt, at least one ERROR)      75 (4*)
- 5   no case reached PASS/FAIL and some case is ERROR (reference rule)   75 (4*)
+ 4   every attempt ERROR (no PASS/FAIL attempt, at least one ERROR)      75/4*
+ 5   no case reached PASS/FAIL and some case is ERROR (reference rule)   75/4*
  6   the quality gate failed (or the comparison says REGRESSION)         1
- 7   any attempt ERROR: the run is not a quality verdict, retry it       75 (4*)
+ 7   any attempt ERROR: the run is not a quality verdict, retry it       75/4*
  8   pytest exited 1 (test failures; e.g. no gate configured)            1
  9   pytest exited with another non-zero status                          kept
  10  otherwise                                                           0
 ===  ==================================================================  =====
 
-(4*) When an ERROR attempt has a kind that no retry can fix (``CONTEXT_LENGTH``,
+75/4*: when an ERROR attempt has a kind that no retry can fix (``CONTEXT_LENGTH``,
 ``MODEL_NOT_FOUND``, ``NOT_FOUND``, ``BAD_REQUEST``, ``AUTH_FAILED``, ``CONFIG_ERROR``,
 ``GRADER_TIMEOUT``: :data:`goldeval.errors.NON_RETRYABLE_KINDS`), rows 4, 5 and 7 give 4,
 "configuration error: retrying will not help", instead of 75: 75 tells a CI job to run again,

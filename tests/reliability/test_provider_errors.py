@@ -272,3 +272,40 @@ def test_after_n_tries_is_said_once(
     junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
     assert junit.count("after 3 tries") >= 1
     assert "tries (after" not in junit and "tries)" not in junit
+
+
+# --------------------------------------------------------------------------- the exit table
+
+
+def _run(*attempts: tuple[str, str | None]) -> dict:
+    cases = [{"caseId": f"c{i}", "status": status,
+              "attempts": [{"status": status, "errorKind": kind}]}
+             for i, (status, kind) in enumerate(attempts)]
+    counts = {s: sum(1 for st, _ in attempts if st == s) for s in ("PASS", "FAIL", "ERROR")}
+    return {"cases": cases, "casesTotal": len(cases), "attemptsTotal": len(cases),
+            "attemptsPassed": counts["PASS"], "attemptsFailed": counts["FAIL"],
+            "attemptsSkipped": 0, "attemptsError": counts["ERROR"]}
+
+
+@pytest.mark.parametrize(
+    "attempts,code",
+    [
+        ([("ERROR", "TIMEOUT")], 75),
+        ([("ERROR", "CONTEXT_LENGTH")], 4),
+        ([("PASS", None), ("ERROR", "HTTP_ERROR")], 75),
+        ([("PASS", None), ("ERROR", "MODEL_NOT_FOUND")], 4),
+        ([("ERROR", "TIMEOUT"), ("ERROR", "BAD_REQUEST")], 4),  # a mix: no rerun completes it
+        ([("PASS", None), ("ERROR", "GRADER_TIMEOUT")], 4),
+        ([("PASS", None), ("ERROR", "GRADER_ERROR")], 75),
+    ],
+)
+def test_decide_exit_gives_4_when_no_retry_can_fix_the_errors(
+    attempts: list[tuple[str, str | None]], code: int
+) -> None:
+    from goldeval.exitcodes import decide_exit
+
+    decision = decide_exit(_run(*attempts), None, None, pytest_status=0)
+    assert decision.code == code, decision
+    if code == 4:
+        assert decision.reason.startswith("configuration error") and "retrying will not help" in (
+            decision.reason)
