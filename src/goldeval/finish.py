@@ -460,7 +460,10 @@ def finish_session(
                 "the run is INCOMPLETE"
             )
             notes.append(note)
-            if code == 0:
+            # Exit 1, as --golden-deadline: the run is not a verdict. A comparison made invalid
+            # by the attempts that never ran (a shorter selection) says nothing more; 4 and 75
+            # (configuration, infrastructure) are more telling and stay.
+            if code in (0, 1, 65):
                 code, reason = 1, note
         if state.signal_received and interrupted:
             key = state.settings.run_key

@@ -351,3 +351,14 @@ def test_an_attempt_run_twice_by_any_plugin_is_refused(
     assert len(run["duplicateAttempts"]) == CASES
     assert "--golden-attempts" in run["exitDecision"]["reason"]
     assert not (golden_project / ".goldeval" / "runs" / "LATEST").exists()
+
+
+def test_x_against_the_committed_baseline_exits_1_not_65(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    """The attempts -x never ran shorten the selection; that is the early stop, not a protocol
+    the user chose: exit 1 and INCOMPLETE, as with --golden-deadline."""
+    pytester.makeconftest(FAILING_FIRST)
+    result = pytester.runpytest(*FIXTURE, "-x", *plugin_args)
+    run = _assert_stopped_early(golden_project, result, CASES)
+    assert run["exitDecision"]["reason"].startswith("stopped early")
