@@ -143,3 +143,13 @@ def test_golden_out_typed_is_relative_to_the_invocation_dir_ini_to_the_root(
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (expected / "LATEST").is_file()
     assert not (golden_project / ".goldeval" / "runs").exists()
+
+
+def test_xdist_run_from_a_subfolder_writes_the_project_store(golden_project: Path) -> None:
+    dataset_dir = golden_project / "golden" / "generation"
+    ran = _pytest(dataset_dir, "-n", "2")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert not (dataset_dir / ".goldeval").exists()
+    (run_id,) = _run_ids(golden_project)
+    listing = _goldeval(golden_project / "baselines", "runs")
+    assert listing.returncode == 0 and run_id in listing.stdout, listing.stderr

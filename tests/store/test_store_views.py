@@ -76,7 +76,7 @@ def _check(project: Path, target: Target, run_files: RunFiles, run: str) -> None
 
 
 @pytest.mark.parametrize(
-    "kind", ["fixture", "fixture-failing", "live", "judged", "resumed", "sharded"]
+    "kind", ["fixture", "fixture-n2", "fixture-failing", "live", "judged", "resumed", "sharded"]
 )
 def test_export_and_show_equal_run_json(
     pytester: pytest.Pytester,
@@ -88,12 +88,13 @@ def test_export_and_show_equal_run_json(
 ) -> None:
     store = f"--golden-store={target.url}"
     live = [*LIVE, f"--golden-base-url={llm.base_url}", store]
-    if kind in ("fixture", "fixture-failing"):
+    if kind in ("fixture", "fixture-n2", "fixture-failing"):
         if kind == "fixture-failing":  # a gate FAIL, a comparison and notes are kept too
             fixture = next((golden_project / "golden/generation/fixtures").glob("*.out.md"))
             fixture.write_text("nothing useful\n", encoding="utf-8")
-        result = pytester.runpytest("--golden=generation-v1", store)
-        assert result.ret == (0 if kind == "fixture" else 1), result.stdout.str()
+        xdist = ["-n", "2"] if kind == "fixture-n2" else []
+        result = pytester.runpytest("--golden=generation-v1", store, *xdist)
+        assert result.ret == (1 if kind == "fixture-failing" else 0), result.stdout.str()
         doc = run_files.latest()
         assert doc["qualityGate"] and doc["comparison"] and doc["exitDecision"]
         run = doc["runId"]
