@@ -23,7 +23,39 @@ from goldeval.errors import GoldevalError
 from goldeval.textsafe import one_line, safe_text
 
 USAGE = 4
-DEFAULT_STORE = os.environ.get("GOLDEVAL_STORE") or ".goldeval/goldeval.sqlite3"
+#: The run store, the runs folder and the datasets under the project root (as in pytest).
+DEFAULT_STORE = ".goldeval/goldeval.sqlite3"
+DEFAULT_RUNS = ".goldeval/runs"
+
+
+def project_root(explicit: str | None = None) -> Path:
+    """The project root of every ``goldeval`` command: ``--root``, else the nearest folder at or
+    above the working directory with a pytest configuration file (pytest's rootdir for the
+    plugin), else the working directory. Defaults (store, runs, golden/, baselines/) live
+    under it, so a command started in any subfolder sees what pytest wrote.
+    """
+    from goldeval.scaffold import find_project_root
+
+    if explicit:
+        root = Path(explicit).resolve()
+        if not root.is_dir():
+            raise GoldevalError("--root: not a folder", path=explicit)
+        return root
+    cwd = Path.cwd().resolve()
+    return find_project_root(cwd) or cwd
+
+
+def store_location(args: argparse.Namespace) -> str:
+    """The store a command reads: ``--store`` (relative to the working directory, like any
+    path given on the command line), else ``GOLDEVAL_STORE`` (relative to the project root, as
+    the plugin reads it), else ``<project root>/.goldeval/goldeval.sqlite3``."""
+    explicit = getattr(args, "store", None)
+    if explicit:
+        return str(explicit)
+    url = os.environ.get("GOLDEVAL_STORE") or DEFAULT_STORE
+    if "://" in url or Path(url).is_absolute():
+        return url
+    return str(project_root(getattr(args, "root", None)) / url)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -109,6 +141,8 @@ def find_project(
             for folder in [start, *start.parents] if start.is_dir() else start.parents:
                 candidates.append((folder, folder / golden_rel))
         cwd = Path.cwd().resolve()
+        root = project_root()
+        candidates.append((root, root / golden_rel))
         candidates.append((cwd, cwd / golden_rel))
     project = Project(None, None, None)
     seen: set[Path] = set()
@@ -255,13 +289,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.run_key:
         from goldeval import store_cli
 
-        store = store_cli._open(args.store)
+        location = store_location(args)
+        store = store_cli._open(location)
         try:
             run = store_cli.run_document(store, args.run_key)
         finally:
             store.close()
-        if "://" not in args.store:
-            anchor = Path(args.store).parent
+        if "://" not in location:
+            anchor = Path(location).parent
     elif args.run:
         anchor = Path(args.run).parent
         run = _load_json(Path(args.run))
@@ -290,7 +325,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from goldeval.calibration import calibrate, load_calibration
     from goldeval.dataset import resolve_dataset
 
-    folder = resolve_dataset(args.golden, Path(args.golden_root or "golden"), Path.cwd())
+    root = project_root(args.root)
+    # As in pytest: an explicit --golden-root is relative to the working directory, the default
+    # golden/ and .goldeval/ are the project's.
+    golden_root = Path(args.golden_root) if args.golden_root else root / "golden"
+    folder = resolve_dataset(args.golden, golden_root, Path.cwd())
     path = folder / "calibration.jsonl"
     if not (path.exists() or path.is_symlink()):
         raise GoldevalError("no calibration.jsonl in the dataset folder", path=folder)
@@ -303,7 +342,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         report = calibrate(rows, predict, live=True)
     else:
         report = calibrate(rows)
-    out = Path(args.out) / "calibration"
+    out = (Path(args.out) if args.out else root / ".goldeval") / "calibration"
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(
         json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -315,14 +354,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dataset_cases(folder: Path) -> list[Any]:
+def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
     """The dataset's rows, read by the same loader pytest uses (built-in graders' keys)."""
     from goldeval.dataset import load_dataset
     from goldeval.graders.contract import ContractGrader
     from goldeval.graders.general import builtin_graders
 
     graders = [ContractGrader(), *builtin_graders()]
-    dataset = load_dataset(folder, project_root=Path.cwd(), graders=graders, require_fixtures=False)
+    dataset = load_dataset(
+        folder, project_root=project_root(root), graders=graders, require_fixtures=False
+    )
     return dataset.cases
 
 
@@ -338,7 +379,7 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
     provider = make_http_provider(settings)
     rubric_path = folder / "rubric.md"
     rubric = rubric_path.read_text(encoding="utf-8") if rubric_path.is_file() else DEFAULT_RUBRIC
-    cases = {c.id: c for c in _dataset_cases(folder)}
+    cases = {c.id: c for c in _dataset_cases(folder, args.root)}
 
     def predict(row: Any) -> Any:
         case = cases.get(row.case_id) or GoldenCase(row.case_id, "", {})
@@ -362,12 +403,14 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
 def cmd_site(args: argparse.Namespace) -> int:
     from goldeval import site
 
-    return int(site.main_site(["--out", args.out, "--runs", args.runs]))
+    runs = args.runs or str(project_root(args.root) / DEFAULT_RUNS)
+    return int(site.main_site(["--out", args.out, "--runs", runs]))
 
 
 def cmd_store(args: argparse.Namespace) -> int:
     from goldeval import store_cli
 
+    args.store = store_location(args)
     return int(store_cli.run(args))
 
 
@@ -408,6 +451,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"goldeval {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    def root_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--root",
+            default=None,
+            metavar="DIR",
+            help="project root (default: the nearest folder at or above the working directory "
+            "with a pytest configuration file, else the working directory)",
+        )
+
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--root",
@@ -437,9 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-key", default=None, help="gate every attempt stored under this key")
     p.add_argument(
         "--store",
-        default=DEFAULT_STORE,
+        default=None,
         help="SQLite path or postgresql:// URL (with --run-key; default GOLDEVAL_STORE, else "
-        ".goldeval/goldeval.sqlite3)",
+        "<project root>/.goldeval/goldeval.sqlite3)",
     )
     p.add_argument("--baseline", default=None)
     p.add_argument(
@@ -452,8 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="judge calibration over calibration.jsonl")
     p.add_argument("--golden", required=True, metavar="ID")
-    p.add_argument("--golden-root", default="golden")
-    p.add_argument("--out", default=".goldeval")
+    root_option(p)
+    p.add_argument(
+        "--golden-root", default=None, help="datasets folder (default: <project root>/golden)"
+    )
+    p.add_argument("--out", default=None, help="folder (default: <project root>/.goldeval)")
     p.add_argument("--live", action="store_true", help="re-judge with a live judge model")
     p.add_argument("--provider", default="ollama")
     p.add_argument("--judge-model", default=None)
@@ -462,7 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("site", help="render the runs into a static site")
     p.add_argument("--out", required=True)
-    p.add_argument("--runs", default=".goldeval/runs")
+    p.add_argument(
+        "--runs", default=None, help="runs folder (default: <project root>/.goldeval/runs)"
+    )
+    root_option(p)
     p.set_defaults(func=cmd_site)
 
     for name, helptext in (
@@ -475,10 +533,11 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("run", help="run id or run key")
         p.add_argument(
             "--store",
-            default=DEFAULT_STORE,
+            default=None,
             help="SQLite path or postgresql:// URL (default GOLDEVAL_STORE, else "
-            ".goldeval/goldeval.sqlite3)",
+            "<project root>/.goldeval/goldeval.sqlite3)",
         )
+        root_option(p)
         if name == "export":
             p.add_argument("--out", default=None, help="file (default: stdout)")
         p.set_defaults(func=cmd_store)

@@ -122,9 +122,13 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
     if timeout is not None:
         provider.read_timeout = float(timeout)
     provider.retries = int(_opt(config, "golden_retries", provider.retries))
-    out = Path(_opt(config, "golden_out", None) or config.getini("golden_out") or ".goldeval/runs")
+    # A path typed on the command line is relative to where pytest was started (as
+    # --junitxml); the ini value and the default are the project's: relative to the rootdir,
+    # so pytest started in any subfolder writes the same .goldeval/ (docs: "Project root").
+    typed = _opt(config, "golden_out", None)
+    out = Path(typed or config.getini("golden_out") or ".goldeval/runs")
     if not out.is_absolute():
-        out = config.invocation_params.dir / out
+        out = (Path(config.invocation_params.dir) if typed else Path(config.rootpath)) / out
     artifacts = str(_opt(config, "golden_artifacts", "failure"))
     deadline = _opt(config, "golden_deadline")
     return RunSettings(

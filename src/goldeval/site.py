@@ -22,7 +22,7 @@ import itertools
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -50,6 +50,10 @@ TREND_LABELS = {
     "hallucinationRate": "Hallucination rate (lower is better)",
 }
 VERDICTS = ("PASS", "FAIL")
+#: How the site shows a run that exited 65 (its comparison was invalid), instead of a verdict.
+NOT_COMPARABLE = "not comparable"
+#: Colours of the second and later protocol lines in a chart (the first keeps the metric's).
+SERIES_COLOURS = ("#8250df", "#1a7f37", "#bc4c00", "#57606a", "#bf3989", "#0550ae")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 SITE_STYLE = """
 body{font-family:Helvetica,Arial,sans-serif;font-size:14px;margin:1.5em;color:#24292f}
@@ -150,6 +154,76 @@ def _mode(run: Mapping[str, Any]) -> str:
     return str(cfg.get("goldenMode") or (run.get("protocol") or {}).get("mode") or "n/a")
 
 
+def not_comparable(run: Mapping[str, Any]) -> bool:
+    """The run exited 65: its baseline comparison was invalid, so its gate verdict says
+    nothing about a regression (it is neither PASS nor FAIL)."""
+    decision = run.get("exitDecision")
+    return isinstance(decision, Mapping) and decision.get("code") == 65
+
+
+def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
+    """What two runs must share to be comparable (as in :mod:`goldeval.comparison`): every
+    protocol key, ``selectedCaseIds`` as a set, provider/model/judge only in live mode. A run
+    without a protocol object: dataset version and hash, mode, model and repetitions."""
+    from goldeval.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, run_mode
+
+    protocol = run.get("protocol")
+    mode = run_mode(run)
+    if not isinstance(protocol, Mapping):
+        cfg = run.get("configuration") or {}
+        return {
+            "datasetVersion": run.get("datasetVersion"),
+            "datasetHash": run.get("datasetHash"),
+            "mode": mode,
+            "model": _model(run) if mode == "LIVE" else None,
+            "repetitions": cfg.get("repetitions") if isinstance(cfg, Mapping) else None,
+        }
+    view: dict[str, Any] = {}
+    for key in PROTOCOL_KEYS:
+        if key in LIVE_ONLY_KEYS and mode != "LIVE":
+            continue
+        if key == "judgeModel" and protocol.get("judgeEnabled") is not True:
+            continue
+        value = protocol.get(key)
+        if key == "selectedCaseIds" and isinstance(value, list):
+            value = sorted({str(v) for v in value})
+        view[key] = mode if key == "mode" else value
+    return view
+
+
+def protocol_key(run: Mapping[str, Any]) -> str:
+    """A short stable id of the run's comparable protocol (one trend line per id)."""
+    import hashlib
+
+    text = json.dumps(protocol_view(run), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def protocol_label(run: Mapping[str, Any]) -> str:
+    view = protocol_view(run)
+    ids = view.get("selectedCaseIds")
+    cases = f"{len(ids)} cases" if isinstance(ids, list) else "cases n/a"
+    data = str(view.get("datasetHash") or "n/a")[:8]
+    model = f"model {view['model']}" if view.get("model") else "any model (not live)"
+    return (
+        f"{view.get('mode') or 'n/a'} · {model} · {view.get('attempts') or 1} attempt(s) · "
+        f"{cases} · data {data}"
+    )
+
+
+def protocol_legend(runs: Sequence[Mapping[str, Any]]) -> str:
+    keys = [protocol_key(r) for r in runs]
+    items = []
+    for number, key in enumerate(dict.fromkeys(keys)):
+        group = [r for r, k in zip(runs, keys, strict=True) if k == key]
+        items.append(
+            f'<li data-protocol="{esc(key)}"><span style="color:{_series_colour("", number)}">'
+            f"■</span> <code>{esc(key)}</code> {esc(protocol_label(group[0]))} "
+            f"<small>({len(group)} run{'s' if len(group) != 1 else ''})</small></li>"
+        )
+    return f'<ul class="protocols">{"".join(items)}</ul>'
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "run"
 
@@ -189,7 +263,8 @@ def _page(title: str, body: str) -> str:
 def trend_svg(
     metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380, height: int = 190
 ) -> str:
-    """An inline SVG line chart of one rate over runs (oldest left), with its Wilson band."""
+    """An inline SVG line chart of one rate over runs (oldest left), with its Wilson band:
+    one line (a ``<g class="series" data-protocol=KEY>``) per comparable protocol."""
     left, right, top, bottom = 42, 12, 24, 30
     plot_w, plot_h = width - left - right, height - top - bottom
     n = len(runs)
@@ -218,19 +293,58 @@ def trend_svg(
             f'<text x="{left - 4}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">'
             f"{tick * 100:.0f}%</text>"
         )
-    points: list[tuple[float, float, Mapping[str, Any], Mapping[str, Any]] | None] = []
+    points: list[Point | None] = []
     for i, run in enumerate(runs):
         m = (run.get("metrics") or {}).get(metric)
         value = rate_of(m)
         points.append(None if value is None or m is None else (x(i), value, m, run))
-    segments: list[list[tuple[float, float, Mapping[str, Any], Mapping[str, Any]]]] = [[]]
+    # One line per comparable protocol: a line joins only runs that could be compared with
+    # each other, so a change of selection, attempts, model or data is never drawn as a trend.
+    keys = [protocol_key(run) for run in runs]
+    for number, key in enumerate(dict.fromkeys(keys)):
+        colour = _series_colour(metric, number)
+        mine = [p if k == key else None for p, k in zip(points, keys, strict=True)]
+        out.append(f'<g class="series" data-protocol="{esc(key)}">')
+        out.extend(_series(mine, y, colour))
+        out.append("</g>")
+    if not any(points):
+        out.append(
+            f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" font-size="11" '
+            'text-anchor="middle" fill="#57606a">no data (n/a in every run)</text>'
+        )
+    if n:
+        first, last = str(runs[0].get("runId")), str(runs[-1].get("runId"))
+        out.append(f'<text x="{left}" y="{height - 8}" font-size="10">{esc(first)}</text>')
+        if n > 1:
+            out.append(
+                f'<text x="{left + plot_w}" y="{height - 8}" font-size="10" '
+                f'text-anchor="end">{esc(last)}</text>'
+            )
+    out.append("</svg>")
+    return "".join(out)
+
+
+#: A chart point: x, value, the metric's rate object, the run.
+Point = tuple[float, float, Mapping[str, Any], Mapping[str, Any]]
+
+
+def _series_colour(metric: str, number: int) -> str:
+    if number == 0:
+        return "#cf222e" if metric == "hallucinationRate" else "#0969da"
+    return SERIES_COLOURS[(number - 1) % len(SERIES_COLOURS)]
+
+
+def _series(points: Sequence[Point | None], y: Callable[[float], float], colour: str) -> list[str]:
+    """One protocol's line: Wilson band, polyline (broken where a run has no value) and
+    points; a run that exited 65 is drawn hollow and titled "not comparable"."""
+    out: list[str] = []
+    segments: list[list[Point]] = [[]]
     for p in points:
         if p is None:
             if segments[-1]:
                 segments.append([])
         else:
             segments[-1].append(p)
-    colour = "#cf222e" if metric == "hallucinationRate" else "#0969da"
     for seg in segments:
         band = [(px, (m.get("ci95") or {})) for px, _, m, _ in seg]
         if band and all(
@@ -261,25 +375,19 @@ def trend_svg(
                 f"{run.get('runId')}: {fmt_pct(v)} ({m.get('hits', 0)} / {m.get('total', 0)})"
                 f", Wilson 95% {fmt_ci(m)}"
             )
+            if not_comparable(run):
+                tip += f"; {NOT_COMPARABLE} with its baseline (exit 65)"
+                out.append(
+                    f'<circle class="not-comparable" cx="{px:.1f}" cy="{y(v):.1f}" r="3.5" '
+                    f'fill="#ffffff" stroke="{colour}" stroke-width="2">'
+                    f"<title>{esc(tip)}</title></circle>"
+                )
+                continue
             out.append(
                 f'<circle cx="{px:.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}">'
                 f"<title>{esc(tip)}</title></circle>"
             )
-    if not any(points):
-        out.append(
-            f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" font-size="11" '
-            'text-anchor="middle" fill="#57606a">no data (n/a in every run)</text>'
-        )
-    if n:
-        first, last = str(runs[0].get("runId")), str(runs[-1].get("runId"))
-        out.append(f'<text x="{left}" y="{height - 8}" font-size="10">{esc(first)}</text>')
-        if n > 1:
-            out.append(
-                f'<text x="{left + plot_w}" y="{height - 8}" font-size="10" '
-                f'text-anchor="end">{esc(last)}</text>'
-            )
-    out.append("</svg>")
-    return "".join(out)
+    return out
 
 
 # -- per-case history -----------------------------------------------------------------------
@@ -354,6 +462,8 @@ def history_table(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -
 def _run_row(run: Mapping[str, Any], names: Mapping[int, str]) -> list[str]:
     metric = (run.get("metrics") or {}).get("overallPassRate")
     gate = (run.get("qualityGate") or {}).get("verdict") or "not applied"
+    if not_comparable(run):
+        gate = NOT_COMPARABLE
     return [
         f'<a href="{_href("runs", names[id(run)])}.html">{esc(run.get("runId"))}</a>',
         esc(run.get("timestamp")),
@@ -385,7 +495,11 @@ def render_index(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) ->
         body.append(f'<section class="dataset" id="dataset-{esc(_slug(ds))}">')
         body.append(f"<h2>Dataset <code>{esc(ds)}</code></h2>")
         body.append(
-            '<h3>Trends</h3><div class="charts">'
+            "<h3>Trends</h3><p><small>One line per comparable protocol (dataset hash, "
+            "selection, attempts, mode, and model when live); a hollow point: "
+            f"{NOT_COMPARABLE} with its baseline (exit 65).</small></p>"
+            + protocol_legend(chrono)
+            + '<div class="charts">'
             + "".join(trend_svg(m, chrono) for m in TREND_METRICS)
             + "</div>"
         )
@@ -449,6 +563,12 @@ def render_run(run: Mapping[str, Any]) -> str:
         + "<h2>Baseline comparison</h2>"
         + comparison_html(run)
         + "<h2>Quality gate</h2>"
+        + (
+            f'<p><span class="skip">{esc(NOT_COMPARABLE)}</span>: exit 65, '
+            f"{esc((run.get('exitDecision') or {}).get('reason'))}</p>"
+            if not_comparable(run)
+            else ""
+        )
         + gate_html(run)
         + "<h2>Cases</h2>"
         + table(

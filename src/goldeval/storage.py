@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from goldeval.store.base import AttemptText
 
 BATCH = 500
+#: Key, in a finished run's stored summary, of its run.json minus ``cases``.
+RUN_DOCUMENT = "runDocument"
 BATCH_SECONDS = 1.0
 
 #: Protocol keys a run key's sessions must share. ``selectedCaseIds`` is not one: shards of
@@ -137,7 +139,11 @@ def store_url(state: GoldenSession) -> str | None:
     if url.lower() in ("none", "off", ""):
         return None
     if "://" not in url and not Path(url).is_absolute():
-        return str(Path(state.config.invocation_params.dir) / url)
+        # --golden-store typed on the command line: relative to where pytest was started;
+        # GOLDEVAL_STORE: relative to the project root, as the `goldeval` commands read it.
+        typed = state.config.getoption("golden_store", default=None)
+        base = state.config.invocation_params.dir if typed else state.project_root
+        return str(Path(base) / url)
     return url
 
 
@@ -285,8 +291,12 @@ class RunRecorder:
             status = "FAILED" if status == "COMPLETED" else status
         from goldeval.artifacts import summary as run_summary
 
-        # The same summary as summary.json (counters, rates, gate, exit decision).
+        # The same summary as summary.json (counters, rates, gate, exit decision), plus every
+        # run-level field of run.json (provider, fingerprint, commit, duration, comparison,
+        # notes...): ``goldeval show/export`` rebuild the cases from the stored attempts and
+        # must report the same run as run.json, not a reconstruction with blanks.
         summary = run_summary(run)
+        summary[RUN_DOCUMENT] = {k: v for k, v in run.items() if k != "cases"}
         try:
             self.store.record_artifacts(
                 self.run_id, [(e["path"], e["sha256"], e["size"]) for e in inventory]

@@ -76,7 +76,53 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
     if protocol.get("packHash"):
         doc["packHash"] = protocol["packHash"]
         doc["packDatasetVersion"] = protocol.get("packId")
-    return doc
+    return _with_recorded_fields(doc, row.summary)
+
+
+#: Fields of a run document computed from its attempts: always rebuilt from the store.
+_FROM_ATTEMPTS = ("cases", "metrics")
+#: Fields that judge the attempts the finished session saw (gate, comparison, exit code).
+_VERDICTS = ("qualityGate", "comparison", "exitDecision")
+
+
+def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
+    """``doc`` (rebuilt from the attempts) completed with the run-level fields the finished
+    session recorded (its run.json minus cases), so show/export report the same run as
+    run.json: provider, fingerprint, commit, duration, gate, comparison, exit decision, notes.
+
+    When the store holds other attempts than the recorded document covered (a shard or a
+    session that finished later without finishing the run, or a crash after recording), the
+    recorded verdicts are about other attempts: they are left out and a note says why, rather
+    than showing a gate PASS for attempts it never saw.
+    """
+    from goldeval.storage import RUN_DOCUMENT
+
+    recorded = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    if not isinstance(recorded, dict):
+        return doc
+    from goldeval.rollup import COUNTER_KEYS
+
+    counter_keys = tuple(COUNTER_KEYS)
+    same = all(recorded.get(k) == doc.get(k) for k in counter_keys)
+    out: dict[str, Any] = dict(recorded)
+    for key in (*counter_keys, *_FROM_ATTEMPTS):
+        out[key] = doc[key]
+    # Store-only identity (not in run.json): the run key and the model of the stored row.
+    out["runKey"] = doc["runKey"]
+    out.setdefault("model", doc["model"])
+    if not same:
+        out["protocol"] = doc["protocol"]
+        out["status"] = doc["status"]
+        for key in _VERDICTS:
+            out.pop(key, None)
+        notes = list(out.get("notes") or [])
+        notes.append(
+            f"the store holds {doc.get('attemptsTotal')} attempt(s) but the last finished "
+            f"session recorded {recorded.get('attemptsTotal')}: its gate, comparison and exit "
+            "decision are not shown; run `goldeval gate --run-key KEY` to gate every attempt"
+        )
+        out["notes"] = notes
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "show":
             from goldeval.report_md import render
 
-            print(render(doc))
+            text = render(doc)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
             return 0
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
         if args.out:
