@@ -196,10 +196,11 @@ PREFLIGHT_KEYS = frozenset(
 
 
 def preflight_baseline_file(state: GoldenSession) -> None:
-    """Session start: a named ``--golden-baseline`` must exist (usage error) and be intact.
+    """Session start: a named ``--golden-baseline`` must exist (usage error), be intact and be
+    of this dataset, mode and attempt count.
 
     Raises ConfigError (exit 4) for a missing file and BaselineError (exit 65) for one that
-    is unreadable or tampered with, before any item runs.
+    is unreadable, tampered with or of another dataset/mode/attempts, before any item runs.
     """
     if state.settings.save_baseline is not None:
         return
@@ -212,7 +213,35 @@ def preflight_baseline_file(state: GoldenSession) -> None:
             hint="check the path, or leave the option out to use the default lookup under "
             "baselines/",
         )
-    load_baseline(path)
+    doc = load_baseline(path)
+    s = state.settings
+    base_protocol = doc.get("protocol")
+    if not s.gate or len(s.models) > 1 or not isinstance(base_protocol, dict):
+        return
+    # What the options and the manifest already say (the rest waits for the collection):
+    # another dataset's baseline, another mode or attempt count is refused right here.
+    from goldeval.manifest import find_manifest, read_manifest
+
+    manifest_path = find_manifest(state.dataset_dir)
+    if manifest_path is None:
+        return
+    try:
+        dataset_id = read_manifest(manifest_path).version
+    except GoldevalError:
+        return  # reported by the collection
+    known = {"datasetId": dataset_id, "mode": s.mode.protocol_name, "attempts": s.attempts}
+    diffs = [
+        d
+        for d in protocol_differences(doc, {"protocol": {**base_protocol, **known}})
+        if d.key in known
+    ]
+    if diffs:
+        more = f" (+{len(diffs) - 1} more)" if len(diffs) > 1 else ""
+        raise BaselineError(
+            f"comparison invalid: {diffs[0].message}{more}",
+            path=path,
+            hint="pick the baseline of this dataset and protocol, or capture one",
+        )
 
 
 def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:

@@ -73,6 +73,8 @@ class Controller:
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BaselineError as exc:
+            if exc.message.startswith("comparison invalid"):
+                self._refuse(session.config, 65, f"{exc.message} (baseline {exc.path})")
             self._refuse(session.config, 65, f"baseline rejected: {exc}")
 
     @pytest.hookimpl(trylast=True)
