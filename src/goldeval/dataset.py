@@ -35,21 +35,21 @@ SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TAG = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 #: Marks with behaviour of their own, in pytest or in common plugins. A row tagged with one
 #: would be skipped, xfailed, retried, given fixtures...: a failing row turned into a green run.
-#: The plugin adds every marker the running pytest's plugins registered (see
-#: ``goldeval.session``); this list is the floor when pytest is not there to ask.
+#: The plugin adds every marker code registered in the running pytest (see
+#: ``goldeval.plugin.reserved_marks``); this list is the floor when pytest is not there to
+#: ask, and keeps a row valid or invalid alike where a plugin is installed only (e.g. in CI).
 RESERVED_TAGS = frozenset(
     {
         # pytest itself
         "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "parametrize",
-        "tryfirst", "trylast", "hookwrapper", "wrapper", "optionalhook", "firstresult",
+        "tryfirst", "trylast",
         # common plugins: timeouts, reruns, ordering, async, databases, xdist, isolation...
         "timeout", "flaky", "repeat", "order", "run", "first", "second", "last",
-        "dependency", "incremental", "asyncio", "anyio", "trio", "django_db", "urls",
-        "ignore_template_errors", "xdist_group", "forked", "isolated", "serial",
-        "no_cover", "hypothesis", "benchmark", "freeze_time", "vcr", "block_network",
-        "enable_socket", "disable_socket", "allow_hosts", "httpx_mock", "respx",
-        "only", "focus", "randomly_dont_reorganize", "retry", "rerun", "slow_call",
-        "golden",
+        "dependency", "asyncio", "anyio", "trio", "django_db", "urls",
+        "ignore_template_errors", "xdist_group", "forked", "no_cover", "hypothesis",
+        "benchmark", "freeze_time", "vcr", "block_network", "enable_socket",
+        "disable_socket", "allow_hosts", "httpx_mock", "respx", "only",
+        "randomly_dont_reorganize", "golden",
         # ours: `red` comes from expect.red
         "red",
     }
