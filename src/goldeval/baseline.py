@@ -82,7 +82,7 @@ _CASE = {
     "successRate": _RATE,
     "metadata": _OBJ,
     "taxonomy": _List(_OBJ),
-    "errors": _List(_OBJ),
+    "errors": _List(_STR),
     "contract": _Opt(_OBJ),
     "retrieval": _Opt(_OBJ),
     "durationMs": _Opt(_NUM),

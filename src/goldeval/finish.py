@@ -50,7 +50,13 @@ class Controller:
         #: What ended the run loop early, if anything (KeyboardInterrupt, pytest.exit, ...).
         self.interrupt: BaseException | None = None
         self.worker_pids: list[int] = []
+        #: Collection errors (serial, or forwarded by xdist from its workers).
+        self.collection_errors = 0
         state.on_signal.append(self._forward_signal)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors += 1
 
     # -- pre-flight: refused before the first model call -------------------------------------
 
@@ -104,7 +110,8 @@ class Controller:
         self._preflight(node.config, None if selected is None else sorted(selected))
 
     def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:
-        if self.preflown or config.option.collectonly:
+        # Listing items or showing the set-up plan calls no model: nothing to refuse.
+        if self.preflown or config.option.collectonly or config.getoption("setupplan", False):
             return
         self.preflown = True
         from goldeval.decide import preflight
@@ -123,6 +130,11 @@ class Controller:
     def _refuse(self, config: pytest.Config, code: int, reason: str) -> None:
         self.refused = True
         line = f"goldeval decision: exit {code} — {reason} (refused before any item ran)"
+        if code == 65:
+            line += (
+                "; to run this selection anyway, report without gating (--golden-no-gate) or "
+                "capture a baseline for it (--golden-save-baseline=PATH)"
+            )
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(line, red=True, bold=True)
@@ -412,7 +424,12 @@ def finish_session(
     interrupt = controller.interrupt if controller is not None else None
     interrupted = _ended_by_user(int(status), state, interrupt)
     if not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
-        if interrupted or controller is None or controller.expected is None:
+        if (
+            interrupted
+            or controller is None
+            or controller.expected is None
+            or controller.collection_errors
+        ):
             if state.signal_received:
                 # Terminated before any attempt was graded: still infrastructure, retry.
                 session.exitstatus = 75

@@ -8,6 +8,7 @@ at a time, streaming them to disk, so 100,000 attempts never sit in memory as ob
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -331,6 +332,11 @@ def write_run_json(path: Path, run: dict[str, Any], cases_file: Path) -> None:
     fsync_dir(path.parent)
 
 
+#: Suffixes of run ids: a random start per process (processes started in the same millisecond
+#: draw apart), then counting (never the same suffix twice in one process, unlike fresh draws).
+_RUN_ID_SUFFIXES = itertools.count(secrets.randbits(24))
+
+
 def new_run_id(out_dir: Path, now: datetime) -> str:
     """``YYYY-MM-DDTHH-MM-SS.mmm-xxxxxx``: sortable by start time, unique per process.
 
@@ -340,6 +346,6 @@ def new_run_id(out_dir: Path, now: datetime) -> str:
     """
     base = now.strftime("%Y-%m-%dT%H-%M-%S") + f".{now.microsecond // 1000:03d}"
     while True:
-        run_id = f"{base}-{secrets.token_hex(3)}"
+        run_id = f"{base}-{next(_RUN_ID_SUFFIXES) % 0x1000000:06x}"
         if not os.path.lexists(out_dir / run_id):
             return run_id

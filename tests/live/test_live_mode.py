@@ -44,7 +44,11 @@ def test_live_against_replaying_server_scores_like_fixture_mode(
     assert _comparable(live_run) == _comparable(fixture_run)
     # each call carried the pack's system prompt and the row's prompt as the user message
     chat = [r for r in llm_server.requests if r.path == "/api/chat"]
-    assert len(chat) == 10
+    prompts = {r.json["messages"][-1]["content"] for r in chat}
+    assert len(prompts) == 10
+    # Under xdist, work stealing may call a stolen item twice on a busy machine; the extra
+    # answer is dropped (docs/known-limitations.md). Serially every case is called once.
+    assert len(chat) == 10 if not plugin_args else 10 <= len(chat) <= 12
     body = chat[0].json
     assert body["stream"] is False and body["options"]["temperature"] == 0
     assert body["messages"][0]["role"] == "system" and body["messages"][1]["role"] == "user"

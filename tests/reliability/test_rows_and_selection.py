@@ -134,11 +134,17 @@ def test_node_id_with_attempts_runs_one_attempt_and_says_so(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
 ) -> None:
     node = f"{ROWS}::test_golden[{PASSING}-attempt2]"
-    result = pytester.runpytest("--golden=generation-v1", "--golden-attempts=3", node)
+    # Reported only: the run goes ahead and records the one attempt it ran.
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--golden-attempts=3", node, "--golden-no-gate"
+    )
     result.assert_outcomes(passed=1)
     protocol = run_files.latest()["protocol"]
     assert protocol["selectedAttempts"] == {PASSING: [2]}
-    assert result.ret == 65  # a one-attempt subset is not the protocol of any baseline
+    # Gated: a one-attempt subset is not the protocol of any baseline, refused before it runs.
+    result = pytester.runpytest("--golden=generation-v1", "--golden-attempts=3", node)
+    assert result.ret == 65, result.stdout.str()
+    result.stdout.fnmatch_lines(["*refused before any item ran*"])
 
 
 # -- 4. the attempts actually run are part of the protocol ------------------------------------

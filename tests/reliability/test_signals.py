@@ -152,7 +152,7 @@ def test_a_signal_during_the_final_write_leaves_a_whole_run(
         deadline = time.monotonic() + 60
         seen = False
         while time.monotonic() < deadline and not seen:
-            seen = runs.exists() and any(runs.glob("*/.cases.*.jsonl.tmp"))
+            seen = runs.exists() and any(runs.glob("*/.cases.*"))
             time.sleep(0.01)
         assert seen, "the final write never started"
         proc.send_signal(sig)

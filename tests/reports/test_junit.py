@@ -67,6 +67,11 @@ def test_dashboard_and_junitxml_validate(pytester: pytest.Pytester, golden_proje
 def test_failing_case_lists_violations(pytester: pytest.Pytester, golden_project: Path,
                                        run_files: RunFiles, plugin_args: list[str],
                                        junit_schema: Any) -> None:
+    # A two-attempt baseline, captured while every answer still passes (the committed one has
+    # one attempt: the run would be refused before it starts as not comparable).
+    saved = pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
+                               "--golden-save-baseline=baselines/generation-v1-a2.json")
+    assert saved.ret == 0, saved.stdout.str()
     _break_fixture(golden_project)
     result = pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
                                 "--junitxml=j.xml", "--golden-junit=d.xml", *plugin_args)
@@ -105,8 +110,11 @@ def test_invalid_comparison_fails_its_testcase(pytester: pytest.Pytester, golden
                                                junit_schema: Any) -> None:
     saved = pytester.runpytest("--golden=generation-v1", "--golden-save-baseline=b.json")
     assert saved.ret == 0, saved.stdout.str()
+    # Gated, the run would be refused before it starts (nothing to report); reported only, the
+    # invalid comparison still fails its own testcase on the dashboard.
     result = pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
-                                "--golden-baseline=b.json", "--golden-junit=d.xml")
+                                "--golden-baseline=b.json", "--golden-junit=d.xml",
+                                "--golden-no-gate")
     dashboard = _parse(golden_project / "d.xml", junit_schema)
     comparison = _cases(dashboard, "golden.generation-v1.gate")["comparison"]
     failure = comparison.find("failure")
