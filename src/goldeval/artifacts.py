@@ -347,6 +347,17 @@ def append_history(out_dir: Path, run: Mapping[str, Any]) -> tuple[Path, int, in
         os.close(fd)
 
 
+def append_line(path: Path, line: str, what: str) -> None:
+    """Append one line to a log file (``baselines/history.jsonl``) never through a link, in one
+    locked O_APPEND write."""
+    fd = _open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, what)
+    try:
+        lock_fd(fd)
+        os.write(fd, (line.rstrip("\n") + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
 def retract_history(path: Path, before: int, after: int) -> bool:
     """Take back a line appended by :func:`append_history` if it is still the last one."""
     try:

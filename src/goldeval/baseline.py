@@ -389,7 +389,7 @@ def baseline_document(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
-    from goldeval.artifacts import atomic_write, dumps
+    from goldeval.artifacts import ArtifactError, append_line, atomic_write, dumps, refuse_link
 
     if path.exists() and not force:
         raise BaselineError(
@@ -408,6 +408,13 @@ def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
             path=path,
             hint="a baseline must come from a complete run",
         )
+    history = path.parent / "history.jsonl"
+    try:
+        # Checked before the baseline is written: a refused history must not leave a saved
+        # baseline behind a "not saved" message.
+        refuse_link(history, "baselines/history.jsonl")
+    except ArtifactError as exc:
+        raise BaselineError(str(exc)) from None
     atomic_write(path, dumps(baseline_document(run)))
     overall = (run.get("metrics") or {}).get("overallPassRate") or {}
     line = {
@@ -423,10 +430,14 @@ def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
         "overallPassRate": overall.get("rate"),
         "baseline": path.name,
     }
-    with open(path.parent / "history.jsonl", "a", encoding="utf-8") as fh:
-        fh.write(
-            json.dumps({k: v for k, v in line.items() if v is not None}, ensure_ascii=False) + "\n"
+    try:
+        append_line(
+            history,
+            json.dumps({k: v for k, v in line.items() if v is not None}, ensure_ascii=False),
+            "baselines/history.jsonl",
         )
+    except ArtifactError as exc:  # a link or a non-file in its place: never written through
+        raise BaselineError(str(exc)) from None
 
 
 def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list[Path]:

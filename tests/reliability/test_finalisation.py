@@ -349,6 +349,24 @@ def test_a_symlinked_history_or_latest_is_never_written_through(
     assert f"{name} is a symbolic link" in output
 
 
+def test_a_symlinked_baselines_history_is_never_written_through(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    outside = golden_project.parent / "outside-baselines-history"
+    outside.write_text("precious\n", encoding="utf-8")
+    history = golden_project / "baselines" / "history.jsonl"
+    history.unlink(missing_ok=True)
+    history.symlink_to(outside)
+    target = golden_project / "baselines" / "new.json"
+    result = pytester.runpytest(*BASE, f"--golden-save-baseline={target}")
+    output = result.stdout.str() + result.stderr.str()
+    assert outside.read_text(encoding="utf-8") == "precious\n"
+    assert history.is_symlink()
+    assert result.ret != 0, output
+    assert "baselines/history.jsonl is a symbolic link" in output and "Traceback" not in output
+    assert not target.exists()  # "not saved" is what happened
+
+
 def test_a_symlinked_run_key_folder_is_refused(
     pytester: pytest.Pytester, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
