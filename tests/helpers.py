@@ -44,3 +44,8 @@ def strip_timings(value: Any) -> Any:
     if isinstance(value, list):
         return [strip_timings(v) for v in value]
     return value
+
+
+def chat_calls(server: Any) -> int:
+    """Chat requests a FakeLLMServer received, over both protocols."""
+    return sum(1 for r in server.requests if r.path in ("/api/chat", "/v1/chat/completions"))

@@ -11,25 +11,17 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 
 from goldeval.domain import ContractConfig, RetrieverConfig
 from goldeval.errors import DatasetError
+from goldeval.metrics import RATE_NAMES
 from goldeval.safe_files import contained_file, read_regular_file
 
 MANIFEST_NAMES = ("dataset.yaml", "dataset.yml", "dataset.json")
 
 
-#: Rate names a gate threshold may name (goldeval.gate.ABSOLUTE_METRICS plus the reported,
-#: never gated judgeAcceptRate, which only warns). Repeated here so that reading a manifest does
-#: not import the gate; tests/unit/test_gate_policy.py keeps the two lists in step.
-GATE_RATE_NAMES: tuple[str, ...] = (
-    "overallPassRate",
-    "contractPassRate",
-    "retrievalPassRate",
-    "negativeCasePassRate",
-    "refusalAccuracy",
-    "layerAccuracy",
-    "ragAccuracy",
-    "hallucinationRate",
-    "judgeAcceptRate",
-)
+#: Rate names a gate threshold may name: every rate of a run (goldeval.gate.ABSOLUTE_METRICS
+#: plus the reported, never gated judgeAcceptRate, which only warns). Taken from the metrics
+#: module, which is pure and light, so that reading a manifest does not import the gate;
+#: tests/unit/test_gate_policy.py checks the gate's lists against it.
+GATE_RATE_NAMES: tuple[str, ...] = RATE_NAMES
 GRADER_PREFIX = "grader."
 
 

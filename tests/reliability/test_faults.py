@@ -13,29 +13,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from goldeval.store import open_store
-from goldeval.testing.llm_server import FakeLLMServer, Fault, fixture_responder
-from tests.helpers import RunFiles
+from goldeval.testing.llm_server import FakeLLMServer, Fault
+from tests.helpers import RunFiles, chat_calls
 
 LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
         "--golden-no-gate", "-p", "no:cacheprovider"]
 CASES = 10
-
-
-@pytest.fixture
-def llm(golden_project: Path) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as srv:
-        srv.responder = fixture_responder(golden_project / "golden" / "generation")
-        yield srv
-
-
-def _chat(srv: FakeLLMServer) -> int:
-    return sum(1 for r in srv.requests if r.path == "/api/chat")
 
 
 # --------------------------------------------------------------------------- hang / deadline
@@ -82,7 +70,7 @@ def test_deadline_ends_a_run_where_every_call_hangs(
     assert skipped and all(a["skipReason"] == "deadline" for a in skipped)
     assert errored and all(a["errorKind"] == "TIMEOUT" for a in errored)
     assert len(skipped) + len(errored) == CASES
-    assert _chat(llm) == len(errored)  # a skipped attempt never called the model
+    assert chat_calls(llm) == len(errored)  # a skipped attempt never called the model
     assert run["notStartedBeforeDeadline"] == len(skipped)
 
 
@@ -156,7 +144,7 @@ def test_interrupted_live_run_resumes_without_grading_twice(
         assert row is not None
         done_before = len(store.attempts(row.run_id))
         first_status = row.status
-    calls_before = _chat(llm)
+    calls_before = chat_calls(llm)
     in_flight_lost = calls_before - done_before  # called but never graded (cut mid-call)
     window = 2 * concurrency if concurrency > 1 else 0
     assert 0 <= in_flight_lost <= window + 1
@@ -179,9 +167,9 @@ def test_interrupted_live_run_resumes_without_grading_twice(
     llm.latency = 0.0
     resumed = pytester.runpytest(*args)
     assert resumed.ret == 0, resumed.stdout.str()[-3000:]
-    new_calls = _chat(llm) - calls_before
+    new_calls = chat_calls(llm) - calls_before
     assert new_calls == total - done_before  # nothing graded twice
-    assert _chat(llm) == total + in_flight_lost
+    assert chat_calls(llm) == total + in_flight_lost
     with open_store(store_url) as store:
         row = store.get_run(key)
         stored = store.attempts(row.run_id)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply, fixture_responder
-from tests.helpers import RunFiles
+from tests.helpers import RunFiles, chat_calls
 
 CASES = 10
 
@@ -138,17 +137,6 @@ LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm
         "--golden-no-gate", "-p", "no:cacheprovider", "--golden-retries=3"]
 
 
-@pytest.fixture
-def llm(golden_project: Path) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as srv:
-        srv.responder = fixture_responder(golden_project / "golden" / "generation")
-        yield srv
-
-
-def _chat(srv: FakeLLMServer) -> int:
-    return sum(1 for r in srv.requests if r.path in ("/api/chat", "/v1/chat/completions"))
-
-
 def _provider_args(protocol: str, srv: FakeLLMServer) -> list[str]:
     if protocol == "openai":
         return ["--golden-provider=openai", f"--golden-base-url={srv.openai_base_url}"]
@@ -196,7 +184,7 @@ def test_non_retryable_errors_are_not_retried_and_do_not_exit_75(
     assert result.ret == 4, out
     assert "Traceback" not in out and "INTERNALERROR" not in out
     result.assert_outcomes(errors=2)
-    assert _chat(llm) == 2  # one try each: --golden-retries=3 did not apply
+    assert chat_calls(llm) == 2  # one try each: --golden-retries=3 did not apply
     attempts = [a for c in run_files.latest()["cases"] for a in c["attempts"]]
     assert {(a["status"], a["errorKind"], a["tries"]) for a in attempts} == {("ERROR", kind, 1)}
     result.stdout.fnmatch_lines([f"*ERROR {kind} after 1 try*", "*retrying will not help*",
@@ -235,7 +223,7 @@ def test_retryable_errors_still_exit_75(
     result = pytester.runpytest(*LIVE, *_provider_args("ollama", llm), "--golden-retries=1",
                                 "-k", "api-login-wrong-password-401")
     assert result.ret == 75, result.stdout.str()
-    assert _chat(llm) == 2
+    assert chat_calls(llm) == 2
 
 
 @pytest.mark.parametrize("mode", ["live", "record"])
@@ -249,7 +237,7 @@ def test_openai_without_a_model_is_a_usage_error_before_any_call(
     assert result.ret == 4
     err = result.stderr.str()
     assert "--golden-model" in err and "Traceback" not in err
-    assert _chat(llm) == 0
+    assert chat_calls(llm) == 0
     assert not (golden_project / ".goldeval" / "runs" / "LATEST").exists()
 
 

@@ -13,29 +13,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from goldeval.store import open_store
-from goldeval.testing.llm_server import FakeLLMServer, fixture_responder
+from goldeval.testing.llm_server import FakeLLMServer
+from tests.helpers import chat_calls
 
 FIXTURE = ["--golden=generation-v1", "-p", "no:cacheprovider"]
 LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-no-gate",
         "-p", "no:cacheprovider"]
 CASES = 10
-
-
-@pytest.fixture
-def llm(golden_project: Path) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as srv:
-        srv.responder = fixture_responder(golden_project / "golden" / "generation")
-        yield srv
-
-
-def _chat(srv: FakeLLMServer) -> int:
-    return sum(1 for r in srv.requests if r.path == "/api/chat")
 
 
 def _nothing_ran(result: pytest.RunResult) -> None:
@@ -111,7 +100,7 @@ def test_live_run_key_reused_under_another_protocol_exits_65_before_any_call(
         second = [*second, "--golden-model=fake-llm:latest"]
     one = pytester.runpytest(*base, *first)
     assert one.ret == 0, one.stdout.str()
-    calls = _chat(llm) + sum(1 for r in llm.requests if r.path == "/v1/chat/completions")
+    calls = chat_calls(llm)
     assert calls == CASES
     two = pytester.runpytest(*base, *second)
     out = two.stdout.str() + two.stderr.str()

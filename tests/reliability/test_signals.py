@@ -14,29 +14,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from goldeval.store import open_store
-from goldeval.testing.llm_server import FakeLLMServer, fixture_responder
-from tests.helpers import RunFiles
+from goldeval.testing.llm_server import FakeLLMServer
+from tests.helpers import RunFiles, chat_calls
 
 LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
         "--golden-no-gate", "-p", "no:cacheprovider"]
 CASES = 10
-
-
-@pytest.fixture
-def llm(golden_project: Path) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as srv:
-        srv.responder = fixture_responder(golden_project / "golden" / "generation")
-        yield srv
-
-
-def _chat(srv: FakeLLMServer) -> int:
-    return sum(1 for r in srv.requests if r.path == "/api/chat")
 
 
 def _spawn(project: Path, *args: str) -> subprocess.Popen[str]:
@@ -87,9 +75,9 @@ def test_sigterm_mid_run_is_an_interrupted_run_resumable_by_key(
     assert 4 <= graded < total, out[-3000:]
     assert proc.returncode == 75, out[-3000:]
     assert "SIGTERM" in out
-    calls_at_exit = _chat(llm)
+    calls_at_exit = chat_calls(llm)
     time.sleep(1.0)
-    assert _chat(llm) == calls_at_exit  # no worker left calling the model
+    assert chat_calls(llm) == calls_at_exit  # no worker left calling the model
     runs = golden_project / ".goldeval" / "runs"
     (run_json,) = runs.glob("*/run.json")
     interrupted = json.loads(run_json.read_text(encoding="utf-8"))
@@ -106,14 +94,14 @@ def test_sigterm_mid_run_is_an_interrupted_run_resumable_by_key(
     assert interrupted["attemptsTotal"] == done_before  # what was graded is kept
 
     llm.latency = 0.0
-    calls_before = _chat(llm)
+    calls_before = chat_calls(llm)
     resumed = pytester.runpytest(*args)
     assert resumed.ret == 0, resumed.stdout.str()[-3000:]
-    assert _chat(llm) - calls_before == total - done_before  # nothing graded twice
+    assert chat_calls(llm) - calls_before == total - done_before  # nothing graded twice
     # Calls made but not recorded before the stop (in flight, prefetched, or reports still
     # queued at the controller) are made again on resume, as after Ctrl-C: paid twice, graded
     # once.
-    print(f"{_chat(llm) - total} calls made before SIGTERM but recorded by no one")
+    print(f"{chat_calls(llm) - total} calls made before SIGTERM but recorded by no one")
     with open_store(store_url) as store:
         row = store.get_run(key)
         assert row.status == "COMPLETED"

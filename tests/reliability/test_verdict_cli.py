@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from goldeval import cli
-from goldeval.testing.llm_server import FakeLLMServer, fixture_responder
-from tests.helpers import RunFiles
+from goldeval.testing.llm_server import FakeLLMServer
+from tests.helpers import RunFiles, chat_calls
 
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 MANIFEST = "golden/generation/dataset.yaml"
@@ -276,17 +276,6 @@ def test_registered_grader_threshold_is_accepted(
 # -- 3. everything that does not need an answer: before the first model call ---------------
 
 
-@pytest.fixture
-def server(golden_project: Path) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as srv:
-        srv.responder = fixture_responder(golden_project / "golden" / "generation")
-        yield srv
-
-
-def _chat_calls(srv: FakeLLMServer) -> int:
-    return sum(1 for r in srv.requests if r.path in ("/api/chat", "/v1/chat/completions"))
-
-
 @pytest.mark.parametrize(
     "extra,code,fragment",
     [
@@ -299,53 +288,53 @@ def _chat_calls(srv: FakeLLMServer) -> int:
 def test_bad_baseline_refused_before_the_first_model_call(
     pytester: pytest.Pytester,
     golden_project: Path,
-    server: FakeLLMServer,
+    llm: FakeLLMServer,
     plugin_args: list[str],
     extra: list[str],
     code: int,
     fragment: str,
 ) -> None:
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={server.base_url}",
+        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={llm.base_url}",
         *extra, *plugin_args,
     )
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == code, out[-3000:]
     assert fragment in out
-    assert _chat_calls(server) == 0
+    assert chat_calls(llm) == 0
     assert "Traceback" not in out
     assert not (golden_project / ".goldeval" / "runs").exists()
 
 
 def test_tampered_baseline_refused_before_the_first_model_call(
-    pytester: pytest.Pytester, golden_project: Path, server: FakeLLMServer
+    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer
 ) -> None:
     path = golden_project / "baselines/holdout-v1.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
     doc["casesPassed"] -= 1
     path.write_text(json.dumps(doc), encoding="utf-8")
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={server.base_url}",
+        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={llm.base_url}",
         "--golden-baseline=baselines/holdout-v1.json",
     )
     assert result.ret == 65, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["goldeval decision: exit 65 — baseline rejected: *casesTotal*"])
-    assert _chat_calls(server) == 0
+    assert chat_calls(llm) == 0
 
 
 def test_live_protocol_mismatch_refused_before_the_first_model_call(
     pytester: pytest.Pytester,
     golden_project: Path,
-    server: FakeLLMServer,
+    llm: FakeLLMServer,
     plugin_args: list[str],
 ) -> None:
-    url = f"--golden-base-url={server.base_url}"
+    url = f"--golden-base-url={llm.base_url}"
     captured = pytester.runpytest(
         "-p", "no:cacheprovider", *LIVE, url,
         "--golden-save-baseline=baselines/live-generation-v1.json",
     )
     assert captured.ret == 0, captured.stdout.str()[-3000:]
-    calls = _chat_calls(server)
+    calls = chat_calls(llm)
     assert calls >= 10  # one per case, plus any retry on a busy machine
     for extra, fragment in (
         (["-m", "smoke"], "selectedCaseIds mismatch"),
@@ -356,7 +345,7 @@ def test_live_protocol_mismatch_refused_before_the_first_model_call(
         out = result.stdout.str() + result.stderr.str()
         assert result.ret == 65, (extra, out[-3000:])
         assert fragment in out and "refused before any item ran" in out
-        assert _chat_calls(server) == calls, extra
+        assert chat_calls(llm) == calls, extra
     # The same protocol is not refused: the run goes ahead and is gated as usual.
     same = pytester.runpytest(
         "-p", "no:cacheprovider", *LIVE, url, "--golden-timeout=120", *plugin_args
@@ -364,7 +353,7 @@ def test_live_protocol_mismatch_refused_before_the_first_model_call(
     out = same.stdout.str()
     assert "refused before any item ran" not in out, out[-3000:]
     assert same.ret in (0, 75), out[-3000:]  # 75 only if the busy machine timed a call out
-    assert _chat_calls(server) >= calls + 10
+    assert chat_calls(llm) >= calls + 10
 
 
 def test_no_gate_still_runs_with_an_incomparable_baseline(
