@@ -12,7 +12,13 @@ from goldeval.baseline import (
     load_baseline,
     save_baseline,
 )
-from goldeval.comparison import ComparisonResult, attempt_counts, compare, protocol_differences
+from goldeval.comparison import (
+    PROTOCOL_KEYS,
+    ComparisonResult,
+    attempt_counts,
+    compare,
+    protocol_differences,
+)
 from goldeval.errors import BaselineError, ConfigError, GoldevalError
 from goldeval.exitcodes import COMPARISON_INVALID, GATE_FAILED, ExitDecision, decide_exit
 from goldeval.gate import GatePolicy, GateResult, attach_gate, evaluate
@@ -177,22 +183,10 @@ def capture_summary(run: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------
 # Pre-flight: everything that does not need an answer is decided before the first model call.
 
-#: Protocol keys known before any item runs. ``provider`` is not: a conftest override of
-#: golden_provider names itself only once the fixture is built.
-PREFLIGHT_KEYS = frozenset(
-    {
-        "datasetId",
-        "datasetHash",
-        "packId",
-        "packHash",
-        "mode",
-        "attempts",
-        "graderConfigHash",
-        "model",
-        "judgeEnabled",
-        "judgeModel",
-    }
-)
+#: Protocol keys known before any item runs: all of them but ``provider`` (a conftest override
+#: of golden_provider names itself only once the fixture is built) and the selection (checked
+#: apart, once collection is done).
+PREFLIGHT_KEYS = frozenset(PROTOCOL_KEYS) - {"provider", "selectedAttempts", "selectedCaseIds"}
 
 
 def preflight_baseline_file(state: GoldenSession) -> None:
