@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +51,17 @@ def strip_timings(value: Any) -> Any:
 def chat_calls(server: Any) -> int:
     """Chat requests a FakeLLMServer received, over both protocols."""
     return sum(1 for r in server.requests if r.path in ("/api/chat", "/v1/chat/completions"))
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``goldeval ARGS`` in a real subprocess (as a user or CI would call it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "goldeval.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import run_cli
+
 
 def _env(**extra: str) -> dict[str, str]:
     env = {
@@ -37,14 +39,7 @@ def _pytest(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
 
 
 def _goldeval(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(**env),
-    )
+    return run_cli(*args, cwd=cwd, env=_env(**env))
 
 
 def _run_ids(project: Path) -> set[str]:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import RunFiles
+from tests.helpers import RunFiles, run_cli
 
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 
@@ -161,14 +159,7 @@ def test_attempts_mismatch_is_65_and_no_gate_reports_only(
     )
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+_cli = run_cli
 
 
 def test_cli_compare_and_gate_use_the_same_exit_codes(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,21 +21,14 @@ import pytest
 
 from goldeval import cli
 from goldeval.testing.llm_server import FakeLLMServer
-from tests.helpers import RunFiles, chat_calls
+from tests.helpers import RunFiles, chat_calls, run_cli
 
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 MANIFEST = "golden/generation/dataset.yaml"
 LIVE = ("--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest")
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+_cli = run_cli
 
 
 def _decision(proc: subprocess.CompletedProcess[str]) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 from goldeval.store import open_store
 from goldeval.testing.llm_server import FakeLLMServer, Reply, fixture_responder
-from tests.helpers import RunFiles
+from tests.helpers import RunFiles, run_cli
 from tests.store.conftest import Target
 
 LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest"]
@@ -42,13 +41,7 @@ def llm(golden_project: Path) -> Iterator[FakeLLMServer]:
 
 
 def _cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", *args],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(*args, cwd=project)
 
 
 def _export(project: Path, url: str, run: str) -> dict[str, Any]:
