@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _measure import table
 
-from goldeval.comparison import compare
-from goldeval.gate import evaluate
-from goldeval.metrics import compute_metrics
-from goldeval.rollup import count
+from goldeval.results.metrics import compute_metrics
+from goldeval.results.rollup import count
+from goldeval.verdict.comparison import compare
+from goldeval.verdict.gate import evaluate
 
 
 def make_run(attempts: int, per_case: int, seed: int) -> dict:

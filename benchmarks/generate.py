@@ -116,8 +116,8 @@ def generate(rows: int, out: Path) -> Path:
         "gate:\n  fixture:\n    thresholds: {overallPassRate: 1.0}\n",
         encoding="utf-8",
     )
-    from goldeval.pack import load_pack
-    from goldeval.retriever import LexicalRetriever
+    from goldeval.dataset.pack import load_pack
+    from goldeval.pipeline.retriever import LexicalRetriever
 
     retriever = LexicalRetriever(load_pack(out / "pack").chunks)
     cache: dict[str, list[str]] = {}

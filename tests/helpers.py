@@ -58,7 +58,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``goldeval ARGS`` in a real subprocess (as a user or CI would call it)."""
     return subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", *args],
+        [sys.executable, "-m", "goldeval.cli.main", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

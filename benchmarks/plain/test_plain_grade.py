@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from goldeval.dataset.pack import load_pack
 from goldeval.graders.contract import ContractChecker
 from goldeval.graders.retrieval import grade_retrieval
-from goldeval.pack import load_pack
-from goldeval.retriever import LexicalRetriever
+from goldeval.pipeline.retriever import LexicalRetriever
 
 HERE = Path(__file__).parent.parent
 DATASET = HERE / "golden/bench"

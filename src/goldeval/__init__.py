@@ -33,17 +33,17 @@ _LAZY = {
     "ExpectKey": "goldeval.graders.base",
     "GradeContext": "goldeval.graders.base",
     "Grader": "goldeval.graders.base",
-    "GoldenCase": "goldeval.cases",
-    "GraderOutcome": "goldeval.models",
-    "Violation": "goldeval.models",
-    "ProviderError": "goldeval.errors",
+    "GoldenCase": "goldeval.dataset.case",
+    "GraderOutcome": "goldeval.core.models",
+    "Violation": "goldeval.core.models",
+    "ProviderError": "goldeval.core.errors",
 }
 
 if TYPE_CHECKING:
-    from goldeval.cases import GoldenCase
-    from goldeval.errors import ProviderError
+    from goldeval.core.errors import ProviderError
+    from goldeval.core.models import GraderOutcome, Violation
+    from goldeval.dataset.case import GoldenCase
     from goldeval.graders.base import ExpectKey, GradeContext, Grader
-    from goldeval.models import GraderOutcome, Violation
     from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 
 

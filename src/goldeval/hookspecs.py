@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from goldeval.core.settings import ProviderSettings
     from goldeval.graders.base import Grader
     from goldeval.providers.base import Provider
-    from goldeval.settings import ProviderSettings
 
 
 @pytest.hookspec

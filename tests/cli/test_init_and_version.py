@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import goldeval
-from goldeval.cli import main
+from goldeval.cli.main import main
 
 
 def _init(path: Path, *args: str) -> int:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.metrics import RATE_NAMES
-from goldeval.rollup import COUNTER_KEYS
+from goldeval.results.metrics import RATE_NAMES
+from goldeval.results.rollup import COUNTER_KEYS
 from tests.helpers import ROOT, RunFiles
 
 REFERENCE = Path(

@@ -13,9 +13,9 @@ import re
 import pytest
 from pydantic import BaseModel
 
-from goldeval.cli import build_parser
-from goldeval.domain import ContractConfig, RetrieverConfig
-from goldeval.manifest import FixtureThresholds, GatePolicy, Manifest
+from goldeval.cli.main import build_parser
+from goldeval.dataset.domain import ContractConfig, RetrieverConfig
+from goldeval.dataset.manifest import FixtureThresholds, GatePolicy, Manifest
 from tests.helpers import ROOT
 
 DOC = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")

@@ -73,10 +73,10 @@ def test_relative_links_resolve(doc: Path) -> None:
 
 
 def _docstring_exit_rows() -> list[tuple[str, str, str]]:
-    import goldeval.exitcodes
+    import goldeval.verdict.exit_codes
 
     rows: list[list[str]] = []
-    for line in (goldeval.exitcodes.__doc__ or "").splitlines():
+    for line in (goldeval.verdict.exit_codes.__doc__ or "").splitlines():
         m = re.match(r"^\s{0,2}(\d+)\s{2,}(.+?)\s{2,}(\S+)\s*$", line)
         if m:
             rows.append([m[1], m[2], m[3]])

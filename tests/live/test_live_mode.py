@@ -412,7 +412,7 @@ def test_calibrate_with_a_live_judge(
         [
             sys.executable,
             "-m",
-            "goldeval.cli",
+            "goldeval.cli.main",
             "calibrate",
             "--golden=generation-v1",
             "--live",

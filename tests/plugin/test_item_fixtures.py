@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from goldeval import plugin
-from goldeval.item_fixtures import PARAM_ARG
+from goldeval.pytest_plugin import hooks as plugin
+from goldeval.pytest_plugin.fixtures import PARAM_ARG
 
 
 def test_plugin_module_names_the_param_argument_without_importing_it() -> None:

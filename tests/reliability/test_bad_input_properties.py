@@ -1,12 +1,13 @@
 """Property tests: every loader of user files ends in a clean result or in OUR error type.
 
 The loaders under test read files a person edits by hand (or a tool truncates): the dataset
-rows (:func:`goldeval.dataset.parse_rows`), the manifest (:func:`goldeval.manifest.read_manifest`),
-the committed baseline (:func:`goldeval.baseline.load_baseline`) and the judge reply
-(:func:`goldeval.judge.parse_judge_output`, which must never raise at all).
+rows (:func:`goldeval.dataset.rows.parse_rows`), the manifest
+(:func:`goldeval.dataset.manifest.read_manifest`),
+the committed baseline (:func:`goldeval.verdict.baseline.load_baseline`) and the judge reply
+(:func:`goldeval.judge.parse.parse_judge_output`, which must never raise at all).
 
 The property, for every generated input: either a clean result, or a
-:class:`goldeval.errors.GoldevalError` subclass whose message names the file (and the line when
+:class:`goldeval.core.errors.GoldevalError` subclass whose message names the file (and the line when
 the error carries one, which every row error does). Any other exception fails the test.
 
 Each property counts its generated cases (``seen``) and records the figure as a JUnit property
@@ -35,14 +36,14 @@ import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from goldeval.baseline import load_baseline
-from goldeval.cases import GoldenCase
-from goldeval.dataset import CORE_EXPECT_KEYS, check_case_id, parse_rows
-from goldeval.errors import BaselineError, DatasetError, DatasetErrors, GoldevalError
+from goldeval.core.errors import BaselineError, DatasetError, DatasetErrors, GoldevalError
+from goldeval.dataset.case import GoldenCase
+from goldeval.dataset.manifest import Manifest, read_manifest
+from goldeval.dataset.rows import CORE_EXPECT_KEYS, check_case_id, parse_rows
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.general import builtin_graders
-from goldeval.judge import JudgeDecision, JudgeResult, parse_judge_output
-from goldeval.manifest import Manifest, read_manifest
+from goldeval.judge.parse import JudgeDecision, JudgeResult, parse_judge_output
+from goldeval.verdict.baseline import load_baseline
 from tests.helpers import ROOT
 
 GRADERS = [ContractGrader(), *builtin_graders()]
@@ -807,7 +808,7 @@ def test_bug_rows_huge_integer_is_a_dataset_error(tmp_path: Path) -> None:
 
 
 def test_bug_lone_surrogate_in_an_accepted_row(tmp_path: Path) -> None:
-    from goldeval.cases import dataset_hash
+    from goldeval.dataset.case import dataset_hash
 
     path = tmp_path / "rows.jsonl"
     path.write_text('{"id":"a","prompt":"\\ud800"}\n', encoding="utf-8")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.evidence import verify_run_dir
-from goldeval.run import new_run_id
+from goldeval.results.evidence import verify_run_dir
+from goldeval.results.run_document import new_run_id
 from goldeval.store import open_store
 
 # Every process sleeps until the same instant, then starts pytest: their sessions start in
@@ -66,7 +66,7 @@ def test_run_ids_of_one_instant_are_unique_and_ids_sort_by_time(tmp_path: Path) 
 
 
 def test_a_run_folder_is_created_exclusively(tmp_path: Path) -> None:
-    from goldeval.finalise import Finalisation
+    from goldeval.results.finalise import Finalisation
 
     taken = tmp_path / "2026-12-03T06-45-37.000-aaaaaa"
     taken.mkdir()

@@ -116,7 +116,8 @@ def test_interrupted_live_run_resumes_without_grading_twice(
 
     A call made before the interruption but not yet graded is made again on resume: with
     ``--golden-concurrency=1`` at most the one call in flight; with C > 1 the prefetcher
-    (src/goldeval/concurrency.py) has up to its window (2·C) plus the current item started,
+    (src/goldeval/pytest_plugin/prefetch.py) has up to its window (2·C) plus the current item
+    started,
     so the server may see up to 2·C + 1 extra (paid) requests. Every attempt is still graded
     exactly once."""
     store_url = str(golden_project / "store" / "runs.sqlite3")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from goldeval import artifacts
-from goldeval.evidence import MANIFEST, verify_run_dir, write_manifest
+from goldeval.results import run_folder as artifacts
+from goldeval.results.evidence import MANIFEST, verify_run_dir, write_manifest
 from goldeval.store import open_store
 
 BASE = ["--golden=generation-v1", "-p", "no:cacheprovider"]
@@ -321,7 +321,7 @@ def test_verify_fails_on_unlisted_files_and_symlinks_without_following_them(
 
 
 def test_goldeval_verify_cli_exit_code(tmp_path: Path) -> None:
-    from goldeval.cli import main
+    from goldeval.cli.main import main
 
     run_dir = _good_folder(tmp_path)
     assert main(["verify", str(run_dir)]) == 0

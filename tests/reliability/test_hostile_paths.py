@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from goldeval.artifacts import safe_child
-from goldeval.dataset import check_case_id, parse_rows
-from goldeval.errors import DatasetError
+from goldeval.core.errors import DatasetError
+from goldeval.dataset.rows import check_case_id, parse_rows
+from goldeval.results.run_folder import safe_child
 from tests.reliability.test_bad_input_properties import GRADERS, KEYS
 
 HOSTILE_IDS = [

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.site import main_site
+from goldeval.reports.site import main_site
 from goldeval.testing.llm_server import FakeLLMServer, Reply, fixture_responder
 from tests.helpers import RunFiles
 

@@ -405,7 +405,7 @@ def test_other_dataset_files_linked_out_are_refused(
 def test_calibration_corpus_linked_out_is_refused(
     golden_project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from goldeval.cli import main
+    from goldeval.cli.main import main
 
     outside = golden_project / "outside-calibration.jsonl"
     outside.write_text(json.dumps({"id": "x", "note": SECRET}) + "\n", encoding="utf-8")

@@ -29,11 +29,11 @@ from urllib.parse import quote
 
 import pytest
 
-from goldeval.cases import GoldenCase
-from goldeval.errors import ProviderError
+from goldeval.core.errors import ProviderError
+from goldeval.core.settings import ProviderSettings, provider_from_env
+from goldeval.dataset.case import GoldenCase
 from goldeval.providers.base import ProviderRequest
 from goldeval.providers.http import OllamaProvider, OpenAIProvider
-from goldeval.settings import ProviderSettings, provider_from_env
 from goldeval.testing.llm_server import FakeLLMServer, Reply, fixture_responder
 
 API_KEY = "sk-planted-OPENAI-7f3a9c1e5b2d4f60"
@@ -170,7 +170,7 @@ def test_no_secret_anywhere_after_a_live_run(
     kinds = {a.get("errorKind") for c in run["cases"] for a in c["attempts"]}
     assert {"HTTP_ERROR", "PROVIDER_ERROR"} <= kinds, kinds  # 500, 401 text, 200 {"error"}
     site = subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", "site", "--out", "site", "--runs",
+        [sys.executable, "-m", "goldeval.cli.main", "site", "--out", "site", "--runs",
          str(golden_project / ".goldeval" / "runs")],
         cwd=golden_project, capture_output=True, text=True, timeout=120, check=False)
     assert site.returncode == 0, site.stdout + site.stderr

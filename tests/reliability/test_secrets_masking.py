@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.cases import GoldenCase
-from goldeval.errors import ConfigError, ProviderError
-from goldeval.providers.base import ProviderRequest
-from goldeval.providers.embeddings import EmbeddingClient, embedding_settings
-from goldeval.providers.http import make_http_provider
-from goldeval.settings import (
+from goldeval.core.errors import ConfigError, ProviderError
+from goldeval.core.settings import (
     check_base_url,
     mask_secrets,
     provider_from_env,
     redact_url,
     secret_forms,
 )
+from goldeval.dataset.case import GoldenCase
+from goldeval.providers.base import ProviderRequest
+from goldeval.providers.embeddings import EmbeddingClient, embedding_settings
+from goldeval.providers.http import make_http_provider
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply, fixture_responder
 
 KEY = "sk-embed-PLANTED-9f8e7d6c5b4a39281706"

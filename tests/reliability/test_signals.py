@@ -114,7 +114,7 @@ def test_sigterm_mid_run_is_an_interrupted_run_resumable_by_key(
 SLOW_WRITE = '''
 import time
 
-import goldeval.artifacts as artifacts
+import goldeval.results.run_folder as artifacts
 
 _write_case = artifacts.write_case
 

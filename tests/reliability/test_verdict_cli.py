@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from goldeval import cli
+from goldeval.cli import main as cli
 from goldeval.testing.llm_server import FakeLLMServer
 from tests.helpers import RunFiles, chat_calls, run_cli
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from goldeval.integrations.html import fmt_ci, render_attempt, render_summary
+from goldeval.reports.html import fmt_ci, render_attempt, render_summary
 from tests.helpers import RunFiles
 from tests.reports.conftest import Browser, DomIndex
 

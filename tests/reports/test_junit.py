@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from goldeval.integrations.junit import rule_test_name, write_dashboard_junit
+from goldeval.reports.junit import rule_test_name, write_dashboard_junit
 from tests.helpers import RunFiles
 
 FAILING_CASE = "api-login-wrong-password-401"
@@ -248,7 +248,7 @@ def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schem
     case = _cases(root, "golden.ds-<1>")["c&1"]
     failure = case.find("failure")
     assert failure is not None
-    # the control character is shown escaped (goldeval.textsafe), not silently dropped
+    # the control character is shown escaped (goldeval.core.textsafe), not silently dropped
     assert failure.get("message") == "1 of 3 attempts passed: missing ]]> <tag> \\x01 first"
     gate = _cases(root, "golden.ds-<1>.gate")
     assert gate["overallPassRate >= 0.900"].find("failure") is not None

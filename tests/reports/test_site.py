@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from goldeval.site import build_site, flips, is_flaky, load_runs, main_site
+from goldeval.reports.site import build_site, flips, is_flaky, load_runs, main_site
 from tests.helpers import RunFiles
 from tests.reports.conftest import Browser, DomIndex
 

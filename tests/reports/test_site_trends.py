@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from goldeval.site import main_site, protocol_key
+from goldeval.reports.site import main_site, protocol_key
 from tests.helpers import RunFiles
 
 

@@ -171,7 +171,7 @@ def test_two_shards_add_up_to_one_run(
         [
             sys.executable,
             "-m",
-            "goldeval.cli",
+            "goldeval.cli.main",
             "gate",
             "--run-key",
             "matrix-7",
@@ -187,7 +187,7 @@ def test_two_shards_add_up_to_one_run(
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert json.loads(gate.stdout)["qualityGate"]["verdict"] == "PASS"
     export = subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", "export", "matrix-7", "--store", target.url],
+        [sys.executable, "-m", "goldeval.cli.main", "export", "matrix-7", "--store", target.url],
         cwd=golden_project,
         capture_output=True,
         text=True,
@@ -208,7 +208,7 @@ def test_store_listing_commands(
         "--golden=generation-v1", f"--golden-store={target.url}", "--golden-run-key=list-me"
     )
     runs = subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", "runs", "--store", target.url],
+        [sys.executable, "-m", "goldeval.cli.main", "runs", "--store", target.url],
         capture_output=True,
         text=True,
         timeout=60,
@@ -216,7 +216,7 @@ def test_store_listing_commands(
     )
     assert runs.returncode == 0 and "list-me" in runs.stdout and "100.0%" in runs.stdout
     show = subprocess.run(
-        [sys.executable, "-m", "goldeval.cli", "show", "list-me", "--store", target.url],
+        [sys.executable, "-m", "goldeval.cli.main", "show", "list-me", "--store", target.url],
         capture_output=True,
         text=True,
         timeout=60,

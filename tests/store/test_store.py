@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from goldeval.models import AttemptRecord, CaseInfo, Status
+from goldeval.core.models import AttemptRecord, CaseInfo, Status
 from goldeval.store import (
     DEFAULT_PATH,
     LATEST_VERSION,
@@ -590,7 +590,7 @@ def test_postgres_reconnects_after_a_lost_connection(target: Target) -> None:
 
 def test_record_attempt_texts_is_the_same_write_as_record_attempts(store: Store) -> None:
     """The plugin's path: records already serialised as compact JSON (no parse on the way)."""
-    from goldeval.run import attempt_payload, without_raw_text
+    from goldeval.results.run_document import attempt_payload, without_raw_text
 
     run_id = begin(store)
     records = [

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from goldeval.calibration import (
+from goldeval.core.errors import DatasetError
+from goldeval.judge.calibration import (
     CalibrationReport,
     CalibrationRow,
     Confusion,
@@ -22,8 +23,7 @@ from goldeval.calibration import (
     escape_markdown_cell,
     load_calibration,
 )
-from goldeval.errors import DatasetError
-from goldeval.judge import JudgeDecision, JudgeResult
+from goldeval.judge.parse import JudgeDecision, JudgeResult
 
 ACCEPT, REJECT, PENDING = JudgeDecision.ACCEPT, JudgeDecision.REJECT, JudgeDecision.PENDING
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.calibration import CalibrationRow, calibrate, load_calibration
-from goldeval.judge import JudgeDecision, parse_judge_output
+from goldeval.judge.calibration import CalibrationRow, calibrate, load_calibration
+from goldeval.judge.parse import JudgeDecision, parse_judge_output
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "golden"

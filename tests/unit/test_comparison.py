@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from goldeval.comparison import (
+from goldeval.verdict.comparison import (
     LIVE_ONLY_KEYS,
     PROTOCOL_KEYS,
     REFERENCE_RATES,

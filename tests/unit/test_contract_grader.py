@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from goldeval.domain import ContractConfig
+from goldeval.dataset.domain import ContractConfig
 from goldeval.graders.contract import ContractChecker, excerpt
 
 CHUNKS = ["api-auth-negative", "layer-tags", "po-chain"]

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.cases import GoldenCase, dataset_hash
-from goldeval.dataset import check_case_id, parse_rows
-from goldeval.errors import DatasetError
+from goldeval.core.errors import DatasetError
+from goldeval.dataset.case import GoldenCase, dataset_hash
+from goldeval.dataset.pack import pack_hash
+from goldeval.dataset.rows import check_case_id, parse_rows
 from goldeval.graders.contract import ContractGrader
-from goldeval.pack import pack_hash
 
 KEYS = {k.name: k for k in ContractGrader.expect_keys}
-from goldeval.dataset import CORE_EXPECT_KEYS  # noqa: E402
+from goldeval.dataset.rows import CORE_EXPECT_KEYS  # noqa: E402
 
 KEYS.update({k.name: k for k in CORE_EXPECT_KEYS})
 

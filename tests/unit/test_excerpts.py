@@ -1,4 +1,4 @@
-"""Untrusted text is shown escaped everywhere (goldeval.textsafe), and the notices of a run.
+"""Untrusted text is shown escaped everywhere (goldeval.core.textsafe), and the notices of a run.
 
 Issue 16: an answer holding ANSI/OSC escape sequences, C1 controls, ``\\r`` overwrites or bidi
 overrides must not reach a terminal, report.md, JUnit, HTML or the site raw. Issue 15: retries,
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from goldeval import report_md
-from goldeval.errors import ProviderError
-from goldeval.execute import failure_message
-from goldeval.integrations import html as html_glue
-from goldeval.integrations.junit import dashboard_xml
-from goldeval.metrics import compute_metrics
-from goldeval.models import AttemptRecord, GraderOutcome, Status, Violation
-from goldeval.textsafe import is_safe, one_line, safe_text
+from goldeval.core.errors import ProviderError
+from goldeval.core.models import AttemptRecord, GraderOutcome, Status, Violation
+from goldeval.core.textsafe import is_safe, one_line, safe_text
+from goldeval.pipeline.attempt import failure_message
+from goldeval.reports import html as html_glue
+from goldeval.reports import markdown as report_md
+from goldeval.reports.junit import dashboard_xml
+from goldeval.results.metrics import compute_metrics
 
 CLEAR = "\x1b[2J"
 OSC8 = "\x1b]8;;http://evil\x07click me\x1b]8;;\x07"

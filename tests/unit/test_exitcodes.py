@@ -1,4 +1,4 @@
-"""Exit codes: one test per row of the precedence table in goldeval.exitcodes."""
+"""Exit codes: one test per row of the precedence table in goldeval.verdict.exit_codes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from goldeval import exitcodes
-from goldeval.comparison import (
+from goldeval.verdict import exit_codes as exitcodes
+from goldeval.verdict.comparison import (
     LIVE_ONLY_KEYS,
     PROTOCOL_KEYS,
     REFERENCE_RATES,
@@ -16,7 +16,7 @@ from goldeval.comparison import (
     compare,
     metric_value,
 )
-from goldeval.exitcodes import (
+from goldeval.verdict.exit_codes import (
     COMPARISON_INVALID,
     GATE_FAILED,
     INFRA,
@@ -26,7 +26,7 @@ from goldeval.exitcodes import (
     ExitDecision,
     decide_exit,
 )
-from goldeval.gate import GateResult, GateRule, RuleKind, attach_gate, evaluate
+from goldeval.verdict.gate import GateResult, GateRule, RuleKind, attach_gate, evaluate
 
 # ------------------------------------------------------------------------------------------
 # Builder (same shape as run.json; kept local so each test module stands alone)

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from goldeval.comparison import REFERENCE_RATES, Decision, compare
-from goldeval.gate import (
+from goldeval.verdict.comparison import REFERENCE_RATES, Decision, compare
+from goldeval.verdict.gate import (
     GatePolicy,
     GateResult,
     GateRule,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.errors import DatasetError
-from goldeval.gate import ABSOLUTE_METRICS, NEVER_GATED
-from goldeval.manifest import GATE_RATE_NAMES, check_gate_policy, read_manifest
+from goldeval.core.errors import DatasetError
+from goldeval.dataset.manifest import GATE_RATE_NAMES, check_gate_policy, read_manifest
+from goldeval.verdict.gate import ABSOLUTE_METRICS, NEVER_GATED
 
 
 def test_manifest_knows_exactly_the_gate_rate_names() -> None:

@@ -18,9 +18,10 @@ from typing import Any
 import httpcore  # noqa: F401
 import pytest
 
-from goldeval.cases import GoldenCase
-from goldeval.dataset import parse_rows
-from goldeval.errors import DatasetError, ProviderError
+from goldeval.core.errors import DatasetError, ProviderError
+from goldeval.core.models import GraderOutcome, Severity
+from goldeval.dataset.case import GoldenCase
+from goldeval.dataset.rows import parse_rows
 from goldeval.graders.base import ExpectKey, GradeContext, Grader
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.general import (
@@ -45,7 +46,6 @@ from goldeval.graders.general import (
     parse_path,
     validate_json,
 )
-from goldeval.models import GraderOutcome, Severity
 from goldeval.providers.base import Answer, ToolCall
 from goldeval.providers.embeddings import (
     MAX_INPUT_CHARS,

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from goldeval.cases import GoldenCase
-from goldeval.errors import ConfigError, ProviderError
+from goldeval.core.errors import ConfigError, ProviderError
+from goldeval.core.settings import ProviderSettings
+from goldeval.dataset.case import GoldenCase
 from goldeval.providers.base import Answer, ProviderRequest, ToolCall
 from goldeval.providers.http import (
     HTTPProvider,
@@ -23,7 +24,6 @@ from goldeval.providers.http import (
     make_http_provider,
     parse_retry_after,
 )
-from goldeval.settings import ProviderSettings
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply
 
 PASSWORD = "s3cr3t-pw"

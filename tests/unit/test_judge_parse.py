@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from goldeval import judge as judge_module
-from goldeval.judge import (
+from goldeval.judge import parse as judge_module
+from goldeval.judge.parse import (
     DEFAULT_JUDGE_INSTRUCTIONS,
     DEFAULT_TOKENS,
     VERDICT_DISAGREES_REASON,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from goldeval.metrics import compute_metrics, latency_stats, wilson
-from goldeval.models import (
+from goldeval.core.models import (
     AttemptRecord,
     CaseInfo,
     ContractResult,
     RetrievalResult,
     Status,
 )
-from goldeval.rollup import case_status, count, roll_up
+from goldeval.results.metrics import compute_metrics, latency_stats, wilson
+from goldeval.results.rollup import case_status, count, roll_up
 
 
 def attempts(case_id: str, statuses: str, **kw) -> list[AttemptRecord]:

@@ -16,15 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from goldeval.cases import GoldenCase, dataset_hash, selected_attempts
-from goldeval.dataset import CORE_EXPECT_KEYS, Dataset, parse_rows
-from goldeval.domain import DomainConfig
-from goldeval.errors import DatasetError
+from goldeval.core.errors import DatasetError
+from goldeval.dataset.case import GoldenCase, dataset_hash, selected_attempts
+from goldeval.dataset.domain import DomainConfig
+from goldeval.dataset.manifest import Manifest
+from goldeval.dataset.rows import CORE_EXPECT_KEYS, Dataset, parse_rows
 from goldeval.graders.base import ExpectKey
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.general import builtin_graders
-from goldeval.manifest import Manifest
-from goldeval.run import config_fingerprint
+from goldeval.results.run_document import config_fingerprint
 
 GRADERS = [ContractGrader(), *builtin_graders()]
 KEYS: dict[str, ExpectKey] = {k.name: k for k in CORE_EXPECT_KEYS}

@@ -13,10 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from goldeval.cases import GoldenCase
-from goldeval.domain import ContractConfig
-from goldeval.errors import ProviderError, is_retryable
-from goldeval.execute import NoRetriever, Pipeline
+from goldeval.core.errors import ProviderError, is_retryable
+from goldeval.dataset.case import GoldenCase
+from goldeval.dataset.domain import ContractConfig
 from goldeval.graders import budget
 from goldeval.graders.base import GradeContext
 from goldeval.graders.contract import ContractChecker
@@ -26,6 +25,7 @@ from goldeval.graders.general import (
     RegexGrader,
     builtin_graders,
 )
+from goldeval.pipeline.attempt import NoRetriever, Pipeline
 from goldeval.providers.base import Answer
 from tests.helpers import RunFiles
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from goldeval.domain import RetrieverConfig
-from goldeval.pack import Chunk, parse_chunk
-from goldeval.retriever import LexicalRetriever, Tokenizer
+from goldeval.dataset.domain import RetrieverConfig
+from goldeval.dataset.pack import Chunk, parse_chunk
+from goldeval.pipeline.retriever import LexicalRetriever, Tokenizer
 
 
 def chunk(cid: str, tags=(), related=(), index=(), heading="") -> Chunk:

@@ -7,12 +7,17 @@ from typing import Any
 
 import pytest
 
-from goldeval.cases import GoldenCase
-from goldeval.execute import case_facts, case_info
-from goldeval.metrics import compute_metrics
-from goldeval.models import AttemptRecord, ContractResult, RetrievalResult, Status
+from goldeval.core.models import AttemptRecord, ContractResult, RetrievalResult, Status
+from goldeval.dataset.case import GoldenCase
+from goldeval.pipeline.attempt import case_facts, case_info
 from goldeval.providers.base import ProviderRequest
-from goldeval.run import LightCases, RunCollector, attempt_payload, without_raw_text
+from goldeval.results.metrics import compute_metrics
+from goldeval.results.run_document import (
+    LightCases,
+    RunCollector,
+    attempt_payload,
+    without_raw_text,
+)
 
 
 def _case(case_id: str, **expect: Any) -> GoldenCase:

@@ -1,4 +1,4 @@
-"""Golden reports sent from xdist workers as one JSON string (goldeval.transport)."""
+"""Golden reports sent from xdist workers as one JSON string (goldeval.pytest_plugin.xdist)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from goldeval.transport import REPORT_TYPE, CompactReports
+from goldeval.pytest_plugin.xdist import REPORT_TYPE, CompactReports
 
 
 def _reports(pytester: pytest.Pytester) -> list[pytest.TestReport]:

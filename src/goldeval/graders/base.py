@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from goldeval.cases import GoldenCase
-    from goldeval.models import GraderOutcome
-    from goldeval.pack import Pack
+    from goldeval.core.models import GraderOutcome
+    from goldeval.dataset.case import GoldenCase
+    from goldeval.dataset.pack import Pack
     from goldeval.providers.base import Answer
 
 

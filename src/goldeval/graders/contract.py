@@ -6,10 +6,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from goldeval.domain import ContractConfig
+from goldeval.core.models import ContractResult, GraderOutcome, Severity, Violation
+from goldeval.dataset.domain import ContractConfig
 from goldeval.graders import budget
 from goldeval.graders.base import ExpectKey, GradeContext, Grader
-from goldeval.models import ContractResult, GraderOutcome, Severity, Violation
 
 _WS = re.compile(r"[ \t\n\x0b\f\r]+")
 NAME = "ContractGrader"

@@ -110,15 +110,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from goldeval.errors import GoldevalError, ProviderError
+from goldeval.core.errors import GoldevalError, ProviderError
+from goldeval.core.models import GraderOutcome, Severity, Violation
 from goldeval.graders.base import ExpectKey, GradeContext, Grader
 from goldeval.graders.budget import compile_pattern, pattern_error
 from goldeval.graders.budget import finditer as budget_finditer
 from goldeval.graders.budget import search as budget_search
-from goldeval.models import GraderOutcome, Severity, Violation
 
 if TYPE_CHECKING:
-    from goldeval.cases import GoldenCase
+    from goldeval.dataset.case import GoldenCase
 
 __all__ = [
     "CONTRACT_KEYS",
@@ -757,9 +757,7 @@ def _check_schema(node: Any, root: Any, where: str, errors: list[str], depth: in
         else:
             problem = pattern_error(pattern)
             if problem is not None:
-                errors.append(
-                    f"{where}/pattern: invalid regular expression {pattern!r}: {problem}"
-                )
+                errors.append(f"{where}/pattern: invalid regular expression {pattern!r}: {problem}")
     for key in ("anyOf", "oneOf", "allOf"):
         if key in node:
             branches = node[key]
@@ -1649,7 +1647,8 @@ class SimilarityGrader(_Grader):
 
 
 def builtin_graders() -> list[Grader]:
-    """The general-purpose graders, in reporting order (registered by goldeval.builtin)."""
+    """The general-purpose graders, in reporting order (registered by
+    goldeval.pytest_plugin.builtins)."""
     return [
         ExactGrader(),
         RegexGrader(),

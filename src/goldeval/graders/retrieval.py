@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from goldeval.models import RetrievalResult
+from goldeval.core.models import RetrievalResult
 
 
 def grade_retrieval(

@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from goldeval.errors import ProviderError
+from goldeval.core.errors import ProviderError
 
 if TYPE_CHECKING:
-    from goldeval.cases import GoldenCase
+    from goldeval.dataset.case import GoldenCase
 
 
 @dataclass
@@ -233,4 +233,3 @@ def as_provider(value: Any) -> Provider:
     raise TypeError(
         f"golden_provider must return a goldeval Provider or a callable, got {type(value).__name__}"
     )
-

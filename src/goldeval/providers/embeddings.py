@@ -20,7 +20,7 @@ environment only (``api_key_env`` names the variable), never from a committed ma
 
 Calls go through the chat providers' HTTP client (:class:`goldeval.providers.http.HTTPProvider`):
 pooled connections, the same retries with backoff on 429/408/5xx/timeouts/dropped connections,
-the same error mapping and the same masking (:func:`goldeval.settings.secret_forms`: the key,
+the same error mapping and the same masking (:func:`goldeval.core.settings.secret_forms`: the key,
 the password, their percent-encoded forms, the Basic token, credential query values; masked
 before any excerpt is cut). Every failure is raised as ``ProviderError("EMBEDDING_ERROR",
 "<kind>[ after N tries]: message")``. Messages show the URL without userinfo and with
@@ -40,9 +40,9 @@ from typing import Any
 
 import httpx
 
-from goldeval.errors import ConfigError, ProviderError
+from goldeval.core.errors import ConfigError, ProviderError
+from goldeval.core.settings import ProviderSettings, redact_url
 from goldeval.providers.http import HTTPProvider
-from goldeval.settings import ProviderSettings, redact_url
 
 __all__ = [
     "DEFAULT_BASE_URLS",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from goldeval.errors import DatasetError, ProviderError
+from goldeval.core.errors import DatasetError, ProviderError
+from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.providers.base import Answer, Provider, ProviderRequest
-from goldeval.safe_files import contained_file, read_regular_file
 
 
 def fixture_path(dataset_dir: Path, case_id: str) -> Path:

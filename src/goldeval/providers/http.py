@@ -30,9 +30,8 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from goldeval.errors import ConfigError, ProviderError
-from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
-from goldeval.settings import (
+from goldeval.core.errors import ConfigError, ProviderError
+from goldeval.core.settings import (
     ProviderSettings,
     mask_secrets,
     redact_url,
@@ -40,6 +39,7 @@ from goldeval.settings import (
     strip_userinfo,
     url_secrets,
 )
+from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 
 __all__ = [
     "HTTPProvider",
@@ -224,7 +224,7 @@ class HTTPProvider(Provider):
         self._query = parts.query
         #: The base URL as it may be shown: no userinfo, credential parameters masked.
         self.base_url = redact_url(plain).rstrip("/")
-        # The one masking list (goldeval.settings.secret_forms) for chat, judge and embeddings:
+        # The one masking list (goldeval.core.settings.secret_forms) for chat, judge and embeddings:
         # the password, the key, their percent-encoded forms, the Basic token, and credential
         # values of the base URL's query.
         self._secrets = secret_forms(user, password, settings.api_key, url_secrets(base))
@@ -407,9 +407,7 @@ class HTTPProvider(Provider):
     def _transport_failure(self, exc: httpx.HTTPError) -> _Failure:
         url = redact_url(self.endpoint)
         detail = _excerpt(self._scrub(str(exc))) or type(exc).__name__
-        hint = (
-            f"is the model server running? set {self.base_url_option} or {self.base_url_env}"
-        )
+        hint = f"is the model server running? set {self.base_url_option} or {self.base_url_env}"
         s = self.settings
         if isinstance(exc, httpx.ReadTimeout):
             return _Failure(

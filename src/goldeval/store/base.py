@@ -415,7 +415,7 @@ def _field(record: Mapping[str, Any], camel: str, snake: str, what: str) -> Any:
 
 
 def _text(value: Any) -> str:
-    # Accept str-valued enums (goldeval.models.Status) as well as plain strings.
+    # Accept str-valued enums (goldeval.core.models.Status) as well as plain strings.
     enum_value = getattr(value, "value", value)
     return str(enum_value)
 

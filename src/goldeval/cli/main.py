@@ -1,0 +1,570 @@
+"""``goldeval``: the command line outside pytest (no model calls unless asked).
+
+goldeval compare BASELINE CANDIDATE   compare two saved runs; same exit codes as pytest
+goldeval gate RUN                     gate a saved run.json (baseline lookup as in pytest)
+goldeval calibrate --golden=ID        judge calibration (canned outputs, or --live)
+goldeval site --out DIR               static history site from the run folders
+goldeval runs | show | export         the run store (see docs/configuration.md)
+goldeval verify RUN_DIR               check a run folder against its manifest.json
+goldeval init [NAME]                  scaffold a dataset a newcomer can run at once
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.textsafe import one_line, safe_text
+
+USAGE = 4
+#: The run store, the runs folder and the datasets under the project root (as in pytest).
+DEFAULT_STORE = ".goldeval/goldeval.sqlite3"
+DEFAULT_RUNS = ".goldeval/runs"
+
+
+def project_root(explicit: str | None = None) -> Path:
+    """The project root of every ``goldeval`` command: ``--root``, else the nearest folder at or
+    above the working directory with a pytest configuration file (pytest's rootdir for the
+    plugin), else the working directory. Defaults (store, runs, golden/, baselines/) live
+    under it, so a command started in any subfolder sees what pytest wrote.
+    """
+    from goldeval.cli.scaffold import find_project_root
+
+    if explicit:
+        root = Path(explicit).resolve()
+        if not root.is_dir():
+            raise GoldevalError("--root: not a folder", path=explicit)
+        return root
+    cwd = Path.cwd().resolve()
+    return find_project_root(cwd) or cwd
+
+
+def store_location(args: argparse.Namespace) -> str:
+    """The store a command reads: ``--store`` (relative to the working directory, like any
+    path given on the command line), else ``GOLDEVAL_STORE`` (relative to the project root, as
+    the plugin reads it), else ``<project root>/.goldeval/goldeval.sqlite3``."""
+    explicit = getattr(args, "store", None)
+    if explicit:
+        return str(explicit)
+    url = os.environ.get("GOLDEVAL_STORE") or DEFAULT_STORE
+    if "://" in url or Path(url).is_absolute():
+        return url
+    return str(project_root(getattr(args, "root", None)) / url)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"goldeval: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE)
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    from goldeval.verdict.baseline import load_baseline
+
+    return load_baseline(path)
+
+
+def _dataset_id(run: dict[str, Any]) -> str | None:
+    """The run's dataset id (``protocol.datasetId``, else ``datasetVersion``); shapes are checked
+    by load_baseline, so both are strings or absent here."""
+    protocol = run.get("protocol")
+    value = protocol.get("datasetId") if isinstance(protocol, dict) else None
+    value = value or run.get("datasetVersion")
+    return value if isinstance(value, str) and value else None
+
+
+class Project:
+    """Where a saved run's gate policy and baselines live (see :func:`find_project`)."""
+
+    def __init__(self, root: Path | None, golden_root: Path | None, dataset_dir: Path | None):
+        self.root = root
+        self.golden_root = golden_root
+        self.dataset_dir = dataset_dir
+        self.looked_in: list[str] = []
+        #: Manifests that could not be read on the way (one of them may be the run's dataset).
+        self.problems: list[str] = []
+
+
+def _relative_golden(run: dict[str, Any]) -> Path:
+    """The golden root's path inside the project, as the run recorded it (default golden)."""
+    root, golden = run.get("projectRoot"), run.get("goldenRoot")
+    if isinstance(root, str) and isinstance(golden, str):
+        try:
+            return Path(golden).relative_to(root)
+        except ValueError:
+            pass
+    return Path("golden")
+
+
+def find_project(run: dict[str, Any], args: argparse.Namespace, *anchors: Path | None) -> Project:
+    """Find the project a saved run belongs to: never the working directory by accident.
+
+    Order: ``--golden-root`` (the datasets folder itself, relative to the working directory);
+    ``--root``; the ``projectRoot`` recorded in the run by pytest; the folders above each
+    anchor (the run file, the baseline file, the store) nearest first; the working directory.
+    A candidate counts only if its golden root holds the run's dataset id, so a project
+    without that dataset is never used for its policy.
+    """
+    from goldeval.dataset.rows import discover
+
+    dataset_id = _dataset_id(run)
+    golden_rel = _relative_golden(run)
+    explicit_golden = getattr(args, "golden_root", None)
+    explicit_root = getattr(args, "root", None)
+    candidates: list[tuple[Path, Path]] = []  # (project root, golden root)
+    if explicit_golden:
+        golden = Path(explicit_golden).resolve()
+        root = Path(explicit_root).resolve() if explicit_root else golden.parent
+        candidates.append((root, golden))
+    elif explicit_root:
+        root = Path(explicit_root).resolve()
+        if not root.is_dir():
+            raise GoldevalError("--root: not a folder", path=explicit_root)
+        candidates.append((root, root / golden_rel))
+    else:
+        recorded_root, recorded_golden = run.get("projectRoot"), run.get("goldenRoot")
+        if isinstance(recorded_root, str) and isinstance(recorded_golden, str):
+            candidates.append((Path(recorded_root), Path(recorded_golden)))
+        for anchor in anchors:
+            if anchor is None:
+                continue
+            start = anchor.resolve()
+            for folder in [start, *start.parents] if start.is_dir() else start.parents:
+                candidates.append((folder, folder / golden_rel))
+        cwd = Path.cwd().resolve()
+        root = project_root()
+        candidates.append((root, root / golden_rel))
+        candidates.append((cwd, cwd / golden_rel))
+    project = Project(None, None, None)
+    seen: set[Path] = set()
+    for cand_root, cand_golden in candidates:
+        if cand_golden in seen:
+            continue
+        seen.add(cand_golden)
+        if not cand_golden.is_dir():
+            continue
+        project.looked_in.append(str(cand_golden))
+        if dataset_id is None:
+            continue
+        dataset_dir = discover(cand_golden, project.problems).get(dataset_id)
+        if dataset_dir is not None:
+            project.root, project.golden_root = cand_root, cand_golden
+            project.dataset_dir = dataset_dir
+            return project
+    if explicit_root or explicit_golden:
+        # An explicit place: its baselines are used even when its datasets are not.
+        project.root, project.golden_root = candidates[0]
+    return project
+
+
+def _policy(run: dict[str, Any], project: Project, live: bool) -> Any:
+    """The gate policy from the manifest of the run's dataset in ``project`` (None: no gate
+    policy for this mode in the manifest)."""
+    from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
+    from goldeval.graders.contract import ContractGrader
+    from goldeval.graders.general import builtin_graders
+    from goldeval.pytest_plugin.decision import policy_from_manifest
+    from goldeval.verdict.comparison import grader_names
+
+    assert project.dataset_dir is not None
+    manifest_path = find_manifest(project.dataset_dir)
+    if manifest_path is None:  # discover() found it by its manifest; it was removed since
+        raise GoldevalError("no dataset.yaml or dataset.json", path=project.dataset_dir)
+    manifest = read_manifest(manifest_path)
+    if manifest.gate is not None:
+        # A grader threshold must name a grader this run has a rate for, or a built-in one:
+        # outside pytest the project's own registered graders are not known.
+        names = set(grader_names(run)) | {g.name for g in [ContractGrader(), *builtin_graders()]}
+        check_gate_policy(manifest.gate, manifest_path, names)
+    return policy_from_manifest(manifest, live)
+
+
+def _is_live(run: dict[str, Any]) -> bool:
+    from goldeval.verdict.comparison import run_mode
+
+    return run_mode(run) == "LIVE"
+
+
+def _no_project(run: dict[str, Any], project: Project) -> GoldevalError:
+    dataset = _dataset_id(run)
+    looked = ", ".join(project.looked_in) if project.looked_in else "no golden folder found"
+    what = f"dataset {dataset!r}" if dataset else "a dataset id (protocol.datasetId)"
+    broken = "".join(f"\n  unreadable manifest: {p}" for p in dict.fromkeys(project.problems))
+    return GoldevalError(
+        f"no gate policy: the run names {what}, but no project here has it "
+        f"(looked in: {looked}){broken}\n ",
+        hint="pass --root PROJECT (the folder holding golden/ and baselines/), or --no-gate to "
+        "report without gating",
+    )
+
+
+def _finish(
+    run: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    project: Project,
+    no_gate: bool,
+    as_json: bool,
+) -> int:
+    from goldeval.reports.markdown import render_comparison
+    from goldeval.verdict.comparison import attempt_counts, compare
+    from goldeval.verdict.exit_codes import decide_exit
+    from goldeval.verdict.gate import attach_gate, evaluate
+
+    live = _is_live(run)
+    comparison = compare(baseline, run) if baseline is not None else None
+    gate = None
+    policy = None
+    if not no_gate:
+        if project.dataset_dir is None:
+            # Without the dataset's manifest the policy is unknown: gating with none would be a
+            # silent NO_REGRESSION for any regressed run.
+            raise _no_project(run, project)
+        policy = _policy(run, project, live)
+    if not no_gate and (policy is not None or live):
+        gate = evaluate(run, policy, baseline, comparison, live=live)
+        if comparison is not None:
+            comparison = attach_gate(comparison, gate)
+    # As in pytest: without a gate, a FAIL attempt is a failed test (exit 1), never "ok".
+    failed = attempt_counts(run).failed
+    pytest_status = 1 if gate is None and failed else 0
+    decision = decide_exit(
+        run, comparison if not no_gate else None, gate, pytest_status=pytest_status
+    )
+    reason = decision.reason
+    if pytest_status == 1 and decision.code == 1 and reason == "test failures":
+        reason = f"{failed} FAIL attempt(s) and no gate to weigh them"
+    policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "comparison": comparison.dump() if comparison else None,
+                    "qualityGate": gate.dump() if gate else None,
+                    "exitDecision": {"code": decision.code, "reason": reason},
+                    "project": {
+                        "root": str(project.root) if project.root else None,
+                        "dataset": policy_from,
+                    },
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    else:
+        if policy_from is not None:
+            print(f"dataset and gate policy: {policy_from}")
+        if comparison is not None:
+            print(render_comparison(comparison.dump()))
+        if gate is not None:
+            print(f"\nQuality gate: {gate.verdict}")
+            for rule in gate.rules:
+                print(one_line(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}"))
+            for warning in gate.warnings:
+                print(one_line(f"  warning: {warning}"))
+        print(f"\ngoldeval decision: exit {decision.code} — {one_line(reason)}")
+    return decision.code
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    baseline_path, candidate_path = Path(args.baseline), Path(args.candidate)
+    baseline = _load_json(baseline_path)
+    candidate = _load_json(candidate_path)
+    project = find_project(candidate, args, candidate_path.parent, baseline_path.parent)
+    return _finish(candidate, baseline, project, args.no_gate, args.json)
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from goldeval.verdict.baseline import default_candidates, first_comparable
+
+    anchor: Path | None = None
+    if args.run_key:
+        from goldeval.cli import store as store_cli
+
+        location = store_location(args)
+        store = store_cli._open(location)
+        try:
+            run = store_cli.run_document(store, args.run_key)
+        finally:
+            store.close()
+        if "://" not in location:
+            anchor = Path(location).parent
+    elif args.run:
+        anchor = Path(args.run).parent
+        run = _load_json(Path(args.run))
+    else:
+        raise GoldevalError("give a run.json or --run-key KEY")
+    project = find_project(run, args, anchor)
+    baseline = None
+    if args.baseline:
+        baseline = _load_json(Path(args.baseline))
+    else:
+        if args.baselines:
+            baselines_dir: Path | None = Path(args.baselines)
+        elif project.root is not None:
+            baselines_dir = project.root / "baselines"
+        else:
+            baselines_dir = None  # no project: refused below unless --no-gate
+        dataset_id = _dataset_id(run)
+        if baselines_dir is not None and dataset_id is not None:
+            candidates = default_candidates(baselines_dir, dataset_id, _is_live(run))
+            found = first_comparable(candidates, run)
+            baseline = found[1] if found is not None else None
+    return _finish(run, baseline, project, args.no_gate, args.json)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from goldeval.dataset.rows import resolve_dataset
+    from goldeval.judge.calibration import calibrate, load_calibration
+
+    root = project_root(args.root)
+    # As in pytest: an explicit --golden-root is relative to the working directory, the default
+    # golden/ and .goldeval/ are the project's.
+    golden_root = Path(args.golden_root) if args.golden_root else root / "golden"
+    folder = resolve_dataset(args.golden, golden_root, Path.cwd())
+    path = folder / "calibration.jsonl"
+    if not (path.exists() or path.is_symlink()):
+        raise GoldevalError("no calibration.jsonl in the dataset folder", path=folder)
+    from goldeval.core.safe_files import contained_file
+
+    # A link out of the dataset folder or a FIFO is refused before anything is opened.
+    rows = load_calibration(contained_file(path, folder, what="calibration corpus"))
+    if args.live:
+        predict = _live_judge(args, folder)
+        report = calibrate(rows, predict, live=True)
+    else:
+        report = calibrate(rows)
+    out = (Path(args.out) if args.out else root / ".goldeval") / "calibration"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(
+        json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    markdown = report.to_markdown()
+    (out / "report.md").write_text(markdown, encoding="utf-8")
+    print(markdown)
+    print(f"written to {out}")
+    return 0
+
+
+def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
+    """The dataset's rows, read by the same loader pytest uses (built-in graders' keys)."""
+    from goldeval.dataset.rows import load_dataset
+    from goldeval.graders.contract import ContractGrader
+    from goldeval.graders.general import builtin_graders
+
+    graders = [ContractGrader(), *builtin_graders()]
+    dataset = load_dataset(
+        folder, project_root=project_root(root), graders=graders, require_fixtures=False
+    )
+    return dataset.cases
+
+
+def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
+    from goldeval.core.settings import provider_from_env
+    from goldeval.dataset.case import GoldenCase
+    from goldeval.judge.parse import build_judge_messages, parse_judge_output
+    from goldeval.judge.runner import DEFAULT_RUBRIC
+    from goldeval.providers.base import ProviderRequest
+    from goldeval.providers.http import make_http_provider
+
+    settings = provider_from_env(args.provider, args.judge_model, args.base_url)
+    provider = make_http_provider(settings)
+    rubric_path = folder / "rubric.md"
+    rubric = rubric_path.read_text(encoding="utf-8") if rubric_path.is_file() else DEFAULT_RUBRIC
+    cases = {c.id: c for c in _dataset_cases(folder, args.root)}
+
+    def predict(row: Any) -> Any:
+        case = cases.get(row.case_id) or GoldenCase(row.case_id, "", {})
+        candidate = row.candidate
+        if candidate is None:
+            fixture = folder / "fixtures" / f"{row.case_id}.out.md"
+            candidate = fixture.read_text(encoding="utf-8") if fixture.is_file() else ""
+        system, user = build_judge_messages(
+            rubric, case.id, case.prompt, case.expect, list(case.must_not), [], candidate
+        )
+        answer = provider.complete(
+            ProviderRequest(
+                case=case, attempt=1, system=system, user=user, model=settings.model, retrieved=[]
+            )
+        )
+        return parse_judge_output(answer.text)
+
+    return predict
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    from goldeval.reports import site
+
+    runs = args.runs or str(project_root(args.root) / DEFAULT_RUNS)
+    return int(site.main_site(["--out", args.out, "--runs", runs]))
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from goldeval.cli import store as store_cli
+
+    args.store = store_location(args)
+    return int(store_cli.run(args))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from goldeval.results.evidence import verify_run_dir
+
+    problems = verify_run_dir(Path(args.run_dir))
+    for p in problems:
+        print(one_line(p))
+    if problems:
+        print(f"goldeval verify: {len(problems)} problem(s)")
+        return 65
+    print("goldeval verify: every artifact present and unchanged")
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from goldeval.cli.scaffold import init_dataset
+
+    scaffold = init_dataset(args.name, Path.cwd())
+    print(f"goldeval init: dataset {scaffold.dataset_id} in {scaffold.root}")
+    for path in scaffold.created:
+        print(f"  created {path}")
+    for path in scaffold.kept:
+        print(f"  kept    {path}")
+    print("next:")
+    for step, command in enumerate(scaffold.next_steps(), start=1):
+        print(f"  {step}. {command}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from goldeval import __version__
+
+    parser = _Parser(
+        prog="goldeval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"goldeval {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def root_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--root",
+            default=None,
+            metavar="DIR",
+            help="project root (default: the nearest folder at or above the working directory "
+            "with a pytest configuration file, else the working directory)",
+        )
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--root",
+            default=None,
+            metavar="DIR",
+            help="project folder holding golden/ and baselines/ (default: the projectRoot "
+            "recorded in the run, else the folders above the run file, else the working "
+            "directory; the one that has the run's dataset)",
+        )
+        p.add_argument(
+            "--golden-root",
+            default=None,
+            metavar="DIR",
+            help="datasets folder with the gate policy (default: <project>/golden)",
+        )
+        p.add_argument("--no-gate", action="store_true", help="report without gating")
+        p.add_argument("--json", action="store_true", help="print the decision as JSON")
+
+    p = sub.add_parser("compare", help="compare two saved runs (run.json or baselines)")
+    p.add_argument("baseline")
+    p.add_argument("candidate")
+    common(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("gate", help="gate a saved run.json, or a whole run key from the store")
+    p.add_argument("run", nargs="?", default=None)
+    p.add_argument("--run-key", default=None, help="gate every attempt stored under this key")
+    p.add_argument(
+        "--store",
+        default=None,
+        help="SQLite path or postgresql:// URL (with --run-key; default GOLDEVAL_STORE, else "
+        "<project root>/.goldeval/goldeval.sqlite3)",
+    )
+    p.add_argument("--baseline", default=None)
+    p.add_argument(
+        "--baselines",
+        default=None,
+        help="folder of the default lookup (default: <project>/baselines)",
+    )
+    common(p)
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("calibrate", help="judge calibration over calibration.jsonl")
+    p.add_argument("--golden", required=True, metavar="ID")
+    root_option(p)
+    p.add_argument(
+        "--golden-root", default=None, help="datasets folder (default: <project root>/golden)"
+    )
+    p.add_argument("--out", default=None, help="folder (default: <project root>/.goldeval)")
+    p.add_argument("--live", action="store_true", help="re-judge with a live judge model")
+    p.add_argument("--provider", default="ollama")
+    p.add_argument("--judge-model", default=None)
+    p.add_argument("--base-url", default=None)
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("site", help="render the runs into a static site")
+    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--runs", default=None, help="runs folder (default: <project root>/.goldeval/runs)"
+    )
+    root_option(p)
+    p.set_defaults(func=cmd_site)
+
+    for name, helptext in (
+        ("runs", "list runs in the store"),
+        ("show", "show one run"),
+        ("export", "write a run's run.json from the store"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        if name != "runs":
+            p.add_argument("run", help="run id or run key")
+        p.add_argument(
+            "--store",
+            default=None,
+            help="SQLite path or postgresql:// URL (default GOLDEVAL_STORE, else "
+            "<project root>/.goldeval/goldeval.sqlite3)",
+        )
+        root_option(p)
+        if name == "export":
+            p.add_argument("--out", default=None, help="file (default: stdout)")
+        p.set_defaults(func=cmd_store)
+
+    p = sub.add_parser("verify", help="check a run folder's artifacts against manifest.json")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("init", help="scaffold a dataset under golden/ (generic, no pack)")
+    p.add_argument("name", nargs="?", default="my-dataset", help="dataset folder name")
+    p.set_defaults(func=cmd_init)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except GoldevalError as exc:
+        print(f"goldeval: {safe_text(exc)}", file=sys.stderr)
+        code = 65 if type(exc).__name__ == "BaselineError" else USAGE
+        return code
+    except KeyboardInterrupt:
+        return 2
+    except BrokenPipeError:  # `goldeval show RUN | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""Error types a user can act on.
+
+Every user mistake (a broken row, a missing fixture, a tampered baseline) is raised as one of
+these, never as a bare ``ValueError``: the plugin turns them into collection or usage errors
+that name the file, line and field without a traceback from our code.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class GoldevalError(Exception):
+    """Base class: a problem the user can fix, rendered without a traceback."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = os.fspath(path) if path is not None else None
+        self.line = line
+        self.field = field
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path
+            if self.line is not None:
+                where += f":{self.line}"
+            where += ": "
+        field = f"{self.field}: " if self.field else ""
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{where}{field}{self.message}{hint}"
+
+
+class DatasetError(GoldevalError):
+    """A dataset, manifest, fixture or pack file is invalid."""
+
+
+class ConfigError(GoldevalError):
+    """An option, ini value or environment variable is invalid."""
+
+
+class BaselineError(GoldevalError):
+    """A baseline or saved run cannot be used (missing, truncated, tampered)."""
+
+
+#: ERROR kinds that a retry cannot fix: the model, the configuration or the row must change.
+#: They are never retried by the HTTP providers, and a run whose errors include one exits 4
+#: ("configuration error"), not 75 ("retry the run"); see goldeval.verdict.exit_codes.
+NON_RETRYABLE_KINDS = frozenset(
+    {
+        "CONTEXT_LENGTH",  # the prompt does not fit the model's context window
+        "MODEL_NOT_FOUND",  # the model is not on the server (not pulled, misspelt, no access)
+        "NOT_FOUND",  # 404 without a model named: wrong base URL or path
+        "BAD_REQUEST",  # 400/422 and other 4xx: the server rejects this request as built
+        "AUTH_FAILED",  # 401/403: the credentials are wrong or lack permission
+        "CONFIG_ERROR",  # the provider cannot call at all as configured (no model, ...)
+        "GRADER_TIMEOUT",  # a grader (a row's regex) ran over its time budget
+    }
+)
+
+
+def is_retryable(kind: str | None) -> bool:
+    """Whether another try (or a rerun) of an attempt that failed with ``kind`` may help."""
+    return kind not in NON_RETRYABLE_KINDS
+
+
+class ProviderError(Exception):
+    """An infrastructure failure of a provider: the attempt is ERROR, never FAIL.
+
+    ``kind`` is one of the reference's error kinds (MODEL_UNAVAILABLE, HTTP_ERROR, RATE_LIMIT,
+    TIMEOUT, EMPTY_RESPONSE, PARSER_ERROR, PROVIDER_ERROR, JUDGE_ERROR, RETRIEVER_MISS) or one
+    of :data:`NON_RETRYABLE_KINDS`. ``message`` says what happened, without the number of
+    tries: ``tries`` carries it, and whoever shows the error adds it once.
+    Messages must never contain credentials: providers build them from redacted URLs.
+    """
+
+    def __init__(self, kind: str, message: str, *, tries: int = 1) -> None:
+        # Messages quote untrusted text (an error body, an app's exception, an answer): its
+        # control and bidi characters are escaped here, once, for every place that shows it.
+        from goldeval.core.textsafe import safe_text
+
+        message = safe_text(message)
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+        self.tries = tries
+
+    @property
+    def retryable(self) -> bool:
+        return is_retryable(self.kind)
+
+
+class DatasetErrors(DatasetError):
+    """Several problems in one file, reported together so a user fixes them in one pass."""
+
+    def __init__(self, errors: list[GoldevalError], *, limit: int = 20) -> None:
+        self.errors = errors
+        shown = [str(e) for e in errors[:limit]]
+        if len(errors) > limit:
+            shown.append(f"... and {len(errors) - limit} more")
+        super().__init__("\n".join(shown))
+
+    def __str__(self) -> str:
+        return self.message

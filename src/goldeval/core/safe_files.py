@@ -1,0 +1,116 @@
+"""Reading files of an untrusted dataset: regular files inside their folder, never blocking.
+
+A dataset (rows, fixtures, manifest, rubric, calibration) and the pack are files anyone can
+commit to a repository, and their contents end up in every report. So a link may point only
+inside the dataset's folder (the project, for the pack), the target must be a regular file
+(a FIFO would hang the run for ever on open, a device would be read without end), and errors
+name the file and what to do, never the target's contents.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from goldeval.core.errors import DatasetError
+
+_KIND_NAMES = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _kind(mode: int) -> str:
+    for test, name in _KIND_NAMES:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def contained_file(
+    path: Path,
+    root: Path,
+    *,
+    what: str,
+    source: Path | None = None,
+    fld: str | None = None,
+    line: int | None = None,
+) -> Path:
+    """``path`` resolved, after checking it is a regular file inside ``root``.
+
+    A dataset is untrusted input that ends up in every report: a fixture linked to
+    ``/proc/self/environ`` would copy the environment (and its secrets) into run.json, a
+    ``rows:`` naming ``/etc/shadow`` would echo lines of it in errors, and a FIFO would hang the
+    run for ever on open. So links may point anywhere *inside* ``root`` only, and the target
+    must be a regular file. Only ``stat`` is used: nothing is opened here. The error is
+    reported at ``source`` (the manifest or rows file that names the file) when given.
+    """
+    where = source if source is not None else path
+    try:
+        real = path.resolve(strict=True)
+    except FileNotFoundError:
+        raise DatasetError(f"{what} {path} not found", path=where, line=line, field=fld) from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a permission problem
+        raise DatasetError(
+            f"{what} {path} cannot be resolved ({exc})", path=where, line=line, field=fld
+        ) from None
+    root_real = root.resolve()
+    if not real.is_relative_to(root_real):
+        raise DatasetError(
+            f"{what} {path} resolves to {real}, outside {root_real}",
+            path=where,
+            line=line,
+            field=fld,
+            hint=f"keep the file itself inside {root_real} (a copy, not a link out of it)",
+        )
+    try:
+        mode = os.stat(real).st_mode
+    except OSError as exc:
+        raise DatasetError(
+            f"{what} {path} cannot be read: {exc.strerror}", path=where, line=line, field=fld
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise DatasetError(
+            f"{what} {path} is {_kind(mode)}, not a regular file",
+            path=where,
+            line=line,
+            field=fld,
+            hint="replace it with an ordinary file",
+        )
+    return real
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, refusing anything but a regular file without ever blocking.
+
+    Opened with ``O_NONBLOCK`` and checked with ``fstat`` on the open descriptor: a FIFO swapped
+    in after the collection-time check neither hangs the run nor gets read.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise DatasetError(
+                f"is {_kind(mode)}, not a regular file",
+                path=path,
+                hint="replace it with an ordinary file",
+            )
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
+    finally:
+        os.close(fd)

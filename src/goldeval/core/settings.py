@@ -1,0 +1,286 @@
+"""Resolved run settings: command-line options, ini values and environment fallbacks."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
+
+from goldeval.core.errors import ConfigError
+from goldeval.core.models import Mode
+
+
+@dataclass
+class ProviderSettings:
+    name: str = "ollama"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    connect_timeout: float = 5.0
+    read_timeout: float = 180.0
+    retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    temperature: float = 0.0
+    price_per_1k_input: float | None = None
+    price_per_1k_output: float | None = None
+
+    def __repr__(self) -> str:
+        # Not the dataclass repr: base_url may carry ``?key=...`` (kept for the calls), and
+        # reprs reach logs (``pytest --debug`` traces hook arguments).
+        shown = redact_url(self.base_url) if self.base_url else None
+        return (
+            f"ProviderSettings(name={self.name!r}, model={self.model!r}, base_url={shown!r}, "
+            f"retries={self.retries!r}, read_timeout={self.read_timeout!r})"
+        )
+
+    def public(self) -> dict[str, Any]:
+        """What may be written to artifacts: never credentials."""
+        return {
+            "name": self.name,
+            "model": self.model,
+            "baseUrl": redact_url(self.base_url) if self.base_url else None,
+            "connectTimeout": self.connect_timeout,
+            "readTimeout": self.read_timeout,
+            "retries": self.retries,
+            "temperature": self.temperature,
+        }
+
+
+#: What every masked secret is replaced with.
+MASK = "***"
+#: Query/fragment parameter names (lower-cased, ``-``/``_``/``.`` removed) that hold
+#: credentials: ``?key=``, ``?api-key=``, ``?access_token=``, ``?sig=``, ``?password=``...
+_CREDENTIAL_WORDS = (
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "auth",
+    "signature",
+    "session",
+    "cookie",
+)
+_CREDENTIAL_NAMES = frozenset({"pwd", "pass", "sig", "code", "jwt", "bearer"})
+
+
+def _credential_name(name: str) -> bool:
+    flat = unquote_plus(name).lower().replace("-", "").replace("_", "").replace(".", "")
+    return flat in _CREDENTIAL_NAMES or any(word in flat for word in _CREDENTIAL_WORDS)
+
+
+def _mask_params(text: str) -> str:
+    """``a=1&key=s3cret`` -> ``a=1&key=***``: the values of credential-named parameters."""
+    out = []
+    for part in text.split("&"):
+        name, eq, value = part.partition("=")
+        out.append(f"{name}={MASK}" if eq and value and _credential_name(name) else part)
+    return "&".join(out)
+
+
+def _split(url: str) -> tuple[str, str, str, str, str]:
+    """(scheme "://" or "", userinfo, host[:port], path, "?query#fragment"): a plain split that
+    never raises, so even a malformed URL can be shown masked."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    else:
+        scheme += sep
+    cut = len(rest)
+    for ch in "/?#":
+        pos = rest.find(ch)
+        if pos >= 0:
+            cut = min(cut, pos)
+    netloc, tail = rest[:cut], rest[cut:]
+    userinfo, at, host = netloc.rpartition("@")
+    if not at:
+        userinfo, host = "", netloc
+    q = min((p for p in (tail.find("?"), tail.find("#")) if p >= 0), default=len(tail))
+    return scheme, userinfo, host, tail[:q], tail[q:]
+
+
+def strip_userinfo(url: str) -> str:
+    """The URL without ``user:pass@`` (the query is kept: it may be needed to call it)."""
+    scheme, _userinfo, host, path, rest = _split(url)
+    return f"{scheme}{host}{path}{rest}"
+
+
+def redact_url(url: str) -> str:
+    """The URL as it may be shown or stored: no userinfo, credential parameters masked.
+
+    Used for every URL we print or store (messages, run.json, reports). Never raises: a
+    malformed URL is shown masked too, so an error about it can name it.
+    """
+    scheme, _userinfo, host, path, rest = _split(url)
+    if rest:
+        query, hash_, fragment = rest.partition("#")
+        rest = (
+            ("?" + _mask_params(query[1:]) if query.startswith("?") else query)
+            + hash_
+            + _mask_params(fragment)
+        )
+    return f"{scheme}{host}{path}{rest}"
+
+
+def url_secrets(url: str) -> list[str]:
+    """Credential values in a URL (userinfo password, credential-named parameters), raw and
+    percent-decoded, so that an echo of either form can be masked."""
+    found: list[str] = []
+    _scheme, userinfo, _host, _path, rest = _split(url)
+    if ":" in userinfo:
+        password = userinfo.split(":", 1)[1]
+        found += [password, unquote(password)]
+    for part in rest.lstrip("?").replace("#", "&").split("&"):
+        name, eq, value = part.partition("=")
+        if eq and value and _credential_name(name):
+            found += [value, unquote_plus(value)]
+    return [f for f in found if f]
+
+
+def secret_forms(
+    user: str | None, password: str | None, api_key: str | None, extra: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """Every form in which a credential may be echoed back: as given, percent-encoded, and the
+    ``Basic`` token (base64 of ``user:password``). Longest first, so that a secret containing
+    another is masked whole. The one list all HTTP clients (chat, judge, embeddings) mask."""
+    forms: set[str] = set()
+    if password:
+        forms.update((password, quote(password, safe="")))
+        token = base64.b64encode(f"{user or ''}:{password}".encode()).decode("ascii")
+        forms.add(token)
+    if api_key and api_key.strip():
+        key = api_key.strip()
+        forms.update((key, quote(key, safe="")))
+    for value in extra:
+        if value and value.strip():
+            forms.update((value, quote(value, safe="")))
+    # Very short values would mask ordinary text ("a", "1"); they are not real secrets.
+    return tuple(sorted((f for f in forms if len(f) >= 3), key=len, reverse=True))
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret replaced by ``***``. Mask first, cut after: a cut before
+    masking leaves half a key in the excerpt."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def check_base_url(url: str, field: str) -> str:
+    """``url`` if a provider can call it, else :class:`ConfigError` naming it, masked.
+
+    An http(s) scheme, a host, and a port (if any) that is a number from 1 to 65535.
+    """
+    shown = redact_url(url)
+    if "://" not in url:
+        raise ConfigError(
+            f"base URL {shown!r} has no scheme",
+            field=field,
+            hint=f"write it as http://{shown} or https://{shown}",
+        )
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"invalid base URL {shown!r}: {exc}", field=field) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ConfigError(
+            f"unsupported scheme {parts.scheme!r} in base URL {shown!r}",
+            field=field,
+            hint="use an http:// or https:// URL",
+        )
+    if not parts.hostname:
+        raise ConfigError(f"base URL {shown!r} has no host", field=field)
+    if port == 0:
+        raise ConfigError(f"invalid base URL {shown!r}: port 0", field=field)
+    return url
+
+
+@dataclass
+class RunSettings:
+    dataset: str
+    mode: Mode = Mode.FIXTURE
+    attempts: int = 1
+    out_dir: Path = Path(".goldeval/runs")
+    artifacts: str = "failure"
+    provider: ProviderSettings = field(default_factory=ProviderSettings)
+    models: list[str] = field(default_factory=list)
+    concurrency: int = 8
+    deadline: float | None = None
+    baseline: str | None = None
+    save_baseline: str | None = None
+    force_save_baseline: bool = False
+    gate: bool = True
+    judge: bool = False
+    judge_model: str | None = None
+    judge_repetitions: int = 1
+    cache_dir: Path | None = None
+    overwrite_fixtures: bool = False
+    experiment: str | None = None
+    junit_path: str | None = None
+    store: str | None = None
+    run_key: str | None = None
+    rerun_errors: bool = False
+
+
+def _env_timeout_minutes(default: float) -> float:
+    raw = os.environ.get("OLLAMA_TIMEOUT_MINUTES")
+    if not raw:
+        return default
+    try:
+        minutes = float(raw)
+    except ValueError:
+        return default
+    return max(1.0, minutes) * 60.0
+
+
+def provider_from_env(name: str, model: str | None, base_url: str | None) -> ProviderSettings:
+    """Apply the reference's environment fallbacks (OLLAMA_HOST, OPENAI_BASE_URL, keys).
+
+    Raises :class:`ConfigError` (a usage error, exit 4) for a base URL no provider can call.
+    ``--golden-base-url`` must carry its scheme; ``OLLAMA_HOST`` may omit it, as Ollama's own
+    variable does (``127.0.0.1:11434`` means ``http://127.0.0.1:11434``).
+    """
+    s = ProviderSettings(name=name, model=model)
+    field = "--golden-base-url"
+    if name == "ollama":
+        url = base_url or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+        if not base_url and os.environ.get("OLLAMA_HOST"):
+            field = "OLLAMA_HOST"
+            if "://" not in url:
+                url = "http://" + url
+        s.user = os.environ.get("OLLAMA_USER") or None
+        s.password = os.environ.get("OLLAMA_PASSWORD")
+        s.read_timeout = _env_timeout_minutes(180.0)
+    elif name == "openai":
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com"
+        if not base_url and os.environ.get("OPENAI_BASE_URL"):
+            field = "OPENAI_BASE_URL"
+        s.api_key = os.environ.get("OPENAI_API_KEY") or None
+    else:
+        url = base_url or ""
+    url = url.strip()
+    if url and name in ("ollama", "openai"):
+        check_base_url(url, field)
+    if url:
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            raise ConfigError(f"invalid base URL {redact_url(url)!r}", field=field) from None
+        if parts.username is not None:
+            s.user = unquote(parts.username)
+            s.password = unquote(parts.password) if parts.password is not None else s.password
+        # Userinfo moves to user/password; the query (``?api-version=``, ``?key=``) is kept,
+        # the provider needs it. Shown only through redact_url.
+        url = strip_userinfo(url).rstrip("/")
+    s.base_url = url or None
+    return s

@@ -1,0 +1,443 @@
+"""Judge calibration: compare judge decisions with human labels (semantics 6.4).
+
+Calibration answers "how far can this judge be trusted?" on a small human-labelled corpus. It
+never affects production eval scores or the quality gate. In canned mode each row's recorded
+``judgeOutput`` is parsed; in live mode a caller-supplied function re-judges the row.
+
+ACCEPT is the positive class. A row counts towards ``n`` only when both the human label and the
+prediction are ACCEPT or REJECT: rows with a missing or PENDING label, or a PENDING prediction,
+are counted in ``skipped_pending``; rows whose prediction raised are counted in ``errors``.
+Neither is ever scored as an accept or a reject.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from goldeval.core.errors import DatasetError
+from goldeval.judge.parse import DEFAULT_TOKENS, JudgeDecision, JudgeResult, parse_judge_output
+
+__all__ = [
+    "CANNED_SOURCE",
+    "LIVE_SOURCE",
+    "CalibrationReport",
+    "CalibrationRow",
+    "CategoryCounts",
+    "Confusion",
+    "Disagreement",
+    "calibrate",
+    "canned_predict",
+    "escape_markdown_cell",
+    "load_calibration",
+]
+
+CANNED_SOURCE = "canned judgeOutput"
+LIVE_SOURCE = "live judge"
+SMALL_N = 30
+NO_CATEGORY = "(none)"
+_Z_95 = 1.959963984540054
+
+
+class CalibrationRow(BaseModel):
+    """One human-labelled judge case; field names follow the reference's corpus."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    id: str
+    case_id: str = Field(
+        validation_alias=AliasChoices("caseId", "case_id"), serialization_alias="caseId"
+    )
+    human_label: JudgeDecision | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "humanLabel", "label", "humanExpectedDecision", "human_label"
+        ),
+        serialization_alias="humanLabel",
+    )
+    category: str | None = None
+    candidate: str | None = None
+    judge_output: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("judgeOutput", "judge_output"),
+        serialization_alias="judgeOutput",
+    )
+    note: str | None = None
+
+    @field_validator("id", "case_id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("human_label", mode="before")
+    @classmethod
+    def _label_token(cls, value: Any) -> Any:
+        """Accept the judge's decision words (``ПРИНЯТО``, ``rejected``...); blank means none."""
+        if value is None or isinstance(value, JudgeDecision):
+            return value
+        if isinstance(value, str):
+            if not value.strip():
+                return None
+            decision = DEFAULT_TOKENS.decision_for(value)
+            if decision is None:
+                raise ValueError(f"unknown label {value!r}: use ACCEPT, REJECT or PENDING")
+            return decision
+        raise ValueError("must be a string: ACCEPT, REJECT or PENDING")
+
+
+def _first_error(exc: ValidationError) -> tuple[str | None, str]:
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err.get("loc", ()))
+    return (loc or None), str(err.get("msg", "invalid value"))
+
+
+def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
+    """Read a calibration JSONL file: one object per line; blank and ``#`` lines are skipped.
+
+    Any problem raises :class:`goldeval.core.errors.DatasetError` naming the file, line and field.
+    """
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise DatasetError(
+            f"cannot read calibration file: {exc.strerror or exc}", path=path
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise DatasetError("calibration file is not UTF-8", path=path) from exc
+    rows: list[CalibrationRow] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise DatasetError(
+                f"not valid JSON: {exc}", path=path, line=number, hint="one JSON object per line"
+            ) from exc
+        if not isinstance(data, dict):
+            raise DatasetError("a row must be a JSON object", path=path, line=number)
+        try:
+            row = CalibrationRow.model_validate(data)
+        except ValidationError as exc:
+            where, message = _first_error(exc)
+            raise DatasetError(message, path=path, line=number, field=where) from exc
+        if row.id in seen:
+            raise DatasetError(
+                f"duplicate id {row.id!r} (first on line {seen[row.id]})",
+                path=path,
+                line=number,
+                field="id",
+            )
+        seen[row.id] = number
+        rows.append(row)
+    return rows
+
+
+def canned_predict(row: CalibrationRow) -> JudgeResult:
+    """Canned mode: the decision parsed from the row's recorded judge output."""
+    return parse_judge_output(row.judge_output)
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Counts with ACCEPT as the positive class."""
+
+    true_accept: int = 0
+    false_accept: int = 0
+    false_reject: int = 0
+    true_reject: int = 0
+
+    @property
+    def n(self) -> int:
+        return self.true_accept + self.false_accept + self.false_reject + self.true_reject
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    row_id: str
+    case_id: str
+    category: str | None
+    human: JudgeDecision
+    predicted: JudgeDecision
+
+
+@dataclass
+class CategoryCounts:
+    n: int = 0
+    agree: int = 0
+    disagree: int = 0
+    skipped_pending: int = 0
+    errors: int = 0
+
+
+def _ratio(hits: int, total: int) -> float | None:
+    return hits / total if total else None
+
+
+def _wilson(hits: int, total: int) -> tuple[float, float] | None:
+    """Wilson 95% score interval, as the reference prints next to its rates."""
+    if total <= 0:
+        return None
+    phat = hits / total
+    z2 = _Z_95 * _Z_95
+    denom = 1.0 + z2 / total
+    center = phat + z2 / (2.0 * total)
+    spread = _Z_95 * math.sqrt((phat * (1.0 - phat) + z2 / (4.0 * total)) / total)
+    lower = max(0.0, (center - spread) / denom)
+    upper = min(1.0, (center + spread) / denom)
+    return (min(lower, upper), max(lower, upper))
+
+
+def _rate_text(hits: int, total: int) -> str:
+    """``85.0% (17 / 20) 95% CI [64.0%, 94.8%]``, or ``n/a`` when undefined."""
+    interval = _wilson(hits, total)
+    if interval is None:
+        return "n/a"
+    lower, upper = interval
+    return (
+        f"{100.0 * hits / total:.1f}% ({hits} / {total}) 95% CI "
+        f"[{100.0 * lower:.1f}%, {100.0 * upper:.1f}%]"
+    )
+
+
+def _fixed3(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def escape_markdown_cell(value: object) -> str:
+    """Make untrusted text safe inside one Markdown table cell.
+
+    Backslash, pipe, backtick and emphasis/link punctuation are backslash-escaped; ``&``, ``<``
+    and ``>`` become entities (no raw HTML); line breaks become spaces.
+    """
+    text = "" if value is None else str(value)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    out: list[str] = []
+    for ch in text:
+        if ch in "\\|`*_[]":
+            out.append("\\" + ch)
+        elif ch in "\r\n\x0b\x0c\x85\u2028\u2029":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """Figures of one calibration run; ``to_json`` and ``to_markdown`` render it."""
+
+    confusion: Confusion
+    skipped_pending: int
+    errors: int
+    live: bool
+    source: str
+    disagreements: tuple[Disagreement, ...] = ()
+    by_category: dict[str, CategoryCounts] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return self.confusion.n
+
+    @property
+    def accuracy(self) -> float | None:
+        c = self.confusion
+        return _ratio(c.true_accept + c.true_reject, c.n)
+
+    @property
+    def precision(self) -> float | None:
+        c = self.confusion
+        return _ratio(c.true_accept, c.true_accept + c.false_accept)
+
+    @property
+    def recall(self) -> float | None:
+        c = self.confusion
+        return _ratio(c.true_accept, c.true_accept + c.false_reject)
+
+    @property
+    def f1(self) -> float | None:
+        p, r = self.precision, self.recall
+        if p is None or r is None or p + r <= 0:
+            return None
+        return 2.0 * p * r / (p + r)
+
+    @property
+    def kappa(self) -> float | None:
+        """Cohen's kappa between human and judge; None when undefined (n 0 or chance 1)."""
+        c = self.confusion
+        n = c.n
+        if n == 0:
+            return None
+        observed = (c.true_accept + c.true_reject) / n
+        judge_accept = c.true_accept + c.false_accept
+        human_accept = c.true_accept + c.false_reject
+        judge_reject = c.false_reject + c.true_reject
+        human_reject = c.false_accept + c.true_reject
+        chance = (judge_accept * human_accept + judge_reject * human_reject) / (n * n)
+        if chance >= 1.0:
+            return None
+        return (observed - chance) / (1.0 - chance)
+
+    @property
+    def caveat(self) -> str:
+        size = f"n={self.n} (skipped PENDING={self.skipped_pending})"
+        if self.n < SMALL_N:
+            size += " is too small for a published judge-accuracy claim"
+        return f"{size}; source={self.source}; does not affect production eval or the quality gate"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-plain dict (camelCase keys, as the project's other artifacts)."""
+        c = self.confusion
+        return {
+            "live": self.live,
+            "source": self.source,
+            "n": self.n,
+            "skippedPending": self.skipped_pending,
+            "errors": self.errors,
+            "accuracy": self.accuracy,
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+            "kappa": self.kappa,
+            "confusion": {
+                "trueAccept": c.true_accept,
+                "falseAccept": c.false_accept,
+                "falseReject": c.false_reject,
+                "trueReject": c.true_reject,
+            },
+            "caveat": self.caveat,
+            "disagreements": [
+                {
+                    "id": d.row_id,
+                    "caseId": d.case_id,
+                    "category": d.category,
+                    "human": d.human.value,
+                    "predicted": d.predicted.value,
+                }
+                for d in self.disagreements
+            ],
+            "byCategory": {
+                name: {
+                    "n": counts.n,
+                    "agree": counts.agree,
+                    "disagree": counts.disagree,
+                    "skippedPending": counts.skipped_pending,
+                    "errors": counts.errors,
+                }
+                for name, counts in sorted(self.by_category.items())
+            },
+        }
+
+    def to_markdown(self) -> str:
+        """Markdown report; every table cell is escaped, since candidates are untrusted."""
+        c = self.confusion
+        lines = [
+            "# Judge calibration",
+            "",
+            f"- Live: {'true' if self.live else 'false'}",
+            f"- n: {self.n}",
+            f"- Accuracy: {_rate_text(c.true_accept + c.true_reject, c.n)}",
+            "- Precision (ACCEPT=positive): "
+            + _rate_text(c.true_accept, c.true_accept + c.false_accept),
+            f"- Recall: {_rate_text(c.true_accept, c.true_accept + c.false_reject)}",
+            f"- F1: {_fixed3(self.f1)}",
+            f"- Kappa: {_fixed3(self.kappa)}",
+            f"- Confusion TA/FA/FR/TR: "
+            f"{c.true_accept}/{c.false_accept}/{c.false_reject}/{c.true_reject}",
+            f"- Skipped PENDING: {self.skipped_pending}",
+            f"- Errors: {self.errors}",
+            f"- Caveat: {self.caveat}",
+            "",
+            "## Disagreements",
+            "",
+        ]
+        if self.disagreements:
+            lines += ["| id | case | category | human | judge |", "|---|---|---|---|---|"]
+            for d in self.disagreements:
+                row = (d.row_id, d.case_id, d.category or "", d.human.value, d.predicted.value)
+                lines.append("| " + " | ".join(escape_markdown_cell(x) for x in row) + " |")
+        else:
+            lines.append("None.")
+        if self.by_category:
+            lines += [
+                "",
+                "## By category",
+                "",
+                "| category | n | agree | disagree | skipped PENDING | errors |",
+                "|---|---|---|---|---|---|",
+            ]
+            for name, k in sorted(self.by_category.items()):
+                cells = (name, k.n, k.agree, k.disagree, k.skipped_pending, k.errors)
+                lines.append("| " + " | ".join(escape_markdown_cell(x) for x in cells) + " |")
+        return "\n".join(lines) + "\n"
+
+
+Prediction: TypeAlias = "JudgeResult | Exception"
+
+
+def calibrate(
+    rows: Iterable[CalibrationRow],
+    predict: Callable[[CalibrationRow], Prediction] = canned_predict,
+    *,
+    live: bool | None = None,
+) -> CalibrationReport:
+    """Score the judge against the human labels.
+
+    ``predict`` returns the judge's result for a row, or an exception (raising works too):
+    canned mode (the default) parses the recorded ``judge_output``; live mode passes a function
+    that calls the real judge. ``live`` defaults to "``predict`` is not the canned one".
+    """
+    is_live = (predict is not canned_predict) if live is None else live
+    ta = fa = fr = tr = skipped = errors = 0
+    disagreements: list[Disagreement] = []
+    by_category: dict[str, CategoryCounts] = {}
+    for row in rows:
+        counts = by_category.setdefault(row.category or NO_CATEGORY, CategoryCounts())
+        try:
+            outcome: Prediction = predict(row)
+        except Exception as exc:  # a failed judge call is an error, never a decision
+            outcome = exc
+        if not isinstance(outcome, JudgeResult):
+            errors += 1
+            counts.errors += 1
+            continue
+        human, predicted = row.human_label, outcome.decision
+        if human is None or human is JudgeDecision.PENDING or predicted is JudgeDecision.PENDING:
+            skipped += 1
+            counts.skipped_pending += 1
+            continue
+        counts.n += 1
+        human_accept = human is JudgeDecision.ACCEPT
+        judge_accept = predicted is JudgeDecision.ACCEPT
+        if human_accept and judge_accept:
+            ta += 1
+        elif judge_accept:
+            fa += 1
+        elif human_accept:
+            fr += 1
+        else:
+            tr += 1
+        if human_accept == judge_accept:
+            counts.agree += 1
+        else:
+            counts.disagree += 1
+            disagreements.append(Disagreement(row.id, row.case_id, row.category, human, predicted))
+    return CalibrationReport(
+        confusion=Confusion(ta, fa, fr, tr),
+        skipped_pending=skipped,
+        errors=errors,
+        live=is_live,
+        source=LIVE_SOURCE if is_live else CANNED_SOURCE,
+        disagreements=tuple(disagreements),
+        by_category=by_category,
+    )

@@ -1,0 +1,84 @@
+"""The LLM judge wired to a provider: a soft signal that never changes the hard verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from goldeval.core.errors import ProviderError
+from goldeval.core.models import AttemptRecord, JudgeRecord, Status
+from goldeval.dataset.case import GoldenCase
+from goldeval.judge.parse import (
+    JudgeDecision,
+    apply_contract_wins,
+    build_judge_messages,
+    judge_stability,
+    parse_judge_output,
+)
+from goldeval.providers.base import Answer, Provider, ProviderRequest, resolve
+
+DEFAULT_RUBRIC = (
+    "You grade one candidate answer against the case's expectations. Judge only what the "
+    "expectations and the retrieved context support."
+)
+
+
+@dataclass
+class Judge:
+    provider: Provider
+    model: str | None
+    rubric: str
+    repetitions: int = 1
+
+    def judge(
+        self, case: GoldenCase, record: AttemptRecord, answer: Answer, retrieved: Sequence[str]
+    ) -> None:
+        """Fill ``record.judge`` (and ``judge_stability``); refuse rows are not judged."""
+        if case.refuse or record.status not in (Status.PASS, Status.FAIL):
+            return
+        system, user = build_judge_messages(
+            self.rubric,
+            case.id,
+            case.prompt,
+            case.expect,
+            list(case.must_not),
+            list(retrieved),
+            answer.text or "",
+        )
+        decisions: list[JudgeDecision | None] = []
+        last = None
+        raw = None
+        for n in range(1, self.repetitions + 1):
+            request = ProviderRequest(
+                case=case,
+                attempt=record.index * 1000 + n,
+                system=system,
+                user=user,
+                model=self.model,
+                retrieved=list(retrieved),
+            )
+            try:
+                reply = resolve(self.provider.complete(request))
+            except ProviderError as exc:
+                # A judge fault is recorded apart: the attempt's hard verdict stands.
+                after = f" after {exc.tries} tries" if exc.tries > 1 else ""
+                record.judge = JudgeRecord(
+                    decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}{after}: {exc.message}"
+                )
+                return
+            raw = reply.text
+            last = parse_judge_output(reply.text)
+            decisions.append(last.decision)
+        assert last is not None
+        _, judged = apply_contract_wins(record.status is Status.PASS, last)
+        assert judged is not None
+        record.judge = JudgeRecord(
+            decision=judged.decision.value,
+            score=judged.score,
+            reasons=list(judged.reasons),
+            schema_valid=judged.schema_valid,
+            override_attempted=judged.override_attempted or None,
+        )
+        record.judge_output = raw
+        if self.repetitions > 1:
+            record.judge_stability = judge_stability(decisions)

@@ -1,0 +1,35 @@
+"""Built-in graders and providers, registered through the public hooks like any plugin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from goldeval.core.settings import ProviderSettings
+    from goldeval.graders.base import Grader
+    from goldeval.providers.base import Provider
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_goldeval_register_graders(config: pytest.Config) -> list[Grader]:
+    from goldeval.graders.contract import ContractGrader
+
+    graders: list[Grader] = [ContractGrader()]
+    try:
+        from goldeval.graders.general import builtin_graders
+    except ImportError:  # general graders are optional while they are being built
+        return graders
+    return graders + builtin_graders()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_goldeval_make_provider(
+    config: pytest.Config, name: str, settings: ProviderSettings
+) -> Provider | None:
+    if name in ("ollama", "openai"):
+        from goldeval.providers.http import make_http_provider
+
+        return make_http_provider(settings)
+    return None

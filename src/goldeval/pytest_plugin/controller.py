@@ -1,0 +1,867 @@
+"""Controller side: fold reports into the run, then metrics → comparison → gate → exit.
+
+Registered only in the controller process (serial run or xdist controller), so the exit
+status and the artifacts are decided exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.models import Mode
+from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_HINT, RERUN_KIND, GoldenSession
+from goldeval.reports import markdown as report_md
+from goldeval.results import run_folder as artifacts
+from goldeval.results.finalise import FinalisationError, finalisation
+from goldeval.results.run_document import build_run, config_fingerprint, git_commit, new_run_id
+from goldeval.results.run_folder import ArtifactError
+
+KEEP_STATUSES = (
+    pytest.ExitCode.INTERRUPTED,
+    pytest.ExitCode.INTERNAL_ERROR,
+    pytest.ExitCode.USAGE_ERROR,
+    pytest.ExitCode.NO_TESTS_COLLECTED,
+)
+
+
+class Controller:
+    def __init__(self, state: GoldenSession) -> None:
+        self.state = state
+        self.lost_items: list[str] = []
+        #: The pre-flight refused the run before any item ran: nothing to record or decide.
+        self.refused = False
+        self.preflown = False
+        #: the one-line reason when finishing the run failed (see finalisation_failed)
+        self.final_error: str | None = None
+        #: Golden items selected for this session (None: not known, e.g. collection failed).
+        self.expected: int | None = None
+        #: Attempts reported more than once (a rerun or repeat plugin), as "case attempt N".
+        self.duplicates: list[str] = []
+        #: What ended the run loop early, if anything (KeyboardInterrupt, pytest.exit, ...).
+        self.interrupt: BaseException | None = None
+        self.worker_pids: list[int] = []
+        #: Collection errors (serial, or forwarded by xdist from its workers).
+        self.collection_errors = 0
+        state.on_signal.append(self._forward_signal)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors += 1
+
+    # -- pre-flight: refused before the first model call -------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Before anything runs (and before xdist starts its workers): a broken store or a run
+        # key of another dataset is a usage error, another protocol under the key is 65; a
+        # missing --golden-baseline is a usage error, a damaged one 65.
+        from goldeval.core.errors import BaselineError, ConfigError
+        from goldeval.pytest_plugin.decision import preflight_baseline_file
+        from goldeval.pytest_plugin.recording import ProtocolMismatch
+        from goldeval.pytest_plugin.recording import preflight as preflight_store
+
+        try:
+            preflight_store(self.state)
+        except ProtocolMismatch as exc:
+            self._refuse(session.config, 65, str(exc))
+        try:
+            preflight_baseline_file(self.state)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except BaselineError as exc:
+            if exc.message.startswith("comparison invalid"):
+                self._refuse(session.config, 65, f"{exc.message} (baseline {exc.path})")
+            self._refuse(session.config, 65, f"baseline rejected: {exc}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # Serial runs only: an xdist controller does not collect (see the hook below).
+        from goldeval.pytest_plugin.fixtures import param_of
+
+        self.expected = sum(1 for item in session.items if "::test_golden[" in item.nodeid)
+        params = [param_of(item) for item in session.items]
+        self._preflight(session.config, sorted({p.case.id for p in params if p is not None}))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # Called before xdist schedules anything; every worker collects the same items, so
+        # the first worker's list is the selection.
+        if self.expected is None:
+            self.expected = sum(1 for nodeid in ids if "::test_golden[" in nodeid)
+        selected: set[str] | None = set()
+        for nodeid in ids:
+            if "::test_golden[" not in nodeid:
+                continue
+            match = _PARAM_ID.search(nodeid)
+            if match is None or selected is None:
+                selected = None
+                continue
+            selected.add(match["case"])
+        self._preflight(node.config, None if selected is None else sorted(selected))
+
+    def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:
+        # Listing items or showing the set-up plan calls no model: nothing to refuse.
+        if self.preflown or config.option.collectonly or config.getoption("setupplan", False):
+            return
+        self.preflown = True
+        from goldeval.core.errors import BaselineError, ConfigError, DatasetError
+        from goldeval.pytest_plugin.decision import preflight
+
+        try:
+            reason = preflight(self.state, selected)
+        except (ConfigError, DatasetError) as exc:
+            self.refused = True
+            raise pytest.UsageError(str(exc)) from None
+        except BaselineError as exc:
+            self._refuse(config, 65, f"baseline rejected: {exc}")
+        if reason is not None:
+            self._refuse(config, 65, reason)
+
+    def _refuse(self, config: pytest.Config, code: int, reason: str) -> None:
+        self.refused = True
+        line = f"goldeval decision: exit {code} — {reason} (refused before any item ran)"
+        if code == 65:
+            line += (
+                "; to run this selection anyway, report without gating (--golden-no-gate) or "
+                "capture a baseline for it (--golden-save-baseline=PATH)"
+            )
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, red=True, bold=True)
+        pytest.exit(reason, returncode=code)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        # execnet caches the worker's sys info (pid included) when xdist sets the node up.
+        info = getattr(getattr(node, "gateway", None), "_cache_rinfo", None)
+        pid = getattr(info, "pid", None)
+        if isinstance(pid, int) and pid != os.getpid():
+            self.worker_pids.append(pid)
+
+    def _forward_signal(self, signum: int) -> None:
+        """SIGTERM reached the controller: workers stop making model calls at once too."""
+        for pid in self.worker_pids:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.interrupt = excinfo.value
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = getattr(report, PAYLOAD_ATTR, None)
+        if report.failed and "::test_golden[" not in report.nodeid:
+            self.state.other_failures += 1
+        if payload is not None and self._is_rerun(payload):
+            delattr(report, PAYLOAD_ATTR)
+            return  # the first report of the attempt stays; the run is refused at the end
+        if payload is None and report.failed and "::test_golden[" in report.nodeid:
+            payload = lost_item_payload(self.state, report)
+        if payload is not None:
+            self.state.collector.add(payload)
+            recorder = self.state.recorder
+            if recorder is not None:
+                if not recorder.began:
+                    recorder.begin(*early_protocol(self.state))
+                recorder.add(payload)
+            # Folded into the run; pytest keeps every report until the end, so drop the copy.
+            if hasattr(report, PAYLOAD_ATTR):
+                delattr(report, PAYLOAD_ATTR)
+
+    def _is_rerun(self, payload: dict[str, Any]) -> bool:
+        """A second report of one attempt (pytest-repeat, a rerun plugin): never overwrite."""
+        case_id = payload.get("caseId")
+        if case_id is None:
+            return False
+        key = (payload.get("model") or "", int(payload.get("index") or 0))
+        seen = key in self.state.collector.attempts.get(str(case_id), {})
+        rerun = payload.get("status") == "ERROR" and f'"errorKind":"{RERUN_KIND}"' in str(
+            payload.get("record") or ""
+        )
+        if seen or rerun:
+            model = f" model {key[0]}" if key[0] else ""
+            self.duplicates.append(f"{case_id} attempt {key[1]}{model}")
+        return seen
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.refused:
+            self.state.close()
+            return
+        state = self.state
+        fin = finalisation(state)
+        recorder = state.recorder
+        # Ctrl-C or SIGTERM while the run is written would leave half a run folder: the
+        # write is short, so it finishes first and the signal is reported afterwards.
+        with deferred_signals() as received:
+            try:
+                finish_session(state, session, self)
+                if recorder is not None and recorder.began and not recorder.finished:
+                    # Paths that wrote no single run of the store's id (models side by side,
+                    # nothing to write): the store run still gets a final status, never
+                    # RUNNING.
+                    had_error = recorder.error
+                    recorder.finish(state.run or {"status": "FAILED"}, state.artifact_inventory)
+                    if recorder.error and not had_error:
+                        raise FinalisationError(recorder.error)
+                fin.release_all()
+            except (OSError, ArtifactError, FinalisationError) as exc:
+                # Finalisation is infrastructure: a full disk, a folder in LATEST's place, a
+                # store that fails at the end. One line and exit 75, not a traceback and exit 1.
+                self.final_error = finalisation_failed(state, session, exc)
+            except BaseException as exc:
+                # A bug: still never leave a green-looking record behind, then let pytest
+                # show it.
+                finalisation_failed(state, session, exc)
+                raise
+            finally:
+                if recorder is not None:
+                    if recorder.began and recorder.error and not recorder.finished:
+                        recorder.mark_failed("INTERRUPTED", {})
+                    recorder.close()
+        if received:
+            names = ", ".join(signal.Signals(s).name for s in received)
+            sys.stderr.write(
+                f"goldeval: {names} arrived while the run was being written; the write was "
+                "completed first\n"
+            )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.final_error is not None:
+            terminalreporter.write_line(f"goldeval: error: {self.final_error}", red=True, bold=True)
+            return
+        print_summary(self.state, terminalreporter)
+
+
+@contextmanager
+def deferred_signals() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM for the duration of the block; yields the signals received.
+
+    Used around the run's finalisation: a signal there used to leave ``.cases.*.jsonl.tmp``
+    and no run.json. The write goes on to the end; the caller reports what arrived. A no-op
+    outside the main thread (where handlers cannot be set).
+    """
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_PARAM_ID = re.compile(r"::test_golden\[(?P<case>.+?)-attempt(?P<n>\d+)(?:-(?P<model>.+))?\]$")
+
+
+def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[str, Any] | None:
+    """An item whose report carries no record (its xdist worker crashed, say): ERROR.
+
+    Every selected item must be part of the run; a lost one is infrastructure, not a FAIL.
+    """
+    match = _PARAM_ID.search(report.nodeid)
+    if match is None:
+        return None
+    try:
+        case = state.case(match["case"])
+    except GoldevalError:
+        return None
+    if case is None:
+        return None
+    from goldeval.pipeline.attempt import case_facts
+    from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
+
+    # pytest's crash message (xdist's "worker 'gw0' crashed while running ...", a plugin's
+    # own text), not the last line of a traceback.
+    message = crash_message(report)[:300] + thread_timeout_hint(state.config)
+    return {
+        "case": case_facts(case),
+        "attempt": {
+            "caseId": case.id,
+            "index": int(match["n"]),
+            "status": "ERROR",
+            "model": match["model"],
+            "errorKind": "WORKER_CRASH",
+            "errorMessage": message,
+            "durationMs": 0,
+        },
+    }
+
+
+def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Protocol and configuration known before the selection is complete (for the store)."""
+    protocol = protocol_for(state, [])
+    protocol.pop("selectedCaseIds")
+    s = state.settings
+    configuration = {
+        "mode": s.mode.protocol_name,
+        "goldenMode": s.mode.value,
+        "repetitions": s.attempts,
+        "provider": s.provider.name,
+        "runKey": s.run_key,
+    }
+    return protocol, configuration
+
+
+def merge_previous(state: GoldenSession) -> None:
+    """A resumed run key: fold the attempts graded in earlier sessions into this run."""
+    recorder = state.recorder
+    if recorder is None:
+        return
+    if not recorder.began:
+        recorder.begin(*early_protocol(state))
+    if not recorder.resumed:
+        return
+    recorder.flush()
+    cases, attempts = recorder.previous_attempts()
+    infos = {c["caseId"]: c for c in cases}
+    have = {(cid, m, i) for cid, per in state.collector.attempts.items() for (m, i) in per}
+    for attempt in attempts:
+        key = (attempt["caseId"], attempt.get("model") or "", int(attempt["index"]))
+        info = infos.get(attempt["caseId"])
+        if key in have or info is None:
+            continue
+        state.collector.add({"case": info, "attempt": attempt})
+
+
+def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
+    ds = state.load()
+    s = state.settings
+    live = s.mode is not Mode.FIXTURE
+    # Only graders that grade some row of the dataset: installing a new grader type must not
+    # make every existing baseline incomparable, and every shard or selection of one dataset
+    # gets the same hash.
+    used = state.graders_in_use()
+    grader_config = config_fingerprint(ds.grader_config(used))
+    provider_name = s.provider.name if live else None
+    fixtures = state._fixtures
+    if live and fixtures is not None:
+        from goldeval.providers.base import CallableProvider
+
+        used = fixtures[0]
+        # A conftest override (the team's own app) is named in the protocol, not "ollama".
+        if isinstance(used, CallableProvider) or (callable(used) and not hasattr(used, "complete")):
+            provider_name = f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
+        elif getattr(used, "name", None) and used is not state._provider:
+            provider_name = str(used.name)
+    from goldeval.dataset.case import selected_attempts
+
+    # The attempts actually run, when they are not 1..attempts for every case (-k attempt2).
+    partial = selected_attempts(state.collector.attempts, selected, s.attempts)
+    return {
+        "datasetId": ds.id,
+        "datasetHash": ds.hash,
+        "packId": ds.pack.version if ds.pack else None,
+        "packHash": ds.pack.hash if ds.pack else None,
+        "mode": s.mode.protocol_name,
+        "attempts": s.attempts,
+        **({"selectedAttempts": partial} if partial is not None else {}),
+        "selectedCaseIds": sorted(selected),
+        "graderConfigHash": grader_config,
+        "provider": provider_name,
+        "model": (s.provider.model if live else None),
+        "judgeEnabled": bool(s.judge and live),
+        "judgeModel": (s.judge_model or s.provider.model) if (s.judge and live) else None,
+    }
+
+
+def _ended_by_user(status: int, state: GoldenSession, interrupt: BaseException | None) -> bool:
+    """A real interruption (Ctrl-C, SIGTERM), as opposed to a run loop stopped on purpose.
+
+    pytest turns ``session.shouldstop`` (``--sw``, a plugin) into ``Session.Interrupted`` and
+    xdist turns ``-x``/``--maxfail`` into its own ``Interrupted``; both subclass
+    KeyboardInterrupt and give pytest's status 2, but nobody pressed Ctrl-C: those runs are
+    stopped early (INCOMPLETE), not INTERRUPTED.
+    """
+    if status != pytest.ExitCode.INTERRUPTED:
+        return False
+    if state.signal_received is not None or interrupt is None:
+        return True
+    if isinstance(interrupt, pytest.Session.Interrupted):
+        return False
+    if type(interrupt).__module__.startswith("xdist"):
+        return "keyboard-interrupt" in str(interrupt)  # a worker got Ctrl-C
+    return type(interrupt) is KeyboardInterrupt
+
+
+def _stop_reason(session: pytest.Session, interrupt: BaseException | None) -> str:
+    for why in (session.shouldfail, session.shouldstop, interrupt):
+        text = str(why or "").strip()
+        if text and text != "True":
+            return text
+    return "the session stopped before running every selected item"
+
+
+def finish_session(
+    state: GoldenSession, session: pytest.Session, controller: Controller | None = None
+) -> None:
+    state.close()
+    status = session.exitstatus
+    if session.config.option.collectonly:
+        return  # listing items is not a run: nothing recorded, exit status untouched
+    if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+        return
+    interrupt = controller.interrupt if controller is not None else None
+    interrupted = _ended_by_user(int(status), state, interrupt)
+    if not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
+        if (
+            interrupted
+            or controller is None
+            or controller.expected is None
+            or controller.collection_errors
+        ):
+            if state.signal_received:
+                # Terminated before any attempt was graded: still infrastructure, retry.
+                session.exitstatus = 75
+            return  # collection errors, or stopped before any attempt: nothing to record
+    if state.dataset is None:
+        try:
+            state.load()  # an xdist controller does not collect: load identity here
+        except GoldevalError:
+            return
+    # Every selected golden item must report; counted before earlier sessions are merged.
+    expected = controller.expected if controller is not None else None
+    not_run = max(0, expected - len(state.collector)) if expected is not None else 0
+    stopped_early = not interrupted and (
+        not_run > 0 or (expected is None and (bool(session.shouldstop) or bool(session.shouldfail)))
+    )
+    stop_reason = _stop_reason(session, interrupt) if stopped_early else ""
+    if status == pytest.ExitCode.INTERRUPTED and not interrupted:
+        # Not Ctrl-C: decide as pytest would have without the stop (failures give 1).
+        status = pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK
+    duplicates = list(controller.duplicates) if controller is not None else []
+    live = state.settings.mode is not Mode.FIXTURE
+    merge_previous(state)
+    if state.settings.mode is Mode.RECORD:
+        state.recorded = record_fixtures(state)
+
+    def unfinished(run: dict[str, Any], code: int, reason: str) -> tuple[int, str]:
+        """Early stop, reruns, SIGTERM: never COMPLETED, never exit 0 (see docs)."""
+        notes = run.setdefault("notes", [])
+        if duplicates:
+            if run.get("status") == "COMPLETED":
+                run["status"] = "INCOMPLETE"
+            run["duplicateAttempts"] = duplicates[:50]
+            shown = ", ".join(duplicates[:3]) + (" ..." if len(duplicates) > 3 else "")
+            code = 4
+            reason = (
+                f"{len(duplicates)} golden attempts reported twice ({shown}): a rerun or "
+                f"repeat plugin ran them again; {RERUN_HINT}"
+            )
+            notes.append(reason)
+        elif stopped_early:
+            run["status"] = "INCOMPLETE"
+            run["incomplete"] = True
+            run["stoppedEarly"] = {"reason": stop_reason, "attemptsNotRun": not_run}
+            note = (
+                f"stopped early ({stop_reason}): {not_run} selected attempts never ran; "
+                "the run is INCOMPLETE"
+            )
+            notes.append(note)
+            # Exit 1, as --golden-deadline: the run is not a verdict. A comparison made invalid
+            # by the attempts that never ran (a shorter selection) says nothing more; 4 and 75
+            # (configuration, infrastructure) are more telling and stay.
+            if code in (0, 1, 65):
+                code, reason = 1, note
+        if state.signal_received and interrupted:
+            key = state.settings.run_key
+            reason = f"terminated by {state.signal_received}: the run is INTERRUPTED; " + (
+                f"rerun with --golden-run-key={key} to resume it" if key else "retry it"
+            )
+            code = 75
+            notes.append(reason)
+        if code != run.get("exitDecision", {}).get("code"):
+            run["exitDecision"] = {"code": code, "reason": reason}
+        return code, reason
+
+    models = state.collector.models()
+    if len(models) > 1:
+        # Several models side by side: one run per model, reported together, never gated.
+        codes = []
+        state.benchmark = []
+        for model in models:
+            run, run_dir = build_for(state, model, interrupted, multi=True)
+            from goldeval.verdict.exit_codes import decide_exit
+
+            verdict = decide_exit(run, None, None, pytest_status=int(status))
+            run["exitDecision"] = {"code": verdict.code, "reason": verdict.reason}
+            run.setdefault("notes", []).append(
+                "models side by side (--golden-models): no baseline, no gate"
+            )
+            run_code, _ = unfinished(run, verdict.code, verdict.reason)
+            write_run(state, run, run_dir)
+            state.benchmark.append(run)
+            codes.append(run_code)
+        code = max(codes)
+        state.exit_reason = f"{len(models)} models side by side, worst exit {code}"
+        state.run = {
+            **state.benchmark[0],
+            "exitDecision": {"code": code, "reason": state.exit_reason},
+        }
+        forced = bool(duplicates or stopped_early or state.signal_received)
+        if code != int(session.exitstatus) and (status not in KEEP_STATUSES or forced):
+            session.exitstatus = code
+        return
+    only_model = models[0] if models else None
+    run, run_dir = build_for(state, only_model or None, interrupted, multi=False)
+    from goldeval.pytest_plugin.decision import decide, save_requested_baseline
+
+    recorder = state.recorder
+    resumed_all = (
+        status == pytest.ExitCode.NO_TESTS_COLLECTED
+        and recorder is not None
+        and recorder.resumed
+        and bool(run.get("attemptsTotal"))
+    )
+    # A resumed run key with nothing left to do gets the whole run's verdict, not "no tests".
+    decision = decide(state, run, 0 if resumed_all else int(status), live=live)
+    run.update(decision.run_fields)
+    forced = False
+    if recorder is not None:
+        recorder.flush()
+        if recorder.conflict:
+            # Another process created the key's run under another protocol after preflight.
+            run.setdefault("notes", []).append(recorder.conflict)
+            run["exitDecision"] = {"code": 65, "reason": recorder.conflict}
+            decision.code, decision.reason = 65, recorder.conflict
+            decision.save_baseline = False
+            forced = True
+        elif recorder.error and decision.code not in (65,):
+            # What was graded is kept (run folder); the run is not a complete record.
+            run["status"] = "INTERRUPTED"
+            reason = f"{recorder.error}; the run is incomplete, retry it"
+            run.setdefault("notes", []).append(reason)
+            run["exitDecision"] = {"code": 75, "reason": reason}
+            decision.code, decision.reason = 75, reason
+    if duplicates or stopped_early or (interrupted and state.signal_received):
+        code, reason = unfinished(run, decision.code, decision.reason)
+        forced = forced or code != decision.code or bool(duplicates) or stopped_early
+        decision.code, decision.reason = code, reason
+        decision.save_baseline = False
+    write_run(state, run, run_dir)
+    if recorder is not None:
+        recorder.finish(run, state.artifact_inventory)
+    if decision.save_baseline:
+        decision = save_requested_baseline(state, run, run_dir / "run.json", decision)
+        run.update(decision.run_fields)
+    state.run = run
+    state.exit_reason = decision.reason
+    if decision.code != int(session.exitstatus) and (
+        status not in KEEP_STATUSES or resumed_all or forced
+    ):
+        session.exitstatus = decision.code
+    elif status in KEEP_STATUSES and decision.code != int(status):
+        # pytest's own status stands (e.g. 5: every item deselected): say so, not ours.
+        kept = f"pytest exit status {int(status)} kept ({pytest.ExitCode(status).name})"
+        run["exitDecision"] = {"code": int(status), "reason": kept}
+        state.exit_reason = kept
+    state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
+
+
+def build_for(
+    state: GoldenSession, model: str | None, interrupted: bool, *, multi: bool
+) -> tuple[dict[str, Any], Path]:
+    only = model if multi else None
+    selected = state.collector.case_ids(only)
+    ds = state.load()
+    s = state.settings
+    live = s.mode is not Mode.FIXTURE
+    out_dir = s.out_dir
+    run_id = state.run_id
+    recorder = state.recorder
+    if recorder is not None and recorder.run_id and recorder.resumed:
+        run_id = recorder.run_id  # the resumed run keeps its identity (and its folder)
+    elif model is not None and multi:
+        run_id = new_run_id(out_dir, state.started)
+    protocol = protocol_for(state, selected)
+    model = (model or s.provider.model) if live else None
+    protocol["model"] = model
+    red_ids = {x.id for x in ds.cases if x.red}
+    include_red = any(case_id in red_ids for case_id in selected)
+    judge_model = protocol["judgeModel"]
+    configuration = {
+        "mode": s.mode.protocol_name,
+        "goldenMode": s.mode.value,
+        "model": model,
+        "judgeModel": judge_model,
+        "judgeEnabled": protocol["judgeEnabled"],
+        "repetitions": s.attempts,
+        "includeRed": include_red,
+        "artifactMode": s.artifacts.upper(),
+        "outputDir": str(out_dir),
+        "provider": s.provider.name if live else "fixture",
+        "providerSettings": s.provider.public() if live else None,
+        "experimentId": s.experiment,
+        "concurrency": s.concurrency if live else None,
+        "deadlineSeconds": s.deadline,
+    }
+    commit = git_commit(state.project_root)
+    fingerprint = config_fingerprint(
+        {
+            "artifactMode": "omitted",
+            "datasetHash": ds.hash,
+            "datasetVersion": ds.id,
+            "experimentId": s.experiment,
+            "gitCommit": commit,
+            "includeRed": include_red,
+            "judgeEnabled": protocol["judgeEnabled"],
+            "judgeModel": judge_model or "off",
+            "mode": s.mode.protocol_name,
+            "model": model,
+            "packDatasetVersion": ds.pack.version if ds.pack else None,
+            "packHash": ds.pack.hash if ds.pack else None,
+            "provider": configuration["provider"],
+            "repetitions": s.attempts,
+        }
+    )
+    identity = {
+        "model": model,
+        "judgeModel": judge_model,
+        "datasetVersion": ds.id,
+        "packDatasetVersion": ds.pack.version if ds.pack else None,
+        "datasetHash": ds.hash,
+        "packHash": ds.pack.hash if ds.pack else None,
+        "gitCommit": commit,
+        "experimentId": s.experiment,
+        "configFingerprint": fingerprint,
+    }
+    incomplete = state.skipped_by_deadline > 0 or interrupted
+    run_status = "INTERRUPTED" if interrupted else ("INCOMPLETE" if incomplete else "COMPLETED")
+    extra: dict[str, Any] = {}
+    if state.skipped_by_deadline:
+        extra["incomplete"] = True
+        extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
+    judge_errors = 0
+
+    fin = finalisation(state)
+
+    def on_case(case: dict[str, Any]) -> None:
+        nonlocal judge_errors
+        judge_errors += sum(1 for a in case["attempts"] if (a.get("judge") or {}).get("error"))
+        fin.unsynced += len(artifacts.write_case(run_dir, case, s.artifacts))
+
+    # A folder of its own, created exclusively (a clash draws a new id); a run key's folder
+    # is shared by its sessions and written by one process at a time (flock).
+    shared = bool(s.run_key) or (recorder is not None and recorder.resumed)
+    run_id, run_dir = fin.open_run_dir(
+        out_dir, run_id, shared=shared, new_id=lambda: new_run_id(out_dir, state.started)
+    )
+    cases_file = fin.cases_files[run_dir]
+    run = build_run(
+        run_id=run_id,
+        started=state.started,
+        duration_ms=round((time.monotonic() - state.started_monotonic) * 1000),
+        # Released as they are rolled up: run.json and the artifacts are the record from here.
+        cases=state.collector.iter_cases(only, release=True),
+        cases_file=cases_file,
+        on_case=on_case,
+        protocol=protocol,
+        configuration={k: v for k, v in configuration.items() if v is not None},
+        identity=identity,
+        status=run_status,
+        extra=extra,
+    )
+    if protocol["judgeEnabled"]:
+        run["judgeErrors"] = judge_errors
+        if judge_model and judge_model == model:
+            run["judgeSelfPreference"] = True
+            run.setdefault("notes", []).append(
+                f"judge model {judge_model} is the generator model: self-preference risk"
+            )
+    return run, run_dir
+
+
+def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
+    """Record mode: write answers as fixtures (controller only), never silently overwriting."""
+    from goldeval.providers.fixture import fixture_path
+
+    ds = state.load()
+    changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
+    for case in state.collector.iter_cases():
+        first = next((a for a in case["attempts"] if a.get("output") is not None), None)
+        if first is None:
+            continue
+        case_id = case["caseId"]
+        path = fixture_path(ds.dir, case_id)
+        old = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        if old == first["output"]:
+            changes["unchanged"].append(case_id)
+            continue
+        if old is not None and not state.settings.overwrite_fixtures:
+            changes["kept"].append(case_id)
+            continue
+        artifacts.atomic_write(path, first["output"])
+        changes["new" if old is None else "changed"].append(case_id)
+    return changes
+
+
+def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
+    """Commit a built run: every artifact durable, then the store's final status, then the
+    manifest (the folder's commit record), then LATEST and one history line.
+
+    Any failure propagates; :meth:`Controller.pytest_sessionfinish` then rolls back what this
+    process recorded (see :mod:`goldeval.results.finalise`) and exits 75.
+    """
+    from goldeval.results.evidence import inventory, write_manifest
+    from goldeval.results.run_document import write_run_json
+
+    fin = finalisation(state)
+    fin.runs[run_dir] = run
+    out_dir = state.settings.out_dir
+    artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(run)))
+    artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
+    if run.get("comparison"):
+        artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
+    cases_file = fin.cases_files.pop(run_dir)
+    write_run_json(run_dir / "run.json", run, cases_file)
+    fin.drop_temp(cases_file)
+    fin.sync()
+    fin.clear_stale_temps(run_dir)
+    entries = inventory(run_dir)
+    state.artifact_inventory = entries
+    recorder = state.recorder
+    if recorder is not None and recorder.run_id == run["runId"] and not recorder.finished:
+        had_error = recorder.error
+        recorder.finish(run, entries)
+        if recorder.error and not had_error:
+            raise FinalisationError(recorder.error)
+    write_manifest(run_dir, run["runId"], entries)
+    fin.committed(run_dir)
+    # An early stop (-x, --maxfail) or a rerun plugin's run is no finished run to point at.
+    unfinished = run.get("stoppedEarly") or run.get("duplicateAttempts")
+    if run.get("status") in ("COMPLETED", "INCOMPLETE") and not unfinished:
+        ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
+        previous = artifacts.write_latest(out_dir, run_dir)
+        fin.latest.append((out_dir / "LATEST", previous, ours))
+    fin.history.append(artifacts.append_history(out_dir, run))
+    fin.release(run_dir)
+    state.run_dir = run_dir
+    return run_dir
+
+
+def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: BaseException) -> str:
+    """Roll back this process's records of the run (marked FAILED/INTERRUPTED), set exit 75
+    (4 for an artifact path goldeval refuses to write through) and return the one-line
+    reason for the terminal."""
+    fin = finalisation(state)
+    interrupted = (
+        session.exitstatus == pytest.ExitCode.INTERRUPTED
+        or bool(session.shouldstop)
+        or isinstance(exc, KeyboardInterrupt)
+    )
+    status = "INTERRUPTED" if interrupted else "FAILED"
+    code = 4 if isinstance(exc, ArtifactError) else 75
+    kept = (
+        pytest.ExitCode.INTERRUPTED,
+        pytest.ExitCode.INTERNAL_ERROR,
+        pytest.ExitCode.USAGE_ERROR,
+    )
+    if session.exitstatus in kept:
+        code = int(session.exitstatus)  # never downgraded (style guide 12)
+    if isinstance(exc, OSError):
+        what = f"{exc.strerror or type(exc).__name__}" + (
+            f": {exc.filename}" if exc.filename else ""
+        )
+    else:
+        what = str(exc)
+    action = "fix the path and rerun" if isinstance(exc, ArtifactError) else "retry once fixed"
+    reason = f"could not finish the run ({what}); it is marked {status} (exit {code}), {action}"
+    recorder = state.recorder
+    run_id = recorder.run_id if recorder is not None and recorder.run_id else state.run_id
+    left = fin.rollback(state.settings.out_dir, run_id, status, code, reason, recorder)
+    if left:
+        reason += f"; also left behind: {', '.join(left[:3])}"
+    if state.run is not None:
+        state.run["status"] = status
+        state.run["exitDecision"] = {"code": code, "reason": reason}
+    state.exit_reason = reason
+    session.exitstatus = code
+    return reason
+
+
+def print_summary(state: GoldenSession, tr: Any) -> None:
+    """The goldeval block of pytest's terminal summary.
+
+    Every value that can hold untrusted text (reasons, notes, paths, case lists) goes through
+    goldeval.core.textsafe: an answer's escape sequences must not reach the reader's terminal.
+    """
+    from goldeval.core.textsafe import one_line
+
+    run = state.run
+    if run is None:
+        return
+    tr.write_sep(
+        "=",
+        one_line(
+            f"goldeval: {run.get('datasetVersion')} "
+            f"({run.get('configuration', {}).get('goldenMode')})"
+        ),
+    )
+    tr.write_line(
+        f"  cases {run['casesTotal']} (pass {run['casesPassed']}, fail {run['casesFailed']}, "
+        f"skipped {run['casesSkipped']}, error {run['casesError']}); "
+        f"attempts {run['attemptsTotal']}"
+    )
+    for line in report_md.summary_table(run):
+        tr.write_line(line)
+    cmp = run.get("comparison")
+    if cmp:
+        baseline = run.get("baselinePath")
+        tr.write_line(
+            f"  baseline: {one_line(cmp.get('decision'))}"
+            + (f" vs {one_line(baseline)}" if baseline else "")
+            + ("" if run.get("qualityGate") else " (no gate applied)")
+        )
+        for reason in cmp.get("invalidReasons") or []:
+            tr.write_line(f"    {one_line(reason)}")
+        for line in report_md.comparison_case_lines(cmp):
+            tr.write_line(f"    {line}")
+    for run_doc in getattr(state, "benchmark", None) or []:
+        tr.write_line(f"  model {one_line(run_doc.get('model'))}:")
+        for line in report_md.summary_table(run_doc):
+            tr.write_line("  " + line)
+    recorded = getattr(state, "recorded", None)
+    if recorded:
+        for kind in ("new", "changed"):
+            if recorded[kind]:
+                tr.write_line(
+                    f"  fixtures {kind}: {report_md.name_cases(recorded[kind], limit=10**9)}"
+                    " — read them before committing"
+                )
+        if recorded["kept"]:
+            tr.write_line(
+                f"  fixtures differing but kept (pass --golden-overwrite-fixtures): "
+                f"{report_md.name_cases(recorded['kept'], limit=10**9)}"
+            )
+    run_dir = getattr(state, "run_dir", None)
+    if run_dir is not None:
+        tr.write_line(f"  artifacts: {one_line(run_dir)}")
+    for notice in report_md.notices(run):
+        tr.write_line(f"  {notice}")
+    for note in run.get("notes") or []:
+        tr.write_line(f"  note: {one_line(note)}")
+    decision = run.get("exitDecision") or {}
+    line = one_line(f"goldeval decision: exit {decision.get('code')} — {decision.get('reason')}")
+    ok = decision.get("code") == 0
+    tr.write_line(line, green=ok, red=not ok, bold=True)

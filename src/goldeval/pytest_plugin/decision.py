@@ -1,0 +1,293 @@
+"""Baseline lookup → comparison → gate → exit status, for one finished run (controller only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from goldeval.core.errors import BaselineError, ConfigError, GoldevalError
+from goldeval.dataset.manifest import Manifest
+from goldeval.verdict.baseline import (
+    default_candidates,
+    first_comparable,
+    load_baseline,
+    save_baseline,
+)
+from goldeval.verdict.comparison import (
+    PROTOCOL_KEYS,
+    ComparisonResult,
+    attempt_counts,
+    compare,
+    protocol_differences,
+)
+from goldeval.verdict.exit_codes import COMPARISON_INVALID, GATE_FAILED, ExitDecision, decide_exit
+from goldeval.verdict.gate import GatePolicy, GateResult, attach_gate, evaluate
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.state import GoldenSession
+
+
+@dataclass
+class Decision:
+    code: int
+    reason: str
+    run_fields: dict[str, Any] = field(default_factory=dict)
+    #: The run should be saved as a baseline once run.json is on disk.
+    save_baseline: bool = False
+
+
+def policy_for(state: GoldenSession, live: bool) -> GatePolicy | None:
+    return policy_from_manifest(state.load().manifest, live)
+
+
+def policy_from_manifest(manifest: Manifest, live: bool) -> GatePolicy | None:
+    """The gate policy a dataset manifest sets for a mode (pytest and the CLI share it)."""
+    gate = manifest.gate
+    if gate is None:
+        return None
+    mode_policy = gate.live if live else gate.fixture
+    if mode_policy is None:
+        return GatePolicy(allowed_regression=0.0) if live else None
+    return GatePolicy(
+        thresholds=dict(mode_policy.thresholds), allowed_regression=mode_policy.allowed_regression
+    )
+
+
+def explicit_baseline_path(state: GoldenSession) -> Path | None:
+    explicit = state.settings.baseline
+    if not explicit:
+        return None
+    path = Path(explicit)
+    if not path.is_absolute():
+        path = Path(state.config.invocation_params.dir) / path
+    return path
+
+
+def find_baseline(
+    state: GoldenSession, run: dict[str, Any], live: bool
+) -> tuple[Path | None, dict[str, Any] | None, ComparisonResult | None]:
+    """Explicit ``--golden-baseline``, else the first comparable file of the default lookup."""
+    path = explicit_baseline_path(state)
+    if path is not None:
+        doc = load_baseline(path)
+        return path, doc, compare(doc, run)
+    found = first_comparable(
+        default_candidates(state.project_root / "baselines", state.load().id, live), run
+    )
+    return found if found is not None else (None, None, None)
+
+
+def decide(
+    state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool
+) -> Decision:
+    # Where the run came from, so that `goldeval gate/compare` started anywhere find the same
+    # gate policy and baselines (see docs/methodology.md, "Gating a saved run").
+    fields: dict[str, Any] = {
+        "projectRoot": str(state.project_root),
+        "goldenRoot": str(state.golden_root),
+    }
+    # Notes already on the run (build_for's judge self-preference warning, ...) are kept:
+    # fields["notes"] replaces the run's list, so it must start from it.
+    notes: list[str] = list(run.get("notes") or [])
+    comparison: ComparisonResult | None = None
+    gate: GateResult | None = None
+    baseline: dict[str, Any] | None = None
+    capture = state.settings.save_baseline is not None
+    try:
+        path, baseline, comparison = (
+            (None, None, None) if capture else find_baseline(state, run, live)
+        )
+    except BaselineError as exc:
+        reason = f"baseline rejected: {exc}"
+        fields["exitDecision"] = {"code": COMPARISON_INVALID, "reason": reason}
+        fields["notes"] = [*notes, reason]
+        return Decision(COMPARISON_INVALID, reason, fields)
+    if path is not None:
+        fields["baselinePath"] = str(path)
+    policy = policy_for(state, live)
+    if capture:
+        notes.append("capture run: the gate is not applied when saving a baseline")
+    elif state.settings.gate and (policy is not None or live):
+        gate = evaluate(run, policy, baseline, comparison, live=live)
+        if comparison is not None:
+            comparison = attach_gate(comparison, gate)
+    elif not state.settings.gate:
+        notes.append("--golden-no-gate: metrics reported, exit status not gated")
+    if comparison is not None:
+        fields["comparison"] = comparison.dump()
+    if gate is not None:
+        fields["qualityGate"] = gate.dump()
+    run_view = {**run, **fields}
+    if (gate is not None or capture) and pytest_status == 1 and not state.other_failures:
+        # Failed golden items are what the gate weighs: with a gate, it decides, not pytest's
+        # "some test failed"; a capture run records FAILs as they are (a live baseline with red
+        # rows expects them). The user's own failing tests still give 1.
+        pytest_status = 0
+    exit_decision: ExitDecision = decide_exit(
+        run_view,
+        # --golden-no-gate is report-only: an incomparable baseline is reported, not fatal.
+        comparison if state.settings.gate else None,
+        gate,
+        pytest_status=pytest_status,
+    )
+    code, reason = exit_decision.code, exit_decision.reason
+    if capture and code != 0:
+        notes.append(f"baseline not saved: {reason}")
+    elif capture:
+        # Not "every graded attempt ok": a capture records FAILs as they are (a live baseline
+        # with red rows expects them); the line says what is being captured.
+        reason = "baseline capture (not gated): " + capture_summary(run)
+    fields["notes"] = notes
+    fields["exitDecision"] = {"code": code, "reason": reason}
+    return Decision(code, reason, fields, save_baseline=capture and code == 0)
+
+
+def save_requested_baseline(
+    state: GoldenSession, run: dict[str, Any], run_json: Path, decision: Decision
+) -> Decision:
+    """Save the just-written run.json (full cases) as the requested baseline."""
+    import json
+
+    save_path = Path(state.settings.save_baseline or "")
+    if not save_path.is_absolute():
+        save_path = Path(state.config.invocation_params.dir) / save_path
+    notes = list(run.get("notes") or [])
+    code, reason = decision.code, decision.reason
+    try:
+        full = json.loads(run_json.read_text(encoding="utf-8"))
+        save_baseline(full, save_path, force=state.settings.force_save_baseline)
+        notes.append(f"baseline saved to {save_path}")
+        reason = f"baseline captured: {capture_summary(run)}, saved to {save_path}"
+    except BaselineError as exc:
+        code, reason = GATE_FAILED, f"baseline not saved: {exc}"
+        notes.append(reason)
+    fields = {"notes": notes, "exitDecision": {"code": code, "reason": reason}}
+    return Decision(code, reason, fields)
+
+
+def capture_summary(run: dict[str, Any]) -> str:
+    """``10 cases, 2 FAIL (12 attempts: 10 PASS, 2 FAIL)`` for the capture lines."""
+    counts = attempt_counts(run)
+    cases = int(run.get("casesTotal") or 0)
+    failed_cases = int(run.get("casesFailed") or 0)
+    parts = [f"{counts.passed} PASS", f"{counts.failed} FAIL"]
+    if counts.skipped:
+        parts.append(f"{counts.skipped} SKIPPED")
+    return (
+        f"{cases} case{'s' if cases != 1 else ''}, {failed_cases} FAIL "
+        f"({counts.total} attempt{'s' if counts.total != 1 else ''}: {', '.join(parts)})"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Pre-flight: everything that does not need an answer is decided before the first model call.
+
+#: Protocol keys known before any item runs: all of them but ``provider`` (a conftest override
+#: of golden_provider names itself only once the fixture is built) and the selection (checked
+#: apart, once collection is done).
+PREFLIGHT_KEYS = frozenset(PROTOCOL_KEYS) - {"provider", "selectedAttempts", "selectedCaseIds"}
+
+
+def preflight_baseline_file(state: GoldenSession) -> None:
+    """Session start: a named ``--golden-baseline`` must exist (usage error), be intact and be
+    of this dataset, mode and attempt count.
+
+    Raises ConfigError (exit 4) for a missing file and BaselineError (exit 65) for one that
+    is unreadable, tampered with or of another dataset/mode/attempts, before any item runs.
+    """
+    if state.settings.save_baseline is not None:
+        return
+    path = explicit_baseline_path(state)
+    if path is None:
+        return
+    if not path.is_file():
+        raise ConfigError(
+            f"--golden-baseline={state.settings.baseline}: baseline file not found ({path})",
+            hint="check the path, or leave the option out to use the default lookup under "
+            "baselines/",
+        )
+    doc = load_baseline(path)
+    s = state.settings
+    base_protocol = doc.get("protocol")
+    if not s.gate or len(s.models) > 1 or not isinstance(base_protocol, dict):
+        return
+    # What the options and the manifest already say (the rest waits for the collection):
+    # another dataset's baseline, another mode or attempt count is refused right here.
+    from goldeval.dataset.manifest import find_manifest, read_manifest
+
+    manifest_path = find_manifest(state.dataset_dir)
+    if manifest_path is None:
+        return
+    try:
+        dataset_id = read_manifest(manifest_path).version
+    except GoldevalError:
+        return  # reported by the collection
+    known = {"datasetId": dataset_id, "mode": s.mode.protocol_name, "attempts": s.attempts}
+    diffs = [
+        d
+        for d in protocol_differences(doc, {"protocol": {**base_protocol, **known}})
+        if d.key in known
+    ]
+    if diffs:
+        more = f" (+{len(diffs) - 1} more)" if len(diffs) > 1 else ""
+        raise BaselineError(
+            f"comparison invalid: {diffs[0].message}{more}",
+            path=path,
+            hint="pick the baseline of this dataset and protocol, or capture one",
+        )
+
+
+def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
+    """After collection, before any item runs: the reason the baseline comparison is already
+    known to be invalid (the run would exit 65 whatever the answers), else None.
+
+    Checks the protocol keys known now (:data:`PREFLIGHT_KEYS`, plus ``selectedCaseIds`` when
+    ``selected`` is given) against the explicit baseline, or against every candidate of the
+    default lookup (refused only when none is comparable). Also checks that every
+    ``grader.<name>`` threshold of the manifest names a registered grader (DatasetError).
+    Skipped for capture runs, ``--golden-no-gate`` and several models side by side.
+    """
+    from goldeval.dataset.manifest import check_gate_policy
+    from goldeval.pytest_plugin.controller import protocol_for
+    from goldeval.verdict.baseline import default_candidates
+
+    try:
+        dataset = state.load()
+    except GoldevalError:
+        return None  # a row or manifest error: collection reports it (a collection error)
+    if dataset.manifest.gate is not None:
+        names = {g.name for g in state.get_graders()}
+        check_gate_policy(dataset.manifest.gate, dataset.manifest_path, names)
+    s = state.settings
+    if s.save_baseline is not None or not s.gate or len(s.models) > 1:
+        return None
+    live = s.mode.value != "fixture"
+    protocol = protocol_for(state, selected or [])
+    keys = set(PREFLIGHT_KEYS)
+    # A resumed key merges earlier attempts; nothing selected is pytest's own exit 5.
+    if selected and not s.run_key:
+        keys.add("selectedCaseIds")
+    explicit = explicit_baseline_path(state)
+    if explicit is not None:
+        docs = [(explicit, load_baseline(explicit))]
+    else:
+        docs = [
+            (p, load_baseline(p))
+            for p in default_candidates(state.project_root / "baselines", dataset.id, live)
+        ]
+    first_reasons: list[str] | None = None
+    for _path, doc in docs:
+        base_protocol = doc.get("protocol")
+        if not isinstance(base_protocol, dict):
+            return None  # a reference-format baseline: compared after the run
+        candidate = {**protocol, "provider": base_protocol.get("provider")}
+        diffs = [d for d in protocol_differences(doc, {"protocol": candidate}) if d.key in keys]
+        if not diffs:
+            return None
+        if first_reasons is None:
+            first_reasons = [d.message for d in diffs]
+    if first_reasons is None:
+        return None
+    more = f" (+{len(first_reasons) - 1} more)" if len(first_reasons) > 1 else ""
+    return f"comparison invalid: {first_reasons[0]}{more} (baseline {docs[0][0]})"

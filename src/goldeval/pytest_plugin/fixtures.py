@@ -1,0 +1,85 @@
+"""The per-item fixtures ``golden_case``, ``golden_param``, ``golden_attempt``, ``golden_answer``.
+
+They live on an object registered as a plugin (one per pytest config) rather than as module
+functions taking ``request``, for speed: pytest builds a fresh fixture definition for
+``request`` every time a fixture asks for it (twice per fixture, once more for the item), which
+made ``request`` the largest single per-item cost at 100,000 items. Bound to this object, the
+fixtures reach the session state directly and the item through :meth:`pytest_runtest_setup`.
+
+Items are parametrised indirectly on ``golden_case`` (the collected :class:`GoldenParam` is its
+param), so the default chain is two fixtures, ``golden_case`` → ``golden_answer``. A conftest may
+still override ``golden_case`` (asking for ``golden_param``, ``request`` or anything else); the
+answer then uses the overriding case.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.state import GoldenParam, GoldenSession
+
+#: The argument the golden test is parametrised on (indirectly): its param is a GoldenParam.
+PARAM_ARG = "golden_case"
+
+
+def param_of(item: pytest.Item) -> GoldenParam | None:
+    """The collected (case, attempt, model) of a golden item, None for any other item."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    return callspec.params.get(PARAM_ARG)  # type: ignore[no-any-return]
+
+
+class ItemFixtures:
+    def __init__(self, state: GoldenSession) -> None:
+        self.state = state
+        self.item: pytest.Item | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        # Function-scoped fixtures are created during this item's setup, call or teardown,
+        # all of which come before the next item's setup.
+        self.item = item
+
+    def _param(self) -> GoldenParam:
+        item = self.item
+        param = param_of(item) if item is not None else None
+        if param is None:
+            raise pytest.UsageError(
+                "golden_case/golden_param/golden_answer serve the golden items collected from "
+                "the dataset (--golden=ID); other tests cannot request them"
+            )
+        return param
+
+    @pytest.fixture
+    def golden_param(self) -> GoldenParam:
+        """The collected (case, attempt, model) of this item."""
+        return self._param()
+
+    @pytest.fixture
+    def golden_case(self) -> Any:
+        """The :class:`goldeval.dataset.case.GoldenCase` of this item (override it in a
+        conftest)."""
+        return self._param().case
+
+    @pytest.fixture
+    def golden_attempt(self) -> int:
+        """The attempt number (1-based) of this item."""
+        return self._param().attempt
+
+    @pytest.fixture
+    def golden_answer(self, golden_case: Any) -> Any:
+        """The provider's answer for this attempt, obtained during setup (faults → ERROR).
+
+        ``golden_provider``, ``golden_retriever`` and ``golden_graders`` are resolved once per
+        session (every item of a dataset sees the same fixture overrides) rather than declared
+        here: three fewer fixture lookups per item matter at 100,000 items.
+        """
+        from goldeval.pytest_plugin.state import obtain_answer
+
+        item = self.item
+        assert item is not None
+        return obtain_answer(self.state, item, self._param(), golden_case)

@@ -1,0 +1,293 @@
+"""pytest hooks of pytest-goldeval. Thin on purpose: logic lives in the modules it calls.
+
+Importing this module must stay cheap and free of side effects: it is loaded by every pytest
+run in any project that has the plugin installed. Heavy imports happen only once ``--golden``
+is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.state import GoldenSession
+
+_MODES = ("fixture", "live", "record")
+#: goldeval.pytest_plugin.fixtures.PARAM_ARG, repeated so that this module imports nothing heavy.
+_PARAM_ARG = "golden_case"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from goldeval.pytest_plugin.options import add_options
+
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from goldeval import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+    if not pluginmanager.has_plugin("goldeval-ini-markers"):
+        pluginmanager.register(_IniMarkers(), "goldeval-ini-markers")
+
+
+#: How many lines of the ``markers`` ini value come from the ini file itself (see _IniMarkers).
+_INI_MARKER_LINES = pytest.StashKey[int]()
+#: Description of the markers goldeval registers for row tags (told apart from plugins' marks).
+TAG_MARKER_DESCRIPTION = "golden rows tagged"
+
+
+class _IniMarkers:
+    """Counts the markers declared in the ini file, before any plugin or conftest adds its own.
+
+    pytest keeps one list: the ini file's lines first, then every ``addinivalue_line`` in
+    configure order (conftests, plugins, pytest itself). A row tag may take a name the user
+    declared (a label), never one that code registered (code may act on it: skip, retry...).
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[_INI_MARKER_LINES] = len(config.getini("markers"))
+
+
+def reserved_marks(config: pytest.Config) -> frozenset[str]:
+    """Marker names registered by code (pytest, plugins, conftests) rather than the ini file."""
+    lines = config.getini("markers")
+    start = config.stash.get(_INI_MARKER_LINES, 0)
+    names = set()
+    for line in lines[start:]:
+        name, _, description = line.partition(":")
+        if description.strip().startswith(TAG_MARKER_DESCRIPTION):
+            continue  # a row tag goldeval registered itself
+        names.add(name.split("(")[0].strip())
+    return frozenset(names)
+
+
+#: The session's run state. Defined here, not in goldeval.pytest_plugin.state, so that asking "is
+#: the
+#: plugin active?" never imports the heavy modules in a project that does not use it.
+STATE_KEY = pytest.StashKey["GoldenSession"]()
+
+
+def _state(config: pytest.Config) -> GoldenSession | None:
+    return config.stash.get(STATE_KEY, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "red: golden row known to fail live (expect.red)")
+    if not config.getoption("golden", default=None):
+        return
+    from goldeval.pytest_plugin import builtins as builtin
+    from goldeval.pytest_plugin.state import GoldenSession
+
+    if not config.pluginmanager.is_registered(builtin):
+        config.pluginmanager.register(builtin, "goldeval-builtin")
+    state = GoldenSession(config)
+    config.stash[STATE_KEY] = state
+    from goldeval.pytest_plugin.fixtures import ItemFixtures
+
+    config.pluginmanager.register(ItemFixtures(state), "goldeval-item-fixtures")
+    if not state.is_worker:
+        from goldeval.pytest_plugin.controller import Controller
+
+        config.pluginmanager.register(Controller(state), "goldeval-controller")
+        from goldeval.pytest_plugin.collection import CollectionGuard
+
+        config.pluginmanager.register(CollectionGuard(state), "goldeval-collection-guard")
+        if state.settings.mode.value != "fixture":
+            from goldeval.pytest_plugin.prefetch import WorkStealingForLive
+
+            config.pluginmanager.register(WorkStealingForLive(), "goldeval-live-scheduling")
+    from goldeval.pytest_plugin import xdist as transport
+
+    transport.register(config)
+    from goldeval.reports import html as _h
+    from goldeval.reports import junit as _j
+
+    _j.register(config, state)
+    _h.register(config, state)
+    # `pytest --golden=ID` evaluates that dataset only; explicit paths are kept alongside it.
+    # A node id of the dataset file (pasted from a FAILED line) narrows the run to those items:
+    # appending the whole file as well would run every row (every model call, in live mode).
+    target = str(state.target)
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        if not any(_names_target(arg, state.target, config) for arg in config.args):
+            config.args.append(target)
+    else:
+        config.args[:] = [target]
+
+
+def _names_target(arg: str, target: Any, config: pytest.Config) -> bool:
+    """Whether a command-line argument is the dataset's rows file or a node id inside it."""
+    from pathlib import Path
+
+    path = arg.split("::", 1)[0]
+    if not path:
+        return False
+    try:
+        wanted = Path(target).resolve()
+        for base in (config.invocation_params.dir, config.rootpath):
+            if (Path(base) / path).resolve() == wanted:
+                return True
+    except (OSError, RuntimeError, ValueError):
+        return False
+    return False
+
+
+def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
+    state = _state(parent.config)
+    if state is None or file_path != state.target:
+        return None
+    from goldeval.pytest_plugin.collection import GoldenModule
+
+    return GoldenModule.from_parent(parent, path=file_path)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Only the dataset's own test function: a user's test asking for golden_case is not a
+    # golden attempt (it would add records to the run) and gets a clear error instead.
+    if metafunc.module.__name__ != "goldeval.pytest_plugin.golden_test":
+        return
+    state = _state(metafunc.config)
+    if state is None:
+        return
+    from goldeval.pytest_plugin.collection import parametrize
+
+    parametrize(metafunc, state)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    # trylast: after -k / -m deselected their items, so only the selected rows are checked.
+    state = _state(config)
+    if state is None:
+        return
+    from goldeval.pytest_plugin.collection import check_selected_fixtures, deselect_graded
+
+    if state.settings.run_key:
+        deselect_graded(config, state, items)
+    check_selected_fixtures(session, state, items)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    # A plain `pytest` in a project with datasets collects nothing from them (exit 5): say how
+    # to run them. Only then, so a normal run pays nothing; no heavy import, nothing written.
+    if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or _state(config) is not None:
+        return
+    if config.getoption("golden", default=None):
+        return
+    line = _datasets_hint(config)
+    if line:
+        terminalreporter.write_line(line, yellow=True)
+
+
+_MANIFESTS = ("dataset.yaml", "dataset.yml", "dataset.json")
+
+
+def _datasets_hint(config: pytest.Config) -> str | None:
+    """``goldeval: datasets under golden/: a, b; run them with --golden=ID`` or None.
+
+    Reads only the ``version`` line of each manifest (no YAML parser, no pydantic), never
+    follows links out of the golden folder and never opens anything but a regular file.
+    """
+    import json
+    import os
+    import re
+    import stat
+    from pathlib import Path
+
+    root_opt = config.getini("golden_root") or "golden"
+    root = Path(root_opt)
+    if not root.is_absolute():
+        root = Path(config.rootpath) / root
+    if not root.is_dir():
+        return None
+    version_line = re.compile(r"""^version\s*:\s*["']?([^"'#\s]+)""", re.MULTILINE)
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and d not in ("fixtures", "__pycache__")
+        )
+        name = next((m for m in _MANIFESTS if m in filenames), None)
+        if name is None or Path(dirpath) == root:
+            continue
+        path = Path(dirpath) / name
+        version = Path(dirpath).name
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                with open(path, "rb") as handle:
+                    text = handle.read(65536).decode("utf-8-sig", "replace")
+                if name.endswith(".json"):
+                    data = json.loads(text)
+                    if isinstance(data, dict) and isinstance(data.get("version"), str):
+                        version = data["version"]
+                else:
+                    match = version_line.search(text)
+                    if match:
+                        version = match.group(1)
+        except (OSError, ValueError):
+            pass
+        found.append(version)
+    if not found:
+        return None
+    try:
+        shown = root.relative_to(config.invocation_params.dir)
+    except ValueError:
+        shown = root
+    listing = ", ".join(sorted(dict.fromkeys(found)))
+    return f"goldeval: datasets under {shown}/: {listing}; run them with --golden=ID"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, Any]:
+    report = yield
+    state = _state(item.config)
+    callspec = getattr(item, "callspec", None)
+    if state is not None and callspec is not None and _PARAM_ARG in callspec.params:
+        from goldeval.pytest_plugin.collection import attach_record
+
+        attach_record(item, call, report)
+    return report
+
+
+# -- fixtures (overridable in a conftest) --------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def golden_provider(request: pytest.FixtureRequest) -> Any:
+    """The provider: fixtures replay in fixture mode, the HTTP model in live mode.
+
+    Override it in a conftest with a Provider or a plain callable ``case -> str``.
+    """
+    state = _state(request.config)
+    if state is None:
+        pytest.skip("pytest-goldeval is not active (pass --golden=ID)")
+    provider = state.default_provider()
+    yield provider
+    provider.close()
+
+
+@pytest.fixture(scope="session")
+def golden_retriever(request: pytest.FixtureRequest) -> Any:
+    """The retriever over the dataset's pack (LexicalRetriever by default)."""
+    state = _state(request.config)
+    if state is None:
+        pytest.skip("pytest-goldeval is not active (pass --golden=ID)")
+    return state.default_retriever()
+
+
+@pytest.fixture(scope="session")
+def golden_graders(request: pytest.FixtureRequest) -> list[Any]:
+    """The graders for every attempt (registered through pytest_goldeval_register_graders)."""
+    state = _state(request.config)
+    if state is None:
+        pytest.skip("pytest-goldeval is not active (pass --golden=ID)")
+    state.load()
+    return list(state.graders or [])

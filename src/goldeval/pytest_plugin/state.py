@@ -1,0 +1,643 @@
+"""Run state of one pytest session (kept in ``config.stash``) and the per-item glue.
+
+The plugin module stays thin: it forwards hooks here. Everything that decides a verdict lives
+in pure modules (graders, rollup, metrics, comparison, gate); this module wires them to pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goldeval.core.errors import GoldevalError, ProviderError
+from goldeval.core.models import AttemptRecord, Mode, Status
+from goldeval.core.settings import RunSettings, provider_from_env
+from goldeval.dataset.case import GoldenCase
+from goldeval.dataset.manifest import find_manifest, read_manifest
+from goldeval.dataset.rows import Dataset, load_dataset, resolve_dataset, rows_file
+from goldeval.graders.base import Grader
+from goldeval.graders.contract import ContractGrader
+from goldeval.pipeline.attempt import (
+    NoRetriever,
+    Pipeline,
+    as_retriever,
+    case_facts,
+    failure_message,
+)
+from goldeval.providers.base import Answer, Provider, as_provider, resolve
+from goldeval.pytest_plugin.fixtures import param_of
+from goldeval.pytest_plugin.hooks import STATE_KEY
+from goldeval.results.run_document import RunCollector, attempt_payload
+
+PAYLOAD_ATTR = "goldeval"
+#: errorKind of an attempt whose call phase ran a second time in one process (a rerun plugin).
+RERUN_KIND = "RERUN"
+RERUN_HINT = (
+    "a golden attempt must run once: repeat attempts with --golden-attempts=N, which records "
+    "every try"
+)
+
+
+def refuse_rerun_plugins(config: pytest.Config) -> None:
+    """Rerun and repeat plugins are refused with ``--golden`` (usage error, exit 4).
+
+    pytest-rerunfailures hides the failed tries of an attempt (only the last one counts) and
+    pytest-repeat runs every attempt N times under one key (only the last one is kept): both
+    would report a pass rate the model never had. ``--golden-attempts`` is the honest way to
+    try an attempt several times. Other rerun plugins (flaky, a marker) are caught per item:
+    see :func:`grade_item` and ``Controller.pytest_runtest_logreport``.
+    """
+    problems = []
+    pm = config.pluginmanager
+    if pm.hasplugin("rerunfailures"):
+        reruns: list[Any] = [
+            config.getoption("reruns", default=None),
+            config.getoption("force_reruns", default=None),
+        ]
+        try:
+            reruns.append(config.getini("reruns"))
+        except ValueError:  # an older version without the ini option
+            pass
+        if any(_positive(v) for v in reruns):
+            problems.append("pytest-rerunfailures (--reruns) hides failed tries")
+    if pm.hasplugin("repeat") and _positive(config.getoption("count", default=None), above=1):
+        problems.append("pytest-repeat (--count) runs each attempt again under the same key")
+    if pm.hasplugin("flaky") and config.getoption("force_flaky", default=False):
+        problems.append("flaky (--force-flaky) hides failed tries")
+    if problems:
+        raise pytest.UsageError(
+            f"--golden cannot be combined with {' and '.join(problems)}: {RERUN_HINT}; "
+            "drop the option (or -p no:rerunfailures / -p no:repeat)"
+        )
+
+
+def _positive(value: Any, above: int = 0) -> bool:
+    try:
+        return value is not None and value != "" and int(value) > above
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class GoldenParam:
+    case: GoldenCase
+    attempt: int
+    model: str | None = None
+
+    @property
+    def id(self) -> str:
+        base = f"{self.case.id}-attempt{self.attempt}"
+        return f"{base}-{self.model}" if self.model else base
+
+
+def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
+    value = config.getoption(name, default=None)
+    return default if value is None else value
+
+
+def settings_from_config(config: pytest.Config) -> RunSettings:
+    mode = Mode(_opt(config, "golden_mode", "fixture"))
+    attempts = int(_opt(config, "golden_attempts", 1))
+    if attempts < 1:
+        raise pytest.UsageError("--golden-attempts must be at least 1")
+    provider_name = str(_opt(config, "golden_provider", "ollama")).lower()
+    models_opt = _opt(config, "golden_models")
+    models = [m.strip() for m in models_opt.split(",") if m.strip()] if models_opt else []
+    model = _opt(config, "golden_model") or (models[0] if models else None)
+    if model is None and mode is not Mode.FIXTURE and provider_name in ("ollama", "openai"):
+        if provider_name == "openai":
+            # Every call would fail the same way: a usage error now, not an ERROR per attempt.
+            raise pytest.UsageError(
+                "--golden-provider=openai needs a model: pass --golden-model=NAME "
+                "(or --golden-models=A,B); OpenAI-compatible servers have no default model"
+            )
+        model = "qwen2.5-coder:7b"
+    try:
+        provider = provider_from_env(provider_name, model, _opt(config, "golden_base_url"))
+    except GoldevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    timeout = _opt(config, "golden_timeout")
+    if timeout is not None:
+        provider.read_timeout = float(timeout)
+    provider.retries = int(_opt(config, "golden_retries", provider.retries))
+    # A path typed on the command line is relative to where pytest was started (as
+    # --junitxml); the ini value and the default are the project's: relative to the rootdir,
+    # so pytest started in any subfolder writes the same .goldeval/ (docs: "Project root").
+    typed = _opt(config, "golden_out", None)
+    out = Path(typed or config.getini("golden_out") or ".goldeval/runs")
+    if not out.is_absolute():
+        out = (Path(config.invocation_params.dir) if typed else Path(config.rootpath)) / out
+    artifacts = str(_opt(config, "golden_artifacts", "failure"))
+    deadline = _opt(config, "golden_deadline")
+    return RunSettings(
+        dataset=config.getoption("golden"),
+        mode=mode,
+        attempts=attempts,
+        out_dir=out,
+        artifacts=artifacts,
+        provider=provider,
+        models=models,
+        concurrency=int(_opt(config, "golden_concurrency", 8)),
+        deadline=float(deadline) if deadline is not None else None,
+        baseline=_opt(config, "golden_baseline"),
+        save_baseline=_opt(config, "golden_save_baseline"),
+        force_save_baseline=bool(_opt(config, "golden_force_save_baseline", False)),
+        gate=not bool(_opt(config, "golden_no_gate", False)),
+        judge=bool(_opt(config, "golden_judge", False)) and mode is not Mode.FIXTURE,
+        judge_model=_opt(config, "golden_judge_model"),
+        judge_repetitions=int(_opt(config, "golden_judge_repetitions", 1)),
+        overwrite_fixtures=bool(_opt(config, "golden_overwrite_fixtures", False)),
+        cache_dir=_cache_dir(config),
+        experiment=_opt(config, "golden_experiment"),
+        junit_path=_opt(config, "golden_junit"),
+        store=_opt(config, "golden_store") or os.environ.get("GOLDEVAL_STORE") or None,
+        run_key=_opt(config, "golden_run_key"),
+        rerun_errors=bool(_opt(config, "golden_rerun_errors", False)),
+    )
+
+
+def _cache_dir(config: pytest.Config) -> Path | None:
+    value = _opt(config, "golden_cache")
+    if not value:
+        return None
+    path = Path(value)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+class GoldenSession:
+    """Everything one pytest process knows about the golden run."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = settings_from_config(config)
+        self.project_root = Path(config.rootpath)
+        golden_root = Path(config.getini("golden_root") or "golden")
+        if not golden_root.is_absolute():
+            golden_root = self.project_root / golden_root
+        self.golden_root = golden_root
+        try:
+            self.dataset_dir = resolve_dataset(
+                self.settings.dataset, golden_root, Path(config.invocation_params.dir)
+            )
+        except GoldevalError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.target = self._collect_target()
+        save = self.settings.save_baseline
+        if save and not self.settings.force_save_baseline:
+            save_path = Path(save)
+            if not save_path.is_absolute():
+                save_path = Path(config.invocation_params.dir) / save_path
+            if save_path.exists():
+                raise pytest.UsageError(
+                    f"{save}: baseline already exists; pass --golden-force-save-baseline to "
+                    "overwrite it"
+                )
+        self.dataset: Dataset | None = None
+        self.graders: list[Grader] | None = None
+        self.collector = RunCollector(
+            keep_passing_output=self.settings.artifacts == "always"
+            or self.settings.mode is Mode.RECORD,
+            case_info=self.case_info,
+            case_line=self.case_line,
+        )
+        self._cases_by_id: dict[str, GoldenCase] | None = None
+        #: Records of items between grading and their deciding report, keyed by item. Not in
+        #: item.stash: a key there grows every item's stash table for the whole session.
+        self.records: dict[pytest.Item, AttemptRecord] = {}
+        self.started = datetime.now().astimezone()
+        self.started_monotonic = time.monotonic()
+        self.deadline_at = (
+            self.started_monotonic + self.settings.deadline if self.settings.deadline else None
+        )
+        self.is_worker = hasattr(config, "workerinput")
+        self.run: dict[str, Any] | None = None
+        self.exit_reason: str | None = None
+        self._pipelines: dict[tuple[int, int], Pipeline] = {}
+        self._graders_in_use: list[str] | None = None
+        self._fixtures: tuple[Any, Any, list[Grader]] | None = None
+        self.skipped_by_deadline = 0
+        #: failed reports of items that are not golden attempts (the user's own tests)
+        self.other_failures = 0
+        self._cached: dict[int, Provider] = {}
+        self._prefetcher: Any = None
+        self._judge: Any = None
+        self.run_dir: Path | None = None
+        self.benchmark: list[dict[str, Any]] | None = None
+        self.recorded: dict[str, list[str]] | None = None
+        self.artifact_inventory: list[dict[str, Any]] = []
+        from goldeval.results.run_document import new_run_id
+
+        self.run_id = new_run_id(self.settings.out_dir, self.started)
+        self.recorder: Any = None
+        if not self.is_worker:
+            from goldeval.pytest_plugin.recording import RunRecorder
+
+            self.recorder = RunRecorder(self)
+        self._provider: Provider | None = None
+        if self.settings.mode is not Mode.FIXTURE:
+            # An unknown provider is a usage error now, not an ERROR on every attempt later
+            # (which would exit 75 and be retried forever).
+            self._provider = self._make_provider()
+        if self.settings.rerun_errors and not self.settings.run_key:
+            raise pytest.UsageError("--golden-rerun-errors needs --golden-run-key")
+        refuse_rerun_plugins(config)
+        #: Items whose call phase was graded in this process (a second one is a rerun).
+        self.graded_items: set[pytest.Item] = set()
+        #: "SIGTERM" once that signal arrived: the session ends as after Ctrl-C (INTERRUPTED).
+        self.signal_received: str | None = None
+        #: Called by the SIGTERM handler first (the controller forwards it to xdist workers).
+        self.on_signal: list[Any] = []
+        self._install_sigterm()
+        if self.is_worker:
+            # The controller closes the prefetcher in finish_session; a worker's would
+            # otherwise run its queued model calls at interpreter exit, even after a signal.
+            config.add_cleanup(self.close)
+
+    def _install_sigterm(self) -> None:
+        """SIGTERM ends the session the way Ctrl-C does (pytest's KeyboardInterrupt path).
+
+        Without this, SIGTERM kills the process at once: no run folder, the store run left
+        RUNNING. Restored when pytest unconfigures.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            first = self.signal_received is None
+            self.signal_received = "SIGTERM"
+            for callback in list(self.on_signal):
+                try:
+                    callback(signum)
+                except Exception:
+                    pass
+            if first:
+                raise KeyboardInterrupt("SIGTERM")
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+        def restore() -> None:
+            if signal.getsignal(signal.SIGTERM) is on_sigterm:
+                signal.signal(signal.SIGTERM, previous)
+
+        self.config.add_cleanup(restore)
+
+    # -- collection ------------------------------------------------------------------------
+
+    def _collect_target(self) -> Path:
+        """The file the dataset's items hang off: its rows file, else its manifest."""
+        manifest_path = find_manifest(self.dataset_dir)
+        assert manifest_path is not None
+        try:
+            return rows_file(self.dataset_dir, read_manifest(manifest_path), manifest_path)
+        except GoldevalError:
+            return manifest_path  # collecting it reports the manifest problem as an error
+
+    def get_graders(self) -> list[Grader]:
+        if self.graders is None:
+            found: list[Grader] = []
+            for group in self.config.hook.pytest_goldeval_register_graders(config=self.config):
+                found.extend(group or [])
+            self.graders = found
+        return self.graders
+
+    def load(self) -> Dataset:
+        if self.dataset is None:
+            from goldeval.dataset.rows import RESERVED_TAGS
+            from goldeval.pytest_plugin.hooks import reserved_marks
+
+            # Fixtures are checked for the selected rows only, after deselection
+            # (goldeval.pytest_plugin.collection.check_selected_fixtures).
+            dataset = load_dataset(
+                self.dataset_dir,
+                project_root=self.project_root,
+                graders=self.get_graders(),
+                require_fixtures=False,
+                reserved_tags=RESERVED_TAGS | reserved_marks(self.config),
+            )
+            # The contract's domain constants come from the dataset's manifest.
+            self.graders = [
+                ContractGrader(dataset.domain.contract) if isinstance(g, ContractGrader) else g
+                for g in self.get_graders()
+            ]
+            self.dataset = dataset
+        return self.dataset
+
+    def graders_in_use(self) -> list[str]:
+        """Names of the graders that grade at least one row of the dataset (cached)."""
+        if self._graders_in_use is None:
+            cases = self.load().cases
+            self._graders_in_use = sorted(
+                {g.name for g in self.get_graders() if any(g.applies(c) for c in cases)}
+            )
+        return self._graders_in_use
+
+    def params(self) -> list[GoldenParam]:
+        dataset = self.load()
+        models: list[str | None] = list(self.settings.models) or [None]
+        return [
+            GoldenParam(case, attempt, model)
+            for model in models
+            for case in dataset.cases
+            for attempt in range(1, self.settings.attempts + 1)
+        ]
+
+    def case(self, case_id: str) -> GoldenCase | None:
+        """The dataset's case of that id (the index is built on first use)."""
+        if self._cases_by_id is None:
+            self._cases_by_id = {c.id: c for c in self.load().cases}
+        return self._cases_by_id.get(case_id)
+
+    def case_info(self, case_id: str) -> dict[str, Any] | None:
+        """The case's facts for the run (kinds, prompt, tags, line), from the dataset.
+
+        Built when the run is rolled up rather than sent with every attempt: the controller
+        loads the same dataset, and 100,000 info dicts held for the whole session cost more
+        than looking each case up once at the end.
+        """
+        case = self.case(case_id)
+        return None if case is None else case_facts(case)
+
+    def case_line(self, case_id: str) -> int | None:
+        case = self.case(case_id)
+        return None if case is None else case.line
+
+    def tag_markers(self) -> set[str]:
+        return {tag for case in self.load().cases for tag in case.tags}
+
+    # -- items -----------------------------------------------------------------------------
+
+    def default_provider(self) -> Provider:
+        dataset = self.load()
+        if self.settings.mode is Mode.FIXTURE:
+            from goldeval.providers.fixture import FixtureProvider
+
+            return FixtureProvider(dataset.dir)
+        if self._provider is not None:
+            return self._provider
+        return self._make_provider()
+
+    def _make_provider(self) -> Provider:
+        try:
+            provider = self.config.hook.pytest_goldeval_make_provider(
+                config=self.config,
+                name=self.settings.provider.name,
+                settings=self.settings.provider,
+            )
+        except GoldevalError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if provider is None:
+            raise pytest.UsageError(
+                f"unknown provider {self.settings.provider.name!r}: use ollama, openai, or "
+                "register one with the pytest_goldeval_make_provider hook"
+            )
+        return provider  # type: ignore[no-any-return]
+
+    def default_retriever(self) -> Any:
+        from goldeval.pipeline.retriever import LexicalRetriever
+
+        dataset = self.load()
+        if dataset.pack is None or not dataset.pack.chunks:
+            return NoRetriever()
+        return LexicalRetriever(dataset.pack.chunks, dataset.domain.retriever)
+
+    def wrap_provider(self, provider: Provider) -> Provider:
+        """Add the response cache around the provider once per process, if asked for."""
+        if self.settings.cache_dir is None or self.settings.mode is Mode.FIXTURE:
+            return provider
+        cached = self._cached.get(id(provider))
+        if cached is None:
+            from goldeval.providers.cache import CachedProvider
+
+            cached = CachedProvider(
+                provider,
+                self.settings.cache_dir,
+                {"temperature": self.settings.provider.temperature},
+            )
+            self._cached[id(provider)] = cached
+        return cached
+
+    def prefetcher(self) -> Any:
+        if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1:
+            return None
+        if self._prefetcher is None:
+            from goldeval.pytest_plugin.prefetch import Prefetcher
+
+            self._prefetcher = Prefetcher(self.settings.concurrency)
+        return self._prefetcher
+
+    def judge(self) -> Any:
+        if not self.settings.judge:
+            return None
+        if self._judge is None:
+            from goldeval.core.settings import provider_from_env
+            from goldeval.judge.runner import DEFAULT_RUBRIC, Judge
+
+            s = self.settings
+            judge_settings = provider_from_env(
+                s.provider.name,
+                s.judge_model or s.provider.model,
+                self.config.getoption("golden_base_url", default=None),
+            )
+            judge_settings.read_timeout = s.provider.read_timeout
+            judge_settings.connect_timeout = s.provider.connect_timeout
+            judge_settings.retries = s.provider.retries
+            provider = self.config.hook.pytest_goldeval_make_provider(
+                config=self.config, name=judge_settings.name, settings=judge_settings
+            )
+            if provider is None:
+                raise pytest.UsageError(f"no judge provider {judge_settings.name!r}")
+            self._judge = Judge(
+                provider,
+                judge_settings.model,
+                self.load().rubric or DEFAULT_RUBRIC,
+                s.judge_repetitions,
+            )
+        return self._judge
+
+    def close(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+        if self._judge is not None:
+            self._judge.provider.close()
+
+    def pipeline(self, graders: list[Grader], retriever: Any) -> Pipeline:
+        key = (id(graders), id(retriever))
+        pipe = self._pipelines.get(key)
+        if pipe is None:
+            pipe = Pipeline(self.load(), list(graders), as_retriever(retriever))
+            self._pipelines[key] = pipe
+        return pipe
+
+
+def session_fixtures(state: GoldenSession, item: pytest.Item) -> tuple[Any, Any, list[Grader]]:
+    """golden_provider, golden_retriever and golden_graders, looked up on the first item.
+
+    Through the item's own fixture request, so conftest overrides apply as usual; the
+    per-item fixtures take no ``request`` (see goldeval.pytest_plugin.fixtures), hence the
+    attribute.
+    """
+    if state._fixtures is None:
+        request = getattr(item, "_request", None)
+        if not isinstance(request, pytest.FixtureRequest):
+            raise GoldevalError(f"{item.nodeid}: pytest gave the item no fixture request")
+        state._fixtures = (
+            request.getfixturevalue("golden_provider"),
+            request.getfixturevalue("golden_retriever"),
+            request.getfixturevalue("golden_graders"),
+        )
+    return state._fixtures
+
+
+def state_of(config: pytest.Config) -> GoldenSession:
+    return config.stash[STATE_KEY]
+
+
+class _DeadlinePassed:
+    """Marker result: the call was not started because the deadline had passed."""
+
+
+def _call(
+    state: GoldenSession,
+    provider: Provider,
+    pipeline: Pipeline,
+    param: GoldenParam,
+    model: str | None,
+) -> Any:
+    """One provider call; returns the Answer or the ProviderError (futures keep either)."""
+    if state.deadline_at is not None and time.monotonic() > state.deadline_at:
+        return _DeadlinePassed()
+    req = pipeline.request(param.case, param.attempt, model)
+    start = time.perf_counter()
+    try:
+        return resolve(provider.complete(req))
+    except ProviderError as exc:
+        exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
+        return exc
+
+
+def _utf8_clean(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def obtain_answer(
+    state: GoldenSession, item: pytest.Item, param: GoldenParam, case: GoldenCase
+) -> Answer:
+    """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
+    provider, retriever, graders = session_fixtures(state, item)
+    pipeline = state.pipeline(graders, retriever)
+    collected = param
+    if case is not param.case:  # golden_case was overridden in a conftest
+        param = GoldenParam(case, param.attempt, param.model)
+    provider_obj = state.wrap_provider(as_provider(provider))
+    model = param.model or state.settings.provider.model
+
+    def model_of(p: GoldenParam) -> str | None:
+        return p.model or state.settings.provider.model
+
+    prefetch = state.prefetcher() if provider_obj.thread_safe else None
+    # Prefetch only when this item's case is the collected one (no golden_case override).
+    if prefetch is not None and collected is param:
+
+        def compute(it: pytest.Item) -> Any:
+            p = param_of(it)
+            assert p is not None
+            return _call(state, provider_obj, pipeline, p, model_of(p))
+
+        def eligible(it: pytest.Item) -> bool:
+            return param_of(it) is not None
+
+        outcome = prefetch.answer(item, compute, eligible)
+    else:
+        outcome = _call(state, provider_obj, pipeline, param, model)
+    if isinstance(outcome, _DeadlinePassed):
+        state.skipped_by_deadline += 1
+        state.records[item] = pipeline.skipped_record(case, param.attempt, "deadline", model)
+        pytest.skip("deadline: attempt not started before --golden-deadline")
+    if isinstance(outcome, ProviderError):
+        elapsed = getattr(outcome, "duration_ms", 0)
+        state.records[item] = pipeline.error_record(case, param.attempt, outcome, model, elapsed)
+        pytest.fail(
+            f"golden case {case.id} attempt {param.attempt}: ERROR {outcome.kind} after "
+            f"{outcome.tries} tr{'y' if outcome.tries == 1 else 'ies'}: {outcome.message}\n"
+            + (
+                "(infrastructure, not a quality verdict: retry the run)"
+                if outcome.retryable
+                else "(not a quality verdict; retrying will not help: change the model, "
+                "configuration or row)"
+            ),
+            pytrace=False,
+        )
+    answer: Answer = outcome
+    if answer.text is not None and not _utf8_clean(answer.text):
+        # A lone surrogate (a model cut mid-emoji, a broken app) cannot be written as UTF-8
+        # anywhere downstream: grade and store the text with it replaced.
+        answer.text = answer.text.encode("utf-8", "replace").decode("utf-8")
+    if answer.model is None:
+        answer.model = model
+    # The test function takes only this fixture: asking for `request` there too would make
+    # pytest build another fixture definition per item.
+    answer._item = item
+    answer._graded_with = (pipeline, param)
+    return answer
+
+
+def grade_item(answer: Answer) -> None:
+    """Call phase: grade with the hard graders; a FAIL shows its violations, no traceback."""
+    item = answer._item
+    state = state_of(item.config)
+    pipeline, param = answer._graded_with
+    case = param.case
+    if item in state.graded_items:
+        # A rerun plugin (flaky, a rerun marker) ran this item's call phase again: the
+        # earlier try is hidden or would be overwritten. Never grade it silently twice.
+        message = (
+            f"golden case {case.id} attempt {param.attempt} ran its call phase again in one "
+            f"session (a rerun plugin such as flaky or pytest-rerunfailures): {RERUN_HINT}"
+        )
+        state.records[item] = AttemptRecord(
+            case_id=case.id,
+            index=param.attempt,
+            model=answer.model,
+            status=Status.ERROR,
+            error_kind=RERUN_KIND,
+            error_message=message,
+        )
+        pytest.fail(message, pytrace=False)
+    state.graded_items.add(item)
+    try:
+        record = pipeline.grade(case, param.attempt, answer, answer.model)
+    except ProviderError as exc:  # a grader crashed: infrastructure, never a quality FAIL
+        state.records[item] = pipeline.error_record(case, param.attempt, exc, answer.model)
+        pytest.fail(
+            f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind}: {exc.message}",
+            pytrace=False,
+        )
+    judge = state.judge()
+    if judge is not None:
+        judge.judge(case, record, answer, pipeline.retrieve(case))
+    state.records[item] = record
+    hook = item.config.hook.pytest_goldeval_attempt_graded
+    if hook.get_hookimpls():
+        hook(config=item.config, record=record.dump())
+    if record.status is Status.FAIL:
+        pytest.fail(failure_message(record), pytrace=False)
+
+
+def payload_for(state: GoldenSession, record: AttemptRecord) -> dict[str, Any]:
+    """What travels on the report (see goldeval.results.run_document.attempt_payload); the
+    controller looks
+    the case's facts up in its own copy of the dataset (GoldenSession.case_info)."""
+    return attempt_payload(record, state.collector.keep_passing_output)

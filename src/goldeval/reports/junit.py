@@ -1,0 +1,358 @@
+"""JUnit XML for dashboards (``--golden-junit=PATH``) and glue for pytest's ``--junitxml``.
+
+pytest's own ``--junitxml`` has one testcase per *attempt* (one test item each). CI dashboards
+(Jenkins, GitLab, Azure) read better with one testcase per *case* and one per *gate rule*,
+which is what :func:`write_dashboard_junit` writes, with the ``junit-xml`` library:
+
+* suite ``goldeval.<datasetId>``;
+* per case: classname ``golden.<datasetId>``, name = case id, ``k of n attempts passed`` in
+  ``system-out``; FAIL → ``<failure>`` listing the violations, ERROR → ``<error>`` with the
+  error kinds and messages, SKIPPED → ``<skipped>``;
+* per gate rule: classname ``golden.<datasetId>.gate``, name such as
+  ``overallPassRate >= 1.000`` (stable whether the rule passed or not), ``<failure>`` when
+  the rule failed; plus a ``comparison`` testcase that fails on ``COMPARISON_INVALID``.
+
+Per-attempt ``<properties>`` in pytest's own file stay behind the ``golden_junit_properties``
+ini switch (strict validators reject testcase properties); with the switch on, suite-level
+aggregates are added as global properties too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from goldeval.core.textsafe import one_line
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.state import GoldenSession
+
+PROPERTY_PREFIX = "golden."
+_ABSOLUTE_DETAIL = re.compile(r"^\s*(-?[0-9.]+)\s*(>=|<=|<|>)\s*(-?[0-9.]+)\s*$")
+#: A failed absolute rule's detail shows the broken comparison; the testcase name shows the rule.
+_RULE_OPERATOR = {"<": ">=", ">": "<=", ">=": ">=", "<=": "<="}
+
+
+def _first_line(text: Any) -> str:
+    for line in str(text).splitlines():
+        if line.strip():
+            return one_line(line)
+    return ""
+
+
+def _dedupe(lines: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for raw in lines:
+        # Every reason line is an excerpt of untrusted text (answers, provider errors,
+        # retrieved chunk ids): escaped once here for both the message and the text.
+        line = one_line(raw)
+        if line and line not in seen:
+            seen.add(line)
+            out.append(line)
+    return out
+
+
+def _violation_line(v: Mapping[str, Any]) -> str:
+    return (
+        f"[{v.get('category')}/{v.get('severity')}] {v.get('grader')}: "
+        f"{_first_line(v.get('reason', ''))}"
+    )
+
+
+def failure_reasons(case: Mapping[str, Any]) -> list[str]:
+    """One line per distinct reason a case failed: violations and taxonomy first."""
+    lines: list[str] = [_violation_line(v) for v in case.get("taxonomy") or []]
+    for attempt in case.get("attempts") or []:
+        if attempt.get("status") != "FAIL":
+            continue
+        contract = attempt.get("contract") or {}
+        taxonomy = contract.get("taxonomy") or []
+        lines += [_violation_line(v) for v in taxonomy]
+        if not taxonomy:
+            lines += [_first_line(v) for v in contract.get("violations") or []]
+        for grader in attempt.get("graders") or []:
+            if grader.get("passed") or not grader.get("hard", True):
+                continue
+            found = [_violation_line(v) for v in grader.get("violations") or []]
+            if not found:
+                score, threshold = grader.get("score"), grader.get("threshold")
+                found = [f"{grader.get('grader')}: failed (score {score}, threshold {threshold})"]
+            lines += found
+        retrieval = attempt.get("retrieval") or {}
+        if retrieval.get("applicable") and not retrieval.get("passed"):
+            line = (
+                f"retrieval: missing {retrieval.get('missing') or []}, "
+                f"unexpected {retrieval.get('unexpected') or []}"
+            )
+            if retrieval.get("forbiddenRetrieval"):
+                line += ", forbidden chunk retrieved"
+            lines.append(line)
+    return _dedupe(lines) or ["failed (no violation recorded)"]
+
+
+def error_reasons(case: Mapping[str, Any]) -> list[str]:
+    """The error kinds and messages of a case's ERROR attempts."""
+    lines = [_first_line(e) for e in case.get("errors") or []]
+    for attempt in case.get("attempts") or []:
+        if attempt.get("status") == "ERROR":
+            lines.append(
+                f"{attempt.get('errorKind') or 'ERROR'}: "
+                f"{_first_line(attempt.get('errorMessage') or '')}"
+            )
+    return _dedupe(lines) or ["ERROR (no message recorded)"]
+
+
+def _skip_reasons(case: Mapping[str, Any]) -> list[str]:
+    lines = [
+        str(a.get("skipReason") or a.get("errorMessage") or "")
+        for a in case.get("attempts") or []
+        if a.get("status") == "SKIPPED"
+    ]
+    return _dedupe(lines) or ["skipped"]
+
+
+def _attempt_counts(case: Mapping[str, Any]) -> tuple[int, int]:
+    rate = case.get("successRate") or {}
+    attempts = case.get("attempts") or []
+    hits = rate.get("hits", sum(1 for a in attempts if a.get("status") == "PASS"))
+    total = rate.get("total", len(attempts))
+    return int(hits), int(total)
+
+
+def _message(head: str, lines: Sequence[str]) -> str:
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    return f"{head}: {lines[0]}{more}"
+
+
+def rule_test_name(rule: Mapping[str, Any]) -> str:
+    """``overallPassRate >= 1.000`` for threshold rules, else the rule's own name."""
+    name = str(rule.get("name"))
+    detail = str(rule.get("detail") or "")
+    match = _ABSOLUTE_DETAIL.match(detail)
+    if match:
+        return f"{name} {_RULE_OPERATOR[match.group(2)]} {match.group(3)}"
+    threshold = rule.get("threshold")
+    if rule.get("kind") == "absolute" and isinstance(threshold, (int, float)):
+        from goldeval.verdict.gate import MAXIMUM_METRICS
+
+        operator = "<=" if name in MAXIMUM_METRICS else ">="
+        return f"{name} {operator} {threshold:.3f}"
+    return name
+
+
+def _seconds(ms: Any) -> Decimal | None:
+    # Decimal keeps the suite's summed time to three decimals (SUREFIRE_TIME in the schema).
+    try:
+        value = Decimal(int(ms)) / Decimal(1000)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
+    from junit_xml import TestCase, TestSuite  # type: ignore[import-untyped]
+
+    protocol = run.get("protocol") or {}
+    dataset = str(protocol.get("datasetId") or run.get("datasetVersion") or "dataset")
+    classname = f"golden.{dataset}{suffix}"
+    cases: list[Any] = []
+    for case in run.get("cases") or []:
+        hits, total = _attempt_counts(case)
+        status = str(case.get("status"))
+        out = [f"{hits} of {total} attempts passed", f"status: {status}"]
+        if case.get("kinds"):
+            out.append("kinds: " + ", ".join(str(k) for k in case["kinds"]))
+        tc = TestCase(
+            str(case.get("caseId")),
+            classname=classname,
+            elapsed_sec=_seconds(case.get("durationMs")),
+            stdout="\n".join(out),
+        )
+        if status == "FAIL":
+            reasons = failure_reasons(case)
+            tc.add_failure_info(
+                message=_message(f"{hits} of {total} attempts passed", reasons),
+                output="\n".join(reasons),
+                failure_type="golden.FAIL",
+            )
+        elif status == "ERROR":
+            reasons = error_reasons(case)
+            kind = reasons[0].split(":", 1)[0] if ":" in reasons[0] else "ERROR"
+            tc.add_error_info(
+                message=_message("infrastructure error", reasons),
+                output="\n".join(reasons),
+                error_type=f"golden.{kind}",
+            )
+        elif status == "SKIPPED":
+            reasons = _skip_reasons(case)
+            tc.add_skipped_info(message=reasons[0], output="\n".join(reasons))
+        cases.append(tc)
+    gate_class = f"{classname}.gate"
+    gate = run.get("qualityGate") or {}
+    for rule in gate.get("rules") or []:
+        detail = one_line(rule.get("detail") or "")
+        tc = TestCase(
+            rule_test_name(rule), classname=gate_class, stdout=f"{rule.get('kind')}: {detail}"
+        )
+        if not rule.get("passed"):
+            tc.add_failure_info(
+                message=f"{rule.get('name')}: {detail}",
+                output=detail,
+                failure_type=f"golden.gate.{rule.get('kind')}",
+            )
+        cases.append(tc)
+    comparison = run.get("comparison")
+    tc = TestCase("comparison", classname=gate_class)
+    if not comparison:
+        tc.add_skipped_info(message="no baseline to compare with")
+    else:
+        decision = str(comparison.get("decision"))
+        baseline = run.get("baselinePath") or comparison.get("baselineRunId") or "baseline"
+        tc.stdout = f"{decision} vs {one_line(baseline)}"
+        if decision == "COMPARISON_INVALID":
+            reasons = _dedupe(str(r) for r in comparison.get("invalidReasons") or []) or [decision]
+            tc.add_failure_info(
+                message=_message("comparison invalid", reasons),
+                output="\n".join(reasons),
+                failure_type="golden.comparison",
+            )
+    cases.append(tc)
+    properties = {
+        "golden.runId": run.get("runId"),
+        "golden.status": run.get("status"),
+        "golden.datasetHash": protocol.get("datasetHash") or run.get("datasetHash"),
+        "golden.packHash": protocol.get("packHash") or run.get("packHash"),
+        "golden.mode": protocol.get("mode"),
+        "golden.attempts": protocol.get("attempts"),
+        "golden.model": protocol.get("model") or run.get("model"),
+        "golden.verdict": gate.get("verdict"),
+        "golden.comparison": (comparison or {}).get("decision"),
+        "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
+    }
+    return TestSuite(
+        f"goldeval.{dataset}{suffix}",
+        cases,
+        timestamp=run.get("timestamp"),
+        id=run.get("runId"),
+        properties={k: str(v) for k, v in properties.items() if v is not None},
+    )
+
+
+def dashboard_xml(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The dashboard document for one run (or one suite per model for side-by-side runs)."""
+    from junit_xml import to_xml_report_string
+
+    several = len(runs) > 1
+    suites = [
+        _suite(run, f".{(run.get('protocol') or {}).get('model') or i}" if several else "")
+        for i, run in enumerate(runs, start=1)
+    ]
+    return str(to_xml_report_string(suites, prettyprint=True, encoding="utf-8"))
+
+
+def write_dashboard_junit(run: dict[str, Any], path: Path) -> None:
+    """Write the dashboard JUnit XML of a finished run (the run.json document) to ``path``."""
+    from goldeval.results.run_folder import atomic_write
+
+    atomic_write(Path(path), dashboard_xml([run]))
+
+
+def _write_many(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
+    from goldeval.results.run_folder import atomic_write
+
+    atomic_write(Path(path), dashboard_xml(runs))
+
+
+class JunitGlue:
+    """Registered in every process: the dashboard file is written by the controller only."""
+
+    def __init__(self, config: pytest.Config, state: GoldenSession) -> None:
+        self.config = config
+        self.state = state
+        self.written: Path | None = None
+
+    def _target(self) -> Path | None:
+        raw = self.state.settings.junit_path
+        if not raw:
+            return None
+        path = Path(raw)
+        return path if path.is_absolute() else Path(self.config.invocation_params.dir) / path
+
+    def pytest_goldeval_run_finished(self, config: pytest.Config, run: dict[str, Any]) -> None:
+        """Suite aggregates as global properties of ``--junitxml`` (before it is written)."""
+        if not config.getini("golden_junit_properties"):
+            return
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - private API moved
+            return
+        xml = config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        metric = (run.get("metrics") or {}).get("overallPassRate") or {}
+        values = {
+            "golden.runId": run.get("runId"),
+            "golden.dataset": (run.get("protocol") or {}).get("datasetId"),
+            "golden.overallPassRate": metric.get("rate"),
+            "golden.verdict": (run.get("qualityGate") or {}).get("verdict"),
+            "golden.comparison": (run.get("comparison") or {}).get("decision"),
+            "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
+        }
+        for name, value in values.items():
+            if value is not None:
+                xml.add_global_property(name, str(value))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        target = self._target()
+        if target is None or self.state.is_worker or self.state.run is None:
+            return
+        runs = self.state.benchmark or [self.state.run]
+        _write_many(runs, target)
+        self.written = target
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.written is not None:
+            terminalreporter.write_line(f"  dashboard JUnit XML: {self.written}")
+
+
+class JunitPropertiesGlue:
+    """Registered only with the ``golden_junit_properties`` ini switch on: a report hook
+    wrapper costs every item of every run."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        # pytest's junitxml reads properties from the *teardown* report, which copies
+        # item.user_properties: carry the golden.* pairs put on this report over to the item.
+        if call.when != "teardown":
+            present = set(item.user_properties)
+            for pair in report.user_properties:
+                if (
+                    isinstance(pair, tuple)
+                    and str(pair[0]).startswith(PROPERTY_PREFIX)
+                    and pair not in present
+                ):
+                    item.user_properties.append(pair)
+                    present.add(pair)
+        return report
+
+
+def register(config: pytest.Config, state: GoldenSession) -> None:
+    """Register the JUnit glue (idempotent); called from ``pytest_configure``."""
+    name = "goldeval-junit"
+    if config.pluginmanager.get_plugin(name) is None:
+        config.pluginmanager.register(JunitGlue(config, state), name)
+    if config.getini("golden_junit_properties") and not config.pluginmanager.has_plugin(
+        "goldeval-junit-properties"
+    ):
+        config.pluginmanager.register(JunitPropertiesGlue(), "goldeval-junit-properties")

@@ -1,0 +1,342 @@
+"""report.md: the reference's eval-report layout (section 8), readable in a CI job summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from goldeval.core.textsafe import one_line
+from goldeval.results.metrics import RATE_NAMES, format_rate, rate_value
+
+RATE_LABELS = {
+    "overallPassRate": "Overall",
+    "contractPassRate": "Contract",
+    "judgeAcceptRate": "Judge",
+    "retrievalPassRate": "Retrieval",
+    "negativeCasePassRate": "Negative",
+    "hallucinationRate": "Hallucination (fail rate)",
+    "refusalAccuracy": "Refusal",
+    "layerAccuracy": "Layer",
+    "ragAccuracy": "RAG",
+}
+
+
+#: How many case ids a terminal line names before "and N more".
+NAMED_CASES = 10
+
+
+def md_escape(text: Any) -> str:
+    """Escape untrusted text for a Markdown table cell (no HTML, no pipes, one line).
+
+    Control, C1 and bidi characters are escaped visibly first (goldeval.core.textsafe), so the
+    report is safe to ``cat`` and a job summary cannot be reordered by a U+202E override.
+    """
+    s = one_line(text)
+    for ch, rep in (
+        ("\\", "\\\\"),
+        ("|", "\\|"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("`", "\\`"),
+        ("*", "\\*"),
+        ("_", "\\_"),
+        ("[", "\\["),
+        ("]", "\\]"),
+    ):
+        s = s.replace(ch, rep)
+    return " ".join(s.split())
+
+
+def _ci(metric: Mapping[str, Any] | None) -> str:
+    ci = (metric or {}).get("ci95")
+    if not ci:
+        return ""
+    return f"{ci['lower'] * 100:.1f}–{ci['upper'] * 100:.1f}%"
+
+
+def render(run: Mapping[str, Any]) -> str:
+    m = run.get("metrics", {})
+    cfg = run.get("configuration", {})
+    proto = run.get("protocol", {})
+    out: list[str] = ["# AI eval report", ""]
+    bullets = [
+        ("Run", run.get("runId")),
+        ("Status", run.get("status")),
+        ("Model", run.get("model") or "n/a"),
+        ("Judge", run.get("judgeModel") or "off"),
+        ("Dataset", f"{run.get('datasetVersion')} / {run.get('packDatasetVersion') or 'no pack'}"),
+        ("Dataset hash", run.get("datasetHash")),
+        ("Pack hash", run.get("packHash") or "n/a"),
+        ("Experiment", run.get("experimentId") or "n/a"),
+        ("Config fingerprint", run.get("configFingerprint")),
+        ("Commit", run.get("gitCommit")),
+        ("Mode", cfg.get("mode")),
+        ("Provider", cfg.get("provider")),
+        ("Attempts per case", proto.get("attempts")),
+        ("Selected cases", len(proto.get("selectedCaseIds") or [])),
+        ("Duration", f"{run.get('durationMs', 0)} ms"),
+    ]
+    out += [f"- {k}: {md_escape(v)}" for k, v in bullets]
+    # Up front, where a job summary is read: what the metrics alone do not say.
+    remarks = [*notices(run), *(str(n) for n in run.get("notes") or [])]
+    if remarks:
+        out += ["", "## Notes", ""]
+        out += [f"- {md_escape(r)}" for r in remarks]
+    executed = run.get("casesTotal", 0) - run.get("casesSkipped", 0)
+    quality = run.get("attemptsPassed", 0) + run.get("attemptsFailed", 0)
+    out += ["", "## Execution", "", "| | |", "|---|---|"]
+    rows = [
+        ("Cases", run.get("casesTotal")),
+        ("Executed", executed),
+        ("Passed", run.get("casesPassed")),
+        ("Failed", run.get("casesFailed")),
+        ("Skipped", run.get("casesSkipped")),
+        ("Error", run.get("casesError")),
+        ("Attempts", run.get("attemptsTotal")),
+        (
+            "Attempts passed / failed / skipped / error",
+            f"{run.get('attemptsPassed')} / {run.get('attemptsFailed')} / "
+            f"{run.get('attemptsSkipped')} / {run.get('attemptsError')}",
+        ),
+        (
+            "Pass rate (of executed quality attempts)",
+            format_rate({"hits": run.get("attemptsPassed", 0), "total": quality}),
+        ),
+        (
+            "Coverage (executed / cases)",
+            format_rate({"hits": executed, "total": run.get("casesTotal", 0)}),
+        ),
+    ]
+    out += [f"| {k} | {v} |" for k, v in rows]
+    out += ["", "## Metrics", "", "| Metric | Value | Wilson 95% |", "|---|---|---|"]
+    for name in RATE_NAMES:
+        out.append(f"| {RATE_LABELS[name]} | {format_rate(m.get(name))} | {_ci(m.get(name))} |")
+    out.append(f"| Unstable cases | {format_rate(m.get('unstableCaseRate'))} | |")
+    for key, rate in (m.get("slices") or {}).items():
+        label = "Slice hallucination (pass rate)" if key == "hallucination" else f"Slice {key}"
+        out.append(f"| {md_escape(label)} | {format_rate(rate)} | |")
+    for key, rate in (m.get("graders") or {}).items():
+        out.append(f"| Grader {md_escape(key)} | {format_rate(rate)} | {_ci(rate)} |")
+    for key, soft in (m.get("softScores") or {}).items():
+        out.append(
+            f"| Soft {md_escape(key)} (mean score) | {soft['mean']:.3f} ({soft['samples']}) | |"
+        )
+    ws = m.get("weightedScore")
+    out.append(f"| Weighted (secondary) | {'n/a' if ws is None else f'{ws:.3f}'} | |")
+    out.append(f"| Weighted formula | {md_escape(m.get('weightedScoreFormula') or 'n/a')} | |")
+    lat = m.get("latency") or {}
+    out.append(
+        f"| Latency min/avg/median/p95/max | {lat.get('minMs', 0)} / {lat.get('avgMs', 0)} / "
+        f"{lat.get('medianMs', 0)} / {lat.get('p95Ms', 0)} / {lat.get('maxMs', 0)} ms | |"
+    )
+    tokens = m.get("tokens") or {}
+    if tokens:
+        out.append(
+            f"| Tokens in/out/total | {tokens.get('inputTokens', 'n/a')} / "
+            f"{tokens.get('outputTokens', 'n/a')} / {tokens.get('totalTokens', 'n/a')} | |"
+        )
+        if "estimatedCost" in tokens:
+            out.append(f"| Estimated cost | {tokens['estimatedCost']:.4f} | |")
+    out += ["", "## Failures / taxonomy", ""]
+    failures = [c for c in run.get("cases", []) if c.get("status") in ("FAIL", "ERROR")]
+    if not failures:
+        out.append("_None._")
+    for c in failures:
+        sr = c.get("successRate") or {}
+        detail = ""
+        if c.get("taxonomy"):
+            t = c["taxonomy"][0]
+            detail = f"{t['category']}/{t['severity']}/{t['grader']}: {t['reason']}"
+        elif c.get("errors"):
+            detail = c["errors"][0]
+        else:
+            for a in c.get("attempts", []):
+                for g in a.get("graders", []):
+                    if not g.get("passed") and g.get("violations"):
+                        v = g["violations"][0]
+                        detail = f"{v['category']}/{v['severity']}/{v['grader']}: {v['reason']}"
+                        break
+                if detail:
+                    break
+            if not detail and (c.get("retrieval") or {}).get("applicable"):
+                r = c["retrieval"]
+                detail = f"retrieval: missing {r.get('missing')}, unexpected {r.get('unexpected')}"
+        out.append(
+            f"- **{md_escape(c['caseId'])}** {c['status']} {sr.get('hits', 0)} / "
+            f"{sr.get('total', 0)}: {md_escape(detail)}"
+        )
+    out += ["", "## Stability", ""]
+    multi = [c for c in run.get("cases", []) if (c.get("successRate") or {}).get("total", 0) >= 2]
+    if not multi:
+        out.append("_(single attempt)_")
+    else:
+        out += ["| Case | k/N | Unstable |", "|---|---|---|"]
+        for c in multi:
+            sr = c["successRate"]
+            unstable = 0 < sr["hits"] < sr["total"]
+            out.append(
+                f"| {md_escape(c['caseId'])} | {sr['hits']}/{sr['total']} | "
+                f"{'yes' if unstable else 'no'} |"
+            )
+    comparison = run.get("comparison")
+    if comparison:
+        out += ["", render_comparison(comparison)]
+    out += ["", "## Quality gate", ""]
+    gate = run.get("qualityGate")
+    if not gate:
+        out.append("_Not applied._")
+    else:
+        out.append(f"**{gate.get('verdict')}**")
+        out.append("")
+        for rule in gate.get("rules", []):
+            mark = "PASS" if rule.get("passed") else "FAIL"
+            out.append(
+                f"- {mark} `{md_escape(rule.get('name'))}` ({rule.get('kind')}): "
+                f"{md_escape(rule.get('detail'))}"
+            )
+    decision = run.get("exitDecision")
+    if decision:
+        out += ["", f"Exit status {decision.get('code')}: {md_escape(decision.get('reason'))}"]
+    return "\n".join(out) + "\n"
+
+
+def render_comparison(cmp: Mapping[str, Any]) -> str:
+    out = ["## Regression", "", f"- Decision: **{cmp.get('decision')}**"]
+    for reason in cmp.get("invalidReasons") or []:
+        out.append(f"- Invalid: {md_escape(reason)}")
+    if cmp.get("decision") == "COMPARISON_INVALID":
+        return "\n".join(out)
+    counts = cmp.get("counts") or {}
+    out.append(
+        "- Unchanged pass / fail: "
+        f"{counts.get('UNCHANGED_PASS', 0)} / {counts.get('UNCHANGED_FAIL', 0)}; "
+        f"new failures {counts.get('NEW_FAILURE', 0)}, recovered {counts.get('RECOVERED', 0)}"
+    )
+    mc = cmp.get("mcnemar") or {}
+    p = mc.get("pValue")
+    out.append(
+        f"- McNemar n01={mc.get('n01', 0)} n10={mc.get('n10', 0)} "
+        f"{f'p≈{p:.3f}' if p is not None else mc.get('note', '')} (informational, not a gate)"
+    )
+    for diff in cmp.get("configurationDifferences") or []:
+        out.append(f"- Config difference: {md_escape(diff)}")
+    out += ["", "| Metric | Baseline | Candidate | Delta | Direction |", "|---|---|---|---|---|"]
+    for d in cmp.get("metrics") or []:
+
+        def fmt(v: Any, latency: bool = d.get("name") == "latencyAvgMs") -> str:
+            if v is None:
+                return "n/a"
+            return f"{v:.0f} ms" if latency else f"{v * 100:.1f}%"
+
+        delta = d.get("delta")
+        if delta is None:
+            dtext = "n/a"
+        elif d.get("name") == "latencyAvgMs":
+            dtext = f"{delta:+.0f} ms"
+        else:
+            dtext = f"{delta * 100:+.1f}%"
+        out.append(
+            f"| {one_line(d.get('name'))} | {fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
+            f"{dtext} | {d.get('direction')} |"
+        )
+    sections = [
+        ("New failures", "NEW_FAILURE"),
+        ("Infrastructure errors (not quality regressions)", "NEW_ERROR"),
+        ("Recovered", "RECOVERED"),
+        ("Added", "ADDED"),
+        ("Removed", "REMOVED"),
+        ("Unchanged pass", "UNCHANGED_PASS"),
+        ("Unchanged fail", "UNCHANGED_FAIL"),
+    ]
+    for title, cls in sections:
+        ids = [c["caseId"] for c in cmp.get("cases") or [] if c.get("class") == cls]
+        out += ["", f"### {title}", ""]
+        out.append(", ".join(md_escape(i) for i in ids) if ids else "_None._")
+    return "\n".join(out)
+
+
+def summary_table(run: Mapping[str, Any]) -> list[str]:
+    """Short metrics table for pytest's terminal summary."""
+    m = run.get("metrics", {})
+    lines = []
+    for name in RATE_NAMES:
+        lines.append(f"  {RATE_LABELS[name]:<26} {format_rate(m.get(name))}")
+    for key, rate in (m.get("graders") or {}).items():
+        lines.append(f"  {'grader ' + one_line(key):<26} {format_rate(rate)}")
+    unstable = m.get("unstableCaseRate")
+    if rate_value(unstable) is not None:
+        lines.append(f"  {'Unstable cases':<26} {format_rate(unstable)}")
+    lat = m.get("latency") or {}
+    lines.append(f"  {'Latency avg / p95':<26} {lat.get('avgMs', 0)} / {lat.get('p95Ms', 0)} ms")
+    return lines
+
+
+def name_cases(ids: Sequence[Any], count: int | None = None, limit: int = NAMED_CASES) -> str:
+    """``a, b, c`` for up to ``limit`` ids, then ``and N more`` (``count``: the full number,
+    when ``ids`` holds only the first few)."""
+    total = len(ids) if count is None else max(count, len(ids))
+    shown = [one_line(i) for i in list(ids)[:limit]]
+    more = total - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+#: Case classes named in the terminal under the baseline line, in this order.
+NAMED_CLASSES = (
+    ("new failures", "NEW_FAILURE"),
+    ("new infrastructure errors (not quality regressions)", "NEW_ERROR"),
+    ("recovered", "RECOVERED"),
+)
+
+
+def comparison_case_lines(cmp: Mapping[str, Any]) -> list[str]:
+    """``new failures (3): a, b, c`` and the like, for every class with cases (none when the
+    comparison is invalid: it has no case classes)."""
+    if cmp.get("decision") == "COMPARISON_INVALID":
+        return []
+    out = []
+    for label, cls in NAMED_CLASSES:
+        ids = [c.get("caseId") for c in cmp.get("cases") or [] if c.get("class") == cls]
+        if ids:
+            out.append(f"{label} ({len(ids)}): {name_cases(ids)}")
+    return out
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def notices(run: Mapping[str, Any]) -> list[str]:
+    """What a reader must not miss besides the metrics: retries and judge outcomes (PENDING,
+    judge errors), one line each, for the terminal and report.md (counts from run.metrics)."""
+    m = run.get("metrics") or {}
+    out: list[str] = []
+    retries = m.get("retries") or {}
+    if retries.get("attempts"):
+        out.append(
+            f"retries: {_plural(retries['attempts'], 'attempt')} needed more than one "
+            f"provider try ({_plural(retries.get('extraTries', 0), 'retry', 'retries')}): "
+            f"{name_cases(retries.get('caseIds') or [], retries.get('cases'))}"
+        )
+    judge = m.get("judge")
+    if judge:
+        line = (
+            f"judge: {judge.get('accept', 0)} ACCEPT, {judge.get('reject', 0)} REJECT, "
+            f"{judge.get('pending', 0)} PENDING, {_plural(judge.get('errors', 0), 'error')}"
+        )
+        if judge.get("pending") or judge.get("errors"):
+            line += " (PENDING and errors are not in judgeAcceptRate)"
+        out.append(line)
+        if judge.get("pending"):
+            ids = name_cases(judge.get("pendingCaseIds") or [], judge.get("pendingCases"))
+            out.append(f"judge PENDING (no usable decision): {ids}")
+        if judge.get("errors"):
+            ids = name_cases(judge.get("errorCaseIds") or [], judge.get("errorCases"))
+            out.append(f"judge errors (judge call failed; the hard verdict stands): {ids}")
+    elif run.get("judgeErrors"):
+        out.append(f"judge errors: {run['judgeErrors']} (see run.json)")
+    notes = [str(n) for n in run.get("notes") or []]
+    if run.get("judgeSelfPreference") and not any("self-preference" in n for n in notes):
+        out.append(
+            f"judge model {run.get('judgeModel')} is the generator model: self-preference risk"
+        )
+    return [one_line(line) for line in out]

@@ -1,0 +1,332 @@
+"""Attempt-weighted metrics (reference 4.4): hits / quality attempts, never a mean of rates.
+
+Pure functions over rolled-up cases. A rate with nothing counted is undefined (``None``,
+printed ``n/a``), never 0% or 100%.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from goldeval.core.models import Rate
+
+RATE_NAMES = (
+    "overallPassRate",
+    "contractPassRate",
+    "judgeAcceptRate",
+    "retrievalPassRate",
+    "negativeCasePassRate",
+    "hallucinationRate",
+    "refusalAccuracy",
+    "layerAccuracy",
+    "ragAccuracy",
+)
+LOWER_IS_BETTER = frozenset({"hallucinationRate", "latencyAvgMs"})
+WEIGHT_TERMS = (
+    ("contract", "contractPassRate"),
+    ("judge", "judgeAcceptRate"),
+    ("retrieval", "retrievalPassRate"),
+    ("negative", "negativeCasePassRate"),
+    ("hallucinationInverse", "hallucinationRate"),
+    ("refusal", "refusalAccuracy"),
+    ("layer", "layerAccuracy"),
+    ("rag", "ragAccuracy"),
+)
+Z95 = 1.959963984540054
+
+
+def wilson(hits: int, total: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval (for reading only; never gated)."""
+    if total <= 0:
+        return None
+    p = hits / total
+    denom = 1 + z * z / total
+    centre = p + z * z / (2 * total)
+    spread = z * math.sqrt((p * (1 - p) + z * z / (4 * total)) / total)
+    return max(0.0, (centre - spread) / denom), min(1.0, (centre + spread) / denom)
+
+
+def _round_half_up(value: float) -> int:
+    return math.floor(value + 0.5)
+
+
+def latency_stats(samples: Sequence[int]) -> dict[str, int]:
+    values = sorted(s for s in samples if s > 0)
+    n = len(values)
+    if n == 0:
+        return {"minMs": 0, "avgMs": 0, "medianMs": 0, "p95Ms": 0, "maxMs": 0, "samples": 0}
+
+    def pct(p: float) -> int:
+        idx = min(max(math.ceil(p * n) - 1, 0), n - 1)
+        return values[idx]
+
+    return {
+        "minMs": values[0],
+        "avgMs": _round_half_up(sum(values) / n),
+        "medianMs": pct(0.50),
+        "p95Ms": pct(0.95),
+        "maxMs": values[-1],
+        "samples": n,
+    }
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+class MetricsAccumulator:
+    """Reference 4.4 metrics, fed one rolled-up case (a run.json case dict) at a time."""
+
+    def __init__(self) -> None:
+        self.h = dict.fromkeys(RATE_NAMES, 0)
+        self.t = dict.fromkeys(RATE_NAMES, 0)
+        self.unstable_h = 0
+        self.unstable_t = 0
+        self.slices: dict[str, list[int]] = {}
+        self.graders: dict[str, list[int]] = {}
+        self.soft: dict[str, list[float]] = {}
+        self.latencies: list[int] = []
+        self.tok_in: int | None = None
+        self.tok_out: int | None = None
+        self.tok_total: int | None = None
+        self.cost: float | None = None
+        self.cost_known = True
+        # Operational facts the terminal and report.md show (retries, judge outcomes): the
+        # run keeps only light copies of passing cases, so they are counted here, in passing.
+        self.retried = 0
+        self.extra_tries = 0
+        self.retried_cases = _CaseNames()
+        self.judge = {"accept": 0, "reject": 0, "pending": 0, "errors": 0}
+        self.judged = False
+        self.judge_pending = _CaseNames()
+        self.judge_errors = _CaseNames()
+
+    def add(self, case: Mapping[str, Any]) -> None:
+        h, t = self.h, self.t
+        kinds = case.get("kinds") or ()
+        negative = "NEGATIVE" in kinds
+        hallucination = "HALLUCINATION" in kinds
+        refusal = "REFUSAL" in kinds
+        retrieval = case.get("retrieval")
+        if retrieval and retrieval.get("applicable"):
+            t["retrievalPassRate"] += 1
+            h["retrievalPassRate"] += bool(retrieval.get("passed"))
+        case_hits = case_quality = 0
+        for a in case.get("attempts") or ():
+            status = a.get("status")
+            duration = a.get("durationMs") or 0
+            if status != "SKIPPED" and duration > 0:
+                self.latencies.append(duration)
+            tk = a.get("tokens")
+            if tk:
+                self.tok_in = _add(self.tok_in, tk.get("inputTokens"))
+                self.tok_out = _add(self.tok_out, tk.get("outputTokens"))
+                self.tok_total = _add(self.tok_total, tk.get("totalTokens"))
+                if tk.get("estimatedCost") is not None:
+                    self.cost = (self.cost or 0.0) + tk["estimatedCost"]
+                elif status != "SKIPPED":
+                    self.cost_known = False
+            elif status != "SKIPPED":
+                self.cost_known = False
+            tries = a.get("tries")
+            if isinstance(tries, int) and tries > 1:
+                self.retried += 1
+                self.extra_tries += tries - 1
+                self.retried_cases.add(case.get("caseId"))
+            if status != "PASS" and status != "FAIL":
+                continue
+            passed = status == "PASS"
+            case_quality += 1
+            case_hits += passed
+            t["overallPassRate"] += 1
+            h["overallPassRate"] += passed
+            c = a.get("contract")
+            if c is not None:
+                t["contractPassRate"] += 1
+                h["contractPassRate"] += bool(c.get("passed"))
+                if refusal and c.get("refuseChecked"):
+                    t["refusalAccuracy"] += 1
+                    h["refusalAccuracy"] += bool(c.get("refuseOk"))
+                if c.get("layerChecked"):
+                    t["layerAccuracy"] += 1
+                    h["layerAccuracy"] += bool(c.get("layerOk"))
+                if c.get("ragChecked"):
+                    t["ragAccuracy"] += 1
+                    h["ragAccuracy"] += bool(c.get("ragOk"))
+            j = a.get("judge")
+            if j:
+                self._judge(case.get("caseId"), j)
+            if j and not j.get("error") and j.get("decision") != "PENDING":
+                t["judgeAcceptRate"] += 1
+                h["judgeAcceptRate"] += j.get("decision") == "ACCEPT"
+            if negative:
+                t["negativeCasePassRate"] += 1
+                h["negativeCasePassRate"] += passed
+            if hallucination:
+                t["hallucinationRate"] += 1
+                h["hallucinationRate"] += not passed
+            for g in a.get("graders") or ():
+                if g.get("hard", True):
+                    bucket = self.graders.setdefault(g["grader"], [0, 0])
+                    bucket[0] += bool(g.get("passed"))
+                    bucket[1] += 1
+                elif g.get("score") is not None:
+                    self.soft.setdefault(g["grader"], []).append(g["score"])
+        if case_quality:
+            for kind in kinds:
+                sl = self.slices.setdefault(kind.lower(), [0, 0])
+                sl[0] += case_hits
+                sl[1] += case_quality
+        rate = case.get("successRate") or {}
+        if (rate.get("total") or 0) >= 2:
+            self.unstable_t += 1
+            self.unstable_h += 0 < rate.get("hits", 0) < rate["total"]
+
+    def _judge(self, case_id: Any, j: Mapping[str, Any]) -> None:
+        self.judged = True
+        if j.get("error"):
+            self.judge["errors"] += 1
+            self.judge_errors.add(case_id)
+        elif j.get("decision") == "ACCEPT":
+            self.judge["accept"] += 1
+        elif j.get("decision") == "REJECT":
+            self.judge["reject"] += 1
+        else:
+            self.judge["pending"] += 1
+            self.judge_pending.add(case_id)
+
+    def result(self, weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+        metrics: dict[str, Any] = {n: rate_dict(self.h[n], self.t[n]) for n in RATE_NAMES}
+        score, formula = weighted_score(metrics, weights or {})
+        metrics["weightedScore"] = score
+        metrics["weightedScoreFormula"] = formula
+        metrics["latency"] = latency_stats(self.latencies)
+        tokens: dict[str, Any] = {}
+        if self.tok_in is not None:
+            tokens["inputTokens"] = self.tok_in
+        if self.tok_out is not None:
+            tokens["outputTokens"] = self.tok_out
+        if self.tok_total is not None:
+            tokens["totalTokens"] = self.tok_total
+        if self.cost is not None and self.cost_known:
+            tokens["estimatedCost"] = self.cost
+        metrics["tokens"] = tokens
+        metrics["unstableCaseRate"] = rate_dict(self.unstable_h, self.unstable_t)
+        metrics["slices"] = {k: rate_dict(v[0], v[1]) for k, v in self.slices.items()}
+        metrics["graders"] = {k: rate_dict(v[0], v[1]) for k, v in sorted(self.graders.items())}
+        if self.retried:
+            metrics["retries"] = {
+                "attempts": self.retried,
+                "extraTries": self.extra_tries,
+                **self.retried_cases.dump("cases"),
+            }
+        if self.judged:
+            metrics["judge"] = {
+                **self.judge,
+                **self.judge_pending.dump("pendingCases"),
+                **self.judge_errors.dump("errorCases"),
+            }
+        if self.soft:
+            metrics["softScores"] = {
+                k: {"mean": sum(v) / len(v), "samples": len(v)}
+                for k, v in sorted(self.soft.items())
+            }
+        return metrics
+
+
+#: How many case ids a metrics entry names (the counts are always complete).
+CASES_NAMED = 10
+
+
+class _CaseNames:
+    """Distinct cases counted, the first CASES_NAMED named (cases arrive one at a time)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ids: list[str] = []
+        self._last: Any = None
+
+    def add(self, case_id: Any) -> None:
+        if case_id is None or case_id == self._last:
+            return  # another attempt of the case just counted
+        self._last = case_id
+        self.count += 1
+        if len(self.ids) < CASES_NAMED:
+            self.ids.append(str(case_id))
+
+    def dump(self, name: str) -> dict[str, Any]:
+        return {name: self.count, name[:-1] + "Ids": list(self.ids)}
+
+
+def compute_metrics(
+    cases: Iterable[Mapping[str, Any]], weights: Mapping[str, float] | None = None
+) -> dict[str, Any]:
+    """Every metric of reference 4.4 plus per-grader pass rates, as a JSON-plain dict."""
+    acc = MetricsAccumulator()
+    for case in cases:
+        acc.add(case)
+    return acc.result(weights)
+
+
+def rate_dict(hits: int, total: int) -> dict[str, Any]:
+    """``{"hits", "total", "rate"}``; rate is None when total is 0. Wilson 95% for reading."""
+    out: dict[str, Any] = {
+        "hits": int(hits),
+        "total": int(total),
+        "rate": hits / total if total else None,
+    }
+    ci = wilson(int(hits), int(total))
+    if ci is not None:
+        out["ci95"] = {"lower": ci[0], "upper": ci[1], "method": "wilson"}
+    return out
+
+
+def rate_value(metric: Mapping[str, Any] | None) -> float | None:
+    if not metric:
+        return None
+    total = metric.get("total") or 0
+    return (metric.get("hits") or 0) / total if total else None
+
+
+def weighted_score(
+    metrics: Mapping[str, Any], weights: Mapping[str, float]
+) -> tuple[float | None, str | None]:
+    num = den = 0.0
+    parts = []
+    for term, rate_name in WEIGHT_TERMS:
+        w = float(weights.get(term, 1.0))
+        value = rate_value(metrics.get(rate_name))
+        if w <= 0 or value is None:
+            continue
+        if term == "hallucinationInverse":
+            value = 1.0 - value
+        num += w * value
+        den += w
+        parts.append(f"{w:.2f}*{term}({value:.3f})")
+    if den == 0:
+        return None, None
+    return num / den, "(" + " + ".join(parts) + ") / " + f"{den:.2f}"
+
+
+def format_rate(metric: Mapping[str, Any] | None) -> str:
+    value = rate_value(metric)
+    if value is None or metric is None:
+        return "n/a"
+    return f"{value * 100:.1f}% ({metric['hits']} / {metric['total']})"
+
+
+def recompute_overall(cases: Iterable[Mapping[str, Any]]) -> Rate:
+    """PASS / quality attempts straight from serialised cases (baseline integrity check)."""
+    hits = total = 0
+    for case in cases:
+        for a in case.get("attempts") or []:
+            if a.get("status") in ("PASS", "FAIL"):
+                total += 1
+                hits += a.get("status") == "PASS"
+    return Rate(hits=hits, total=total)

@@ -1,0 +1,351 @@
+"""The run document (run.json): built once on the controller from attempt records.
+
+Attempts arrive as JSON-plain dicts on test reports. The collector keeps each one as a compact
+JSON string (about a tenth of the memory of model objects) and the builder rolls cases up one
+at a time, streaming them to disk, so 100,000 attempts never sit in memory as objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import platform
+import secrets
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from goldeval.results.metrics import MetricsAccumulator
+from goldeval.results.rollup import RAW_FIELDS, Counters, roll_up, strip_raw
+
+
+def git_commit(cwd: Path) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def config_fingerprint(values: dict[str, Any]) -> str:
+    """SHA-256 of sorted ``key=value`` lines (reference 5.1); None → empty string."""
+    lines = []
+    for key in sorted(values):
+        value = values[key]
+        if value is None:
+            text = ""
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        else:
+            text = str(value)
+        lines.append(f"{key}={text}")
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+_COMPACT = (",", ":")
+
+
+@dataclass(frozen=True)
+class AttemptEntry:
+    case_id: str
+    index: int
+    model: str | None
+    status: str
+    #: the record as compact JSON
+    text: str
+
+
+def attempt_payload(record: Any, keep_passing_output: bool) -> dict[str, Any]:
+    """What travels on a test report for one attempt: its key and the record as one compact
+    JSON string (without the answer text of a passing attempt unless it is kept).
+
+    One string rather than the nested record: xdist (execnet) serialises report attributes
+    value by value, and sending a nested record cost more than running the item.
+    """
+    status = record.status.value
+    exclude = {"output"} if status == "PASS" and not keep_passing_output else None
+    return {
+        "caseId": record.case_id,
+        "index": record.index,
+        "model": record.model,
+        "status": status,
+        "record": record.model_dump_json(by_alias=True, exclude_none=True, exclude=exclude),
+    }
+
+
+def attempt_entry(payload: dict[str, Any], keep_passing_output: bool = True) -> AttemptEntry:
+    text = payload.get("record")
+    if isinstance(text, str):
+        return AttemptEntry(
+            payload["caseId"], int(payload["index"]), payload.get("model"), payload["status"], text
+        )
+    attempt = payload["attempt"]
+    if not keep_passing_output and attempt.get("status") == "PASS":
+        attempt = {k: v for k, v in attempt.items() if k != "output"}
+    return AttemptEntry(
+        attempt["caseId"],
+        int(attempt["index"]),
+        attempt.get("model"),
+        str(attempt.get("status")),
+        json.dumps(attempt, ensure_ascii=False, separators=_COMPACT),
+    )
+
+
+def without_raw_text(text: str) -> str:
+    """The record JSON without the raw model text (the store never holds it)."""
+    if '"output"' not in text and '"judgeOutput"' not in text:
+        return text  # the usual case: nothing to drop, no parse
+    record = json.loads(text)
+    for name in RAW_FIELDS:
+        record.pop(name, None)
+    return json.dumps(record, ensure_ascii=False, separators=_COMPACT)
+
+
+class RunCollector:
+    """Folds attempt payloads (plain dicts from reports) into cases, in dataset order.
+
+    A payload is ``{"attempt": {...}}``, optionally with ``"case"``: the case's facts (kinds,
+    prompt, tags, line). Without it they come from ``case_info(case_id)`` at roll-up time,
+    so the controller does not hold one info dict per case for the whole session.
+    """
+
+    def __init__(
+        self,
+        keep_passing_output: bool = True,
+        case_info: Callable[[str], dict[str, Any] | None] | None = None,
+        case_line: Callable[[str], int | None] | None = None,
+    ) -> None:
+        self.keep_passing_output = keep_passing_output
+        self.case_info = case_info
+        self.case_line = case_line
+        self.infos: dict[str, dict[str, Any]] = {}
+        self.attempts: dict[str, dict[tuple[str, int], str]] = {}
+
+    def add(self, payload: dict[str, Any]) -> None:
+        """Fold one attempt: a report payload (see :func:`attempt_payload`) or, from the
+        store and for lost items, ``{"attempt": record_dict}`` with an optional ``"case"``."""
+        entry = attempt_entry(payload, self.keep_passing_output)
+        case = payload.get("case")
+        if case is not None and entry.case_id not in self.infos:
+            self.infos[entry.case_id] = case
+        # Keyed by (model, attempt) so a re-sent report (xdist restart) is never counted twice.
+        self.attempts.setdefault(entry.case_id, {})[(entry.model or "", entry.index)] = entry.text
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.attempts.values())
+
+    def info(self, case_id: str) -> dict[str, Any]:
+        info = self.infos.get(case_id)
+        if info is None and self.case_info is not None:
+            info = self.case_info(case_id)
+        if info is None:  # not in this dataset (a stored attempt of a renamed case)
+            info = {"caseId": case_id, "kinds": ["GENERATION"]}
+        return info
+
+    def models(self) -> list[str]:
+        return sorted({m for per_case in self.attempts.values() for (m, _) in per_case})
+
+    def case_ids(self, model: str | None = None) -> list[str]:
+        def order(case_id: str) -> tuple[int, str]:
+            info = self.infos.get(case_id)
+            if info is not None:
+                line = info.get("line")
+            elif self.case_line is not None:
+                line = self.case_line(case_id)
+            else:
+                line = self.info(case_id).get("line")
+            return (line or 0, case_id)
+
+        return sorted(
+            (
+                case_id
+                for case_id, per_case in self.attempts.items()
+                if per_case and (model is None or any(m == model for (m, _) in per_case))
+            ),
+            key=order,
+        )
+
+    def iter_cases(
+        self, model: str | None = None, release: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """Rolled-up cases (with raw text) in dataset order; with ``model``, that model's.
+
+        With ``release``, each case's stored attempts are dropped once rolled up, so the
+        run document is built without holding every attempt twice.
+        """
+        for case_id in self.case_ids(model):
+            per_case = self.attempts[case_id]
+            keys = [k for k in per_case if model is None or k[0] == model]
+            records = [json.loads(per_case[k]) for k in keys]
+            if release:
+                for k in keys:
+                    del per_case[k]
+            yield roll_up(self.info(case_id), records)
+
+
+class LightCases:
+    """What the controller keeps in memory per case once it is written to run.json.
+
+    Everything for a non-passing case (the reports name its reasons); for a passing one only
+    what comparison, gate and reports read: status, kinds, success rate, attempt statuses and
+    whether retrieval applied. Passing cases mostly look alike, so those parts are shared
+    objects: at 100,000 cases this is the difference between ~1.3 KB and ~0.4 KB a case.
+    Readers must treat light cases as read-only.
+    """
+
+    def __init__(self) -> None:
+        self._shared: dict[tuple[Any, ...], Any] = {}
+
+    def _share(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        value = self._shared.get(key)
+        if value is None:
+            value = self._shared[key] = make()
+        return value
+
+    def light(self, case: dict[str, Any]) -> dict[str, Any]:
+        if case["status"] != "PASS":
+            return strip_raw(case)
+        kinds = tuple(case["kinds"])
+        rate = case["successRate"]
+        statuses = tuple((a["index"], a["status"]) for a in case["attempts"])
+        out = {
+            "caseId": case["caseId"],
+            "status": "PASS",
+            "kinds": self._share(("kinds", kinds), lambda: list(kinds)),
+            "successRate": self._share(
+                ("rate", rate["hits"], rate["total"]),
+                lambda: {"hits": rate["hits"], "total": rate["total"]},
+            ),
+            "attempts": self._share(
+                ("attempts", statuses),
+                lambda: [{"index": i, "status": st} for i, st in statuses],
+            ),
+            "durationMs": case.get("durationMs", 0),
+        }
+        retrieval = case.get("retrieval")
+        if retrieval is not None:
+            applicable, passed = bool(retrieval.get("applicable")), bool(retrieval.get("passed"))
+            out["retrieval"] = self._share(
+                ("retrieval", applicable, passed),
+                lambda: {"applicable": applicable, "passed": passed},
+            )
+        return out
+
+
+def build_run(
+    *,
+    run_id: str,
+    started: datetime,
+    duration_ms: int,
+    cases: Iterator[dict[str, Any]],
+    cases_file: Path,
+    protocol: dict[str, Any],
+    configuration: dict[str, Any],
+    identity: dict[str, Any],
+    status: str,
+    weights: dict[str, float] | None = None,
+    extra: dict[str, Any] | None = None,
+    on_case: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Roll up and write every case (one JSON line each) to ``cases_file``; return the run
+    document with light cases (see :class:`LightCases`) for comparison, gate and reports."""
+    counters = Counters()
+    acc = MetricsAccumulator()
+    light: list[dict[str, Any]] = []
+    lighten = LightCases().light
+    cases_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(cases_file, "w", encoding="utf-8") as fh:
+        for case in cases:
+            counters.add(case)
+            acc.add(case)
+            if on_case is not None:
+                on_case(case)
+            stripped = strip_raw(case)
+            fh.write(json.dumps(stripped, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+            light.append(lighten(case))
+    doc: dict[str, Any] = {
+        "runId": run_id,
+        "timestamp": started.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "status": status,
+        **{k: v for k, v in identity.items() if v is not None},
+        "protocol": protocol,
+        "configuration": configuration,
+        **counters.dump(),
+        "metrics": acc.result(weights),
+        "cases": light,
+        "durationMs": duration_ms,
+        "environment": {"python": platform.python_version()},
+    }
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+def write_run_json(path: Path, run: dict[str, Any], cases_file: Path) -> None:
+    """run.json: the document's fields pretty-printed, cases spliced in from ``cases_file``
+    one per line, written to a unique temp file, fsynced and renamed, so a crash leaves no
+    half file and two processes finishing the same folder never share a temp file."""
+    from goldeval.results.run_folder import fsync_dir, refuse_link, temp_file
+
+    refuse_link(path, "run.json")
+    fd, tmp = temp_file(path.parent, path.name)
+    try:
+        with open(fd, "w", encoding="utf-8", newline="\n") as out:
+            out.write("{\n")
+            first = True
+            for key, value in run.items():
+                if not first:
+                    out.write(",\n")
+                first = False
+                name = json.dumps(key, ensure_ascii=False)
+                if key == "cases":
+                    out.write(f"  {name}: [")
+                    with open(cases_file, encoding="utf-8") as fh:
+                        sep = "\n"
+                        for line in fh:
+                            out.write(sep + "    " + line.rstrip("\n"))
+                            sep = ",\n"
+                    out.write("\n  ]" if sep == ",\n" else "]")
+                else:
+                    text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+                    out.write(f"  {name}: {text}")
+            out.write("\n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        refuse_link(path, "run.json")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+#: Suffixes of run ids: a random start per process (processes started in the same millisecond
+#: draw apart), then counting (never the same suffix twice in one process, unlike fresh draws).
+_RUN_ID_SUFFIXES = itertools.count(secrets.randbits(24))
+
+
+def new_run_id(out_dir: Path, now: datetime) -> str:
+    """``YYYY-MM-DDTHH-MM-SS.mmm-xxxxxx``: sortable by start time, unique per process.
+
+    The random suffix keeps two runs started in the same millisecond (CI shards, a matrix)
+    apart; the folder is still created exclusively when the run is written (see
+    ``finish.build_for``), so even a clash of suffixes cannot mix two runs in one folder.
+    """
+    base = now.strftime("%Y-%m-%dT%H-%M-%S") + f".{now.microsecond // 1000:03d}"
+    while True:
+        run_id = f"{base}-{next(_RUN_ID_SUFFIXES) % 0x1000000:06x}"
+        if not os.path.lexists(out_dir / run_id):
+            return run_id

@@ -1,0 +1,473 @@
+"""Baselines: committed, diffable run snapshots; loaded only after an integrity check."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from goldeval.core.errors import BaselineError
+from goldeval.results.metrics import RATE_NAMES, compute_metrics
+
+#: Keys that change on every run without changing what the run measured (``projectRoot`` and
+#: ``goldenRoot`` say where the run was made, not what it measured).
+VOLATILE_KEYS = (
+    "durationMs",
+    "environment",
+    "exitDecision",
+    "comparison",
+    "baselinePath",
+    "notes",
+    "projectRoot",
+    "goldenRoot",
+)
+
+
+# -- the shape of a run document -------------------------------------------------------------
+# Every reader (comparison, gate, reports, site) takes a run.json or baseline at its word; a
+# hand-edited `cases: 5` or `protocol: "x"` must be refused with the field named, not crash
+# three modules later. Known keys are type-checked; unknown keys are left alone (newer writers).
+
+
+class _Opt:
+    """The value may also be null."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+
+class _List:
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+
+class _Map:
+    """An object with free keys whose values all follow one spec."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+_STR: tuple[type, ...] = (str,)
+_INT: tuple[type, ...] = (int,)
+_NUM: tuple[type, ...] = (int, float)
+_BOOL: tuple[type, ...] = (bool,)
+_OBJ: dict[str, Any] = {}
+_RATE = {"hits": _INT, "total": _INT, "rate": _Opt(_NUM)}
+_ATTEMPT = {
+    "caseId": _STR,
+    "index": _INT,
+    "status": _STR,
+    "model": _Opt(_STR),
+    "contract": _Opt(_OBJ),
+    "retrieval": _Opt(_OBJ),
+    "graders": _List(_OBJ),
+    "tokens": _Opt(_OBJ),
+    "durationMs": _Opt(_NUM),
+    "tries": _Opt(_INT),
+    "errorKind": _Opt(_STR),
+    "errorMessage": _Opt(_STR),
+    "output": _Opt(_STR),
+    "judge": _Opt(_OBJ),
+}
+_CASE = {
+    "caseId": _STR,
+    "status": _STR,
+    "kinds": _List(_STR),
+    "tags": _List(_STR),
+    "attempts": _List(_ATTEMPT),
+    "successRate": _RATE,
+    "metadata": _OBJ,
+    "taxonomy": _List(_OBJ),
+    "errors": _List(_STR),
+    "contract": _Opt(_OBJ),
+    "retrieval": _Opt(_OBJ),
+    "durationMs": _Opt(_NUM),
+}
+_PROTOCOL = {
+    "datasetId": _STR,
+    "datasetHash": _Opt(_STR),
+    "packId": _Opt(_STR),
+    "packHash": _Opt(_STR),
+    "mode": _STR,
+    "attempts": _INT,
+    "selectedCaseIds": _List(_STR),
+    "graderConfigHash": _Opt(_STR),
+    "provider": _Opt(_STR),
+    "model": _Opt(_STR),
+    "judgeEnabled": _Opt(_BOOL),
+    "judgeModel": _Opt(_STR),
+}
+_CONFIGURATION = {
+    "mode": _Opt(_STR),
+    "goldenMode": _Opt(_STR),
+    "model": _Opt(_STR),
+    "judgeModel": _Opt(_STR),
+    "judgeEnabled": _Opt(_BOOL),
+    "repetitions": _Opt(_INT),
+    "includeRed": _Opt(_BOOL),
+    "artifactMode": _Opt(_STR),
+    "outputDir": _Opt(_STR),
+    "provider": _Opt(_STR),
+    "providerSettings": _Opt(_OBJ),
+    "experimentId": _Opt(_STR),
+    "concurrency": _Opt(_INT),
+    "deadlineSeconds": _Opt(_NUM),
+}
+_METRICS: dict[str, Any] = {name: _Opt(_RATE) for name in RATE_NAMES}
+_METRICS.update(
+    {
+        "graders": _Opt(_Map(_RATE)),
+        "slices": _Opt(_Map(_RATE)),
+        "latency": _Opt(_OBJ),
+        "tokens": _Opt(_OBJ),
+        "unstableCaseRate": _Opt(_RATE),
+        "weightedScore": _Opt(_NUM),
+        "weightedScoreFormula": _Opt(_STR),
+    }
+)
+_RULE = {
+    "name": _STR,
+    "detail": _STR,
+    "passed": _BOOL,
+    "actual": _Opt(_NUM),
+    "threshold": _Opt(_NUM),
+    "kind": _STR,
+}
+_GATE = {"passed": _BOOL, "verdict": _STR, "rules": _List(_RULE), "warnings": _List(_STR)}
+_COMPARISON = {
+    "decision": _STR,
+    "invalidReasons": _List(_STR),
+    "protocolDifferences": _List(_OBJ),
+    "configurationDifferences": _List(_STR),
+    "cases": _List(_OBJ),
+    "counts": _Map(_INT),
+    "metrics": _List(_OBJ),
+    "mcnemar": _Opt(_OBJ),
+    "qualityGate": _Opt(_GATE),
+}
+RUN_SHAPE: dict[str, Any] = {
+    "runId": _Opt(_STR),
+    "runKey": _Opt(_STR),
+    "timestamp": _Opt(_STR),
+    "status": _Opt(_STR),
+    "datasetVersion": _Opt(_STR),
+    "packDatasetVersion": _Opt(_STR),
+    "datasetHash": _Opt(_STR),
+    "packHash": _Opt(_STR),
+    "gitCommit": _Opt(_STR),
+    "configFingerprint": _Opt(_STR),
+    "model": _Opt(_STR),
+    "baselinePath": _Opt(_STR),
+    "projectRoot": _Opt(_STR),
+    "goldenRoot": _Opt(_STR),
+    "protocol": _PROTOCOL,
+    "configuration": _CONFIGURATION,
+    "metrics": _METRICS,
+    "cases": _List(_CASE),
+    "comparison": _Opt(_COMPARISON),
+    "qualityGate": _Opt(_GATE),
+    "exitDecision": _Opt({"code": _INT, "reason": _STR}),
+    "notes": _List(_STR),
+    "environment": _Opt(_OBJ),
+    "incomplete": _Opt(_BOOL),
+    "durationMs": _Opt(_NUM),
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"
+
+
+def _shape_problem(value: Any, spec: Any, where: str) -> tuple[str, str] | None:
+    """(field, message) for the first value that does not fit ``spec``, else None."""
+    if isinstance(spec, _Opt):
+        return None if value is None else _shape_problem(value, spec.spec, where)
+    if isinstance(spec, tuple):
+        ok = isinstance(value, spec) and (bool in spec or not isinstance(value, bool))
+        if isinstance(value, float) and not math.isfinite(value):
+            ok = False
+        if ok:
+            return None
+        want = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in spec))
+        return where, f"must be {want}, got {_kind(value)}"
+    if isinstance(spec, _List):
+        if not isinstance(value, list):
+            return where, f"must be a list, got {_kind(value)}"
+        for n, item in enumerate(value):
+            found = _shape_problem(item, spec.item, f"{where}[{n}]")
+            if found is not None:
+                return found
+        return None
+    if not isinstance(value, dict):
+        return where, f"must be an object, got {_kind(value)}"
+    if isinstance(spec, _Map):
+        for key, item in value.items():
+            found = _shape_problem(item, spec.value, f"{where}.{key}")
+            if found is not None:
+                return found
+        return None
+    for key, sub in spec.items():
+        if key in value:
+            found = _shape_problem(value[key], sub, f"{where}.{key}" if where else key)
+            if found is not None:
+                return found
+    return None
+
+
+def check_shape(doc: Any, path: Path) -> None:
+    """Refuse a run document whose known fields have the wrong type (BaselineError, field named).
+
+    Used for baselines and for the run.json given to ``goldeval gate/compare`` (exit 65), and by
+    ``goldeval site`` to skip such a file with a warning.
+    """
+    if not isinstance(doc, dict):
+        raise BaselineError("a run document must be a JSON object", path=path)
+    found = _shape_problem(doc, RUN_SHAPE, "")
+    if found is not None:
+        field, message = found
+        raise BaselineError(
+            message, path=path, field=field, hint="hand-edited or damaged; re-save or re-run it"
+        )
+
+
+def _check_counters(doc: Mapping[str, Any], path: Path) -> None:
+    def num(key: str) -> int:
+        value = doc.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise BaselineError(
+                "missing or not a count",
+                path=path,
+                field=key,
+                hint="the file is truncated or hand-edited; re-save it",
+            )
+        return value
+
+    cases = doc.get("cases")
+    if not isinstance(cases, list):
+        raise BaselineError("missing", path=path, field="cases", hint="not a run or baseline file")
+    if num("casesPassed") + num("casesFailed") + num("casesSkipped") + num("casesError") != num(
+        "casesTotal"
+    ):
+        raise BaselineError(
+            "case counters do not add up to casesTotal",
+            path=path,
+            field="casesTotal",
+            hint="tampered or hand-edited; re-save it",
+        )
+    if num("attemptsPassed") + num("attemptsFailed") + num("attemptsSkipped") + num(
+        "attemptsError"
+    ) != num("attemptsTotal"):
+        raise BaselineError(
+            "attempt counters do not add up to attemptsTotal",
+            path=path,
+            field="attemptsTotal",
+            hint="tampered or hand-edited; re-save it",
+        )
+    if len(cases) != doc["casesTotal"]:
+        raise BaselineError(
+            f"{len(cases)} cases listed but casesTotal is {doc['casesTotal']}",
+            path=path,
+            field="cases",
+            hint="tampered or hand-edited; re-save it",
+        )
+    attempts = sum(
+        len(c["attempts"])
+        for c in cases
+        if isinstance(c, dict) and isinstance(c.get("attempts"), list)
+    )
+    if attempts != doc["attemptsTotal"]:
+        raise BaselineError(
+            f"{attempts} attempts listed but attemptsTotal is {doc['attemptsTotal']}",
+            path=path,
+            field="attemptsTotal",
+            hint="tampered or hand-edited; re-save it",
+        )
+
+
+def _recomputed(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    for n, case in enumerate(doc["cases"]):
+        ok = (
+            isinstance(case, dict)
+            and isinstance(case.get("attempts"), list)
+            and all(
+                isinstance(a, dict) and a.get("status") in ("PASS", "FAIL", "SKIPPED", "ERROR")
+                for a in case["attempts"]
+            )
+        )
+        if not ok:
+            raise BaselineError(
+                f"case #{n + 1} is malformed",
+                path=path,
+                field="cases",
+                hint="tampered or truncated; re-save it",
+            )
+    try:
+        return compute_metrics(doc["cases"])
+    except (TypeError, AttributeError, KeyError, ValueError, OverflowError) as exc:
+        raise BaselineError(
+            f"a case record is malformed ({type(exc).__name__})",
+            path=path,
+            field="cases",
+            hint="tampered or truncated; re-save it",
+        ) from None
+
+
+def check_integrity(doc: Any, path: Path) -> None:
+    if not isinstance(doc, dict):
+        raise BaselineError("a baseline must be a JSON object", path=path)
+    check_shape(doc, path)
+    _check_counters(doc, path)
+    metrics = doc.get("metrics")
+    if not isinstance(metrics, dict):
+        raise BaselineError("missing", path=path, field="metrics")
+    fresh = _recomputed(doc, path)
+    for name in RATE_NAMES:
+        stored = metrics.get(name)
+        if stored is None:
+            if name == "overallPassRate":
+                raise BaselineError("missing", path=path, field=f"metrics.{name}")
+            continue
+        if not isinstance(stored, dict):
+            raise BaselineError("not a rate", path=path, field=f"metrics.{name}")
+        got = (stored.get("hits"), stored.get("total"))
+        want = (fresh[name]["hits"], fresh[name]["total"])
+        if got != want:
+            raise BaselineError(
+                f"stored {got[0]}/{got[1]} but the attempts give {want[0]}/{want[1]}",
+                path=path,
+                field=f"metrics.{name}",
+                hint="the metric was hand-edited or the cases were changed; re-save the baseline",
+            )
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BaselineError(
+            "baseline file not found", path=path, hint="save one with --golden-save-baseline"
+        ) from None
+    except OSError as exc:
+        raise BaselineError(f"cannot read: {exc.strerror}", path=path) from None
+    try:
+        doc = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise BaselineError("not valid UTF-8", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"invalid JSON: {exc.msg}",
+            path=path,
+            line=exc.lineno,
+            hint="truncated or hand-edited; re-save it",
+        ) from None
+    except RecursionError:
+        raise BaselineError("invalid JSON: nested too deeply", path=path) from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise BaselineError(f"invalid JSON: {str(exc)[:120]}", path=path) from None
+    check_integrity(doc, path)
+    return doc  # type: ignore[no-any-return]
+
+
+def baseline_document(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A run without raw text and per-run noise: what a committed baseline holds."""
+    return {k: v for k, v in run.items() if k not in VOLATILE_KEYS and k != "qualityGate"}
+
+
+def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
+    from goldeval.results.run_folder import (
+        ArtifactError,
+        append_line,
+        atomic_write,
+        dumps,
+        refuse_link,
+    )
+
+    if path.exists() and not force:
+        raise BaselineError(
+            "already exists", path=path, hint="pass --golden-force-save-baseline to overwrite it"
+        )
+    errors = int(run.get("attemptsError") or 0)
+    if errors:
+        raise BaselineError(
+            f"not saved: the run has {errors} ERROR attempt(s), so it is not a quality snapshot",
+            path=path,
+            hint="rerun when the provider is healthy (or with --golden-rerun-errors), then save",
+        )
+    if run.get("status") not in (None, "COMPLETED"):
+        raise BaselineError(
+            f"not saved: the run is {run.get('status')}",
+            path=path,
+            hint="a baseline must come from a complete run",
+        )
+    history = path.parent / "history.jsonl"
+    try:
+        # Checked before the baseline is written: a refused history must not leave a saved
+        # baseline behind a "not saved" message.
+        refuse_link(history, "baselines/history.jsonl")
+    except ArtifactError as exc:
+        raise BaselineError(str(exc)) from None
+    atomic_write(path, dumps(baseline_document(run)))
+    overall = (run.get("metrics") or {}).get("overallPassRate") or {}
+    line = {
+        "timestamp": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "runId": run.get("runId"),
+        "gitCommit": run.get("gitCommit"),
+        "datasetVersion": run.get("datasetVersion"),
+        "datasetHash": run.get("datasetHash"),
+        "mode": (run.get("protocol") or {}).get("mode"),
+        "model": run.get("model"),
+        "overallHits": overall.get("hits"),
+        "overallTotal": overall.get("total"),
+        "overallPassRate": overall.get("rate"),
+        "baseline": path.name,
+    }
+    try:
+        append_line(
+            history,
+            json.dumps({k: v for k, v in line.items() if v is not None}, ensure_ascii=False),
+            "baselines/history.jsonl",
+        )
+    except ArtifactError as exc:  # a link or a non-file in its place: never written through
+        raise BaselineError(str(exc)) from None
+
+
+def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list[Path]:
+    """Default lookup order: the mode's own file first, then other files for this dataset."""
+    stem = f"live-{dataset_id}" if live else dataset_id
+    primary = baselines_dir / f"{stem}.json"
+    others = sorted(baselines_dir.glob(f"{stem}-*.json")) if baselines_dir.is_dir() else []
+    ordered = [primary] + [p for p in others if p != primary]
+    return [p for p in ordered if p.is_file()]
+
+
+def first_comparable(
+    candidates: list[Path], run: Mapping[str, Any]
+) -> tuple[Path, dict[str, Any], Any] | None:
+    """The first candidate baseline comparable with ``run``, else the first one (so the caller
+    reports why it is not comparable), else None. Each candidate passes ``load_baseline``."""
+    from goldeval.verdict.comparison import compare
+
+    first: tuple[Path, dict[str, Any], Any] | None = None
+    for path in candidates:
+        doc = load_baseline(path)
+        result = compare(doc, run)
+        if result.valid:
+            return path, doc, result
+        if first is None:
+            first = (path, doc, result)
+    return first
