@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from goldeval.results.metrics import RATE_NAMES
+from goldeval.core.rates import RATE_NAMES
 from goldeval.results.rollup import COUNTER_KEYS
 from tests.helpers import ROOT, RunFiles
 

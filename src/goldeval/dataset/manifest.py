@@ -10,19 +10,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 
 from goldeval.core.errors import DatasetError
+from goldeval.core.rates import GRADER_PREFIX, RATE_NAMES
 from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.dataset.domain import ContractConfig, RetrieverConfig
-from goldeval.results.metrics import RATE_NAMES
 
 MANIFEST_NAMES = ("dataset.yaml", "dataset.yml", "dataset.json")
 
 
-#: Rate names a gate threshold may name: every rate of a run (goldeval.verdict.gate.ABSOLUTE_METRICS
-#: plus the reported, never gated judgeAcceptRate, which only warns). Taken from the metrics
-#: module, which is pure and light, so that reading a manifest does not import the gate;
-#: tests/unit/test_gate_policy.py checks the gate's lists against it.
+#: Rate names a gate threshold may name: every rate of a run (the gated ones plus the reported,
+#: never gated judgeAcceptRate, which only warns).
 GATE_RATE_NAMES: tuple[str, ...] = RATE_NAMES
-GRADER_PREFIX = "grader."
 
 
 class FixtureThresholds(BaseModel):

@@ -16,15 +16,18 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goldeval.core.errors import ConfigError, DatasetError, DatasetErrors, GoldevalError
 from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.dataset.case import GoldenCase, dataset_hash
 from goldeval.dataset.domain import DomainConfig
+from goldeval.dataset.expect import ExpectKey
 from goldeval.dataset.manifest import Manifest, find_manifest, read_manifest
 from goldeval.dataset.pack import Pack, load_pack
-from goldeval.graders.base import ExpectKey, Grader
+
+if TYPE_CHECKING:
+    from goldeval.graders.base import Grader
 
 ROW_FIELDS = ("id", "prompt", "expect", "must_not", "tags", "metadata")
 CORE_EXPECT_KEYS = (ExpectKey("red", "bool", "known to fail live: carries the `red` marker"),)

@@ -12,48 +12,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from goldeval.dataset.expect import ExpectKey
+
+__all__ = ["ExpectKey", "GradeContext", "Grader"]
+
 if TYPE_CHECKING:
     from goldeval.core.models import GraderOutcome
     from goldeval.dataset.case import GoldenCase
     from goldeval.dataset.pack import Pack
     from goldeval.providers.base import Answer
-
-
-@dataclass(frozen=True)
-class ExpectKey:
-    """One ``expect`` key a grader reads, with its JSON type and a one-line description."""
-
-    name: str
-    kind: str  # str | int | number | bool | list[str] | object | list | any
-    description: str = ""
-
-    def check(self, value: Any) -> str | None:
-        """Return a message when ``value`` does not have this key's type, else None."""
-        ok: bool
-        if self.kind == "str":
-            ok = isinstance(value, str)
-        elif self.kind == "int":
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif self.kind == "number":
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif self.kind == "bool":
-            ok = isinstance(value, bool)
-        elif self.kind == "list[str]":
-            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        elif self.kind == "object":
-            ok = isinstance(value, dict)
-        elif self.kind == "list":
-            ok = isinstance(value, list)
-        else:
-            ok = True
-        if ok:
-            return None
-        return f"expected {self.kind}, got {type(value).__name__} {_short(value)}"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.core.rates import RATE_NAMES
 from goldeval.core.textsafe import safe_text
 from goldeval.reports.markdown import RATE_LABELS as REPORT_LABELS
-from goldeval.results.metrics import RATE_NAMES
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession

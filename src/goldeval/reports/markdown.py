@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from goldeval.core.rates import RATE_NAMES
 from goldeval.core.textsafe import one_line
-from goldeval.results.metrics import RATE_NAMES, format_rate, rate_value
+from goldeval.results.metrics import format_rate, rate_value
 
 RATE_LABELS = {
     "overallPassRate": "Overall",

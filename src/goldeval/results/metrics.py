@@ -11,19 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from goldeval.core.models import Rate
+from goldeval.core.rates import RATE_NAMES
 
-RATE_NAMES = (
-    "overallPassRate",
-    "contractPassRate",
-    "judgeAcceptRate",
-    "retrievalPassRate",
-    "negativeCasePassRate",
-    "hallucinationRate",
-    "refusalAccuracy",
-    "layerAccuracy",
-    "ragAccuracy",
-)
-LOWER_IS_BETTER = frozenset({"hallucinationRate", "latencyAvgMs"})
 WEIGHT_TERMS = (
     ("contract", "contractPassRate"),
     ("judge", "judgeAcceptRate"),

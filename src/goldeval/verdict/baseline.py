@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import BaselineError
-from goldeval.results.metrics import RATE_NAMES, compute_metrics
+from goldeval.core.rates import RATE_NAMES
+from goldeval.results.metrics import compute_metrics
 
 #: Keys that change on every run without changing what the run measured (``projectRoot`` and
 #: ``goldenRoot`` say where the run was made, not what it measured).

@@ -42,26 +42,13 @@ from typing import Any, NamedTuple
 from pydantic import Field
 
 from goldeval.core.models import Rate, Record
+from goldeval.core.rates import GRADER_PREFIX, LATENCY_METRIC, LOWER_IS_BETTER, RATE_NAMES
 
 #: Tolerance of every comparison of rates (reference: 1e-12).
 EPSILON = 1e-12
 
 #: The reference's nine rates, in the reference's order.
-REFERENCE_RATES: tuple[str, ...] = (
-    "overallPassRate",
-    "contractPassRate",
-    "judgeAcceptRate",
-    "retrievalPassRate",
-    "negativeCasePassRate",
-    "hallucinationRate",
-    "refusalAccuracy",
-    "layerAccuracy",
-    "ragAccuracy",
-)
-LATENCY_METRIC = "latencyAvgMs"
-GRADER_PREFIX = "grader."
-#: Metrics where a smaller value is the better one.
-LOWER_IS_BETTER: frozenset[str] = frozenset({"hallucinationRate", LATENCY_METRIC})
+REFERENCE_RATES: tuple[str, ...] = RATE_NAMES
 
 #: Keys of our ``protocol`` object, in report order.
 PROTOCOL_KEYS: tuple[str, ...] = (

@@ -33,9 +33,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from goldeval.core.models import Record
+from goldeval.core.rates import GATED_RATES, GRADER_PREFIX, LOWER_IS_BETTER
 from goldeval.verdict.comparison import (
     EPSILON,
-    GRADER_PREFIX,
     CaseClass,
     ComparisonResult,
     Decision,
@@ -48,20 +48,11 @@ from goldeval.verdict.comparison import (
 )
 
 #: Absolute rules, reference order (judgeAcceptRate sits here in the reference; never gated).
-ABSOLUTE_METRICS: tuple[str, ...] = (
-    "overallPassRate",
-    "contractPassRate",
-    "retrievalPassRate",
-    "negativeCasePassRate",
-    "refusalAccuracy",
-    "layerAccuracy",
-    "ragAccuracy",
-    "hallucinationRate",
-)
+ABSOLUTE_METRICS: tuple[str, ...] = GATED_RATES
 #: Delta rules, reference order.
 DELTA_METRICS: tuple[str, ...] = ABSOLUTE_METRICS
 #: Metrics whose threshold is a maximum (lower is better).
-MAXIMUM_METRICS: frozenset[str] = frozenset({"hallucinationRate"})
+MAXIMUM_METRICS: frozenset[str] = LOWER_IS_BETTER & frozenset(GATED_RATES)
 #: Undefined → FAIL instead of omitting the rule.
 REQUIRED_METRICS: frozenset[str] = frozenset({"overallPassRate", "contractPassRate"})
 NEVER_GATED: frozenset[str] = frozenset({"judgeAcceptRate"})

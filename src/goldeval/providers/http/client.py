@@ -41,13 +41,7 @@ from goldeval.core.settings import (
 )
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 
-__all__ = [
-    "HTTPProvider",
-    "OllamaProvider",
-    "OpenAIProvider",
-    "make_http_provider",
-    "parse_retry_after",
-]
+__all__ = ["Failure", "HTTPProvider", "parse_retry_after", "text_content", "token_count"]
 
 #: Longest excerpt of an error body quoted in a message.
 _EXCERPT = 200
@@ -90,7 +84,7 @@ def _classify(text: str) -> str | None:
 
 
 @dataclass
-class _Failure:
+class Failure:
     """One failed try: what to report and whether another try may help."""
 
     kind: str
@@ -120,7 +114,7 @@ def _error_text(error: Any) -> str:
         return repr(error)
 
 
-def _token_count(value: Any) -> int | None:
+def token_count(value: Any) -> int | None:
     """A token count only when it is a (non-negative, integral) number."""
     if isinstance(value, bool):
         return None
@@ -131,7 +125,7 @@ def _token_count(value: Any) -> int | None:
     return None
 
 
-def _text_content(content: Any) -> str | None:
+def text_content(content: Any) -> str | None:
     """Message content as text; OpenAI-style lists of parts are joined; other shapes: None."""
     if content is None:
         return None
@@ -263,7 +257,7 @@ class HTTPProvider(Provider):
     def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _parse(self, data: dict[str, Any]) -> Answer | _Failure:
+    def _parse(self, data: dict[str, Any]) -> Answer | Failure:
         raise NotImplementedError
 
     # -- public API --------------------------------------------------------------------------
@@ -306,7 +300,7 @@ class HTTPProvider(Provider):
         self, payload: bytes, parse: Callable[[dict[str, Any]], Any]
     ) -> tuple[Any, int]:
         """POST ``payload`` to :attr:`endpoint` with this client's retries, error mapping and
-        masking; ``parse`` turns the JSON object into a result or a :class:`_Failure`.
+        masking; ``parse`` turns the JSON object into a result or a :class:`Failure`.
 
         Returns ``(result, tries)``; raises :class:`ProviderError` (masked, no chained
         exception) when every try failed or a failure is not retryable.
@@ -318,7 +312,7 @@ class HTTPProvider(Provider):
         while True:
             tries += 1
             outcome = self._try_once(payload, parse)
-            if not isinstance(outcome, _Failure):
+            if not isinstance(outcome, Failure):
                 return outcome, tries
             if not outcome.retryable or tries >= total:
                 # The number of tries travels as ``tries``; whoever shows the error adds it
@@ -355,7 +349,7 @@ class HTTPProvider(Provider):
         except httpx.HTTPError as exc:
             return self._transport_failure(exc)
         except httpx.InvalidURL as exc:
-            return _Failure(
+            return Failure(
                 "CONFIG_ERROR",
                 f"invalid URL {redact_url(url)}: {exc} — set {self.base_url_option} or "
                 f"{self.base_url_env}",
@@ -363,14 +357,14 @@ class HTTPProvider(Provider):
             )
         except RuntimeError:
             # httpx refuses to send on a client closed by another thread.
-            return _Failure("PROVIDER_ERROR", f"{self.name} provider is closed", retryable=False)
+            return Failure("PROVIDER_ERROR", f"{self.name} provider is closed", retryable=False)
         elapsed_ms = max(1, round((time.perf_counter() - start) * 1000))
         if not 200 <= response.status_code < 300:
             return self._status_failure(response)
         try:
             text = response.content.decode("utf-8")
         except UnicodeDecodeError:
-            return _Failure(
+            return Failure(
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not valid UTF-8",
                 retryable=False,
@@ -378,14 +372,14 @@ class HTTPProvider(Provider):
         try:
             data = json.loads(text)
         except ValueError:
-            return _Failure(
+            return Failure(
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not JSON: "
                 f"{_excerpt(self._scrub(text)) or '<empty>'!r}",
                 retryable=False,
             )
         if not isinstance(data, dict):
-            return _Failure(
+            return Failure(
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not a JSON object: "
                 f"{_excerpt(self._scrub(text))!r}",
@@ -397,20 +391,20 @@ class HTTPProvider(Provider):
             message = f"{self.name} reported an error: {_excerpt(shown)}"
             if kind in _FIX_HINTS:
                 message += f" — {_FIX_HINTS[kind]}"
-            return _Failure(kind, message, retryable=False)
+            return Failure(kind, message, retryable=False)
         outcome = (parse or self._parse)(data)
         if isinstance(outcome, Answer):
             outcome.duration_ms = elapsed_ms
             outcome.cost = self._cost(outcome.input_tokens, outcome.output_tokens)
         return outcome
 
-    def _transport_failure(self, exc: httpx.HTTPError) -> _Failure:
+    def _transport_failure(self, exc: httpx.HTTPError) -> Failure:
         url = redact_url(self.endpoint)
         detail = _excerpt(self._scrub(str(exc))) or type(exc).__name__
         hint = f"is the model server running? set {self.base_url_option} or {self.base_url_env}"
         s = self.settings
         if isinstance(exc, httpx.ReadTimeout):
-            return _Failure(
+            return Failure(
                 "TIMEOUT",
                 f"no response from {url} within {s.read_timeout:g}s (read timeout) — the model "
                 "may be loading or overloaded; raise --golden-timeout or OLLAMA_TIMEOUT_MINUTES",
@@ -422,46 +416,46 @@ class HTTPProvider(Provider):
                 if isinstance(exc, httpx.WriteTimeout)
                 else ("waiting for a free connection")
             )
-            return _Failure("TIMEOUT", f"timed out {what} to {url}", retryable=True)
+            return Failure("TIMEOUT", f"timed out {what} to {url}", retryable=True)
         if isinstance(exc, httpx.ConnectTimeout):
-            return _Failure(
+            return Failure(
                 "MODEL_UNAVAILABLE",
                 f"no connection to {url} within {s.connect_timeout:g}s — {hint}",
                 retryable=True,
             )
         if isinstance(exc, httpx.ConnectError):
             if _refused(exc):
-                return _Failure(
+                return Failure(
                     "MODEL_UNAVAILABLE", f"connection refused by {url} — {hint}", retryable=True
                 )
-            return _Failure(
+            return Failure(
                 "MODEL_UNAVAILABLE", f"cannot connect to {url}: {detail} — {hint}", retryable=True
             )
         if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-            return _Failure(
+            return Failure(
                 "MODEL_UNAVAILABLE",
                 f"connection to {url} dropped before a complete response ({detail}) — the "
                 "server may have crashed or restarted",
                 retryable=True,
             )
         if isinstance(exc, httpx.UnsupportedProtocol):
-            return _Failure(
+            return Failure(
                 "CONFIG_ERROR",
                 f"unsupported URL scheme in {url} — set {self.base_url_option} or "
                 f"{self.base_url_env} to an http(s) URL",
                 retryable=False,
             )
         if isinstance(exc, httpx.DecodingError):
-            return _Failure(
+            return Failure(
                 "PARSER_ERROR", f"cannot decode the response from {url}: {detail}", retryable=False
             )
-        return _Failure(
+        return Failure(
             "MODEL_UNAVAILABLE",
             f"HTTP transport error talking to {url}: {type(exc).__name__}: {detail}",
             retryable=False,
         )
 
-    def _status_failure(self, response: httpx.Response) -> _Failure:
+    def _status_failure(self, response: httpx.Response) -> Failure:
         status = response.status_code
         url = redact_url(self.endpoint)
         body = response.content.decode("utf-8", errors="replace")
@@ -487,7 +481,7 @@ class HTTPProvider(Provider):
         if status in _RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
         retryable = kind in ("RATE_LIMIT", "HTTP_ERROR")
-        return _Failure(kind, message, retryable=retryable, retry_after=retry_after)
+        return Failure(kind, message, retryable=retryable, retry_after=retry_after)
 
     @staticmethod
     def _status_kind(status: int, text: str) -> str:
@@ -537,11 +531,11 @@ class HTTPProvider(Provider):
     def _scrub(self, message: str) -> str:
         return mask_secrets(message, self._secrets)
 
-    def _tool_calls(self, raw: Any) -> list[ToolCall] | _Failure:
+    def _tool_calls(self, raw: Any) -> list[ToolCall] | Failure:
         if raw is None:
             return []
         if not isinstance(raw, list):
-            return _Failure("PARSER_ERROR", "tool_calls is not a list", retryable=False)
+            return Failure("PARSER_ERROR", "tool_calls is not a list", retryable=False)
         calls: list[ToolCall] = []
         for index, item in enumerate(raw):
             fn = item.get("function") if isinstance(item, dict) else None
@@ -549,7 +543,7 @@ class HTTPProvider(Provider):
                 fn = item if isinstance(item, dict) else None
             name = fn.get("name") if fn is not None else None
             if not isinstance(name, str) or not name:
-                return _Failure(
+                return Failure(
                     "PARSER_ERROR", f"tool call #{index + 1} has no function name", retryable=False
                 )
             assert fn is not None
@@ -560,7 +554,7 @@ class HTTPProvider(Provider):
                 try:
                     parsed = json.loads(args)
                 except ValueError:
-                    return _Failure(
+                    return Failure(
                         "PARSER_ERROR",
                         f"tool call {name!r} has arguments that are not JSON: "
                         f"{_excerpt(args, 80)!r}",
@@ -569,7 +563,7 @@ class HTTPProvider(Provider):
             else:
                 parsed = args
             if not isinstance(parsed, dict):
-                return _Failure(
+                return Failure(
                     "PARSER_ERROR",
                     f"tool call {name!r} arguments are not a JSON object",
                     retryable=False,
@@ -596,138 +590,3 @@ def _refused(exc: BaseException) -> bool:
         current = current.__cause__ or current.__context__
     text = str(exc).lower()
     return "refused" in text or "errno 111" in text or "errno 61" in text
-
-
-class OllamaProvider(HTTPProvider):
-    """``POST {base}/api/chat`` with ``stream: false``; Basic auth from user/password."""
-
-    name = "ollama"
-    base_url_env = "OLLAMA_HOST"
-    default_base_url = "http://127.0.0.1:11434"
-
-    @property
-    def endpoint(self) -> str:
-        return self._url("/api/chat")
-
-    def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
-        if user is not None and user.strip() and password is not None:
-            return httpx.BasicAuth(user, password)
-        return None
-
-    def _status_hint(self, status: int) -> str:
-        if status in (401, 403):
-            return "check OLLAMA_USER / OLLAMA_PASSWORD (or user:pass@ in the base URL)"
-        if status == 404:
-            return "is the model pulled (ollama pull) and --golden-base-url right?"
-        return super()._status_hint(status)
-
-    def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": model,
-            "stream": False,
-            "options": {"temperature": self.settings.temperature},
-            "messages": self._messages(request),
-        }
-        tools = request.options.get("tools")
-        if tools:
-            body["tools"] = tools
-        return body
-
-    def _parse(self, data: dict[str, Any]) -> Answer | _Failure:
-        message = data.get("message")
-        if not isinstance(message, dict):
-            message = {}
-        calls = self._tool_calls(message.get("tool_calls"))
-        if isinstance(calls, _Failure):
-            return calls
-        text = _text_content(message.get("content"))
-        if not calls and (text is None or not text.strip()):
-            return _Failure(
-                "EMPTY_RESPONSE", f"{self.name} returned blank message.content", retryable=False
-            )
-        return Answer(
-            text=text if text is not None else "",
-            tool_calls=calls,
-            input_tokens=_token_count(data.get("prompt_eval_count")),
-            output_tokens=_token_count(data.get("eval_count")),
-        )
-
-
-class OpenAIProvider(HTTPProvider):
-    """``POST {base}/v1/chat/completions``; ``Authorization: Bearer`` from the API key."""
-
-    name = "openai"
-    base_url_env = "OPENAI_BASE_URL"
-    default_base_url = "https://api.openai.com"
-
-    @property
-    def endpoint(self) -> str:
-        if self._root.endswith("/v1"):
-            return self._url("/chat/completions")
-        return self._url("/v1/chat/completions")
-
-    def _extra_headers(self) -> dict[str, str]:
-        key = (self.settings.api_key or "").strip()
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _status_hint(self, status: int) -> str:
-        if status in (401, 403):
-            return "check OPENAI_API_KEY"
-        return super()._status_hint(status)
-
-    def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": model,
-            "temperature": self.settings.temperature,
-            "messages": self._messages(request),
-        }
-        tools = request.options.get("tools")
-        if tools:
-            body["tools"] = tools
-        return body
-
-    def _parse(self, data: dict[str, Any]) -> Answer | _Failure:
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            return _Failure("EMPTY_RESPONSE", f"{self.name} returned no choices", retryable=False)
-        first = choices[0]
-        message = first.get("message") if isinstance(first, dict) else None
-        if not isinstance(message, dict):
-            message = {}
-        calls = self._tool_calls(message.get("tool_calls"))
-        if isinstance(calls, _Failure):
-            return calls
-        text = _text_content(message.get("content"))
-        if not calls and (text is None or not text.strip()):
-            return _Failure(
-                "EMPTY_RESPONSE",
-                f"{self.name} returned blank choices[0].message.content",
-                retryable=False,
-            )
-        usage = data.get("usage")
-        if not isinstance(usage, dict):
-            usage = {}
-        return Answer(
-            text=text if text is not None else "",
-            tool_calls=calls,
-            input_tokens=_token_count(usage.get("prompt_tokens")),
-            output_tokens=_token_count(usage.get("completion_tokens")),
-        )
-
-
-def make_http_provider(
-    settings: ProviderSettings,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
-) -> Provider:
-    """The HTTP provider named by ``settings.name`` (``ollama`` or ``openai``)."""
-    name = (settings.name or "").strip().lower()
-    if name == "ollama":
-        return OllamaProvider(settings, sleep=sleep, rng=rng)
-    if name == "openai":
-        return OpenAIProvider(settings, sleep=sleep, rng=rng)
-    raise ConfigError(
-        f"unknown HTTP provider {settings.name!r} (expected ollama or openai)",
-        field="--golden-provider",
-    )

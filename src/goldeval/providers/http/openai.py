@@ -1,0 +1,70 @@
+"""The OpenAI-compatible wire protocol: ``POST {base}/v1/chat/completions`` (reference 7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goldeval.providers.base import Answer, ProviderRequest
+from goldeval.providers.http.client import Failure, HTTPProvider, text_content, token_count
+
+
+class OpenAIProvider(HTTPProvider):
+    """``POST {base}/v1/chat/completions``; ``Authorization: Bearer`` from the API key."""
+
+    name = "openai"
+    base_url_env = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com"
+
+    @property
+    def endpoint(self) -> str:
+        if self._root.endswith("/v1"):
+            return self._url("/chat/completions")
+        return self._url("/v1/chat/completions")
+
+    def _extra_headers(self) -> dict[str, str]:
+        key = (self.settings.api_key or "").strip()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _status_hint(self, status: int) -> str:
+        if status in (401, 403):
+            return "check OPENAI_API_KEY"
+        return super()._status_hint(status)
+
+    def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "temperature": self.settings.temperature,
+            "messages": self._messages(request),
+        }
+        tools = request.options.get("tools")
+        if tools:
+            body["tools"] = tools
+        return body
+
+    def _parse(self, data: dict[str, Any]) -> Answer | Failure:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return Failure("EMPTY_RESPONSE", f"{self.name} returned no choices", retryable=False)
+        first = choices[0]
+        message = first.get("message") if isinstance(first, dict) else None
+        if not isinstance(message, dict):
+            message = {}
+        calls = self._tool_calls(message.get("tool_calls"))
+        if isinstance(calls, Failure):
+            return calls
+        text = text_content(message.get("content"))
+        if not calls and (text is None or not text.strip()):
+            return Failure(
+                "EMPTY_RESPONSE",
+                f"{self.name} returned blank choices[0].message.content",
+                retryable=False,
+            )
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
+        return Answer(
+            text=text if text is not None else "",
+            tool_calls=calls,
+            input_tokens=token_count(usage.get("prompt_tokens")),
+            output_tokens=token_count(usage.get("completion_tokens")),
+        )
