@@ -170,8 +170,8 @@ def _policy(run: dict[str, Any], project: Project, live: bool) -> Any:
     from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
     from goldeval.graders.contract import ContractGrader
     from goldeval.graders.general import builtin_graders
-    from goldeval.pytest_plugin.decision import policy_from_manifest
     from goldeval.verdict.comparison import grader_names
+    from goldeval.verdict.decide import policy_from_manifest
 
     assert project.dataset_dir is not None
     manifest_path = find_manifest(project.dataset_dir)
@@ -213,13 +213,10 @@ def _finish(
     as_json: bool,
 ) -> int:
     from goldeval.reports.markdown import render_comparison
-    from goldeval.verdict.comparison import attempt_counts, compare
-    from goldeval.verdict.exit_codes import decide_exit
-    from goldeval.verdict.gate import attach_gate, evaluate
+    from goldeval.verdict.comparison import attempt_counts
+    from goldeval.verdict.decide import decide
 
     live = _is_live(run)
-    comparison = compare(baseline, run) if baseline is not None else None
-    gate = None
     policy = None
     if not no_gate:
         if project.dataset_dir is None:
@@ -227,19 +224,16 @@ def _finish(
             # silent NO_REGRESSION for any regressed run.
             raise _no_project(run, project)
         policy = _policy(run, project, live)
-    if not no_gate and (policy is not None or live):
-        gate = evaluate(run, policy, baseline, comparison, live=live)
-        if comparison is not None:
-            comparison = attach_gate(comparison, gate)
-    # As in pytest: without a gate, a FAIL attempt is a failed test (exit 1), never "ok".
-    failed = attempt_counts(run).failed
-    pytest_status = 1 if gate is None and failed else 0
-    decision = decide_exit(
-        run, comparison if not no_gate else None, gate, pytest_status=pytest_status
+    # As in pytest: a FAIL attempt is a failed test, which only a gate may weigh.
+    verdict = decide(
+        run,
+        baseline=baseline,
+        policy=policy,
+        live=live,
+        gate_enabled=not no_gate,
+        pytest_status=1 if attempt_counts(run).failed else 0,
     )
-    reason = decision.reason
-    if pytest_status == 1 and decision.code == 1 and reason == "test failures":
-        reason = f"{failed} FAIL attempt(s) and no gate to weigh them"
+    comparison, gate, reason = verdict.comparison, verdict.gate, verdict.reason
     policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
     if as_json:
         print(
@@ -247,7 +241,7 @@ def _finish(
                 {
                     "comparison": comparison.dump() if comparison else None,
                     "qualityGate": gate.dump() if gate else None,
-                    "exitDecision": {"code": decision.code, "reason": reason},
+                    "exitDecision": {"code": verdict.code, "reason": reason},
                     "project": {
                         "root": str(project.root) if project.root else None,
                         "dataset": policy_from,
@@ -268,8 +262,8 @@ def _finish(
                 print(one_line(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}"))
             for warning in gate.warnings:
                 print(one_line(f"  warning: {warning}"))
-        print(f"\ngoldeval decision: exit {decision.code} — {one_line(reason)}")
-    return decision.code
+        print(f"\ngoldeval decision: exit {verdict.code} — {one_line(reason)}")
+    return verdict.code
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

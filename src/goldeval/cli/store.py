@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.dataset.case import selected_attempts
+from goldeval.reports.markdown import render
+from goldeval.results.metrics import MetricsAccumulator
+from goldeval.results.rollup import COUNTER_KEYS, Counters
+from goldeval.results.run_document import RUN_DOCUMENT, RunCollector
+from goldeval.store import StoreError, open_store
 
 
 def _open(url: str) -> Any:
-    from goldeval.store import StoreError, open_store
 
     try:
         if "://" not in url and not Path(url).exists():
@@ -26,9 +31,6 @@ def _open(url: str) -> Any:
 
 def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
     """A run.json-shaped document rebuilt from the store (all shards of a run key)."""
-    from goldeval.results.metrics import MetricsAccumulator
-    from goldeval.results.rollup import Counters
-    from goldeval.results.run_document import RunCollector
 
     row = store.get_run(run_id_or_key)
     if row is None:
@@ -52,7 +54,6 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
         acc.add(case)
     protocol = dict(row.protocol)
     protocol["selectedCaseIds"] = sorted(collector.infos)
-    from goldeval.dataset.case import selected_attempts
 
     # As in a pytest run's protocol: the attempts stored, when not 1..attempts for every case.
     partial = selected_attempts(
@@ -95,12 +96,10 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
     recorded verdicts are about other attempts: they are left out and a note says why, rather
     than showing a gate PASS for attempts it never saw.
     """
-    from goldeval.pytest_plugin.recording import RUN_DOCUMENT
 
     recorded = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
     if not isinstance(recorded, dict):
         return doc
-    from goldeval.results.rollup import COUNTER_KEYS
 
     counter_keys = tuple(COUNTER_KEYS)
     same = all(recorded.get(k) == doc.get(k) for k in counter_keys)
@@ -145,7 +144,6 @@ def run(args: argparse.Namespace) -> int:
             return 0
         doc = run_document(store, args.run)
         if args.command == "show":
-            from goldeval.reports.markdown import render
 
             text = render(doc)
             sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -18,14 +18,36 @@ from typing import Any
 
 import pytest
 
-from goldeval.core.errors import GoldevalError
+from goldeval.core.errors import BaselineError, ConfigError, DatasetError, GoldevalError
 from goldeval.core.models import Mode
+from goldeval.core.textsafe import one_line
+from goldeval.pipeline.attempt import case_facts
+from goldeval.providers.fixture import fixture_path
+from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
+from goldeval.pytest_plugin.decision import (
+    decide,
+    preflight,
+    preflight_baseline_file,
+    save_requested_baseline,
+)
+from goldeval.pytest_plugin.params import param_of
+from goldeval.pytest_plugin.protocol import early_protocol, protocol_for
+from goldeval.pytest_plugin.recording import ProtocolMismatch
+from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_HINT, RERUN_KIND, GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
+from goldeval.results.evidence import inventory, write_manifest
 from goldeval.results.finalise import FinalisationError, finalisation
-from goldeval.results.run_document import build_run, config_fingerprint, git_commit, new_run_id
+from goldeval.results.run_document import (
+    build_run,
+    config_fingerprint,
+    git_commit,
+    new_run_id,
+    write_run_json,
+)
 from goldeval.results.run_folder import ArtifactError
+from goldeval.verdict.exit_codes import decide_exit
 
 KEEP_STATUSES = (
     pytest.ExitCode.INTERRUPTED,
@@ -66,10 +88,6 @@ class Controller:
         # Before anything runs (and before xdist starts its workers): a broken store or a run
         # key of another dataset is a usage error, another protocol under the key is 65; a
         # missing --golden-baseline is a usage error, a damaged one 65.
-        from goldeval.core.errors import BaselineError, ConfigError
-        from goldeval.pytest_plugin.decision import preflight_baseline_file
-        from goldeval.pytest_plugin.recording import ProtocolMismatch
-        from goldeval.pytest_plugin.recording import preflight as preflight_store
 
         try:
             preflight_store(self.state)
@@ -87,7 +105,6 @@ class Controller:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # Serial runs only: an xdist controller does not collect (see the hook below).
-        from goldeval.pytest_plugin.fixtures import param_of
 
         self.expected = sum(1 for item in session.items if "::test_golden[" in item.nodeid)
         params = [param_of(item) for item in session.items]
@@ -115,8 +132,6 @@ class Controller:
         if self.preflown or config.option.collectonly or config.getoption("setupplan", False):
             return
         self.preflown = True
-        from goldeval.core.errors import BaselineError, ConfigError, DatasetError
-        from goldeval.pytest_plugin.decision import preflight
 
         try:
             reason = preflight(self.state, selected)
@@ -289,8 +304,6 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
         return None
     if case is None:
         return None
-    from goldeval.pipeline.attempt import case_facts
-    from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
 
     # pytest's crash message (xdist's "worker 'gw0' crashed while running ...", a plugin's
     # own text), not the last line of a traceback.
@@ -307,21 +320,6 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
             "durationMs": 0,
         },
     }
-
-
-def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Protocol and configuration known before the selection is complete (for the store)."""
-    protocol = protocol_for(state, [])
-    protocol.pop("selectedCaseIds")
-    s = state.settings
-    configuration = {
-        "mode": s.mode.protocol_name,
-        "goldenMode": s.mode.value,
-        "repetitions": s.attempts,
-        "provider": s.provider.name,
-        "runKey": s.run_key,
-    }
-    return protocol, configuration
 
 
 def merge_previous(state: GoldenSession) -> None:
@@ -343,47 +341,6 @@ def merge_previous(state: GoldenSession) -> None:
         if key in have or info is None:
             continue
         state.collector.add({"case": info, "attempt": attempt})
-
-
-def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
-    ds = state.load()
-    s = state.settings
-    live = s.mode is not Mode.FIXTURE
-    # Only graders that grade some row of the dataset: installing a new grader type must not
-    # make every existing baseline incomparable, and every shard or selection of one dataset
-    # gets the same hash.
-    used = state.graders_in_use()
-    grader_config = config_fingerprint(ds.grader_config(used))
-    provider_name = s.provider.name if live else None
-    fixtures = state._fixtures
-    if live and fixtures is not None:
-        from goldeval.providers.base import CallableProvider
-
-        used = fixtures[0]
-        # A conftest override (the team's own app) is named in the protocol, not "ollama".
-        if isinstance(used, CallableProvider) or (callable(used) and not hasattr(used, "complete")):
-            provider_name = f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
-        elif getattr(used, "name", None) and used is not state._provider:
-            provider_name = str(used.name)
-    from goldeval.dataset.case import selected_attempts
-
-    # The attempts actually run, when they are not 1..attempts for every case (-k attempt2).
-    partial = selected_attempts(state.collector.attempts, selected, s.attempts)
-    return {
-        "datasetId": ds.id,
-        "datasetHash": ds.hash,
-        "packId": ds.pack.version if ds.pack else None,
-        "packHash": ds.pack.hash if ds.pack else None,
-        "mode": s.mode.protocol_name,
-        "attempts": s.attempts,
-        **({"selectedAttempts": partial} if partial is not None else {}),
-        "selectedCaseIds": sorted(selected),
-        "graderConfigHash": grader_config,
-        "provider": provider_name,
-        "model": (s.provider.model if live else None),
-        "judgeEnabled": bool(s.judge and live),
-        "judgeModel": (s.judge_model or s.provider.model) if (s.judge and live) else None,
-    }
 
 
 def _ended_by_user(status: int, state: GoldenSession, interrupt: BaseException | None) -> bool:
@@ -502,7 +459,6 @@ def finish_session(
         state.benchmark = []
         for model in models:
             run, run_dir = build_for(state, model, interrupted, multi=True)
-            from goldeval.verdict.exit_codes import decide_exit
 
             verdict = decide_exit(run, None, None, pytest_status=int(status))
             run["exitDecision"] = {"code": verdict.code, "reason": verdict.reason}
@@ -525,7 +481,6 @@ def finish_session(
         return
     only_model = models[0] if models else None
     run, run_dir = build_for(state, only_model or None, interrupted, multi=False)
-    from goldeval.pytest_plugin.decision import decide, save_requested_baseline
 
     recorder = state.recorder
     resumed_all = (
@@ -694,7 +649,6 @@ def build_for(
 
 def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
     """Record mode: write answers as fixtures (controller only), never silently overwriting."""
-    from goldeval.providers.fixture import fixture_path
 
     ds = state.load()
     changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
@@ -723,8 +677,6 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     Any failure propagates; :meth:`Controller.pytest_sessionfinish` then rolls back what this
     process recorded (see :mod:`goldeval.results.finalise`) and exits 75.
     """
-    from goldeval.results.evidence import inventory, write_manifest
-    from goldeval.results.run_document import write_run_json
 
     fin = finalisation(state)
     fin.runs[run_dir] = run
@@ -806,7 +758,6 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     Every value that can hold untrusted text (reasons, notes, paths, case lists) goes through
     goldeval.core.textsafe: an answer's escape sequences must not reach the reader's terminal.
     """
-    from goldeval.core.textsafe import one_line
 
     run = state.run
     if run is None:

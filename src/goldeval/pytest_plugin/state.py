@@ -10,7 +10,6 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,10 @@ from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.settings import RunSettings, provider_from_env
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.manifest import find_manifest, read_manifest
-from goldeval.dataset.rows import Dataset, load_dataset, resolve_dataset, rows_file
+from goldeval.dataset.rows import RESERVED_TAGS, Dataset, load_dataset, resolve_dataset, rows_file
 from goldeval.graders.base import Grader
 from goldeval.graders.contract import ContractGrader
+from goldeval.judge.runner import DEFAULT_RUBRIC, Judge
 from goldeval.pipeline.attempt import (
     NoRetriever,
     Pipeline,
@@ -32,10 +32,15 @@ from goldeval.pipeline.attempt import (
     case_facts,
     failure_message,
 )
+from goldeval.pipeline.retriever import LexicalRetriever
 from goldeval.providers.base import Answer, Provider, as_provider, resolve
-from goldeval.pytest_plugin.fixtures import param_of
-from goldeval.pytest_plugin.hooks import STATE_KEY
-from goldeval.results.run_document import RunCollector, attempt_payload
+from goldeval.providers.cache import CachedProvider
+from goldeval.providers.fixture import FixtureProvider
+from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
+from goldeval.pytest_plugin.params import GoldenParam, param_of
+from goldeval.pytest_plugin.prefetch import Prefetcher
+from goldeval.pytest_plugin.recording import RunRecorder
+from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
 
 PAYLOAD_ATTR = "goldeval"
 #: errorKind of an attempt whose call phase ran a second time in one process (a rerun plugin).
@@ -84,18 +89,6 @@ def _positive(value: Any, above: int = 0) -> bool:
         return value is not None and value != "" and int(value) > above
     except (TypeError, ValueError):
         return False
-
-
-@dataclass(frozen=True)
-class GoldenParam:
-    case: GoldenCase
-    attempt: int
-    model: str | None = None
-
-    @property
-    def id(self) -> str:
-        base = f"{self.case.id}-attempt{self.attempt}"
-        return f"{base}-{self.model}" if self.model else base
 
 
 def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
@@ -233,13 +226,10 @@ class GoldenSession:
         self.benchmark: list[dict[str, Any]] | None = None
         self.recorded: dict[str, list[str]] | None = None
         self.artifact_inventory: list[dict[str, Any]] = []
-        from goldeval.results.run_document import new_run_id
 
         self.run_id = new_run_id(self.settings.out_dir, self.started)
         self.recorder: Any = None
         if not self.is_worker:
-            from goldeval.pytest_plugin.recording import RunRecorder
-
             self.recorder = RunRecorder(self)
         self._provider: Provider | None = None
         if self.settings.mode is not Mode.FIXTURE:
@@ -311,9 +301,6 @@ class GoldenSession:
 
     def load(self) -> Dataset:
         if self.dataset is None:
-            from goldeval.dataset.rows import RESERVED_TAGS
-            from goldeval.pytest_plugin.hooks import reserved_marks
-
             # Fixtures are checked for the selected rows only, after deselection
             # (goldeval.pytest_plugin.collection.check_selected_fixtures).
             dataset = load_dataset(
@@ -378,8 +365,6 @@ class GoldenSession:
     def default_provider(self) -> Provider:
         dataset = self.load()
         if self.settings.mode is Mode.FIXTURE:
-            from goldeval.providers.fixture import FixtureProvider
-
             return FixtureProvider(dataset.dir)
         if self._provider is not None:
             return self._provider
@@ -402,7 +387,6 @@ class GoldenSession:
         return provider  # type: ignore[no-any-return]
 
     def default_retriever(self) -> Any:
-        from goldeval.pipeline.retriever import LexicalRetriever
 
         dataset = self.load()
         if dataset.pack is None or not dataset.pack.chunks:
@@ -415,8 +399,6 @@ class GoldenSession:
             return provider
         cached = self._cached.get(id(provider))
         if cached is None:
-            from goldeval.providers.cache import CachedProvider
-
             cached = CachedProvider(
                 provider,
                 self.settings.cache_dir,
@@ -429,8 +411,6 @@ class GoldenSession:
         if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1:
             return None
         if self._prefetcher is None:
-            from goldeval.pytest_plugin.prefetch import Prefetcher
-
             self._prefetcher = Prefetcher(self.settings.concurrency)
         return self._prefetcher
 
@@ -438,9 +418,6 @@ class GoldenSession:
         if not self.settings.judge:
             return None
         if self._judge is None:
-            from goldeval.core.settings import provider_from_env
-            from goldeval.judge.runner import DEFAULT_RUBRIC, Judge
-
             s = self.settings
             judge_settings = provider_from_env(
                 s.provider.name,

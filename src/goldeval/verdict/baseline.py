@@ -12,6 +12,14 @@ from typing import Any
 from goldeval.core.errors import BaselineError
 from goldeval.core.rates import RATE_NAMES
 from goldeval.results.metrics import compute_metrics
+from goldeval.results.run_folder import (
+    ArtifactError,
+    append_line,
+    atomic_write,
+    dumps,
+    refuse_link,
+)
+from goldeval.verdict.comparison import compare
 
 #: Keys that change on every run without changing what the run measured (``projectRoot`` and
 #: ``goldenRoot`` say where the run was made, not what it measured).
@@ -390,13 +398,6 @@ def baseline_document(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
-    from goldeval.results.run_folder import (
-        ArtifactError,
-        append_line,
-        atomic_write,
-        dumps,
-        refuse_link,
-    )
 
     if path.exists() and not force:
         raise BaselineError(
@@ -461,7 +462,6 @@ def first_comparable(
 ) -> tuple[Path, dict[str, Any], Any] | None:
     """The first candidate baseline comparable with ``run``, else the first one (so the caller
     reports why it is not comparable), else None. Each candidate passes ``load_baseline``."""
-    from goldeval.verdict.comparison import compare
 
     first: tuple[Path, dict[str, Any], Any] | None = None
     for path in candidates:
