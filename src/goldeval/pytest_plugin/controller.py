@@ -7,7 +7,6 @@ status and the artifacts are decided exactly once.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import time
@@ -30,7 +29,7 @@ from goldeval.pytest_plugin.decision import (
     preflight_baseline_file,
     save_requested_baseline,
 )
-from goldeval.pytest_plugin.params import param_of
+from goldeval.pytest_plugin.params import is_golden_nodeid, param_of, parse_golden_nodeid
 from goldeval.pytest_plugin.protocol import early_protocol, protocol_for
 from goldeval.pytest_plugin.recording import ProtocolMismatch
 from goldeval.pytest_plugin.recording import preflight as preflight_store
@@ -106,8 +105,8 @@ class Controller:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # Serial runs only: an xdist controller does not collect (see the hook below).
 
-        self.expected = sum(1 for item in session.items if "::test_golden[" in item.nodeid)
         params = [param_of(item) for item in session.items]
+        self.expected = sum(1 for p in params if p is not None)
         self._preflight(session.config, sorted({p.case.id for p in params if p is not None}))
 
     @pytest.hookimpl(optionalhook=True)
@@ -115,16 +114,16 @@ class Controller:
         # Called before xdist schedules anything; every worker collects the same items, so
         # the first worker's list is the selection.
         if self.expected is None:
-            self.expected = sum(1 for nodeid in ids if "::test_golden[" in nodeid)
+            self.expected = sum(1 for nodeid in ids if is_golden_nodeid(nodeid))
         selected: set[str] | None = set()
         for nodeid in ids:
-            if "::test_golden[" not in nodeid:
+            if not is_golden_nodeid(nodeid):
                 continue
-            match = _PARAM_ID.search(nodeid)
-            if match is None or selected is None:
+            parsed = parse_golden_nodeid(nodeid)
+            if parsed is None or selected is None:
                 selected = None
                 continue
-            selected.add(match["case"])
+            selected.add(parsed[0])
         self._preflight(node.config, None if selected is None else sorted(selected))
 
     def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:
@@ -178,12 +177,12 @@ class Controller:
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, PAYLOAD_ATTR, None)
-        if report.failed and "::test_golden[" not in report.nodeid:
+        if report.failed and not is_golden_nodeid(report.nodeid):
             self.state.other_failures += 1
         if payload is not None and self._is_rerun(payload):
             delattr(report, PAYLOAD_ATTR)
             return  # the first report of the attempt stays; the run is refused at the end
-        if payload is None and report.failed and "::test_golden[" in report.nodeid:
+        if payload is None and report.failed and is_golden_nodeid(report.nodeid):
             payload = lost_item_payload(self.state, report)
         if payload is not None:
             self.state.collector.add(payload)
@@ -287,19 +286,17 @@ def deferred_signals() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-_PARAM_ID = re.compile(r"::test_golden\[(?P<case>.+?)-attempt(?P<n>\d+)(?:-(?P<model>.+))?\]$")
-
-
 def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[str, Any] | None:
     """An item whose report carries no record (its xdist worker crashed, say): ERROR.
 
     Every selected item must be part of the run; a lost one is infrastructure, not a FAIL.
     """
-    match = _PARAM_ID.search(report.nodeid)
-    if match is None:
+    parsed = parse_golden_nodeid(report.nodeid)
+    if parsed is None:
         return None
+    case_id, index, model = parsed
     try:
-        case = state.case(match["case"])
+        case = state.case(case_id)
     except GoldevalError:
         return None
     if case is None:
@@ -312,9 +309,9 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
         "case": case_facts(case),
         "attempt": {
             "caseId": case.id,
-            "index": int(match["n"]),
+            "index": index,
             "status": "ERROR",
-            "model": match["model"],
+            "model": model,
             "errorKind": "WORKER_CRASH",
             "errorMessage": message,
             "durationMs": 0,

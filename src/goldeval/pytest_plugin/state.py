@@ -463,6 +463,8 @@ def session_fixtures(state: GoldenSession, item: pytest.Item) -> tuple[Any, Any,
     attribute.
     """
     if state._fixtures is None:
+        # No public way: the prefetch needs the session fixtures before the item's own setup
+        # (pytest builds the request then). tests/unit/test_pytest_internals.py checks it.
         request = getattr(item, "_request", None)
         if not isinstance(request, pytest.FixtureRequest):
             raise GoldevalError(f"{item.nodeid}: pytest gave the item no fixture request")
