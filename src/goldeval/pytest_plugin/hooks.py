@@ -7,6 +7,7 @@ is given.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,17 @@ _MODES = ("fixture", "live", "record")
 _PARAM_ARG = "golden_case"
 
 
+def _submodule(name: str) -> Any:
+    """``goldeval.pytest_plugin.<name>``, looked up in ``sys.modules``.
+
+    Not ``from goldeval.pytest_plugin import <name>``: that reads the package's attribute, which
+    outlives ``sys.modules`` entries when a test harness (pytester's in-process runs) drops the
+    modules a run imported; this module and the package stay loaded, so the attribute would hand
+    a later run the stale module, bound to the previous run's classes.
+    """
+    return importlib.import_module(f"goldeval.pytest_plugin.{name}")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     from goldeval.pytest_plugin.options import add_options
 
@@ -29,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from goldeval.pytest_plugin import hookspecs
+    hookspecs = _submodule("hookspecs")
 
     pluginmanager.add_hookspecs(hookspecs)
     if not pluginmanager.has_plugin("goldeval-ini-markers"):
@@ -44,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "red: golden row known to fail live (expect.red)")
     if not config.getoption("golden", default=None):
         return
-    from goldeval.pytest_plugin import builtins as builtin
+    builtin = _submodule("builtins")
     from goldeval.pytest_plugin.state import GoldenSession
 
     if not config.pluginmanager.is_registered(builtin):
@@ -65,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
             from goldeval.pytest_plugin.prefetch import WorkStealingForLive
 
             config.pluginmanager.register(WorkStealingForLive(), "goldeval-live-scheduling")
-    from goldeval.pytest_plugin import xdist as transport
+    transport = _submodule("xdist")
 
     transport.register(config)
     from goldeval.reports import html as _h
