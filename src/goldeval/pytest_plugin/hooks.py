@@ -80,11 +80,11 @@ def pytest_configure(config: pytest.Config) -> None:
     transport = _submodule("xdist")
 
     transport.register(config)
-    from goldeval.reports import html as _h
-    from goldeval.reports import junit as _j
+    from goldeval.pytest_plugin import html as html_glue
+    from goldeval.pytest_plugin import junit as junit_glue
 
-    _j.register(config, state)
-    _h.register(config, state)
+    junit_glue.register(config, state)
+    html_glue.register(config, state)
     # `pytest --golden=ID` evaluates that dataset only; explicit paths are kept alongside it.
     # A node id of the dataset file (pasted from a FAILED line) narrows the run to those items:
     # appending the whole file as well would run every row (every model call, in live mode).
