@@ -38,8 +38,10 @@ import difflib
 import functools
 import ipaddress
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal, localcontext
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
@@ -59,6 +61,7 @@ from goldeval.graders.common import (
     REGEX_SCAN_LIMIT,
     BuiltinGrader,
     answer_text,
+    is_number,
     json_type,
     show,
 )
@@ -197,6 +200,27 @@ def _required(
             yield ValidationError("required property is missing", path=[name])
 
 
+def _multiple_of(
+    validator: Any, divisor: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """Decimal arithmetic on the numbers as written: the library divides floats, so 19.99 is
+    not a multiple of 0.01 there (19.99 / 0.01 == 1998.9999999999998)."""
+    if not is_number(instance) or not is_number(divisor) or divisor <= 0:
+        return
+    if isinstance(instance, int) and isinstance(divisor, int):
+        ok = instance % divisor == 0
+    elif isinstance(instance, float) and not math.isfinite(instance):
+        ok = False  # 1e999 reads as inf
+    else:
+        # repr: the shortest text that reads back as this float ("19.99", not its binary value)
+        value, step = Decimal(repr(instance)), Decimal(repr(divisor))
+        with localcontext() as context:
+            context.prec = len(str(abs(int(instance)))) + 800  # exact for every float quotient
+            ok = value % step == 0
+    if not ok:
+        yield ValidationError(f"must be a multiple of {show(divisor)}, got {show(instance, 40)}")
+
+
 def _one_of(
     validator: Any, branches: Sequence[Any], instance: Any, schema: Any
 ) -> Iterator[ValidationError]:
@@ -220,6 +244,7 @@ _Validator: type[Validator] = extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
     validators={
         "additionalProperties": _additional_properties,
+        "multipleOf": _multiple_of,
         "oneOf": _one_of,
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
@@ -227,7 +252,7 @@ _Validator: type[Validator] = extend(  # type: ignore[no-untyped-call]
     },
 )
 #: Keywords whose errors carry their final message (built above).
-_OWN_MESSAGES = frozenset({"additionalProperties", "pattern", "required"})
+_OWN_MESSAGES = frozenset({"additionalProperties", "multipleOf", "pattern", "required"})
 #: No retrieval: a reference outside the schema is unresolvable, never fetched.
 _REGISTRY: Registry[Any] = Registry()
 
@@ -274,9 +299,7 @@ def _describe(error: ValidationError) -> str:
         return _none_matched(error, keyword, len(value))
     bounds = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
     if keyword in bounds:
-        return f"must be {bounds[keyword]} {value}, got {instance}"
-    if keyword == "multipleOf":
-        return f"must be a multiple of {value}, got {instance}"
+        return f"must be {bounds[keyword]} {show(value)}, got {show(instance, 40)}"
     if keyword == "const":
         return f"must be {show(value)}, got {show(instance)}"
     if keyword == "enum":
