@@ -175,6 +175,9 @@ def test_pydantic_schema_violations_name_the_path_and_what_failed() -> None:
         ({"unevaluatedProperties": False, "allOf": [{"properties": {"a": {}}}]},
          {"a": 1, "b": 2}, False),
         ({"type": "object", "discriminator": {"propertyName": "kind"}}, {}, True),  # vendor key
+        ({"example": 1, "nullable": True, "x-order": 2}, 1, True),  # OpenAPI's words
+        ({"contains": {"type": "string"}, "minContains": 2}, ["a", 1], False),
+        ({"$comment": "c", "$id": "urn:x", "readOnly": True, "deprecated": True}, 1, True),
     ],
 )
 def test_draft_2020_12_keywords(schema: Any, value: Any, ok: bool) -> None:
@@ -301,6 +304,8 @@ def test_a_bad_schema_in_a_row_is_a_collection_error_naming_file_line_and_field(
         {"id": "bad-type", "prompt": "p",
          "expect": {"json_schema": {"properties": {"n": {"type": "float"}}}}},
         {"id": "bad-regex", "prompt": "p", "expect": {"json_schema": {"pattern": "(a"}}},
+        {"id": "typo-deep", "prompt": "p", "expect": {"json_schema": {"$defs": {"i": {
+            "type": "object", "properties": {"n": {"minLenght": 2}}}}}}},
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
@@ -313,6 +318,8 @@ def test_a_bad_schema_in_a_row_is_a_collection_error_naming_file_line_and_field(
     assert f"{path}:3: expect.json_schema: #/$ref: cannot resolve '#/$defs/nope'" in text
     assert f"{path}:4: expect.json_schema: #/properties/n/type: 'float' is not one of" in text
     assert f"{path}:5: expect.json_schema: #/pattern: invalid regular expression '(a'" in text
+    assert (f"{path}:6: expect.json_schema: #/$defs/i/properties/n: unknown keyword "
+            "'minLenght', did you mean 'minLength'?") in text
     assert "Traceback" not in text
 
 

@@ -354,8 +354,33 @@ def _room(path: str) -> int:
 # --------------------------------------------------------------------------- schema checks
 
 _META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=FORMATS)
-#: Keywords (not annotations) whose near misses are reported as likely typos.
-_KEYWORDS = tuple(sorted(set(Draft202012Validator.VALIDATORS) | {"$defs", "definitions"}))
+#: Keywords that assert something: a near miss of one is reported as a likely typo.
+_KEYWORDS = tuple(
+    sorted(
+        set(Draft202012Validator.VALIDATORS)
+        | {"$defs", "definitions", "minContains", "maxContains"}
+    )
+)
+#: Every Draft 2020-12 keyword: never reported (``example`` is close to ``examples``, but an
+#: annotation typo disables no check, and OpenAPI writes ``example``).
+_ALL_KEYWORDS = frozenset(_KEYWORDS) | {
+    "$anchor",
+    "$comment",
+    "$dynamicAnchor",
+    "$id",
+    "$schema",
+    "$vocabulary",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+    "default",
+    "deprecated",
+    "description",
+    "examples",
+    "readOnly",
+    "title",
+    "writeOnly",
+}
 _ONE_SCHEMA = (
     "additionalProperties",
     "contains",
@@ -418,7 +443,7 @@ def _walk_problems(node: Any, where: str, resolver: Any, problems: list[str]) ->
     if "$id" in node and where != "#":
         resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
     for key in node:
-        if key in _KEYWORDS or not isinstance(key, str) or key.startswith("x-"):
+        if key in _ALL_KEYWORDS or key.startswith("x-"):
             continue
         close = difflib.get_close_matches(key, _KEYWORDS, n=1, cutoff=0.85)
         if close:
