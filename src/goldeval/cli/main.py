@@ -169,7 +169,7 @@ def _policy(run: dict[str, Any], project: Project, live: bool) -> Any:
     policy for this mode in the manifest)."""
     from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
     from goldeval.graders.contract import ContractGrader
-    from goldeval.graders.general import builtin_graders
+    from goldeval.graders.registry import builtin_graders
     from goldeval.verdict.comparison import grader_names
     from goldeval.verdict.decide import policy_from_manifest
 
@@ -350,7 +350,7 @@ def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
     """The dataset's rows, read by the same loader pytest uses (built-in graders' keys)."""
     from goldeval.dataset.rows import load_dataset
     from goldeval.graders.contract import ContractGrader
-    from goldeval.graders.general import builtin_graders
+    from goldeval.graders.registry import builtin_graders
 
     graders = [ContractGrader(), *builtin_graders()]
     dataset = load_dataset(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from goldeval.graders.contract import ContractGrader
-from goldeval.graders.general import builtin_graders
+from goldeval.graders.registry import builtin_graders
 from goldeval.providers.http import make_http_provider
 
 if TYPE_CHECKING:
@@ -18,13 +18,7 @@ if TYPE_CHECKING:
 
 @pytest.hookimpl(trylast=True)
 def pytest_goldeval_register_graders(config: pytest.Config) -> list[Grader]:
-
-    graders: list[Grader] = [ContractGrader()]
-    try:
-        pass
-    except ImportError:  # general graders are optional while they are being built
-        return graders
-    return graders + builtin_graders()
+    return [ContractGrader(), *builtin_graders()]
 
 
 @pytest.hookimpl(trylast=True)

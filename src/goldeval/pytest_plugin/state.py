@@ -319,11 +319,13 @@ class GoldenSession:
         return self.dataset
 
     def graders_in_use(self) -> list[str]:
-        """Names of the graders that grade at least one row of the dataset (cached)."""
+        """Names of the graders that grade at least one row of the dataset (cached), as the
+        protocol's grader configuration names them (``Grader.config_name``: with the version
+        from version 2 on)."""
         if self._graders_in_use is None:
             cases = self.load().cases
             self._graders_in_use = sorted(
-                {g.name for g in self.get_graders() if any(g.applies(c) for c in cases)}
+                {g.config_name for g in self.get_graders() if any(g.applies(c) for c in cases)}
             )
         return self._graders_in_use
 
