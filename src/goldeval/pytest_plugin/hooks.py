@@ -80,8 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     transport = _submodule("xdist")
 
     transport.register(config)
-    from goldeval.pytest_plugin import html as html_glue
-    from goldeval.pytest_plugin import junit as junit_glue
+    html_glue = _submodule("html")
+    junit_glue = _submodule("junit")
 
     junit_glue.register(config, state)
     html_glue.register(config, state)
