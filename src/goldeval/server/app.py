@@ -1,6 +1,7 @@
 """The HTTP API (FastAPI): ``create_app(settings)``. See docs/service.md for the endpoints."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: FastAPI evaluates the endpoint annotations, and
+# they name dependencies local to create_app.
 
 import logging
 import time

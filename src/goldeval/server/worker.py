@@ -191,8 +191,8 @@ class Worker:
         env = dict(os.environ)
         env["GOLDEVAL_STORE"] = settings.store_url
         env["GOLDEVAL_WORKER_PID"] = str(os.getpid())
-        for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_XDIST_WORKER"):
-            env.pop(name, None)
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
+            env.pop(name, None)  # set when the service itself runs under pytest (its tests)
         argv = [settings.python, "-c", _LAUNCHER, *self._argv(job, resolved.rows_path, baseline)]
         started = time.monotonic()
         with log_path.open("ab") as log:
