@@ -71,7 +71,7 @@ def make_project(root: Path, rows: int = 2) -> Path:
             row = {
                 "id": f"extra-{n}",
                 "prompt": f"Say welcome to customer number {n}.",
-                "expect": {"contains_any": ["welcome"]},
+                "expect": {"contains_any": ["Welcome"]},
             }
             lines.append(json.dumps(row))
             (folder / "fixtures" / f"extra-{n}.out.md").write_text(
