@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -144,6 +145,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         logs.event("server starting", version=__version__)
+        # Sync endpoints run in the thread pool; more threads than store connections only
+        # queue on the pool and fight over the GIL (benchmarks/bench_service.py).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.pool_size * 2
         if on_startup is not None:
             on_startup()
         yield
@@ -256,8 +260,11 @@ def create_app(
 
     # ---- auth
 
-    def need(allowed: frozenset[Role], *, browser: bool = False) -> Callable[..., Principal]:
-        def dependency(
+    def need(
+        allowed: frozenset[Role], *, browser: bool = False
+    ) -> Callable[..., Awaitable[Principal]]:
+        # async: a hash and a few comparisons, cheaper than a hop to the thread pool.
+        async def dependency(
             request: Request,
             x_api_key: Annotated[str | None, Depends(_api_key_header)],
             authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
@@ -345,12 +352,14 @@ def create_app(
         since: Annotated[datetime | None, Query()] = None,
         cursor: Annotated[str | None, Query(max_length=512)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    ) -> RunPage:
+    ) -> Response:
         """Runs, newest first; pass ``nextCursor`` back as ``cursor`` for the next page."""
         items, next_cursor = service.list_runs(
             dataset=dataset, status=status, since=since, cursor=cursor, limit=limit
         )
-        return RunPage(items=items, nextCursor=next_cursor)
+        # Serialised here, once: FastAPI would validate the 50 models again on the way out.
+        body = RunPage(items=items, nextCursor=next_cursor).model_dump_json()
+        return Response(body, media_type="application/json")
 
     @app.get("/api/eval/runs/{run_id}", response_model=RunOut, responses=problem_doc, tags=["runs"])
     def get_run(run_id: str, _: Annotated[Principal, Depends(read)]) -> RunOut:

@@ -257,15 +257,6 @@ class RunQueue:
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
         return self._row(rows[0]) if rows else None
 
-    def interrupt_worker(self, worker: str, reason: str) -> int:
-        """Mark every run ``worker`` holds INTERRUPTED (graceful shutdown)."""
-        with self.store._transaction("interrupt") as tx:
-            return tx.execute(
-                "UPDATE service_runs SET status = 'INTERRUPTED', error = ?, finished_at = ?"
-                " WHERE worker = ? AND status = 'RUNNING'",
-                (reason, self._ts(_utcnow()), worker),
-            )
-
     def requeue(self, run_id: str) -> ServiceRun | None:
         """Put an INTERRUPTED or FAILED run back in the queue (it resumes by its run key)."""
         with self.store._transaction("requeue") as tx:
