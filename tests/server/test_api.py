@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.server.conftest import KEYS, Service
+from tests.server.conftest import KEYS, Service, _raw_connect, _with_search_path
 
 PROBLEM = "application/problem+json"
 #: Backend-independent behaviour: checked on SQLite only, to keep the suite quick.
@@ -453,3 +454,56 @@ def test_seed_request_shapes(service: Service) -> None:
         )
         assert "fixture mode" in fixture_model["detail"]
         service.wait_status(ok.json()["id"])
+
+
+def _drop(url: str, schema: str) -> None:
+    with _raw_connect(url) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@SQLITE_ONLY
+def test_a_failed_gate_is_never_reported_as_passed(service: Service) -> None:
+    """No false green: the run completes (everything graded) but the gate fails, so the API
+    says passed=false with the plugin's exit code and decision, as pytest would exit."""
+    fixture = service.root / "golden" / "demo" / "fixtures" / "greeting.out.md"
+    fixture.write_text("Good morning.\n", encoding="utf-8")  # no "hello"/"welcome": FAIL
+    with service.client("EVAL") as client:
+        run = service.wait_status(_create(client)["id"])
+        assert run["status"] == "COMPLETED", run
+        assert run["exitCode"] == 1 and run["passed"] is False
+        assert run["exitDecision"]["code"] == 1
+        assert run["qualityGate"]["verdict"] == "FAIL"
+        assert run["attempts"] == {"FAIL": 1, "PASS": 1}
+        failed = client.get(f"/api/eval/runs/{run['id']}/results", params={"status": "FAIL"})
+        assert [r["caseId"] for r in failed.json()["items"]] == ["greeting"]
+        assert "GATE FAIL" in (run["error"] or "")
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_the_store_password_never_leaves_the_server(
+    service_factory: Any, postgres_server: Any, request: pytest.FixtureRequest
+) -> None:
+    if postgres_server.password_url is None:
+        pytest.skip("an external PostgreSQL URL: no password role to test with")
+    schema = f"pw_{uuid.uuid4().hex[:12]}"
+    with _raw_connect(postgres_server.url) as conn:
+        conn.execute(f"CREATE SCHEMA {schema} AUTHORIZATION goldeval_pw")
+    request.addfinalizer(lambda: _drop(postgres_server.url, schema))
+    svc: Service = service_factory()
+    svc.store_url = _with_search_path(postgres_server.password_url, schema)
+    svc.serve()
+    with svc.client("EVAL") as client:
+        run = svc.wait_status(_create(client)["id"])
+        assert run["status"] == "COMPLETED", run
+        texts = [
+            json.dumps(run),
+            client.get("/api/eval/runs").text,
+            client.get(f"/api/eval/runs/{run['id']}/artifacts/RUN_JSON").text,
+        ]
+    with svc.client("MONITOR") as monitor:
+        texts += [monitor.get("/readyz").text, monitor.get("/metrics").text]
+    texts.append(svc.server.output())  # type: ignore[union-attr]
+    texts += [p.read_text() for p in (svc.root / ".goldeval").rglob("*") if p.is_file()]
+    password = postgres_server.password
+    assert password and all(password not in text for text in texts)
+    assert "postgresql://goldeval_pw:***@" in svc.server.output()  # type: ignore[union-attr]
