@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -392,9 +394,6 @@ def test_rate_limit_answers_429_with_retry_after(service_factory: Any) -> None:
 
 @SQLITE_ONLY
 def test_serve_refuses_to_start_without_usable_keys(service_factory: Any, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     svc: Service = service_factory()
     for value, expected in (
         ("", "GOLDEVAL_API_KEYS is empty"),
