@@ -11,6 +11,7 @@ session:
 * latency: ``--requests`` sequential ``GET /api/eval/runs`` (the first page, 50 runs, newest
   first) over one keep-alive connection, p50/p95; the reference is the plain SQL query of the
   same rows (``SELECT ... ORDER BY created_at DESC, id DESC LIMIT 51``) on one connection;
+* the HTTP floor: ``GET /healthz`` (no store, no key) measured the same two ways;
 * throughput: ``--clients`` concurrent clients (asyncio + httpx, one connection each) sending
   ``--total`` requests in all, requests per second and p95; the reference is the same number of
   threads, one connection each, running the plain query.
@@ -116,23 +117,27 @@ def start_server(url: str, root: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def http_latency(base: str, n: int) -> list[float]:
+def http_latency(base: str, n: int, path: str = "/api/eval/runs") -> list[float]:
     out = []
     with httpx.Client(base_url=base, headers={"X-API-Key": KEY}) as client:
         for _ in range(10):
-            client.get("/api/eval/runs")
+            client.get(path)
         for _ in range(n):
             start = time.perf_counter()
-            response = client.get("/api/eval/runs")
+            response = client.get(path)
             out.append(time.perf_counter() - start)
-            assert response.status_code == 200 and len(response.json()["items"]) == PAGE
+            assert response.status_code == 200
+            if path == "/api/eval/runs":
+                assert len(response.json()["items"]) == PAGE
     return out
 
 
-def http_throughput(base: str, clients: int, total: int) -> tuple[float, list[float]]:
+def http_throughput(
+    base: str, clients: int, total: int, path: str = "/api/eval/runs"
+) -> tuple[float, list[float]]:
     async def run() -> tuple[float, list[float]]:
         latencies: list[float] = []
         remaining = [total]
@@ -144,7 +149,7 @@ def http_throughput(base: str, clients: int, total: int) -> tuple[float, list[fl
                 while remaining[0] > 0:
                     remaining[0] -= 1
                     start = time.perf_counter()
-                    response = await client.get("/api/eval/runs")
+                    response = await client.get(path)
                     latencies.append(time.perf_counter() - start)
                     assert response.status_code == 200
 
@@ -224,17 +229,23 @@ def bench(name: str, url: str, root: Path, args: argparse.Namespace) -> list[tup
     try:
         api = http_latency(base, args.requests)
         plain = sql_latency(url, args.requests)
+        floor = http_latency(base, args.requests, "/healthz")
         api_rps, api_lat = http_throughput(base, args.clients, args.total)
         sql_rps, sql_lat = sql_throughput(url, args.clients, args.total)
+        floor_rps, _ = http_throughput(base, args.clients, args.total, "/healthz")
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     label = f"{name}, {args.runs:,} runs"
     return [
+        (f"{label}: GET /healthz p50 (HTTP floor)", ms(statistics.median(floor)), "—", "—", "—"),
+        (f"{label}: {args.clients} clients, GET /healthz requests/s (HTTP floor)",
+         f"{floor_rps:.0f}/s", "—", "—", "—"),
         (f"{label}: GET /api/eval/runs p50", ms(statistics.median(api)),
          f"plain SQL {ms(statistics.median(plain))}",
          f"{statistics.median(api) / statistics.median(plain):.1f}x", "—"),
-        (f"{label}: GET /api/eval/runs p95", ms(pct(api, 0.95)), f"plain SQL {ms(pct(plain, 0.95))}",
+        (f"{label}: GET /api/eval/runs p95", ms(pct(api, 0.95)),
+         f"plain SQL {ms(pct(plain, 0.95))}",
          f"{pct(api, 0.95) / pct(plain, 0.95):.1f}x", "—"),
         (f"{label}: {args.clients} clients, requests/s", f"{api_rps:.0f}/s",
          f"plain SQL {sql_rps:.0f}/s", f"{api_rps / sql_rps:.2f}x", "—"),
