@@ -86,6 +86,48 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+class RequestLog:
+    """One log line and one latency observation per request (a plain ASGI middleware: the
+    decorator kind costs a stream copy per request)."""
+
+    def __init__(self, app: ASGIApp, latency: Histogram) -> None:
+        self.app = app
+        self.latency = latency
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            seconds = time.perf_counter() - started
+            template = getattr(scope.get("route"), "path", "unmatched")
+            method = str(scope.get("method"))
+            self.latency.labels(method, template, str(status)).observe(seconds)
+            principal = (scope.get("state") or {}).get("principal")
+            params = scope.get("path_params") or {}
+            logs.event(
+                "request",
+                method=method,
+                path=template,
+                status=status,
+                ms=round(seconds * 1000, 2),
+                caller=principal.label if principal is not None else None,
+                role=principal.role.value if principal is not None else None,
+                run_id=params.get("run_id"),
+            )
+
+
 class StoreCollector(Collector):
     """Run and attempt counts read from the store at scrape time (all processes' work)."""
 
@@ -229,33 +271,7 @@ def create_app(
 
     # ---- middleware
 
-    @app.middleware("http")
-    async def _log(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            seconds = time.perf_counter() - started
-            route = request.scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            latency.labels(request.method, template, str(status)).observe(seconds)
-            principal = getattr(request.state, "principal", None)
-            logs.event(
-                "request",
-                method=request.method,
-                path=template,
-                status=status,
-                ms=round(seconds * 1000, 2),
-                caller=principal.label if principal is not None else None,
-                role=principal.role.value if principal is not None else None,
-                run_id=request.path_params.get("run_id") if request.path_params else None,
-            )
-
+    app.add_middleware(RequestLog, latency=latency)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
     # ---- auth
