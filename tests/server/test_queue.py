@@ -6,9 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
+from goldeval.server.settings import ServiceSettings
+from goldeval.server.worker import MAX_CLAIMS, Worker
 from goldeval.store import open_store
 from goldeval.store.queue import RunQueue, decode_cursor, encode_cursor
 from tests.store.conftest import Target, target  # noqa: F401  (the store tests' fixture)
@@ -99,6 +102,33 @@ def test_a_dead_workers_run_is_taken_over_and_the_old_owner_loses_it(
         assert done is not None and done.status == "INTERRUPTED" and done.exit_code == 75
         with pytest.raises(ValueError):
             queue.finish(run_id, None, "RUNNING", exit_code=None, error=None)
+
+
+def test_a_run_that_keeps_killing_its_workers_is_abandoned(
+    target: Target, tmp_path: Path  # noqa: F811
+) -> None:
+    settings = ServiceSettings.build(
+        store_url=target.url, root=tmp_path, datasets=None, lease_seconds=0.001
+    )
+    with open_store(target.url) as store:
+        queue = RunQueue(store)
+        run_id = _enqueue(queue, 1)
+        for n in range(MAX_CLAIMS):  # each worker "died": its lease ran out
+            assert queue.claim(f"w{n}", lease_seconds=0) is not None
+            time.sleep(0.01)
+        time.sleep(0.01)
+    worker = Worker(settings, "last", threading.Event())
+    try:
+        assert worker.run_once() is True  # took it, and gave up on it without running pytest
+    finally:
+        worker.close()
+    with open_store(target.url) as store:
+        queue = RunQueue(store)
+        job = queue.get(run_id)
+        assert job is not None and job.status == "FAILED"
+        assert job.error is not None and "stopped 3 times" in job.error
+        again = queue.requeue(run_id)
+        assert again is not None and again.status == "QUEUED" and again.claims == 0
 
 
 def test_pages_are_newest_first_and_filtered(target: Target) -> None:  # noqa: F811

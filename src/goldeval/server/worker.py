@@ -54,6 +54,9 @@ _LAUNCHER = (
     "os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])\n"
 )
 _LOG_TAIL = 4000
+#: A run whose workers died this many times is not taken again (a run that kills its worker
+#: must not take down every worker in turn): it ends FAILED.
+MAX_CLAIMS = 3
 
 
 def worker_name(number: int = 0) -> str:
@@ -124,6 +127,14 @@ class Worker:
         job = self._queue().claim(self.name, lease_seconds=self.settings.lease_seconds)
         if job is None:
             return False
+        if job.claims > MAX_CLAIMS:
+            error = (
+                f"its worker stopped {job.claims - 1} times while running it; not retried "
+                "(see the run's log in .goldeval/service); POST .../resume to try again"
+            )
+            self._queue().finish(job.id, self.name, "FAILED", exit_code=None, error=error)
+            logs.event("run abandoned", logging.ERROR, run_id=job.id, claims=job.claims)
+            return True
         logs.event(
             "run claimed",
             run_id=job.id,

@@ -56,7 +56,8 @@ class ServiceRun:
     run_dir: str | None
     worker: str | None
     claims: int
-    """How many times a worker took the run (more than 1: resumed after a worker died)."""
+    """How many times a worker took the run since it was queued (more than 1: taken over
+    after a worker died)."""
     cancel_requested: bool
     exit_code: int | None
     error: str | None
@@ -262,7 +263,7 @@ class RunQueue:
         with self.store._transaction("requeue") as tx:
             tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
-                " exit_code = NULL, finished_at = NULL, worker = NULL"
+                " exit_code = NULL, finished_at = NULL, worker = NULL, claims = 0"
                 " WHERE id = ? AND status IN ('INTERRUPTED', 'FAILED')",
                 (run_id,),
             )
