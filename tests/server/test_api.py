@@ -376,6 +376,13 @@ def test_cancel_resume_delete_and_operations(service_factory: Any) -> None:
         assert "goldeval_attempts{" in text
         assert "goldeval_http_request_duration_seconds_bucket" in text
         assert 'route="/api/eval/runs"' in text
+        # Not ready without its datasets folder (liveness is unaffected).
+        (svc.root / "golden").rename(svc.root / "golden-away")
+        unready = monitor.get("/readyz")
+        assert unready.status_code == 503
+        assert unready.json()["status"] == "unavailable"
+        assert unready.json()["checks"]["datasets"] == "missing"
+        assert httpx.get(f"{svc.server.base_url}/healthz").status_code == 200  # type: ignore[union-attr]
 
 
 @SQLITE_ONLY
