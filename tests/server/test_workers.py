@@ -150,7 +150,8 @@ def test_graceful_shutdown_interrupts_the_run_and_resume_finishes_it(
     run = svc.wait_status(run_id)
     assert run["status"] == "COMPLETED" and run["exitCode"] == 0, run
     assert run["claims"] == 1  # counted since it was queued again
-    assert run["storeRunId"] == stopped["storeRunId"]  # the same store run, resumed
+    if stopped["storeRunId"] is not None:  # stopped after the plugin began the run
+        assert run["storeRunId"] == stopped["storeRunId"]  # the same store run, resumed
     assert len(_graded(svc, run_id)) == 2
 
 
