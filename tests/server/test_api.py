@@ -386,12 +386,14 @@ def test_cancel_resume_delete_and_operations(service_factory: Any) -> None:
 
 
 @SQLITE_ONLY
-def test_rate_limit_answers_429_with_retry_after(service_factory: Any) -> None:
+def test_rate_limit_429_with_retry_after_and_max_cases(service_factory: Any) -> None:
     svc: Service = service_factory()
-    svc.serve("--rate-limit", "3", workers=0)
+    svc.serve("--rate-limit", "3", "--max-cases", "1", workers=0)
     with svc.client("EVAL") as client:
-        codes = [client.get("/api/eval/runs").status_code for _ in range(3)]
-        assert codes == [200, 200, 200]
+        too_many = _problem(client.post("/api/eval/runs", json={"dataset": "demo-v1"}), 422)
+        assert "demo-v1 has 2 cases, more than this server runs at once (1)" in too_many["detail"]
+        codes = [client.get("/api/eval/runs").status_code for _ in range(2)]
+        assert codes == [200, 200]
         limited = client.get("/api/eval/runs")
         _problem(limited, 429, "rate-limited")
         assert int(limited.headers["retry-after"]) >= 1
