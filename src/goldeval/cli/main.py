@@ -7,6 +7,7 @@ goldeval site --out DIR               static history site from the run folders
 goldeval runs | show | export         the run store (see docs/configuration.md)
 goldeval verify RUN_DIR               check a run folder against its manifest.json
 goldeval init [NAME]                  scaffold a dataset a newcomer can run at once
+goldeval serve | worker               the evaluation service (extra [server], docs/service.md)
 """
 
 from __future__ import annotations
@@ -280,11 +281,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     anchor: Path | None = None
     if args.run_key:
         from goldeval.cli import store as store_cli
+        from goldeval.store.views import run_document
 
         location = store_location(args)
         store = store_cli._open(location)
         try:
-            run = store_cli.run_document(store, args.run_key)
+            run = run_document(store, args.run_key)
         finally:
             store.close()
         if "://" not in location:
@@ -434,6 +436,70 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _server_main() -> Any:
+    """goldeval.server.main, imported only when asked for: the server is an optional extra
+    (``pip install -e '.[server]'``) and every other command must work without it."""
+    try:
+        from goldeval.server import main as server_main
+    except ImportError as exc:
+        raise GoldevalError(
+            f"the evaluation service needs the [server] extra ({exc.name or exc} is missing)",
+            hint="pip install 'pytest-goldeval[server]'",
+        ) from None
+    return server_main
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    server_main = _server_main()
+    root = str(project_root(args.root))
+    return int(server_main.serve(args, store_location(args), root))
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    server_main = _server_main()
+    root = str(project_root(args.root))
+    return int(server_main.worker(args, store_location(args), root))
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+def _service_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        default=None,
+        help="SQLite path or postgresql:// URL (default GOLDEVAL_STORE, else "
+        "<project root>/.goldeval/goldeval.sqlite3)",
+    )
+    p.add_argument(
+        "--datasets", default=None, metavar="DIR", help="golden root (default <root>/golden)"
+    )
+    p.add_argument(
+        "--runs", default=None, metavar="DIR", help="run folders (default <root>/.goldeval/runs)"
+    )
+    p.add_argument(
+        "--root",
+        default=None,
+        metavar="DIR",
+        help="project root pytest runs in (default: as for the other commands)",
+    )
+    p.add_argument(
+        "--lease",
+        type=_positive,
+        default=30.0,
+        metavar="SECONDS",
+        help="a RUNNING run whose worker has not renewed its claim for this long is taken "
+        "over by another worker (default 30)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from goldeval import __version__
 
@@ -537,6 +603,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check a run folder's artifacts against manifest.json")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("serve", help="the evaluation service: REST API, run page and workers")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="in-process workers (runs at once; 0: API only, use `goldeval worker`)",
+    )
+    p.add_argument("--max-body", type=int, default=64 * 1024, metavar="BYTES")
+    p.add_argument("--max-cases", type=int, default=None, metavar="N", help="cases per run")
+    p.add_argument("--max-attempts", type=int, default=20, metavar="N")
+    p.add_argument(
+        "--rate-limit", type=int, default=None, metavar="N", help="requests a minute per key"
+    )
+    p.add_argument("--no-live", action="store_true", help="refuse live runs")
+    _service_options(p)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("worker", help="run queued service runs (no API)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="runs at once")
+    _service_options(p)
+    p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("init", help="scaffold a dataset under golden/ (generic, no pack)")
     p.add_argument("name", nargs="?", default="my-dataset", help="dataset folder name")
