@@ -30,8 +30,8 @@ from goldeval.pytest_plugin.decision import (
     save_requested_baseline,
 )
 from goldeval.pytest_plugin.params import is_golden_nodeid, param_of, parse_golden_nodeid
-from goldeval.pytest_plugin.protocol import early_protocol, protocol_for
-from goldeval.pytest_plugin.recording import ProtocolMismatch
+from goldeval.pytest_plugin.protocol import protocol_for
+from goldeval.pytest_plugin.recording import ProtocolMismatch, begin_recording
 from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_HINT, RERUN_KIND, GoldenSession
 from goldeval.reports import markdown as report_md
@@ -189,7 +189,7 @@ class Controller:
             recorder = self.state.recorder
             if recorder is not None:
                 if not recorder.began:
-                    recorder.begin(*early_protocol(self.state))
+                    begin_recording(self.state, recorder)
                 recorder.add(payload)
             # Folded into the run; pytest keeps every report until the end, so drop the copy.
             if hasattr(report, PAYLOAD_ATTR):
@@ -325,7 +325,7 @@ def merge_previous(state: GoldenSession) -> None:
     if recorder is None:
         return
     if not recorder.began:
-        recorder.begin(*early_protocol(state))
+        begin_recording(state, recorder)
     if not recorder.resumed:
         return
     recorder.flush()

@@ -39,7 +39,7 @@ from goldeval.providers.fixture import FixtureProvider
 from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
 from goldeval.pytest_plugin.params import GoldenParam, param_of
 from goldeval.pytest_plugin.prefetch import Prefetcher
-from goldeval.pytest_plugin.recording import RunRecorder
+from goldeval.pytest_plugin.recording import session_recorder
 from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
 
 PAYLOAD_ATTR = "goldeval"
@@ -230,7 +230,7 @@ class GoldenSession:
         self.run_id = new_run_id(self.settings.out_dir, self.started)
         self.recorder: Any = None
         if not self.is_worker:
-            self.recorder = RunRecorder(self)
+            self.recorder = session_recorder(self)
         self._provider: Provider | None = None
         if self.settings.mode is not Mode.FIXTURE:
             # An unknown provider is a usage error now, not an ERROR on every attempt later
