@@ -22,8 +22,8 @@ from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
+from goldeval.verdict.exit_codes import COMPARISON_INVALID, USAGE
 
-USAGE = 4
 #: The run store, the runs folder and the datasets under the project root (as in pytest).
 DEFAULT_STORE = ".goldeval/goldeval.sqlite3"
 DEFAULT_RUNS = ".goldeval/runs"
@@ -416,7 +416,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(one_line(p))
     if problems:
         print(f"goldeval verify: {len(problems)} problem(s)")
-        return 65
+        return COMPARISON_INVALID
     print("goldeval verify: every artifact present and unchanged")
     return 0
 
@@ -642,7 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except GoldevalError as exc:
         print(f"goldeval: {safe_text(exc)}", file=sys.stderr)
-        code = 65 if type(exc).__name__ == "BaselineError" else USAGE
+        code = COMPARISON_INVALID if type(exc).__name__ == "BaselineError" else USAGE
         return code
     except KeyboardInterrupt:
         return 2

@@ -46,7 +46,7 @@ from goldeval.results.run_document import (
     write_run_json,
 )
 from goldeval.results.run_folder import ArtifactError
-from goldeval.verdict.exit_codes import decide_exit
+from goldeval.verdict.exit_codes import COMPARISON_INVALID, GATE_FAILED, INFRA, OK, decide_exit
 
 KEEP_STATUSES = (
     pytest.ExitCode.INTERRUPTED,
@@ -91,15 +91,17 @@ class Controller:
         try:
             preflight_store(self.state)
         except ProtocolMismatch as exc:
-            self._refuse(session.config, 65, str(exc))
+            self._refuse(session.config, COMPARISON_INVALID, str(exc))
         try:
             preflight_baseline_file(self.state)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BaselineError as exc:
             if exc.message.startswith("comparison invalid"):
-                self._refuse(session.config, 65, f"{exc.message} (baseline {exc.path})")
-            self._refuse(session.config, 65, f"baseline rejected: {exc}")
+                self._refuse(
+                    session.config, COMPARISON_INVALID, f"{exc.message} (baseline {exc.path})"
+                )
+            self._refuse(session.config, COMPARISON_INVALID, f"baseline rejected: {exc}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -138,14 +140,14 @@ class Controller:
             self.refused = True
             raise pytest.UsageError(str(exc)) from None
         except BaselineError as exc:
-            self._refuse(config, 65, f"baseline rejected: {exc}")
+            self._refuse(config, COMPARISON_INVALID, f"baseline rejected: {exc}")
         if reason is not None:
-            self._refuse(config, 65, reason)
+            self._refuse(config, COMPARISON_INVALID, reason)
 
     def _refuse(self, config: pytest.Config, code: int, reason: str) -> None:
         self.refused = True
         line = f"goldeval decision: exit {code} — {reason} (refused before any item ran)"
-        if code == 65:
+        if code == COMPARISON_INVALID:
             line += (
                 "; to run this selection anyway, report without gating (--golden-no-gate) or "
                 "capture a baseline for it (--golden-save-baseline=PATH)"
@@ -387,7 +389,7 @@ def finish_session(
         ):
             if state.signal_received:
                 # Terminated before any attempt was graded: still infrastructure, retry.
-                session.exitstatus = 75
+                session.exitstatus = INFRA
             return  # collection errors, or stopped before any attempt: nothing to record
     if state.dataset is None:
         try:
@@ -436,14 +438,14 @@ def finish_session(
             # Exit 1, as --golden-deadline: the run is not a verdict. A comparison made invalid
             # by the attempts that never ran (a shorter selection) says nothing more; 4 and 75
             # (configuration, infrastructure) are more telling and stay.
-            if code in (0, 1, 65):
+            if code in (OK, GATE_FAILED, COMPARISON_INVALID):
                 code, reason = 1, note
         if state.signal_received and interrupted:
             key = state.settings.run_key
             reason = f"terminated by {state.signal_received}: the run is INTERRUPTED; " + (
                 f"rerun with --golden-run-key={key} to resume it" if key else "retry it"
             )
-            code = 75
+            code = INFRA
             notes.append(reason)
         if code != run.get("exitDecision", {}).get("code"):
             run["exitDecision"] = {"code": code, "reason": reason}
@@ -495,17 +497,17 @@ def finish_session(
         if recorder.conflict:
             # Another process created the key's run under another protocol after preflight.
             run.setdefault("notes", []).append(recorder.conflict)
-            run["exitDecision"] = {"code": 65, "reason": recorder.conflict}
-            decision.code, decision.reason = 65, recorder.conflict
+            run["exitDecision"] = {"code": COMPARISON_INVALID, "reason": recorder.conflict}
+            decision.code, decision.reason = COMPARISON_INVALID, recorder.conflict
             decision.save_baseline = False
             forced = True
-        elif recorder.error and decision.code not in (65,):
+        elif recorder.error and decision.code not in (COMPARISON_INVALID,):
             # What was graded is kept (run folder); the run is not a complete record.
             run["status"] = "INTERRUPTED"
             reason = f"{recorder.error}; the run is incomplete, retry it"
             run.setdefault("notes", []).append(reason)
-            run["exitDecision"] = {"code": 75, "reason": reason}
-            decision.code, decision.reason = 75, reason
+            run["exitDecision"] = {"code": INFRA, "reason": reason}
+            decision.code, decision.reason = INFRA, reason
     if duplicates or stopped_early or (interrupted and state.signal_received):
         code, reason = unfinished(run, decision.code, decision.reason)
         forced = forced or code != decision.code or bool(duplicates) or stopped_early
@@ -672,7 +674,7 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     manifest (the folder's commit record), then LATEST and one history line.
 
     Any failure propagates; :meth:`Controller.pytest_sessionfinish` then rolls back what this
-    process recorded (see :mod:`goldeval.results.finalise`) and exits 75.
+    process recorded (see :mod:`goldeval.results.finalise`) and exits INFRA.
     """
 
     fin = finalisation(state)
@@ -720,7 +722,7 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
         or isinstance(exc, KeyboardInterrupt)
     )
     status = "INTERRUPTED" if interrupted else "FAILED"
-    code = 4 if isinstance(exc, ArtifactError) else 75
+    code = 4 if isinstance(exc, ArtifactError) else INFRA
     kept = (
         pytest.ExitCode.INTERRUPTED,
         pytest.ExitCode.INTERNAL_ERROR,
