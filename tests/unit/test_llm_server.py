@@ -645,7 +645,7 @@ def test_fixture_responder_errors(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.Popen[str]:
-    src = Path(llm_server.__file__).resolve().parents[2]
+    src = Path(llm_server.__file__).resolve().parents[3]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]),
