@@ -38,6 +38,8 @@ class ProviderSettings:
     #: Requests / tokens per minute the provider allows (token buckets), None: no limit.
     rpm: float | None = None
     tpm: float | None = None
+    #: Prices per model, (input, output) per 1k tokens; they win over price_per_1k_*.
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: Ask for streamed answers (Ollama NDJSON, OpenAI SSE) and record time to first token.
     stream: bool = False
 
@@ -240,6 +242,8 @@ class RunSettings:
     store: str | None = None
     run_key: str | None = None
     rerun_errors: bool = False
+    max_cost: float | None = None
+    max_tokens: int | None = None
 
 
 def _env_timeout_minutes(default: float) -> float:

@@ -419,7 +419,7 @@ class HTTPProvider(Provider):
         answer.ttft_ms = round(stats.ttft_s * 1000) if stats.ttft_s is not None else None
         answer.input_tokens = stats.input_tokens
         answer.output_tokens = stats.output_tokens
-        answer.cost = self._cost(stats.input_tokens, stats.output_tokens)
+        answer.cost = self._cost(stats.input_tokens, stats.output_tokens, model)
         return answer
 
     def _delay(self, tries: int, retry_after: float | None) -> float:
@@ -649,9 +649,14 @@ class HTTPProvider(Provider):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
+    def _cost(
+        self, tokens_in: int | None, tokens_out: int | None, model: str | None = None
+    ) -> float | None:
         p_in = self.settings.price_per_1k_input
         p_out = self.settings.price_per_1k_output
+        per_model = self.settings.prices.get(model or self.settings.model or "")
+        if per_model is not None:
+            p_in, p_out = per_model
         if p_in is None and p_out is None:
             return None
         cost = 0.0
