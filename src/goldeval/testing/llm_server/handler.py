@@ -274,6 +274,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if body and self.command != "HEAD":
             self.wfile.write(body)
 
+    def generate(self, pieces: int) -> None:
+        """A non-streamed answer of ``pieces`` pieces takes as long as its paced stream."""
+        if pieces > 1 and self.fake.stream_interval > 0:
+            self.sleep(self.fake.stream_interval * (pieces - 1))
+
     def send_stream(
         self,
         status: int,

@@ -12,6 +12,7 @@ from goldeval.testing.llm_server.handler import Handler
 from goldeval.testing.llm_server.wire import (
     count_tokens,
     embed_text,
+    group,
     normalise_tool_call,
     now_iso,
     split_for_stream,
@@ -49,12 +50,14 @@ def ollama_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
         "eval_count": completion_tokens,
         "eval_duration": 500_000,
     }
+    pieces = split_for_stream(reply.content or "")
     if body.get("stream", True) is False:
+        h.generate(len(pieces))
         h.send_json(reply.status, final, reply.headers)
         return
     # NDJSON streaming, as real Ollama does when "stream" is true or omitted.
     lines = []
-    for piece in split_for_stream(reply.content or ""):
+    for piece in pieces:
         chunk = {
             "model": body["model"],
             "created_at": final["created_at"],
@@ -76,7 +79,8 @@ def ollama_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
         lines.append(json.dumps(chunk))
     lines.append(json.dumps({**final, "message": {"role": "assistant", "content": ""}}))
     data = [(line + "\n").encode("utf-8") for line in lines]
-    h.send_stream(reply.status, data, "application/x-ndjson", reply.headers)
+    # One piece per content chunk; the tool-call and final lines go with the last one.
+    h.send_stream(reply.status, group(data, 0, len(pieces)), "application/x-ndjson", reply.headers)
 
 
 def ollama_embed(h: Handler, record: RecordedRequest, override: Reply | None, empty: bool) -> None:

@@ -12,6 +12,7 @@ from goldeval.testing.llm_server.handler import Handler
 from goldeval.testing.llm_server.wire import (
     count_tokens,
     embed_text,
+    group,
     normalise_tool_call,
     split_for_stream,
 )
@@ -51,7 +52,9 @@ def openai_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    pieces = split_for_stream(message["content"] or "")
     if body.get("stream") is not True:
+        h.generate(len(pieces))
         payload = {
             "id": completion_id,
             "object": "chat.completion",
@@ -64,7 +67,7 @@ def openai_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
         return
     # Server-sent events, as the OpenAI API does for "stream": true.
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-    deltas += [{"content": piece} for piece in split_for_stream(message["content"] or "")]
+    deltas += [{"content": piece} for piece in pieces]
     if "tool_calls" in message:
         deltas.append(
             {"tool_calls": [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]}
@@ -83,7 +86,8 @@ def openai_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
     if isinstance(opts, dict) and opts.get("include_usage"):
         events.append({**base, "choices": [], "usage": usage})
     data = [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
-    h.send_stream(reply.status, data, "text/event-stream", reply.headers)
+    # The role event goes with the first content piece, the closing events with the last.
+    h.send_stream(reply.status, group(data, 1, len(pieces)), "text/event-stream", reply.headers)
 
 
 def openai_embeddings(

@@ -130,3 +130,14 @@ def split_for_stream(text: str) -> list[str]:
     pieces = re.findall(r"\S+\s*|\s+", text)
     size = max(1, math.ceil(len(pieces) / 3))
     return ["".join(pieces[i : i + size]) for i in range(0, len(pieces), size)]
+
+
+def group(events: list[bytes], head: int, paced: int) -> list[bytes]:
+    """``events`` as the pieces a paced stream sends: the ``head`` leading events go with the
+    first of the ``paced`` content events, everything after them with the last one."""
+    if paced <= 0:
+        return [b"".join(events)]
+    body = events[head : head + paced]
+    body[0] = b"".join(events[:head]) + body[0]
+    body[-1] = body[-1] + b"".join(events[head + paced :])
+    return body
