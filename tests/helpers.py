@@ -30,6 +30,8 @@ def strip_timings(value: Any) -> Any:
     """Drop fields that legitimately differ between two runs of the same thing."""
     volatile = {
         "durationMs",
+        "queueMs",
+        "ttftMs",
         "runId",
         "timestamp",
         "latency",

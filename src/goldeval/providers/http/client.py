@@ -733,12 +733,9 @@ def _refused(exc: BaseException) -> bool:
 
 
 def _overload(failure: Failure) -> bool:
-    """A sign of too many calls in flight: a timeout, or 429/503 without ``Retry-After``
-    (with it, the limiter pauses every caller instead: see :mod:`.limiter`)."""
+    """A sign of too many calls in flight: a timeout, a 429 or a 503 (see :mod:`.limiter`)."""
     if failure.kind == "TIMEOUT":
         return True
-    return (
-        failure.kind in ("RATE_LIMIT", "HTTP_ERROR")
-        and failure.retry_after is None
-        and ("HTTP 429" in failure.message or "HTTP 503" in failure.message)
+    return failure.kind in ("RATE_LIMIT", "HTTP_ERROR") and (
+        "HTTP 429" in failure.message or "HTTP 503" in failure.message
     )

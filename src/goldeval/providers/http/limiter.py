@@ -9,13 +9,12 @@ is the *queue wait*, recorded apart from the call's latency. The limiter combine
   start) while latency stays within ``tolerance ×`` the lowest latency seen; once latency rises
   above that the provider is queueing, and the limit shrinks in proportion
   (``limit × tolerance × min / latency``, at most halved), after which it grows by one per
-  round trip. A timeout, a 503 or a 429 *without* ``Retry-After`` halves it. It never exceeds
-  ``--golden-concurrency`` and never drops below 1. Only calls sent after the last decrease
-  can cause another one, so a burst of slow answers halves the limit once, not ten times.
-  With ``adaptive=False`` the limit stays at the maximum (the old fixed behaviour).
+  round trip. A timeout, a 429 or a 503 halves it. It never exceeds ``--golden-concurrency``
+  and never drops below 1. Only calls sent after the last decrease can cause another one, so
+  a burst of slow answers halves the limit once, not ten times. With ``adaptive=False`` the
+  limit stays at the maximum (the old fixed behaviour).
 * **Retry-After across the pool**: a 429/503 with ``Retry-After`` pauses *every* caller until
-  then, not only the one that got it. The limit is not cut for it: the server said exactly
-  when to come back, and fewer calls in flight would not change a per-minute quota.
+  then, not only the one that got it (capped by the backoff maximum).
 * **Requests per minute** (``--golden-rpm``) and **tokens per minute** (``--golden-tpm``):
   token buckets, one second deep. A call takes one request and its *estimated* tokens
   (prompt characters / 4 plus the average answer so far); when the answer arrives the
@@ -39,6 +38,8 @@ __all__ = ["CallLimiter", "LimiterStats", "Permit"]
 INITIAL_LIMIT = 4
 #: Latency up to this multiple of the lowest seen counts as "flat".
 TOLERANCE = 1.5
+#: Slow start (one more per answered call) ends once latency passes this multiple.
+SLOW_START_END = 1.2
 
 
 @dataclass
@@ -163,7 +164,7 @@ class CallLimiter:
         """Give the permit back with what the try showed.
 
         ``latency``: seconds of an answered try (its time to first token when streamed).
-        ``overloaded``: a timeout, or a 429/503 without ``Retry-After`` (halves the limit).
+        ``overloaded``: a timeout, a 429 or a 503 (halves the limit).
         ``retry_after``: the server asked every caller to wait this long.
         ``actual_tokens``: the real tokens of the call, replacing the estimate in the bucket.
         """
@@ -196,6 +197,8 @@ class CallLimiter:
         if low is None or latency < low:
             self._min_latency = low = latency
         ratio = latency / low if low > 0 else 1.0
+        if ratio > SLOW_START_END:
+            self._slow_start = False  # a queue is forming: from now on, one per round trip
         if ratio <= TOLERANCE:
             step = 1.0 if self._slow_start else 1.0 / max(1.0, self._limit)
             self._limit = min(float(self.maximum), self._limit + step)
