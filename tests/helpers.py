@@ -32,6 +32,8 @@ def strip_timings(value: Any) -> Any:
         "durationMs",
         "queueMs",
         "ttftMs",
+        "queueWait",
+        "timeToFirstToken",
         "runId",
         "timestamp",
         "latency",

@@ -115,6 +115,10 @@ def test_streamed_live_run_records_time_to_first_token(
     assert all("queueMs" in a for a in attempts)
     assert all(r.json["stream"] is True for r in llm_server.requests if r.path.endswith("chat")
                or r.path.endswith("completions"))
+    # totals apart from latency: in the terminal and in report.md
+    result.stdout.fnmatch_lines(["*Queue wait avg / p95*ms", "*TTFT avg / p95*ms"])
+    report = (run_files.latest_dir() / "report.md").read_text(encoding="utf-8")
+    assert "| TTFT avg / p95 |" in report and "| Queue wait avg / p95 |" in report
 
 
 def test_retries_are_counted_per_attempt_and_in_totals(
