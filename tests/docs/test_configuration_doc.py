@@ -55,8 +55,9 @@ def test_every_golden_option_is_documented(pytest_help: str) -> None:
 def test_every_ini_key_is_documented(pytest_help: str) -> None:
     keys = sorted(set(re.findall(r"^\s+(golden_[a-z_]+) \(", pytest_help, re.MULTILINE)))
     assert {"golden_root", "golden_out", "golden_junit_properties"} <= set(keys)
-    options = ROOT / "src" / "goldeval" / "pytest_plugin" / "options.py"
-    source = options.read_text(encoding="utf-8")
+    source = (ROOT / "src" / "goldeval" / "pytest_plugin" / "options.py").read_text(
+        encoding="utf-8"
+    )
     assert set(re.findall(r'addini\(\s*"([a-z_]+)"', source)) == set(keys)
     missing = [k for k in keys if not _documented(k)]
     assert not missing, f"ini keys missing from docs/configuration.md: {missing}"

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from goldeval.dataset.rows import load_dataset
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
+from goldeval.results.run_document import config_fingerprint
 from tests.helpers import RunFiles
 
 ROWS = [
@@ -85,6 +89,36 @@ def test_unknown_expect_key_is_a_collection_error(pytester: pytest.Pytester,
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*rows.jsonl:5: expect.contains_anyy: unknown expect key "
                                  "(did you mean 'contains_any'?)*"])
+
+
+def test_bad_json_schema_is_a_collection_error(pytester: pytest.Pytester,
+                                              faq_project: Path) -> None:
+    rows = faq_project / "golden/faq/rows.jsonl"
+    rows.write_text(rows.read_text() + json.dumps(
+        {"id": "bad-schema", "prompt": "x",
+         "expect": {"json_schema": {"properties": {"n": {"type": "float"}}}}}) + "\n")
+    result = pytester.runpytest("--golden=faq-v1")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*rows.jsonl:5: expect.json_schema: #/properties/n/type: "
+                                 "'float' is not one of*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_protocol_names_the_json_schema_grader_version(pytester: pytest.Pytester,
+                                                       faq_project: Path) -> None:
+    """json_schema is version 2 (the jsonschema library): a baseline of version 1 has another
+    graderConfigHash, so it is incomparable instead of silently compared."""
+    pytester.runpytest("--golden=faq-v1")
+    run = RunFiles(faq_project).latest()
+    graders = [ContractGrader(), *builtin_graders()]
+    ds = load_dataset(faq_project / "golden/faq", project_root=faq_project, graders=graders,
+                      require_fixtures=False)
+    used = [g for g in graders if any(g.applies(c) for c in ds.cases)]
+    names = sorted(g.config_name for g in used)
+    assert "json_schema@v2" in names
+    assert run["protocol"]["graderConfigHash"] == config_fingerprint(ds.grader_config(names))
+    assert run["protocol"]["graderConfigHash"] != config_fingerprint(
+        ds.grader_config(sorted(g.name for g in used)))
 
 
 def test_third_party_provider_through_the_hook(pytester: pytest.Pytester,

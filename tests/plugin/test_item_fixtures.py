@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.pytest_plugin import hooks as plugin
-from goldeval.pytest_plugin.fixtures import PARAM_ARG
+from goldeval.pytest_plugin.params import PARAM_ARG
 
 
 def test_plugin_module_names_the_param_argument_without_importing_it() -> None:

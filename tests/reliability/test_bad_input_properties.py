@@ -41,7 +41,7 @@ from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.manifest import Manifest, read_manifest
 from goldeval.dataset.rows import CORE_EXPECT_KEYS, check_case_id, parse_rows
 from goldeval.graders.contract import ContractGrader
-from goldeval.graders.general import builtin_graders
+from goldeval.graders.registry import builtin_graders
 from goldeval.judge.parse import JudgeDecision, JudgeResult, parse_judge_output
 from goldeval.verdict.baseline import load_baseline
 from tests.helpers import ROOT

@@ -11,7 +11,8 @@ from goldeval.core.models import (
     RetrievalResult,
     Status,
 )
-from goldeval.results.metrics import compute_metrics, latency_stats, wilson
+from goldeval.core.stats import wilson
+from goldeval.results.metrics import compute_metrics, latency_stats
 from goldeval.results.rollup import case_status, count, roll_up
 
 

@@ -23,7 +23,7 @@ from goldeval.dataset.manifest import Manifest
 from goldeval.dataset.rows import CORE_EXPECT_KEYS, Dataset, parse_rows
 from goldeval.graders.base import ExpectKey
 from goldeval.graders.contract import ContractGrader
-from goldeval.graders.general import builtin_graders
+from goldeval.graders.registry import builtin_graders
 from goldeval.results.run_document import config_fingerprint
 
 GRADERS = [ContractGrader(), *builtin_graders()]

@@ -18,13 +18,11 @@ from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.domain import ContractConfig
 from goldeval.graders import budget
 from goldeval.graders.base import GradeContext
+from goldeval.graders.cites import CitesGrader
 from goldeval.graders.contract import ContractChecker
-from goldeval.graders.general import (
-    CitesGrader,
-    JsonSchemaGrader,
-    RegexGrader,
-    builtin_graders,
-)
+from goldeval.graders.json_schema import JsonSchemaGrader
+from goldeval.graders.regex import RegexGrader
+from goldeval.graders.registry import builtin_graders
 from goldeval.pipeline.attempt import NoRetriever, Pipeline
 from goldeval.providers.base import Answer
 from tests.helpers import RunFiles

@@ -7,6 +7,7 @@ goldeval site --out DIR               static history site from the run folders
 goldeval runs | show | export         the run store (see docs/configuration.md)
 goldeval verify RUN_DIR               check a run folder against its manifest.json
 goldeval init [NAME]                  scaffold a dataset a newcomer can run at once
+goldeval serve | worker               the evaluation service (extra [server], docs/service.md)
 """
 
 from __future__ import annotations
@@ -169,9 +170,9 @@ def _policy(run: dict[str, Any], project: Project, live: bool) -> Any:
     policy for this mode in the manifest)."""
     from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
     from goldeval.graders.contract import ContractGrader
-    from goldeval.graders.general import builtin_graders
-    from goldeval.pytest_plugin.decision import policy_from_manifest
+    from goldeval.graders.registry import builtin_graders
     from goldeval.verdict.comparison import grader_names
+    from goldeval.verdict.decide import policy_from_manifest
 
     assert project.dataset_dir is not None
     manifest_path = find_manifest(project.dataset_dir)
@@ -213,13 +214,10 @@ def _finish(
     as_json: bool,
 ) -> int:
     from goldeval.reports.markdown import render_comparison
-    from goldeval.verdict.comparison import attempt_counts, compare
-    from goldeval.verdict.exit_codes import decide_exit
-    from goldeval.verdict.gate import attach_gate, evaluate
+    from goldeval.verdict.comparison import attempt_counts
+    from goldeval.verdict.decide import decide
 
     live = _is_live(run)
-    comparison = compare(baseline, run) if baseline is not None else None
-    gate = None
     policy = None
     if not no_gate:
         if project.dataset_dir is None:
@@ -227,19 +225,16 @@ def _finish(
             # silent NO_REGRESSION for any regressed run.
             raise _no_project(run, project)
         policy = _policy(run, project, live)
-    if not no_gate and (policy is not None or live):
-        gate = evaluate(run, policy, baseline, comparison, live=live)
-        if comparison is not None:
-            comparison = attach_gate(comparison, gate)
-    # As in pytest: without a gate, a FAIL attempt is a failed test (exit 1), never "ok".
-    failed = attempt_counts(run).failed
-    pytest_status = 1 if gate is None and failed else 0
-    decision = decide_exit(
-        run, comparison if not no_gate else None, gate, pytest_status=pytest_status
+    # As in pytest: a FAIL attempt is a failed test, which only a gate may weigh.
+    verdict = decide(
+        run,
+        baseline=baseline,
+        policy=policy,
+        live=live,
+        gate_enabled=not no_gate,
+        pytest_status=1 if attempt_counts(run).failed else 0,
     )
-    reason = decision.reason
-    if pytest_status == 1 and decision.code == 1 and reason == "test failures":
-        reason = f"{failed} FAIL attempt(s) and no gate to weigh them"
+    comparison, gate, reason = verdict.comparison, verdict.gate, verdict.reason
     policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
     if as_json:
         print(
@@ -247,7 +242,7 @@ def _finish(
                 {
                     "comparison": comparison.dump() if comparison else None,
                     "qualityGate": gate.dump() if gate else None,
-                    "exitDecision": {"code": decision.code, "reason": reason},
+                    "exitDecision": {"code": verdict.code, "reason": reason},
                     "project": {
                         "root": str(project.root) if project.root else None,
                         "dataset": policy_from,
@@ -268,8 +263,8 @@ def _finish(
                 print(one_line(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}"))
             for warning in gate.warnings:
                 print(one_line(f"  warning: {warning}"))
-        print(f"\ngoldeval decision: exit {decision.code} — {one_line(reason)}")
-    return decision.code
+        print(f"\ngoldeval decision: exit {verdict.code} — {one_line(reason)}")
+    return verdict.code
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -286,11 +281,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     anchor: Path | None = None
     if args.run_key:
         from goldeval.cli import store as store_cli
+        from goldeval.store.views import run_document
 
         location = store_location(args)
         store = store_cli._open(location)
         try:
-            run = store_cli.run_document(store, args.run_key)
+            run = run_document(store, args.run_key)
         finally:
             store.close()
         if "://" not in location:
@@ -356,7 +352,7 @@ def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
     """The dataset's rows, read by the same loader pytest uses (built-in graders' keys)."""
     from goldeval.dataset.rows import load_dataset
     from goldeval.graders.contract import ContractGrader
-    from goldeval.graders.general import builtin_graders
+    from goldeval.graders.registry import builtin_graders
 
     graders = [ContractGrader(), *builtin_graders()]
     dataset = load_dataset(
@@ -438,6 +434,70 @@ def cmd_init(args: argparse.Namespace) -> int:
     for step, command in enumerate(scaffold.next_steps(), start=1):
         print(f"  {step}. {command}")
     return 0
+
+
+def _server_main() -> Any:
+    """goldeval.server.main, imported only when asked for: the server is an optional extra
+    (``pip install -e '.[server]'``) and every other command must work without it."""
+    try:
+        from goldeval.server import main as server_main
+    except ImportError as exc:
+        raise GoldevalError(
+            f"the evaluation service needs the [server] extra ({exc.name or exc} is missing)",
+            hint="pip install 'pytest-goldeval[server]'",
+        ) from None
+    return server_main
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    server_main = _server_main()
+    root = str(project_root(args.root))
+    return int(server_main.serve(args, store_location(args), root))
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    server_main = _server_main()
+    root = str(project_root(args.root))
+    return int(server_main.worker(args, store_location(args), root))
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+def _service_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        default=None,
+        help="SQLite path or postgresql:// URL (default GOLDEVAL_STORE, else "
+        "<project root>/.goldeval/goldeval.sqlite3)",
+    )
+    p.add_argument(
+        "--datasets", default=None, metavar="DIR", help="golden root (default <root>/golden)"
+    )
+    p.add_argument(
+        "--runs", default=None, metavar="DIR", help="run folders (default <root>/.goldeval/runs)"
+    )
+    p.add_argument(
+        "--root",
+        default=None,
+        metavar="DIR",
+        help="project root pytest runs in (default: as for the other commands)",
+    )
+    p.add_argument(
+        "--lease",
+        type=_positive,
+        default=30.0,
+        metavar="SECONDS",
+        help="a RUNNING run whose worker has not renewed its claim for this long is taken "
+        "over by another worker (default 30)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -543,6 +603,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check a run folder's artifacts against manifest.json")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("serve", help="the evaluation service: REST API, run page and workers")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="in-process workers (runs at once; 0: API only, use `goldeval worker`)",
+    )
+    p.add_argument("--max-body", type=int, default=64 * 1024, metavar="BYTES")
+    p.add_argument("--max-cases", type=int, default=None, metavar="N", help="cases per run")
+    p.add_argument("--max-attempts", type=int, default=20, metavar="N")
+    p.add_argument(
+        "--rate-limit", type=int, default=None, metavar="N", help="requests a minute per key"
+    )
+    p.add_argument("--no-live", action="store_true", help="refuse live runs")
+    _service_options(p)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("worker", help="run queued service runs (no API)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="runs at once")
+    _service_options(p)
+    p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("init", help="scaffold a dataset under golden/ (generic, no pack)")
     p.add_argument("name", nargs="?", default="my-dataset", help="dataset folder name")

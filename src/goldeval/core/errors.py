@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from goldeval.core.textsafe import safe_text
+
 
 class GoldevalError(Exception):
     """Base class: a problem the user can fix, rendered without a traceback."""
@@ -87,7 +89,6 @@ class ProviderError(Exception):
     def __init__(self, kind: str, message: str, *, tries: int = 1) -> None:
         # Messages quote untrusted text (an error body, an app's exception, an answer): its
         # control and bidi characters are escaped here, once, for every place that shows it.
-        from goldeval.core.textsafe import safe_text
 
         message = safe_text(message)
         super().__init__(f"{kind}: {message}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from goldeval.core.errors import DatasetError
+from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.dataset.manifest import Manifest, find_manifest, read_manifest
 
 _ID_LINE = re.compile(r"^id:\s*(\S+)", re.MULTILINE)
@@ -120,7 +121,6 @@ def _pack_files(root: Path, project: Path) -> dict[str, bytes]:
     out of the project is an error, one inside is not descended into (it could loop); anything
     that is not a regular file (a FIFO would hang the read) is an error naming it.
     """
-    from goldeval.core.safe_files import contained_file, read_regular_file
 
     raw: dict[str, bytes] = {}
     for dirpath, dirnames, filenames in os.walk(root):

@@ -39,7 +39,7 @@ TAG = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 #: Marks with behaviour of their own, in pytest or in common plugins. A row tagged with one
 #: would be skipped, xfailed, retried, given fixtures...: a failing row turned into a green run.
 #: The plugin adds every marker code registered in the running pytest (see
-#: ``goldeval.pytest_plugin.hooks.reserved_marks``); this list is the floor when pytest is not
+#: ``goldeval.pytest_plugin.config_keys.reserved_marks``); this list is the floor when pytest is not
 #: there to
 #: ask, and keeps a row valid or invalid alike where a plugin is installed only (e.g. in CI).
 RESERVED_TAGS = frozenset(

@@ -41,6 +41,16 @@ class Grader(abc.ABC):
     expect_keys: Sequence[ExpectKey] = ()
     #: Hard graders decide PASS/FAIL. A dataset manifest may switch a grader (``graders:``).
     hard: bool = True
+    #: Bump it when the same rows and answers can get a different verdict: the protocol's
+    #: ``graderConfigHash`` covers :attr:`config_name`, so baselines graded by an older version
+    #: become incomparable instead of being compared with a different grader.
+    version: int = 1
+
+    @property
+    def config_name(self) -> str:
+        """The name in the protocol's grader configuration: ``name``, or ``name@v<version>``
+        from version 2 on (version 1 keeps the hashes of baselines captured before versions)."""
+        return self.name if self.version == 1 else f"{self.name}@v{self.version}"
 
     def validate_expect(self, expect: Mapping[str, Any]) -> list[tuple[str, str]]:
         """Extra semantic checks of this grader's keys: a list of (field, message)."""

@@ -4,9 +4,9 @@ A row's pattern such as ``^(\\w+\\s?)*$`` backtracks catastrophically on 40 word
 followed by ``!``: :mod:`re` then runs for hours, holding the GIL, and neither a pytest
 timeout nor ``--golden-deadline`` can stop it (a deadline only stops *starting* attempts).
 So every pattern that comes from a row or a manifest (``expect.regex`` / ``not_regex``,
-``json_schema`` ``pattern``, the ``cites`` pattern, the contract's ``tests_class_pattern``)
-is evaluated with the `regex <https://pypi.org/project/regex/>`_ engine in its
-``re``-compatible mode (``VERSION0``), whose matcher takes a ``timeout``.
+``json_schema`` ``pattern`` / ``patternProperties``, the ``cites`` pattern, the contract's
+``tests_class_pattern``) is evaluated with the `regex <https://pypi.org/project/regex/>`_
+engine in its ``re``-compatible mode (``VERSION0``), whose matcher takes a ``timeout``.
 
 The budget is per grader call: each grader of an attempt may spend at most
 :func:`grader_timeout` seconds (``GOLDEVAL_GRADER_TIMEOUT``, default

@@ -13,7 +13,6 @@ Neither is ever scored as an accept or a reject.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any, TypeAlias
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from goldeval.core.errors import DatasetError
+from goldeval.core.stats import cohen_kappa, wilson
 from goldeval.judge.parse import DEFAULT_TOKENS, JudgeDecision, JudgeResult, parse_judge_output
 
 __all__ = [
@@ -42,7 +42,6 @@ CANNED_SOURCE = "canned judgeOutput"
 LIVE_SOURCE = "live judge"
 SMALL_N = 30
 NO_CATEGORY = "(none)"
-_Z_95 = 1.959963984540054
 
 
 class CalibrationRow(BaseModel):
@@ -184,23 +183,9 @@ def _ratio(hits: int, total: int) -> float | None:
     return hits / total if total else None
 
 
-def _wilson(hits: int, total: int) -> tuple[float, float] | None:
-    """Wilson 95% score interval, as the reference prints next to its rates."""
-    if total <= 0:
-        return None
-    phat = hits / total
-    z2 = _Z_95 * _Z_95
-    denom = 1.0 + z2 / total
-    center = phat + z2 / (2.0 * total)
-    spread = _Z_95 * math.sqrt((phat * (1.0 - phat) + z2 / (4.0 * total)) / total)
-    lower = max(0.0, (center - spread) / denom)
-    upper = min(1.0, (center + spread) / denom)
-    return (min(lower, upper), max(lower, upper))
-
-
 def _rate_text(hits: int, total: int) -> str:
     """``85.0% (17 / 20) 95% CI [64.0%, 94.8%]``, or ``n/a`` when undefined."""
-    interval = _wilson(hits, total)
+    interval = wilson(hits, total)
     if interval is None:
         return "n/a"
     lower, upper = interval
@@ -275,18 +260,7 @@ class CalibrationReport:
     def kappa(self) -> float | None:
         """Cohen's kappa between human and judge; None when undefined (n 0 or chance 1)."""
         c = self.confusion
-        n = c.n
-        if n == 0:
-            return None
-        observed = (c.true_accept + c.true_reject) / n
-        judge_accept = c.true_accept + c.false_accept
-        human_accept = c.true_accept + c.false_reject
-        judge_reject = c.false_reject + c.true_reject
-        human_reject = c.false_accept + c.true_reject
-        chance = (judge_accept * human_accept + judge_reject * human_reject) / (n * n)
-        if chance >= 1.0:
-            return None
-        return (observed - chance) / (1.0 - chance)
+        return cohen_kappa(c.true_accept, c.false_accept, c.false_reject, c.true_reject)
 
     @property
     def caveat(self) -> str:

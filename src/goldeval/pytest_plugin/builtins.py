@@ -6,6 +6,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
+from goldeval.providers.http import make_http_provider
+
 if TYPE_CHECKING:
     from goldeval.core.settings import ProviderSettings
     from goldeval.graders.base import Grader
@@ -14,14 +18,7 @@ if TYPE_CHECKING:
 
 @pytest.hookimpl(trylast=True)
 def pytest_goldeval_register_graders(config: pytest.Config) -> list[Grader]:
-    from goldeval.graders.contract import ContractGrader
-
-    graders: list[Grader] = [ContractGrader()]
-    try:
-        from goldeval.graders.general import builtin_graders
-    except ImportError:  # general graders are optional while they are being built
-        return graders
-    return graders + builtin_graders()
+    return [ContractGrader(), *builtin_graders()]
 
 
 @pytest.hookimpl(trylast=True)
@@ -29,7 +26,5 @@ def pytest_goldeval_make_provider(
     config: pytest.Config, name: str, settings: ProviderSettings
 ) -> Provider | None:
     if name in ("ollama", "openai"):
-        from goldeval.providers.http import make_http_provider
-
         return make_http_provider(settings)
     return None

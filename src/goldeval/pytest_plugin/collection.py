@@ -11,8 +11,11 @@ import pytest
 from goldeval.core.errors import GoldevalError
 from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.textsafe import one_line, safe_text
-from goldeval.pytest_plugin.fixtures import PARAM_ARG, param_of
-from goldeval.pytest_plugin.hooks import TAG_MARKER_DESCRIPTION
+from goldeval.dataset.rows import fixture_problems
+from goldeval.pytest_plugin import golden_test
+from goldeval.pytest_plugin.config_keys import TAG_MARKER_DESCRIPTION
+from goldeval.pytest_plugin.params import PARAM_ARG, param_of
+from goldeval.pytest_plugin.recording import already_graded
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, GoldenSession, payload_for, state_of
 
 
@@ -25,7 +28,6 @@ class GoldenModule(pytest.Module):
     """
 
     def _getobj(self) -> ModuleType:
-        from goldeval.pytest_plugin import golden_test
 
         return golden_test
 
@@ -212,7 +214,6 @@ def junit_properties(record: AttemptRecord) -> list[tuple[str, str]]:
 
 def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pytest.Item]) -> None:
     """``--golden-run-key``: attempts graded in an earlier session of the run are not rerun."""
-    from goldeval.pytest_plugin.recording import already_graded
 
     graded = already_graded(state)
     if not graded:
@@ -255,7 +256,6 @@ def check_selected_fixtures(
             module = module or item.parent
     if not golden or module is None:
         return
-    from goldeval.dataset.rows import fixture_problems
 
     dataset = state.load()
     cases = [c for c in dataset.cases if c.id in golden]

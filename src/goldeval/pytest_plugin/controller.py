@@ -7,7 +7,6 @@ status and the artifacts are decided exactly once.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import time
@@ -18,14 +17,36 @@ from typing import Any
 
 import pytest
 
-from goldeval.core.errors import GoldevalError
+from goldeval.core.errors import BaselineError, ConfigError, DatasetError, GoldevalError
 from goldeval.core.models import Mode
+from goldeval.core.textsafe import one_line
+from goldeval.pipeline.attempt import case_facts
+from goldeval.providers.fixture import fixture_path
+from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
+from goldeval.pytest_plugin.decision import (
+    decide,
+    preflight,
+    preflight_baseline_file,
+    save_requested_baseline,
+)
+from goldeval.pytest_plugin.params import is_golden_nodeid, param_of, parse_golden_nodeid
+from goldeval.pytest_plugin.protocol import early_protocol, protocol_for
+from goldeval.pytest_plugin.recording import ProtocolMismatch
+from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_HINT, RERUN_KIND, GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
+from goldeval.results.evidence import inventory, write_manifest
 from goldeval.results.finalise import FinalisationError, finalisation
-from goldeval.results.run_document import build_run, config_fingerprint, git_commit, new_run_id
+from goldeval.results.run_document import (
+    build_run,
+    config_fingerprint,
+    git_commit,
+    new_run_id,
+    write_run_json,
+)
 from goldeval.results.run_folder import ArtifactError
+from goldeval.verdict.exit_codes import decide_exit
 
 KEEP_STATUSES = (
     pytest.ExitCode.INTERRUPTED,
@@ -66,10 +87,6 @@ class Controller:
         # Before anything runs (and before xdist starts its workers): a broken store or a run
         # key of another dataset is a usage error, another protocol under the key is 65; a
         # missing --golden-baseline is a usage error, a damaged one 65.
-        from goldeval.core.errors import BaselineError, ConfigError
-        from goldeval.pytest_plugin.decision import preflight_baseline_file
-        from goldeval.pytest_plugin.recording import ProtocolMismatch
-        from goldeval.pytest_plugin.recording import preflight as preflight_store
 
         try:
             preflight_store(self.state)
@@ -87,10 +104,9 @@ class Controller:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # Serial runs only: an xdist controller does not collect (see the hook below).
-        from goldeval.pytest_plugin.fixtures import param_of
 
-        self.expected = sum(1 for item in session.items if "::test_golden[" in item.nodeid)
         params = [param_of(item) for item in session.items]
+        self.expected = sum(1 for p in params if p is not None)
         self._preflight(session.config, sorted({p.case.id for p in params if p is not None}))
 
     @pytest.hookimpl(optionalhook=True)
@@ -98,16 +114,16 @@ class Controller:
         # Called before xdist schedules anything; every worker collects the same items, so
         # the first worker's list is the selection.
         if self.expected is None:
-            self.expected = sum(1 for nodeid in ids if "::test_golden[" in nodeid)
+            self.expected = sum(1 for nodeid in ids if is_golden_nodeid(nodeid))
         selected: set[str] | None = set()
         for nodeid in ids:
-            if "::test_golden[" not in nodeid:
+            if not is_golden_nodeid(nodeid):
                 continue
-            match = _PARAM_ID.search(nodeid)
-            if match is None or selected is None:
+            parsed = parse_golden_nodeid(nodeid)
+            if parsed is None or selected is None:
                 selected = None
                 continue
-            selected.add(match["case"])
+            selected.add(parsed[0])
         self._preflight(node.config, None if selected is None else sorted(selected))
 
     def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:
@@ -115,8 +131,6 @@ class Controller:
         if self.preflown or config.option.collectonly or config.getoption("setupplan", False):
             return
         self.preflown = True
-        from goldeval.core.errors import BaselineError, ConfigError, DatasetError
-        from goldeval.pytest_plugin.decision import preflight
 
         try:
             reason = preflight(self.state, selected)
@@ -163,12 +177,12 @@ class Controller:
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, PAYLOAD_ATTR, None)
-        if report.failed and "::test_golden[" not in report.nodeid:
+        if report.failed and not is_golden_nodeid(report.nodeid):
             self.state.other_failures += 1
         if payload is not None and self._is_rerun(payload):
             delattr(report, PAYLOAD_ATTR)
             return  # the first report of the attempt stays; the run is refused at the end
-        if payload is None and report.failed and "::test_golden[" in report.nodeid:
+        if payload is None and report.failed and is_golden_nodeid(report.nodeid):
             payload = lost_item_payload(self.state, report)
         if payload is not None:
             if payload.get("status") == "SKIPPED" and '"skipReason":"budget"' in str(
@@ -276,25 +290,21 @@ def deferred_signals() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-_PARAM_ID = re.compile(r"::test_golden\[(?P<case>.+?)-attempt(?P<n>\d+)(?:-(?P<model>.+))?\]$")
-
-
 def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[str, Any] | None:
     """An item whose report carries no record (its xdist worker crashed, say): ERROR.
 
     Every selected item must be part of the run; a lost one is infrastructure, not a FAIL.
     """
-    match = _PARAM_ID.search(report.nodeid)
-    if match is None:
+    parsed = parse_golden_nodeid(report.nodeid)
+    if parsed is None:
         return None
+    case_id, index, model = parsed
     try:
-        case = state.case(match["case"])
+        case = state.case(case_id)
     except GoldevalError:
         return None
     if case is None:
         return None
-    from goldeval.pipeline.attempt import case_facts
-    from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
 
     # pytest's crash message (xdist's "worker 'gw0' crashed while running ...", a plugin's
     # own text), not the last line of a traceback.
@@ -303,29 +313,14 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
         "case": case_facts(case),
         "attempt": {
             "caseId": case.id,
-            "index": int(match["n"]),
+            "index": index,
             "status": "ERROR",
-            "model": match["model"],
+            "model": model,
             "errorKind": "WORKER_CRASH",
             "errorMessage": message,
             "durationMs": 0,
         },
     }
-
-
-def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Protocol and configuration known before the selection is complete (for the store)."""
-    protocol = protocol_for(state, [])
-    protocol.pop("selectedCaseIds")
-    s = state.settings
-    configuration = {
-        "mode": s.mode.protocol_name,
-        "goldenMode": s.mode.value,
-        "repetitions": s.attempts,
-        "provider": s.provider.name,
-        "runKey": s.run_key,
-    }
-    return protocol, configuration
 
 
 def merge_previous(state: GoldenSession) -> None:
@@ -347,47 +342,6 @@ def merge_previous(state: GoldenSession) -> None:
         if key in have or info is None:
             continue
         state.collector.add({"case": info, "attempt": attempt})
-
-
-def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
-    ds = state.load()
-    s = state.settings
-    live = s.mode is not Mode.FIXTURE
-    # Only graders that grade some row of the dataset: installing a new grader type must not
-    # make every existing baseline incomparable, and every shard or selection of one dataset
-    # gets the same hash.
-    used = state.graders_in_use()
-    grader_config = config_fingerprint(ds.grader_config(used))
-    provider_name = s.provider.name if live else None
-    fixtures = state._fixtures
-    if live and fixtures is not None:
-        from goldeval.providers.base import CallableProvider
-
-        used = fixtures[0]
-        # A conftest override (the team's own app) is named in the protocol, not "ollama".
-        if isinstance(used, CallableProvider) or (callable(used) and not hasattr(used, "complete")):
-            provider_name = f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
-        elif getattr(used, "name", None) and used is not state._provider:
-            provider_name = str(used.name)
-    from goldeval.dataset.case import selected_attempts
-
-    # The attempts actually run, when they are not 1..attempts for every case (-k attempt2).
-    partial = selected_attempts(state.collector.attempts, selected, s.attempts)
-    return {
-        "datasetId": ds.id,
-        "datasetHash": ds.hash,
-        "packId": ds.pack.version if ds.pack else None,
-        "packHash": ds.pack.hash if ds.pack else None,
-        "mode": s.mode.protocol_name,
-        "attempts": s.attempts,
-        **({"selectedAttempts": partial} if partial is not None else {}),
-        "selectedCaseIds": sorted(selected),
-        "graderConfigHash": grader_config,
-        "provider": provider_name,
-        "model": (s.provider.model if live else None),
-        "judgeEnabled": bool(s.judge and live),
-        "judgeModel": (s.judge_model or s.provider.model) if (s.judge and live) else None,
-    }
 
 
 def _ended_by_user(status: int, state: GoldenSession, interrupt: BaseException | None) -> bool:
@@ -506,7 +460,6 @@ def finish_session(
         state.benchmark = []
         for model in models:
             run, run_dir = build_for(state, model, interrupted, multi=True)
-            from goldeval.verdict.exit_codes import decide_exit
 
             verdict = decide_exit(run, None, None, pytest_status=int(status))
             run["exitDecision"] = {"code": verdict.code, "reason": verdict.reason}
@@ -529,7 +482,6 @@ def finish_session(
         return
     only_model = models[0] if models else None
     run, run_dir = build_for(state, only_model or None, interrupted, multi=False)
-    from goldeval.pytest_plugin.decision import decide, save_requested_baseline
 
     recorder = state.recorder
     resumed_all = (
@@ -701,7 +653,6 @@ def build_for(
 
 def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
     """Record mode: write answers as fixtures (controller only), never silently overwriting."""
-    from goldeval.providers.fixture import fixture_path
 
     ds = state.load()
     changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
@@ -730,8 +681,6 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     Any failure propagates; :meth:`Controller.pytest_sessionfinish` then rolls back what this
     process recorded (see :mod:`goldeval.results.finalise`) and exits 75.
     """
-    from goldeval.results.evidence import inventory, write_manifest
-    from goldeval.results.run_document import write_run_json
 
     fin = finalisation(state)
     fin.runs[run_dir] = run
@@ -813,7 +762,6 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     Every value that can hold untrusted text (reasons, notes, paths, case lists) goes through
     goldeval.core.textsafe: an answer's escape sequences must not reach the reader's terminal.
     """
-    from goldeval.core.textsafe import one_line
 
     run = state.run
     if run is None:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goldeval.core.errors import BaselineError, ConfigError, GoldevalError
-from goldeval.dataset.manifest import Manifest
+from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
+from goldeval.pytest_plugin.protocol import protocol_for
 from goldeval.verdict.baseline import (
     default_candidates,
     first_comparable,
@@ -17,12 +18,13 @@ from goldeval.verdict.baseline import (
 from goldeval.verdict.comparison import (
     PROTOCOL_KEYS,
     ComparisonResult,
-    attempt_counts,
     compare,
     protocol_differences,
 )
-from goldeval.verdict.exit_codes import COMPARISON_INVALID, GATE_FAILED, ExitDecision, decide_exit
-from goldeval.verdict.gate import GatePolicy, GateResult, attach_gate, evaluate
+from goldeval.verdict.decide import capture_summary, policy_from_manifest
+from goldeval.verdict.decide import decide as decide_verdict
+from goldeval.verdict.exit_codes import COMPARISON_INVALID, GATE_FAILED
+from goldeval.verdict.gate import GatePolicy
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
@@ -39,19 +41,6 @@ class Decision:
 
 def policy_for(state: GoldenSession, live: bool) -> GatePolicy | None:
     return policy_from_manifest(state.load().manifest, live)
-
-
-def policy_from_manifest(manifest: Manifest, live: bool) -> GatePolicy | None:
-    """The gate policy a dataset manifest sets for a mode (pytest and the CLI share it)."""
-    gate = manifest.gate
-    if gate is None:
-        return None
-    mode_policy = gate.live if live else gate.fixture
-    if mode_policy is None:
-        return GatePolicy(allowed_regression=0.0) if live else None
-    return GatePolicy(
-        thresholds=dict(mode_policy.thresholds), allowed_regression=mode_policy.allowed_regression
-    )
 
 
 def explicit_baseline_path(state: GoldenSession) -> Path | None:
@@ -81,6 +70,7 @@ def find_baseline(
 def decide(
     state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool
 ) -> Decision:
+    """The session's options and dataset → :func:`goldeval.verdict.decide.decide`."""
     # Where the run came from, so that `goldeval gate/compare` started anywhere find the same
     # gate policy and baselines (see docs/methodology.md, "Gating a saved run").
     fields: dict[str, Any] = {
@@ -90,9 +80,6 @@ def decide(
     # Notes already on the run (build_for's judge self-preference warning, ...) are kept:
     # fields["notes"] replaces the run's list, so it must start from it.
     notes: list[str] = list(run.get("notes") or [])
-    comparison: ComparisonResult | None = None
-    gate: GateResult | None = None
-    baseline: dict[str, Any] | None = None
     capture = state.settings.save_baseline is not None
     try:
         path, baseline, comparison = (
@@ -105,42 +92,22 @@ def decide(
         return Decision(COMPARISON_INVALID, reason, fields)
     if path is not None:
         fields["baselinePath"] = str(path)
-    policy = policy_for(state, live)
-    if capture:
-        notes.append("capture run: the gate is not applied when saving a baseline")
-    elif state.settings.gate and (policy is not None or live):
-        gate = evaluate(run, policy, baseline, comparison, live=live)
-        if comparison is not None:
-            comparison = attach_gate(comparison, gate)
-    elif not state.settings.gate:
-        notes.append("--golden-no-gate: metrics reported, exit status not gated")
-    if comparison is not None:
-        fields["comparison"] = comparison.dump()
-    if gate is not None:
-        fields["qualityGate"] = gate.dump()
-    run_view = {**run, **fields}
-    if (gate is not None or capture) and pytest_status == 1 and not state.other_failures:
-        # Failed golden items are what the gate weighs: with a gate, it decides, not pytest's
-        # "some test failed"; a capture run records FAILs as they are (a live baseline with red
-        # rows expects them). The user's own failing tests still give 1.
-        pytest_status = 0
-    exit_decision: ExitDecision = decide_exit(
-        run_view,
-        # --golden-no-gate is report-only: an incomparable baseline is reported, not fatal.
-        comparison if state.settings.gate else None,
-        gate,
+    verdict = decide_verdict(
+        run,
+        baseline=baseline,
+        comparison=comparison,
+        policy=policy_for(state, live),
+        live=live,
+        gate_enabled=state.settings.gate,
+        capture=capture,
         pytest_status=pytest_status,
+        other_failures=bool(state.other_failures),
     )
-    code, reason = exit_decision.code, exit_decision.reason
-    if capture and code != 0:
-        notes.append(f"baseline not saved: {reason}")
-    elif capture:
-        # Not "every graded attempt ok": a capture records FAILs as they are (a live baseline
-        # with red rows expects them); the line says what is being captured.
-        reason = "baseline capture (not gated): " + capture_summary(run)
-    fields["notes"] = notes
-    fields["exitDecision"] = {"code": code, "reason": reason}
-    return Decision(code, reason, fields, save_baseline=capture and code == 0)
+    fields.update(verdict.run_fields())
+    fields["notes"] = [*notes, *verdict.notes]
+    return Decision(
+        verdict.code, verdict.reason, fields, save_baseline=capture and verdict.code == 0
+    )
 
 
 def save_requested_baseline(
@@ -164,20 +131,6 @@ def save_requested_baseline(
         notes.append(reason)
     fields = {"notes": notes, "exitDecision": {"code": code, "reason": reason}}
     return Decision(code, reason, fields)
-
-
-def capture_summary(run: dict[str, Any]) -> str:
-    """``10 cases, 2 FAIL (12 attempts: 10 PASS, 2 FAIL)`` for the capture lines."""
-    counts = attempt_counts(run)
-    cases = int(run.get("casesTotal") or 0)
-    failed_cases = int(run.get("casesFailed") or 0)
-    parts = [f"{counts.passed} PASS", f"{counts.failed} FAIL"]
-    if counts.skipped:
-        parts.append(f"{counts.skipped} SKIPPED")
-    return (
-        f"{cases} case{'s' if cases != 1 else ''}, {failed_cases} FAIL "
-        f"({counts.total} attempt{'s' if counts.total != 1 else ''}: {', '.join(parts)})"
-    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -214,7 +167,6 @@ def preflight_baseline_file(state: GoldenSession) -> None:
         return
     # What the options and the manifest already say (the rest waits for the collection):
     # another dataset's baseline, another mode or attempt count is refused right here.
-    from goldeval.dataset.manifest import find_manifest, read_manifest
 
     manifest_path = find_manifest(state.dataset_dir)
     if manifest_path is None:
@@ -248,9 +200,6 @@ def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
     ``grader.<name>`` threshold of the manifest names a registered grader (DatasetError).
     Skipped for capture runs, ``--golden-no-gate`` and several models side by side.
     """
-    from goldeval.dataset.manifest import check_gate_policy
-    from goldeval.pytest_plugin.controller import protocol_for
-    from goldeval.verdict.baseline import default_candidates
 
     try:
         dataset = state.load()

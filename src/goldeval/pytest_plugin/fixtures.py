@@ -18,19 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.pytest_plugin.params import param_of
+from goldeval.pytest_plugin.state import obtain_answer
+
 if TYPE_CHECKING:
-    from goldeval.pytest_plugin.state import GoldenParam, GoldenSession
+    from goldeval.pytest_plugin.params import GoldenParam
+    from goldeval.pytest_plugin.state import GoldenSession
 
-#: The argument the golden test is parametrised on (indirectly): its param is a GoldenParam.
-PARAM_ARG = "golden_case"
-
-
-def param_of(item: pytest.Item) -> GoldenParam | None:
-    """The collected (case, attempt, model) of a golden item, None for any other item."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return None
-    return callspec.params.get(PARAM_ARG)  # type: ignore[no-any-return]
+# param_of is read here by the pytest-html glue as well.
+__all__ = ["ItemFixtures", "param_of"]
 
 
 class ItemFixtures:
@@ -78,7 +74,6 @@ class ItemFixtures:
         session (every item of a dataset sees the same fixture overrides) rather than declared
         here: three fewer fixture lookups per item matter at 100,000 items.
         """
-        from goldeval.pytest_plugin.state import obtain_answer
 
         item = self.item
         assert item is not None

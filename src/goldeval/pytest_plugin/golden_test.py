@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from goldeval.pytest_plugin.state import grade_item
+
 
 def test_golden(golden_answer: Any) -> None:
     """Grade one recorded or live answer of one golden case with the hard graders."""
-    from goldeval.pytest_plugin.state import grade_item
 
     grade_item(golden_answer)

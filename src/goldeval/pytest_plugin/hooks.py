@@ -7,17 +7,31 @@ is given.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.pytest_plugin.config_keys import STATE_KEY, IniMarkers
+
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
 
 _MODES = ("fixture", "live", "record")
-#: goldeval.pytest_plugin.fixtures.PARAM_ARG, repeated so that this module imports nothing heavy.
+#: goldeval.pytest_plugin.params.PARAM_ARG, repeated so that this module imports nothing heavy.
 _PARAM_ARG = "golden_case"
+
+
+def _submodule(name: str) -> Any:
+    """``goldeval.pytest_plugin.<name>``, looked up in ``sys.modules``.
+
+    Not ``from goldeval.pytest_plugin import <name>``: that reads the package's attribute, which
+    outlives ``sys.modules`` entries when a test harness (pytester's in-process runs) drops the
+    modules a run imported; this module and the package stay loaded, so the attribute would hand
+    a later run the stale module, bound to the previous run's classes.
+    """
+    return importlib.import_module(f"goldeval.pytest_plugin.{name}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,49 +41,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from goldeval import hookspecs
+    hookspecs = _submodule("hookspecs")
 
     pluginmanager.add_hookspecs(hookspecs)
     if not pluginmanager.has_plugin("goldeval-ini-markers"):
-        pluginmanager.register(_IniMarkers(), "goldeval-ini-markers")
-
-
-#: How many lines of the ``markers`` ini value come from the ini file itself (see _IniMarkers).
-_INI_MARKER_LINES = pytest.StashKey[int]()
-#: Description of the markers goldeval registers for row tags (told apart from plugins' marks).
-TAG_MARKER_DESCRIPTION = "golden rows tagged"
-
-
-class _IniMarkers:
-    """Counts the markers declared in the ini file, before any plugin or conftest adds its own.
-
-    pytest keeps one list: the ini file's lines first, then every ``addinivalue_line`` in
-    configure order (conftests, plugins, pytest itself). A row tag may take a name the user
-    declared (a label), never one that code registered (code may act on it: skip, retry...).
-    """
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config: pytest.Config) -> None:
-        config.stash[_INI_MARKER_LINES] = len(config.getini("markers"))
-
-
-def reserved_marks(config: pytest.Config) -> frozenset[str]:
-    """Marker names registered by code (pytest, plugins, conftests) rather than the ini file."""
-    lines = config.getini("markers")
-    start = config.stash.get(_INI_MARKER_LINES, 0)
-    names = set()
-    for line in lines[start:]:
-        name, _, description = line.partition(":")
-        if description.strip().startswith(TAG_MARKER_DESCRIPTION):
-            continue  # a row tag goldeval registered itself
-        names.add(name.split("(")[0].strip())
-    return frozenset(names)
-
-
-#: The session's run state. Defined here, not in goldeval.pytest_plugin.state, so that asking "is
-#: the
-#: plugin active?" never imports the heavy modules in a project that does not use it.
-STATE_KEY = pytest.StashKey["GoldenSession"]()
+        pluginmanager.register(IniMarkers(), "goldeval-ini-markers")
 
 
 def _state(config: pytest.Config) -> GoldenSession | None:
@@ -80,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "red: golden row known to fail live (expect.red)")
     if not config.getoption("golden", default=None):
         return
-    from goldeval.pytest_plugin import builtins as builtin
+    builtin = _submodule("builtins")
     from goldeval.pytest_plugin.state import GoldenSession
 
     if not config.pluginmanager.is_registered(builtin):
@@ -101,14 +77,14 @@ def pytest_configure(config: pytest.Config) -> None:
             from goldeval.pytest_plugin.prefetch import WorkStealingForLive
 
             config.pluginmanager.register(WorkStealingForLive(), "goldeval-live-scheduling")
-    from goldeval.pytest_plugin import xdist as transport
+    transport = _submodule("xdist")
 
     transport.register(config)
-    from goldeval.reports import html as _h
-    from goldeval.reports import junit as _j
+    html_glue = _submodule("html")
+    junit_glue = _submodule("junit")
 
-    _j.register(config, state)
-    _h.register(config, state)
+    junit_glue.register(config, state)
+    html_glue.register(config, state)
     # `pytest --golden=ID` evaluates that dataset only; explicit paths are kept alongside it.
     # A node id of the dataset file (pasted from a FAILED line) narrows the run to those items:
     # appending the whole file as well would run every row (every model call, in live mode).

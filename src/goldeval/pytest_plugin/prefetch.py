@@ -23,6 +23,13 @@ import pytest
 
 
 def _worker_queue(config: pytest.Config) -> Any:
+    """xdist's worker-side queue of scheduled item indices (``WorkerInteractor.torun``).
+
+    No public way: xdist tells a worker its next items only through this queue, and the prefetch
+    must know them to start their model calls early. Looked up by class name so that a missing
+    attribute (xdist changed) means "not a worker" (serial prefetch order), never a crash;
+    tests/unit/test_pytest_internals.py fails loudly if the attribute goes away.
+    """
     for plugin in config.pluginmanager.get_plugins():
         if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
             return plugin

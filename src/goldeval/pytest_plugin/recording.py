@@ -21,7 +21,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from goldeval.results.run_document import attempt_entry, without_raw_text
+from goldeval.core.errors import GoldevalError
+from goldeval.pytest_plugin.protocol import early_protocol
+from goldeval.results.run_document import RUN_DOCUMENT, attempt_entry, without_raw_text
+from goldeval.results.run_folder import summary as run_summary
+from goldeval.store import StoreError, open_store, redact_url
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
@@ -29,8 +33,6 @@ if TYPE_CHECKING:
     from goldeval.store.base import AttemptText
 
 BATCH = 500
-#: Key, in a finished run's stored summary, of its run.json minus ``cases``.
-RUN_DOCUMENT = "runDocument"
 BATCH_SECONDS = 1.0
 
 #: Protocol keys a run key's sessions must share. ``selectedCaseIds`` is not one: shards of
@@ -81,9 +83,6 @@ def preflight(state: GoldenSession) -> None:
     """
     import pytest
 
-    from goldeval.core.errors import GoldevalError
-    from goldeval.store import StoreError
-
     url = store_url(state)
     if url is None:
         return
@@ -123,7 +122,6 @@ def preflight(state: GoldenSession) -> None:
                 f"--golden-run-key={key} belongs to run {row.run_id} of dataset "
                 f"{row.dataset_id}, not {ds.id}: use another run key for this dataset"
             )
-        from goldeval.pytest_plugin.controller import early_protocol
 
         diffs = protocol_differences(row.protocol, early_protocol(state)[0])
         if diffs:
@@ -148,7 +146,6 @@ def store_url(state: GoldenSession) -> str | None:
 
 
 def open_session_store(state: GoldenSession) -> Store | None:
-    from goldeval.store import open_store
 
     url = store_url(state)
     if url is None:
@@ -177,14 +174,12 @@ class RunRecorder:
         self.conflict: str | None = None
 
     def _fail(self, exc: Exception) -> None:
-        from goldeval.store import redact_url
 
         url = store_url(self.state) or ""
         self.error = f"run store {redact_url(url)} failed: {exc}"
         self.pending.clear()
 
     def begin(self, protocol: dict[str, Any], configuration: dict[str, Any]) -> None:
-        from goldeval.store import StoreError
 
         self.began = True
         ds = self.state.load()
@@ -242,7 +237,6 @@ class RunRecorder:
             self.flush()
 
     def flush(self) -> None:
-        from goldeval.store import StoreError
 
         if self.store is None or self.run_id is None or self.error:
             return
@@ -259,7 +253,6 @@ class RunRecorder:
 
     def previous_attempts(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Cases and attempts already in the store for this run (a resumed run key)."""
-        from goldeval.store import StoreError
 
         if self.store is None or self.run_id is None or self.error:
             return [], []
@@ -274,7 +267,6 @@ class RunRecorder:
         no-ops). A failure here sets :attr:`error`: the caller must not report success.
         The store stays open until :meth:`close`, so a later failure can still mark the run.
         """
-        from goldeval.store import StoreError
 
         if self.finished:
             return
@@ -289,7 +281,6 @@ class RunRecorder:
             status = "INTERRUPTED"  # unfinished, not failed: resume it with the run key
         if run.get("attemptsError"):
             status = "FAILED" if status == "COMPLETED" else status
-        from goldeval.results.run_folder import summary as run_summary
 
         # The same summary as summary.json (counters, rates, gate, exit decision), plus every
         # run-level field of run.json (provider, fingerprint, commit, duration, comparison,
@@ -329,7 +320,6 @@ class RunRecorder:
 
 def already_graded(state: GoldenSession) -> set[tuple[str, int, str]]:
     """Keys of attempts graded in an earlier session of ``--golden-run-key`` (any process)."""
-    from goldeval.store import StoreError
 
     key = state.settings.run_key
     if not key:

@@ -10,7 +10,6 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,10 @@ from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.settings import RunSettings, provider_from_env
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.manifest import find_manifest, read_manifest
-from goldeval.dataset.rows import Dataset, load_dataset, resolve_dataset, rows_file
+from goldeval.dataset.rows import RESERVED_TAGS, Dataset, load_dataset, resolve_dataset, rows_file
 from goldeval.graders.base import Grader
 from goldeval.graders.contract import ContractGrader
+from goldeval.judge.runner import DEFAULT_RUBRIC, Judge
 from goldeval.pipeline.attempt import (
     NoRetriever,
     Pipeline,
@@ -32,11 +32,16 @@ from goldeval.pipeline.attempt import (
     case_facts,
     failure_message,
 )
+from goldeval.pipeline.retriever import LexicalRetriever
 from goldeval.providers.base import Answer, Provider, as_provider, resolve
 from goldeval.providers.budget import Budget, parse_prices
-from goldeval.pytest_plugin.fixtures import param_of
-from goldeval.pytest_plugin.hooks import STATE_KEY
-from goldeval.results.run_document import RunCollector, attempt_payload
+from goldeval.providers.cache import CachedProvider
+from goldeval.providers.fixture import FixtureProvider
+from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
+from goldeval.pytest_plugin.params import GoldenParam, param_of
+from goldeval.pytest_plugin.prefetch import Prefetcher
+from goldeval.pytest_plugin.recording import RunRecorder
+from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
 
 PAYLOAD_ATTR = "goldeval"
 #: errorKind of an attempt whose call phase ran a second time in one process (a rerun plugin).
@@ -85,18 +90,6 @@ def _positive(value: Any, above: int = 0) -> bool:
         return value is not None and value != "" and int(value) > above
     except (TypeError, ValueError):
         return False
-
-
-@dataclass(frozen=True)
-class GoldenParam:
-    case: GoldenCase
-    attempt: int
-    model: str | None = None
-
-    @property
-    def id(self) -> str:
-        base = f"{self.case.id}-attempt{self.attempt}"
-        return f"{base}-{self.model}" if self.model else base
 
 
 def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
@@ -260,13 +253,10 @@ class GoldenSession:
         self.benchmark: list[dict[str, Any]] | None = None
         self.recorded: dict[str, list[str]] | None = None
         self.artifact_inventory: list[dict[str, Any]] = []
-        from goldeval.results.run_document import new_run_id
 
         self.run_id = new_run_id(self.settings.out_dir, self.started)
         self.recorder: Any = None
         if not self.is_worker:
-            from goldeval.pytest_plugin.recording import RunRecorder
-
             self.recorder = RunRecorder(self)
         self._provider: Provider | None = None
         if self.settings.mode is not Mode.FIXTURE:
@@ -338,9 +328,6 @@ class GoldenSession:
 
     def load(self) -> Dataset:
         if self.dataset is None:
-            from goldeval.dataset.rows import RESERVED_TAGS
-            from goldeval.pytest_plugin.hooks import reserved_marks
-
             # Fixtures are checked for the selected rows only, after deselection
             # (goldeval.pytest_plugin.collection.check_selected_fixtures).
             dataset = load_dataset(
@@ -359,11 +346,13 @@ class GoldenSession:
         return self.dataset
 
     def graders_in_use(self) -> list[str]:
-        """Names of the graders that grade at least one row of the dataset (cached)."""
+        """Names of the graders that grade at least one row of the dataset (cached), as the
+        protocol's grader configuration names them (``Grader.config_name``: with the version
+        from version 2 on)."""
         if self._graders_in_use is None:
             cases = self.load().cases
             self._graders_in_use = sorted(
-                {g.name for g in self.get_graders() if any(g.applies(c) for c in cases)}
+                {g.config_name for g in self.get_graders() if any(g.applies(c) for c in cases)}
             )
         return self._graders_in_use
 
@@ -405,8 +394,6 @@ class GoldenSession:
     def default_provider(self) -> Provider:
         dataset = self.load()
         if self.settings.mode is Mode.FIXTURE:
-            from goldeval.providers.fixture import FixtureProvider
-
             return FixtureProvider(dataset.dir)
         if self._provider is not None:
             return self._provider
@@ -429,7 +416,6 @@ class GoldenSession:
         return provider  # type: ignore[no-any-return]
 
     def default_retriever(self) -> Any:
-        from goldeval.pipeline.retriever import LexicalRetriever
 
         dataset = self.load()
         if dataset.pack is None or not dataset.pack.chunks:
@@ -442,8 +428,6 @@ class GoldenSession:
             return provider
         cached = self._cached.get(id(provider))
         if cached is None:
-            from goldeval.providers.cache import CachedProvider
-
             cached = CachedProvider(
                 provider,
                 self.settings.cache_dir,
@@ -456,8 +440,6 @@ class GoldenSession:
         if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1:
             return None
         if self._prefetcher is None:
-            from goldeval.pytest_plugin.prefetch import Prefetcher
-
             self._prefetcher = Prefetcher(self.settings.concurrency)
         return self._prefetcher
 
@@ -465,9 +447,6 @@ class GoldenSession:
         if not self.settings.judge:
             return None
         if self._judge is None:
-            from goldeval.core.settings import provider_from_env
-            from goldeval.judge.runner import DEFAULT_RUBRIC, Judge
-
             s = self.settings
             judge_settings = provider_from_env(
                 s.provider.name,
@@ -513,6 +492,8 @@ def session_fixtures(state: GoldenSession, item: pytest.Item) -> tuple[Any, Any,
     attribute.
     """
     if state._fixtures is None:
+        # No public way: the prefetch needs the session fixtures before the item's own setup
+        # (pytest builds the request then). tests/unit/test_pytest_internals.py checks it.
         request = getattr(item, "_request", None)
         if not isinstance(request, pytest.FixtureRequest):
             raise GoldevalError(f"{item.nodeid}: pytest gave the item no fixture request")

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from goldeval.pytest_plugin.params import is_golden_nodeid
+
 REPORT_TYPE = "goldeval.TestReport"
 
 
@@ -29,8 +31,10 @@ class CompactReports:
     ) -> dict[str, Any] | None:
         if not hasattr(config, "workerinput") or not isinstance(report, pytest.TestReport):
             return None
-        if "::test_golden[" not in report.nodeid:
+        if not is_golden_nodeid(report.nodeid):
             return None
+        # pytest's own serialised form of the report (what xdist would send); the public hook
+        # gives no other way to build it. tests/unit/test_pytest_internals.py checks it exists.
         data = report._to_json()
         try:
             text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -51,7 +55,7 @@ class CompactReports:
         decoded["user_properties"] = [
             tuple(p) if isinstance(p, list) else p for p in decoded.get("user_properties") or []
         ]
-        return pytest.TestReport._from_json(decoded)
+        return pytest.TestReport._from_json(decoded)  # the inverse of _to_json, see above
 
 
 def register(config: pytest.Config) -> None:

@@ -1,4 +1,4 @@
-"""JUnit XML for dashboards (``--golden-junit=PATH``) and glue for pytest's ``--junitxml``.
+"""JUnit XML for dashboards (``--golden-junit=PATH``): one testcase per case and per gate rule.
 
 pytest's own ``--junitxml`` has one testcase per *attempt* (one test item each). CI dashboards
 (Jenkins, GitLab, Azure) read better with one testcase per *case* and one per *gate rule*,
@@ -12,27 +12,25 @@ which is what :func:`write_dashboard_junit` writes, with the ``junit-xml`` libra
   ``overallPassRate >= 1.000`` (stable whether the rule passed or not), ``<failure>`` when
   the rule failed; plus a ``comparison`` testcase that fails on ``COMPARISON_INVALID``.
 
-Per-attempt ``<properties>`` in pytest's own file stay behind the ``golden_junit_properties``
-ini switch (strict validators reject testcase properties); with the switch on, suite-level
-aggregates are added as global properties too.
+Pure functions over the run document. The pytest glue (writing the file at the end of the
+session, the ``golden.*`` properties of pytest's own ``--junitxml`` behind the
+``golden_junit_properties`` ini switch) lives in :mod:`goldeval.pytest_plugin.junit`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import pytest
+from junit_xml import TestCase, TestSuite, to_xml_report_string  # type: ignore[import-untyped]
 
 from goldeval.core.textsafe import one_line
+from goldeval.results.run_folder import atomic_write
+from goldeval.verdict.gate import MAXIMUM_METRICS
 
-if TYPE_CHECKING:
-    from goldeval.pytest_plugin.state import GoldenSession
-
-PROPERTY_PREFIX = "golden."
 _ABSOLUTE_DETAIL = re.compile(r"^\s*(-?[0-9.]+)\s*(>=|<=|<|>)\s*(-?[0-9.]+)\s*$")
 #: A failed absolute rule's detail shows the broken comparison; the testcase name shows the rule.
 _RULE_OPERATOR = {"<": ">=", ">": "<=", ">=": ">=", "<=": "<="}
@@ -139,8 +137,6 @@ def rule_test_name(rule: Mapping[str, Any]) -> str:
         return f"{name} {_RULE_OPERATOR[match.group(2)]} {match.group(3)}"
     threshold = rule.get("threshold")
     if rule.get("kind") == "absolute" and isinstance(threshold, (int, float)):
-        from goldeval.verdict.gate import MAXIMUM_METRICS
-
         operator = "<=" if name in MAXIMUM_METRICS else ">="
         return f"{name} {operator} {threshold:.3f}"
     return name
@@ -156,8 +152,6 @@ def _seconds(ms: Any) -> Decimal | None:
 
 
 def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
-    from junit_xml import TestCase, TestSuite  # type: ignore[import-untyped]
-
     protocol = run.get("protocol") or {}
     dataset = str(protocol.get("datasetId") or run.get("datasetVersion") or "dataset")
     classname = f"golden.{dataset}{suffix}"
@@ -246,8 +240,6 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
 
 def dashboard_xml(runs: Sequence[Mapping[str, Any]]) -> str:
     """The dashboard document for one run (or one suite per model for side-by-side runs)."""
-    from junit_xml import to_xml_report_string
-
     several = len(runs) > 1
     suites = [
         _suite(run, f".{(run.get('protocol') or {}).get('model') or i}" if several else "")
@@ -258,101 +250,9 @@ def dashboard_xml(runs: Sequence[Mapping[str, Any]]) -> str:
 
 def write_dashboard_junit(run: dict[str, Any], path: Path) -> None:
     """Write the dashboard JUnit XML of a finished run (the run.json document) to ``path``."""
-    from goldeval.results.run_folder import atomic_write
-
-    atomic_write(Path(path), dashboard_xml([run]))
+    write_dashboard_junit_runs([run], path)
 
 
-def _write_many(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
-    from goldeval.results.run_folder import atomic_write
-
+def write_dashboard_junit_runs(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Write the dashboard JUnit XML of several runs (one suite per model) to ``path``."""
     atomic_write(Path(path), dashboard_xml(runs))
-
-
-class JunitGlue:
-    """Registered in every process: the dashboard file is written by the controller only."""
-
-    def __init__(self, config: pytest.Config, state: GoldenSession) -> None:
-        self.config = config
-        self.state = state
-        self.written: Path | None = None
-
-    def _target(self) -> Path | None:
-        raw = self.state.settings.junit_path
-        if not raw:
-            return None
-        path = Path(raw)
-        return path if path.is_absolute() else Path(self.config.invocation_params.dir) / path
-
-    def pytest_goldeval_run_finished(self, config: pytest.Config, run: dict[str, Any]) -> None:
-        """Suite aggregates as global properties of ``--junitxml`` (before it is written)."""
-        if not config.getini("golden_junit_properties"):
-            return
-        try:
-            from _pytest.junitxml import xml_key
-        except ImportError:  # pragma: no cover - private API moved
-            return
-        xml = config.stash.get(xml_key, None)
-        if xml is None:
-            return
-        metric = (run.get("metrics") or {}).get("overallPassRate") or {}
-        values = {
-            "golden.runId": run.get("runId"),
-            "golden.dataset": (run.get("protocol") or {}).get("datasetId"),
-            "golden.overallPassRate": metric.get("rate"),
-            "golden.verdict": (run.get("qualityGate") or {}).get("verdict"),
-            "golden.comparison": (run.get("comparison") or {}).get("decision"),
-            "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
-        }
-        for name, value in values.items():
-            if value is not None:
-                xml.add_global_property(name, str(value))
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        target = self._target()
-        if target is None or self.state.is_worker or self.state.run is None:
-            return
-        runs = self.state.benchmark or [self.state.run]
-        _write_many(runs, target)
-        self.written = target
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.written is not None:
-            terminalreporter.write_line(f"  dashboard JUnit XML: {self.written}")
-
-
-class JunitPropertiesGlue:
-    """Registered only with the ``golden_junit_properties`` ini switch on: a report hook
-    wrapper costs every item of every run."""
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        # pytest's junitxml reads properties from the *teardown* report, which copies
-        # item.user_properties: carry the golden.* pairs put on this report over to the item.
-        if call.when != "teardown":
-            present = set(item.user_properties)
-            for pair in report.user_properties:
-                if (
-                    isinstance(pair, tuple)
-                    and str(pair[0]).startswith(PROPERTY_PREFIX)
-                    and pair not in present
-                ):
-                    item.user_properties.append(pair)
-                    present.add(pair)
-        return report
-
-
-def register(config: pytest.Config, state: GoldenSession) -> None:
-    """Register the JUnit glue (idempotent); called from ``pytest_configure``."""
-    name = "goldeval-junit"
-    if config.pluginmanager.get_plugin(name) is None:
-        config.pluginmanager.register(JunitGlue(config, state), name)
-    if config.getini("golden_junit_properties") and not config.pluginmanager.has_plugin(
-        "goldeval-junit-properties"
-    ):
-        config.pluginmanager.register(JunitPropertiesGlue(), "goldeval-junit-properties")

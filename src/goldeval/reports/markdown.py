@@ -7,20 +7,8 @@ from typing import Any
 
 from goldeval.core.rates import RATE_NAMES
 from goldeval.core.textsafe import one_line
+from goldeval.reports.labels import RATE_LABELS
 from goldeval.results.metrics import format_rate, rate_value
-
-RATE_LABELS = {
-    "overallPassRate": "Overall",
-    "contractPassRate": "Contract",
-    "judgeAcceptRate": "Judge",
-    "retrievalPassRate": "Retrieval",
-    "negativeCasePassRate": "Negative",
-    "hallucinationRate": "Hallucination (fail rate)",
-    "refusalAccuracy": "Refusal",
-    "layerAccuracy": "Layer",
-    "ragAccuracy": "RAG",
-}
-
 
 #: How many case ids a terminal line names before "and N more".
 NAMED_CASES = 10
@@ -112,7 +100,8 @@ def render(run: Mapping[str, Any]) -> str:
     out += ["", "## Metrics", "", "| Metric | Value | Wilson 95% |", "|---|---|---|"]
     for name in RATE_NAMES:
         out.append(f"| {RATE_LABELS[name]} | {format_rate(m.get(name))} | {_ci(m.get(name))} |")
-    out.append(f"| Unstable cases | {format_rate(m.get('unstableCaseRate'))} | |")
+    unstable_label = RATE_LABELS["unstableCaseRate"]
+    out.append(f"| {unstable_label} | {format_rate(m.get('unstableCaseRate'))} | |")
     for key, rate in (m.get("slices") or {}).items():
         label = "Slice hallucination (pass rate)" if key == "hallucination" else f"Slice {key}"
         out.append(f"| {md_escape(label)} | {format_rate(rate)} | |")
@@ -267,7 +256,7 @@ def summary_table(run: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {'grader ' + one_line(key):<26} {format_rate(rate)}")
     unstable = m.get("unstableCaseRate")
     if rate_value(unstable) is not None:
-        lines.append(f"  {'Unstable cases':<26} {format_rate(unstable)}")
+        lines.append(f"  {RATE_LABELS['unstableCaseRate']:<26} {format_rate(unstable)}")
     lat = m.get("latency") or {}
     lines.append(f"  {'Latency avg / p95':<26} {lat.get('avgMs', 0)} / {lat.get('p95Ms', 0)} ms")
     lines += _live_lines(m, "  {:<26} {} / {} ms")

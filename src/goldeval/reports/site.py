@@ -7,8 +7,12 @@ Reads every ``<runs>/*/run.json`` and writes plain HTML that works from ``file:/
   Wilson 95% band), and the per-case history (case × run) with flaky cases flagged;
 * ``runs/<runId>.html``: one detail page per run (protocol, metrics, comparison, cases, gate).
 
-No JavaScript and no external assets; a Content-Security-Policy forbids scripts outright, and
-every value read from a run goes through :func:`html.escape`. Links are relative.
+The pages are Jinja2 templates (``templates/index.html.j2``, ``run.html.j2``, ``trend.svg.j2``
+in the frame ``site_page.html.j2``) fed with plain views built here; the run page shares its
+tables with the pytest-html summary (``_parts.html.j2``). No JavaScript and no external
+assets; a Content-Security-Policy forbids scripts outright, and every value read from a run
+is escaped by the templates' autoescape (:mod:`goldeval.reports.templating`). Links are
+relative.
 
 A case is *flaky* when its verdict (PASS/FAIL; ERROR and SKIPPED are not verdicts) flips
 back and forth across runs (two flips or more), or when its attempts disagree within one run;
@@ -18,6 +22,7 @@ a single flip is shown as *changed* (a regression or a recovery, not noise).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import re
@@ -27,46 +32,37 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from goldeval.core.errors import BaselineError
+from goldeval.core.rates import LOWER_IS_BETTER
 from goldeval.core.textsafe import one_line
 from goldeval.reports.html import (
-    STYLE,
-    badge,
-    comparison_html,
-    esc,
+    comparison_classes,
+    comparison_view,
     fmt_ci,
     fmt_pct,
-    gate_html,
-    metrics_table,
-    protocol_table,
+    gate_view,
+    metric_rows,
+    protocol_rows,
     rate_of,
-    table,
 )
+from goldeval.reports.junit import error_reasons, failure_reasons
+from goldeval.reports.labels import chart_label
+from goldeval.reports.templating import render
+from goldeval.results.run_folder import atomic_write
+from goldeval.verdict.baseline import check_shape
+from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, run_mode
 
 TREND_METRICS = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
-TREND_LABELS = {
-    "overallPassRate": "Overall pass rate",
-    "contractPassRate": "Contract pass rate",
-    "retrievalPassRate": "Retrieval pass rate",
-    "hallucinationRate": "Hallucination rate (lower is better)",
-}
 VERDICTS = ("PASS", "FAIL")
 #: How the site shows a run that exited 65 (its comparison was invalid), instead of a verdict.
 NOT_COMPARABLE = "not comparable"
 #: Colours of the second and later protocol lines in a chart (the first keeps the metric's).
 SERIES_COLOURS = ("#8250df", "#1a7f37", "#bc4c00", "#57606a", "#bf3989", "#0550ae")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-SITE_STYLE = """
-body{font-family:Helvetica,Arial,sans-serif;font-size:14px;margin:1.5em;color:#24292f}
-a{color:#0969da}
-table{border-collapse:collapse;margin:.3em 0 1em 0}
-th,td{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}
-th{background:#f2f2f2}
-.charts{display:flex;flex-wrap:wrap;gap:12px}
-.history td.cell{text-align:center;font-size:12px}
-.flaky{background:#fff8c5;color:#9a6700;font-weight:bold;padding:0 4px}
-.changed{background:#ddf4ff;color:#0969da;padding:0 4px}
-small{color:#57606a}
-"""
+#: How many failure reasons a case row of a run page lists before "+N more".
+SHOWN_REASONS = 5
+#: How much of a case's prompt a run page shows.
+SHOWN_PROMPT = 300
 
 
 # -- loading --------------------------------------------------------------------------------
@@ -78,9 +74,6 @@ def load_runs(runs_root: Path, warnings: list[str] | None = None) -> list[dict[s
     A message per skipped file is appended to ``warnings`` when a list is given. One damaged
     run (``cases: 5``, ``protocol: "x"``) must not take the whole history site down with it.
     """
-    from goldeval.core.errors import BaselineError
-    from goldeval.verdict.baseline import check_shape
-
     runs: list[dict[str, Any]] = []
     root = Path(runs_root)
     if not root.is_dir():
@@ -165,8 +158,6 @@ def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
     """What two runs must share to be comparable (as in :mod:`goldeval.verdict.comparison`): every
     protocol key, ``selectedCaseIds`` as a set, provider/model/judge only in live mode. A run
     without a protocol object: dataset version and hash, mode, model and repetitions."""
-    from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, run_mode
-
     protocol = run.get("protocol")
     mode = run_mode(run)
     if not isinstance(protocol, Mapping):
@@ -193,8 +184,6 @@ def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
 
 def protocol_key(run: Mapping[str, Any]) -> str:
     """A short stable id of the run's comparable protocol (one trend line per id)."""
-    import hashlib
-
     text = json.dumps(protocol_view(run), sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -211,17 +200,21 @@ def protocol_label(run: Mapping[str, Any]) -> str:
     )
 
 
-def protocol_legend(runs: Sequence[Mapping[str, Any]]) -> str:
+def protocol_legend(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One legend entry per comparable protocol, in order of first appearance."""
     keys = [protocol_key(r) for r in runs]
-    items = []
+    legend = []
     for number, key in enumerate(dict.fromkeys(keys)):
         group = [r for r, k in zip(runs, keys, strict=True) if k == key]
-        items.append(
-            f'<li data-protocol="{esc(key)}"><span style="color:{_series_colour("", number)}">'
-            f"■</span> <code>{esc(key)}</code> {esc(protocol_label(group[0]))} "
-            f"<small>({len(group)} run{'s' if len(group) != 1 else ''})</small></li>"
+        legend.append(
+            {
+                "key": key,
+                "colour": _series_colour("", number),
+                "label": protocol_label(group[0]),
+                "runs": len(group),
+            }
         )
-    return f'<ul class="protocols">{"".join(items)}</ul>'
+    return legend
 
 
 def _slug(text: str) -> str:
@@ -243,28 +236,19 @@ def _page_names(runs: Sequence[Mapping[str, Any]]) -> dict[int, str]:
     return names
 
 
-def _href(*parts: str) -> str:
-    return esc("/".join(quote(p) for p in parts))
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{SITE_STYLE}{STYLE}</style></head>"
-        f"<body>{body}</body></html>\n"
-    )
+def _run_href(name: str) -> str:
+    """The index's relative link to a run page (escaped by the template)."""
+    return "/".join(quote(p) for p in ("runs", name)) + ".html"
 
 
 # -- charts ---------------------------------------------------------------------------------
 
 
-def trend_svg(
+def trend_view(
     metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380, height: int = 190
-) -> str:
-    """An inline SVG line chart of one rate over runs (oldest left), with its Wilson band:
-    one line (a ``<g class="series" data-protocol=KEY>``) per comparable protocol."""
+) -> dict[str, Any]:
+    """An SVG line chart of one rate over runs (oldest left), with its Wilson band: one line
+    per comparable protocol (``templates/trend.svg.j2`` draws it)."""
     left, right, top, bottom = 42, 12, 24, 30
     plot_w, plot_h = width - left - right, height - top - bottom
     n = len(runs)
@@ -275,24 +259,10 @@ def trend_svg(
     def y(v: float) -> float:
         return top + plot_h * (1 - max(0.0, min(1.0, v)))
 
-    label = TREND_LABELS.get(metric, metric)
-    out = [
-        f'<svg class="trend" data-metric="{esc(metric)}" xmlns="http://www.w3.org/2000/svg" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{esc(label)}">',
-        f"<title>{esc(label)}</title>",
-        f'<text x="{left}" y="15" font-size="12" font-weight="bold">{esc(label)}</text>',
+    ticks = [
+        {"y": f"{y(t):.1f}", "text_y": f"{y(t) + 4:.1f}", "label": f"{t * 100:.0f}%"}
+        for t in (0.0, 0.25, 0.5, 0.75, 1.0)
     ]
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        ty = y(tick)
-        out.append(
-            f'<line x1="{left}" y1="{ty:.1f}" x2="{left + plot_w}" y2="{ty:.1f}" '
-            'stroke="#d0d7de" stroke-width="1"/>'
-        )
-        out.append(
-            f'<text x="{left - 4}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">'
-            f"{tick * 100:.0f}%</text>"
-        )
     points: list[Point | None] = []
     for i, run in enumerate(runs):
         m = (run.get("metrics") or {}).get(metric)
@@ -301,27 +271,30 @@ def trend_svg(
     # One line per comparable protocol: a line joins only runs that could be compared with
     # each other, so a change of selection, attempts, model or data is never drawn as a trend.
     keys = [protocol_key(run) for run in runs]
+    series = []
     for number, key in enumerate(dict.fromkeys(keys)):
-        colour = _series_colour(metric, number)
         mine = [p if k == key else None for p, k in zip(points, keys, strict=True)]
-        out.append(f'<g class="series" data-protocol="{esc(key)}">')
-        out.extend(_series(mine, y, colour))
-        out.append("</g>")
-    if not any(points):
-        out.append(
-            f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" font-size="11" '
-            'text-anchor="middle" fill="#57606a">no data (n/a in every run)</text>'
+        series.append(
+            {"key": key, "colour": _series_colour(metric, number), "segments": _segments(mine, y)}
         )
-    if n:
-        first, last = str(runs[0].get("runId")), str(runs[-1].get("runId"))
-        out.append(f'<text x="{left}" y="{height - 8}" font-size="10">{esc(first)}</text>')
-        if n > 1:
-            out.append(
-                f'<text x="{left + plot_w}" y="{height - 8}" font-size="10" '
-                f'text-anchor="end">{esc(last)}</text>'
-            )
-    out.append("</svg>")
-    return "".join(out)
+    no_data = None
+    if not any(points):
+        no_data = {"x": f"{left + plot_w / 2:.1f}", "y": f"{top + plot_h / 2:.1f}"}
+    return {
+        "metric": metric,
+        "label": chart_label(metric),
+        "width": width,
+        "height": height,
+        "left": left,
+        "plot_right": left + plot_w,
+        "tick_x": left - 4,
+        "label_y": height - 8,
+        "ticks": ticks,
+        "series": series,
+        "no_data": no_data,
+        "first": str(runs[0].get("runId")) if n else None,
+        "last": str(runs[-1].get("runId")) if n > 1 else None,
+    }
 
 
 #: A chart point: x, value, the metric's rate object, the run.
@@ -330,14 +303,14 @@ Point = tuple[float, float, Mapping[str, Any], Mapping[str, Any]]
 
 def _series_colour(metric: str, number: int) -> str:
     if number == 0:
-        return "#cf222e" if metric == "hallucinationRate" else "#0969da"
+        return "#cf222e" if metric in LOWER_IS_BETTER else "#0969da"
     return SERIES_COLOURS[(number - 1) % len(SERIES_COLOURS)]
 
 
-def _series(points: Sequence[Point | None], y: Callable[[float], float], colour: str) -> list[str]:
-    """One protocol's line: Wilson band, polyline (broken where a run has no value) and
-    points; a run that exited 65 is drawn hollow and titled "not comparable"."""
-    out: list[str] = []
+def _segments(points: Sequence[Point | None], y: Callable[[float], float]) -> list[dict[str, Any]]:
+    """One protocol's line, broken where a run has no value: per segment its Wilson band
+    (a bar for a single point), its polyline and its points; a run that exited 65 is drawn
+    hollow and titled "not comparable"."""
     segments: list[list[Point]] = [[]]
     for p in points:
         if p is None:
@@ -345,48 +318,37 @@ def _series(points: Sequence[Point | None], y: Callable[[float], float], colour:
                 segments.append([])
         else:
             segments[-1].append(p)
+    out: list[dict[str, Any]] = []
     for seg in segments:
-        band = [(px, (m.get("ci95") or {})) for px, _, m, _ in seg]
-        if band and all(
-            ci.get("lower") is not None and ci.get("upper") is not None for _, ci in band
+        band_ci = [(px, (m.get("ci95") or {})) for px, _, m, _ in seg]
+        band: dict[str, Any] | None = None
+        if band_ci and all(
+            ci.get("lower") is not None and ci.get("upper") is not None for _, ci in band_ci
         ):
-            upper = [f"{px:.1f},{y(ci['upper']):.1f}" for px, ci in band]
-            lower = [f"{px:.1f},{y(ci['lower']):.1f}" for px, ci in reversed(band)]
-            if len(band) == 1:
-                px = band[0][0]
-                ci = band[0][1]
-                out.append(
-                    f'<line x1="{px:.1f}" y1="{y(ci["upper"]):.1f}" x2="{px:.1f}" '
-                    f'y2="{y(ci["lower"]):.1f}" stroke="{colour}" stroke-opacity="0.3" '
-                    'stroke-width="8"/>'
-                )
+            if len(band_ci) == 1:
+                px, ci = band_ci[0]
+                band = {
+                    "line": True,
+                    "x": f"{px:.1f}",
+                    "upper": f"{y(ci['upper']):.1f}",
+                    "lower": f"{y(ci['lower']):.1f}",
+                }
             else:
-                out.append(
-                    f'<polygon class="ci" points="{" ".join(upper + lower)}" '
-                    f'fill="{colour}" fill-opacity="0.12" stroke="none"/>'
-                )
-        if len(seg) > 1:
-            line = " ".join(f"{px:.1f},{y(v):.1f}" for px, v, _, _ in seg)
-            out.append(
-                f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"/>'
-            )
+                upper = [f"{px:.1f},{y(ci['upper']):.1f}" for px, ci in band_ci]
+                lower = [f"{px:.1f},{y(ci['lower']):.1f}" for px, ci in reversed(band_ci)]
+                band = {"line": False, "points": " ".join(upper + lower)}
+        line = " ".join(f"{px:.1f},{y(v):.1f}" for px, v, _, _ in seg) if len(seg) > 1 else None
+        dots = []
         for px, v, m, run in seg:
             tip = (
                 f"{run.get('runId')}: {fmt_pct(v)} ({m.get('hits', 0)} / {m.get('total', 0)})"
                 f", Wilson 95% {fmt_ci(m)}"
             )
-            if not_comparable(run):
+            hollow = not_comparable(run)
+            if hollow:
                 tip += f"; {NOT_COMPARABLE} with its baseline (exit 65)"
-                out.append(
-                    f'<circle class="not-comparable" cx="{px:.1f}" cy="{y(v):.1f}" r="3.5" '
-                    f'fill="#ffffff" stroke="{colour}" stroke-width="2">'
-                    f"<title>{esc(tip)}</title></circle>"
-                )
-                continue
-            out.append(
-                f'<circle cx="{px:.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}">'
-                f"<title>{esc(tip)}</title></circle>"
-            )
+            dots.append({"x": f"{px:.1f}", "y": f"{y(v):.1f}", "tip": tip, "hollow": hollow})
+        out.append({"band": band, "line": line, "points": dots})
     return out
 
 
@@ -425,173 +387,121 @@ def is_flaky(cells: Sequence[Mapping[str, Any] | None]) -> bool:
     return flips(cells) >= 2 or unstable_within_run(cells)
 
 
-def history_table(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -> str:
-    head = ["<th>Case</th>", "<th>Flags</th>"]
-    for i, run in enumerate(runs, start=1):
-        head.append(
-            f'<th title="{esc(run.get("runId"))}"><a href="{_href("runs", names[id(run)])}'
-            f'.html">#{i}</a></th>'
-        )
+def history_view(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -> dict[str, Any]:
+    """The case × run table: a column per run (oldest first), a row per case with its flags."""
+    columns = [{"run_id": run.get("runId"), "href": _run_href(names[id(run)])} for run in runs]
     rows = []
     for case_id, cells in case_history(runs).items():
-        n = flips(cells)
-        flags = []
-        if is_flaky(cells):
-            flags.append(f'<span class="flaky" title="{n} flips">flaky</span>')
-        elif n == 1:
-            flags.append('<span class="changed" title="1 flip">changed</span>')
-        tds = [f"<td><code>{esc(case_id)}</code></td>", f"<td>{' '.join(flags)}</td>"]
+        shown: list[dict[str, Any] | None] = []
         for c in cells:
             if c is None:
-                tds.append('<td class="cell">—</td>')
+                shown.append(None)
                 continue
             rate = c.get("successRate") or {}
             tip = f"{rate.get('hits', 0)} / {rate.get('total', 0)} attempts passed"
-            tds.append(f'<td class="cell" title="{esc(tip)}">{badge(c.get("status"))}</td>')
-        flaky_attr = ' class="flaky-case"' if is_flaky(cells) else ""
-        rows.append(f'<tr data-case="{esc(case_id)}"{flaky_attr}>{"".join(tds)}</tr>')
-    return (
-        f'<table class="history"><thead><tr>{"".join(head)}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
+            shown.append({"tip": tip, "status": c.get("status")})
+        rows.append(
+            {"case_id": case_id, "flips": flips(cells), "flaky": is_flaky(cells), "cells": shown}
+        )
+    return {"columns": columns, "rows": rows}
 
 
 # -- pages ----------------------------------------------------------------------------------
 
 
-def _run_row(run: Mapping[str, Any], names: Mapping[int, str]) -> list[str]:
+def _run_row(run: Mapping[str, Any], names: Mapping[int, str]) -> dict[str, Any]:
     metric = (run.get("metrics") or {}).get("overallPassRate")
     gate = (run.get("qualityGate") or {}).get("verdict") or "not applied"
     if not_comparable(run):
         gate = NOT_COMPARABLE
-    return [
-        f'<a href="{_href("runs", names[id(run)])}.html">{esc(run.get("runId"))}</a>',
-        esc(run.get("timestamp")),
-        esc(_dataset(run)),
-        esc(_mode(run)),
-        esc(_model(run)),
-        badge(run.get("status")),
-        f"{esc(fmt_pct(rate_of(metric)))} <small>({esc((metric or {}).get('hits', 0))} / "
-        f"{esc((metric or {}).get('total', 0))})</small>",
-        badge(gate),
-    ]
+    return {
+        "href": _run_href(names[id(run)]),
+        "run_id": run.get("runId"),
+        "timestamp": run.get("timestamp"),
+        "dataset": _dataset(run),
+        "mode": _mode(run),
+        "model": _model(run),
+        "status": run.get("status"),
+        "overall": fmt_pct(rate_of(metric)),
+        "hits": (metric or {}).get("hits", 0),
+        "total": (metric or {}).get("total", 0),
+        "gate": gate,
+    }
 
 
 def render_index(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -> str:
     newest = sorted(runs, key=_sort_key, reverse=True)
-    body = [
-        "<h1>Golden evaluation history</h1>",
-        f"<p>{len(runs)} run{'s' if len(runs) != 1 else ''}.</p>",
-        "<h2>Runs</h2>",
-        table(
-            ("Run", "Time", "Dataset", "Mode", "Model", "Status", "Overall", "Gate"),
-            [_run_row(r, names) for r in newest],
-            "runs",
-        ),
-    ]
-    datasets = sorted({_dataset(r) for r in runs})
-    for ds in datasets:
+    datasets = []
+    for ds in sorted({_dataset(r) for r in runs}):
         chrono = sorted((r for r in runs if _dataset(r) == ds), key=_sort_key)
-        body.append(f'<section class="dataset" id="dataset-{esc(_slug(ds))}">')
-        body.append(f"<h2>Dataset <code>{esc(ds)}</code></h2>")
-        body.append(
-            "<h3>Trends</h3><p><small>One line per comparable protocol (dataset hash, "
-            "selection, attempts, mode, and model when live); a hollow point: "
-            f"{NOT_COMPARABLE} with its baseline (exit 65).</small></p>"
-            + protocol_legend(chrono)
-            + '<div class="charts">'
-            + "".join(trend_svg(m, chrono) for m in TREND_METRICS)
-            + "</div>"
+        datasets.append(
+            {
+                "name": ds,
+                "slug": _slug(ds),
+                "protocols": protocol_legend(chrono),
+                "charts": [trend_view(m, chrono) for m in TREND_METRICS],
+                "history": history_view(chrono, names),
+            }
         )
-        body.append(
-            '<h3>Per-case history</h3><p><small>Runs oldest first; <span class="flaky">'
-            "flaky</span>: the verdict flipped back and forth across runs, or attempts "
-            'disagreed within a run; <span class="changed">changed</span>: one flip.'
-            "</small></p>"
-        )
-        body.append(history_table(chrono, names))
-        body.append("</section>")
-    return _page("Golden evaluation history", "".join(body))
+    return render(
+        "index.html.j2",
+        csp=CSP,
+        title="Golden evaluation history",
+        not_comparable=NOT_COMPARABLE,
+        runs=[_run_row(r, names) for r in newest],
+        datasets=datasets,
+    )
 
 
-def _case_reason(case: Mapping[str, Any]) -> str:
-    from goldeval.reports.junit import error_reasons, failure_reasons
-
+def _case_row(case: Mapping[str, Any], cls: Any) -> dict[str, Any]:
+    rate = case.get("successRate") or {}
     status = case.get("status")
+    reasons: list[str] = []
     if status == "FAIL":
         reasons = failure_reasons(case)
     elif status == "ERROR":
         reasons = error_reasons(case)
-    else:
-        return ""
-    return "<br>".join(esc(r) for r in reasons[:5]) + (
-        f"<br><small>+{len(reasons) - 5} more</small>" if len(reasons) > 5 else ""
-    )
+    prompt = str((case.get("metadata") or {}).get("prompt") or "")
+    return {
+        "case_id": str(case.get("caseId")),
+        "status": status,
+        "hits": rate.get("hits", 0),
+        "total": rate.get("total", 0),
+        "cls": cls,
+        "kinds": ", ".join(str(k) for k in case.get("kinds") or []),
+        "reasons": reasons[:SHOWN_REASONS],
+        "more_reasons": max(0, len(reasons) - SHOWN_REASONS),
+        "prompt": prompt[:SHOWN_PROMPT] + ("…" if len(prompt) > SHOWN_PROMPT else ""),
+    }
 
 
 def render_run(run: Mapping[str, Any]) -> str:
-    classes = {
-        str(c.get("caseId")): c.get("class")
-        for c in (run.get("comparison") or {}).get("cases") or []
-    }
-    rows = []
-    for case in run.get("cases") or []:
-        rate = case.get("successRate") or {}
-        case_id = str(case.get("caseId"))
-        prompt = str((case.get("metadata") or {}).get("prompt") or "")
-        cls = classes.get(case_id)
-        rows.append(
-            (
-                f"<code>{esc(case_id)}</code>",
-                badge(case.get("status")),
-                f"{esc(rate.get('hits', 0))} / {esc(rate.get('total', 0))}",
-                badge(cls) if cls else "n/a",
-                esc(", ".join(str(k) for k in case.get("kinds") or [])),
-                _case_reason(case),
-                esc(prompt[:300] + ("…" if len(prompt) > 300 else "")),
-            )
-        )
-    body = (
-        '<p><a href="../index.html">← all runs</a></p>'
-        f"<h1>Run <code>{esc(run.get('runId'))}</code></h1>"
-        f"<p>{badge(run.get('status'))} · dataset <code>{esc(_dataset(run))}</code> · "
-        f"{esc(run.get('timestamp'))}</p>"
-        "<h2>Dataset and protocol</h2>"
-        + protocol_table(run)
-        + "<h2>Metrics</h2>"
-        + metrics_table(run)
-        + "<h2>Baseline comparison</h2>"
-        + comparison_html(run)
-        + "<h2>Quality gate</h2>"
-        + (
-            f'<p><span class="skip">{esc(NOT_COMPARABLE)}</span>: exit 65, '
-            f"{esc((run.get('exitDecision') or {}).get('reason'))}</p>"
+    classes = comparison_classes(run)
+    return render(
+        "run.html.j2",
+        csp=CSP,
+        title=f"Run {run.get('runId')}",
+        run_id=run.get("runId"),
+        status=run.get("status"),
+        dataset=_dataset(run),
+        timestamp=run.get("timestamp"),
+        protocol=protocol_rows(run),
+        metrics=metric_rows(run),
+        comparison=comparison_view(run),
+        not_comparable=(
+            {"label": NOT_COMPARABLE, "reason": (run.get("exitDecision") or {}).get("reason")}
             if not_comparable(run)
-            else ""
-        )
-        + gate_html(run)
-        + "<h2>Cases</h2>"
-        + table(
-            (
-                "Case",
-                "Status",
-                "Attempts passed",
-                "Class vs baseline",
-                "Kinds",
-                "Reasons",
-                "Prompt",
-            ),
-            rows,
-            "cases",
-        )
+            else None
+        ),
+        gate=gate_view(run),
+        cases=[
+            _case_row(case, classes.get(str(case.get("caseId")))) for case in run.get("cases") or []
+        ],
     )
-    return _page(f"Run {run.get('runId')}", body)
 
 
 def build_site(out_dir: Path, runs: list[dict[str, Any]]) -> Path:
     """Write the static site for ``runs`` into ``out_dir``; returns the index page's path."""
-    from goldeval.results.run_folder import atomic_write
-
     out = Path(out_dir)
     names = _page_names(sorted(runs, key=_sort_key))
     for run in runs:

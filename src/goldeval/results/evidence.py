@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from goldeval.results.run_folder import atomic_write
+
 MANIFEST = "manifest.json"
 
 
@@ -66,7 +68,6 @@ def write_manifest(
     run_dir: Path, run_id: str, entries: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """Write manifest.json (durably: it is the folder's commit record, written last)."""
-    from goldeval.results.run_folder import atomic_write
 
     if entries is None:
         entries = inventory(run_dir)

@@ -12,6 +12,7 @@ from typing import Any
 
 from goldeval.core.models import Rate
 from goldeval.core.rates import RATE_NAMES
+from goldeval.core.stats import wilson
 
 WEIGHT_TERMS = (
     ("contract", "contractPassRate"),
@@ -23,20 +24,6 @@ WEIGHT_TERMS = (
     ("layer", "layerAccuracy"),
     ("rag", "ragAccuracy"),
 )
-Z95 = 1.959963984540054
-
-
-def wilson(hits: int, total: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval (for reading only; never gated)."""
-    if total <= 0:
-        return None
-    p = hits / total
-    denom = 1 + z * z / total
-    centre = p + z * z / (2 * total)
-    spread = z * math.sqrt((p * (1 - p) + z * z / (4 * total)) / total)
-    return max(0.0, (centre - spread) / denom), min(1.0, (centre + spread) / denom)
-
-
 def _round_half_up(value: float) -> int:
     return math.floor(value + 0.5)
 

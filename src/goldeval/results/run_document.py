@@ -22,6 +22,7 @@ from typing import Any
 
 from goldeval.results.metrics import MetricsAccumulator
 from goldeval.results.rollup import RAW_FIELDS, Counters, roll_up, strip_raw
+from goldeval.results.run_folder import fsync_dir, refuse_link, temp_file
 
 
 def git_commit(cwd: Path) -> str:
@@ -55,6 +56,9 @@ def config_fingerprint(values: dict[str, Any]) -> str:
 
 
 _COMPACT = (",", ":")
+#: Key, in a finished run's stored summary, of its run.json minus ``cases`` (``goldeval show``
+#: and ``export`` read it back).
+RUN_DOCUMENT = "runDocument"
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,6 @@ def write_run_json(path: Path, run: dict[str, Any], cases_file: Path) -> None:
     """run.json: the document's fields pretty-printed, cases spliced in from ``cases_file``
     one per line, written to a unique temp file, fsynced and renamed, so a crash leaves no
     half file and two processes finishing the same folder never share a temp file."""
-    from goldeval.results.run_folder import fsync_dir, refuse_link, temp_file
 
     refuse_link(path, "run.json")
     fd, tmp = temp_file(path.parent, path.name)

@@ -11,7 +11,11 @@ Versions:
 1. the core tables: ``datasets``, ``runs``, ``cases``, ``attempts``;
 2. the artifact inventory (``artifacts``: path, SHA-256, size per run);
 3. ``runs.run_key`` (a user-given key naming one run across processes and shards) with its
-   unique index, and the operational indexes on ``runs`` (status and dataset listings).
+   unique index, and the operational indexes on ``runs`` (status and dataset listings);
+4. drop the attempts status index;
+5. ``service_runs``: the queue of the evaluation service (``goldeval serve``), one row per
+   run requested over HTTP, linked to its store run by ``run_key`` (see
+   :mod:`goldeval.store.queue`).
 """
 
 from __future__ import annotations
@@ -116,11 +120,42 @@ _RUN_KEY: tuple[str, ...] = (
 # cost about a third of the write time of a 100,000-attempt batch (benchmarks/bench_store.py).
 _DROP_STATUS_INDEX: tuple[str, ...] = ("DROP INDEX IF EXISTS attempts_run_status",)
 
+
+
+def _service_runs(json_type: str, ts_type: str) -> tuple[str, ...]:
+    return (
+        "CREATE TABLE service_runs ("
+        " id TEXT PRIMARY KEY,"
+        " idempotency_key TEXT,"
+        f" status TEXT NOT NULL CHECK (status IN ({_RUN_STATUS_CHECK})),"
+        " dataset_id TEXT NOT NULL,"
+        f" request {json_type} NOT NULL,"
+        " run_key TEXT NOT NULL,"
+        " run_id TEXT,"
+        " run_dir TEXT,"
+        " worker TEXT,"
+        " claims INTEGER NOT NULL DEFAULT 0,"
+        " cancel_requested INTEGER NOT NULL DEFAULT 0,"
+        " exit_code INTEGER,"
+        " error TEXT,"
+        f" created_at {ts_type} NOT NULL,"
+        f" started_at {ts_type},"
+        f" heartbeat_at {ts_type},"
+        f" finished_at {ts_type})",
+        "CREATE UNIQUE INDEX service_runs_idempotency ON service_runs (idempotency_key)",
+        "CREATE UNIQUE INDEX service_runs_run_key ON service_runs (run_key)",
+        "CREATE INDEX service_runs_created ON service_runs (created_at, id)",
+        "CREATE INDEX service_runs_status ON service_runs (status, created_at, id)",
+        "CREATE INDEX service_runs_dataset ON service_runs (dataset_id, created_at, id)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core tables: datasets, runs, cases, attempts", _core("TEXT", "TEXT")),
     Migration(2, "artifact inventory", _artifacts("TEXT")),
     Migration(3, "runs.run_key and run listing indexes", _RUN_KEY),
     Migration(4, "drop the attempts status index (writes are the hot path)", _DROP_STATUS_INDEX),
+    Migration(5, "service_runs: the evaluation service queue", _service_runs("TEXT", "TEXT")),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -128,6 +163,9 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "artifact inventory", _artifacts("TIMESTAMPTZ")),
     Migration(3, "runs.run_key and run listing indexes", _RUN_KEY),
     Migration(4, "drop the attempts status index (writes are the hot path)", _DROP_STATUS_INDEX),
+    Migration(
+        5, "service_runs: the evaluation service queue", _service_runs("JSONB", "TIMESTAMPTZ")
+    ),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

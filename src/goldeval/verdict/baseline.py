@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -11,7 +10,16 @@ from typing import Any
 
 from goldeval.core.errors import BaselineError
 from goldeval.core.rates import RATE_NAMES
+from goldeval.results.documents import validate_run_document
 from goldeval.results.metrics import compute_metrics
+from goldeval.results.run_folder import (
+    ArtifactError,
+    append_line,
+    atomic_write,
+    dumps,
+    refuse_link,
+)
+from goldeval.verdict.comparison import compare
 
 #: Keys that change on every run without changing what the run measured (``projectRoot`` and
 #: ``goldenRoot`` say where the run was made, not what it measured).
@@ -27,223 +35,12 @@ VOLATILE_KEYS = (
 )
 
 
-# -- the shape of a run document -------------------------------------------------------------
-# Every reader (comparison, gate, reports, site) takes a run.json or baseline at its word; a
-# hand-edited `cases: 5` or `protocol: "x"` must be refused with the field named, not crash
-# three modules later. Known keys are type-checked; unknown keys are left alone (newer writers).
-
-
-class _Opt:
-    """The value may also be null."""
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-
-
-class _List:
-    def __init__(self, item: Any) -> None:
-        self.item = item
-
-
-class _Map:
-    """An object with free keys whose values all follow one spec."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-_STR: tuple[type, ...] = (str,)
-_INT: tuple[type, ...] = (int,)
-_NUM: tuple[type, ...] = (int, float)
-_BOOL: tuple[type, ...] = (bool,)
-_OBJ: dict[str, Any] = {}
-_RATE = {"hits": _INT, "total": _INT, "rate": _Opt(_NUM)}
-_ATTEMPT = {
-    "caseId": _STR,
-    "index": _INT,
-    "status": _STR,
-    "model": _Opt(_STR),
-    "contract": _Opt(_OBJ),
-    "retrieval": _Opt(_OBJ),
-    "graders": _List(_OBJ),
-    "tokens": _Opt(_OBJ),
-    "durationMs": _Opt(_NUM),
-    "tries": _Opt(_INT),
-    "errorKind": _Opt(_STR),
-    "errorMessage": _Opt(_STR),
-    "output": _Opt(_STR),
-    "judge": _Opt(_OBJ),
-}
-_CASE = {
-    "caseId": _STR,
-    "status": _STR,
-    "kinds": _List(_STR),
-    "tags": _List(_STR),
-    "attempts": _List(_ATTEMPT),
-    "successRate": _RATE,
-    "metadata": _OBJ,
-    "taxonomy": _List(_OBJ),
-    "errors": _List(_STR),
-    "contract": _Opt(_OBJ),
-    "retrieval": _Opt(_OBJ),
-    "durationMs": _Opt(_NUM),
-}
-_PROTOCOL = {
-    "datasetId": _STR,
-    "datasetHash": _Opt(_STR),
-    "packId": _Opt(_STR),
-    "packHash": _Opt(_STR),
-    "mode": _STR,
-    "attempts": _INT,
-    "selectedCaseIds": _List(_STR),
-    "graderConfigHash": _Opt(_STR),
-    "provider": _Opt(_STR),
-    "model": _Opt(_STR),
-    "judgeEnabled": _Opt(_BOOL),
-    "judgeModel": _Opt(_STR),
-}
-_CONFIGURATION = {
-    "mode": _Opt(_STR),
-    "goldenMode": _Opt(_STR),
-    "model": _Opt(_STR),
-    "judgeModel": _Opt(_STR),
-    "judgeEnabled": _Opt(_BOOL),
-    "repetitions": _Opt(_INT),
-    "includeRed": _Opt(_BOOL),
-    "artifactMode": _Opt(_STR),
-    "outputDir": _Opt(_STR),
-    "provider": _Opt(_STR),
-    "providerSettings": _Opt(_OBJ),
-    "experimentId": _Opt(_STR),
-    "concurrency": _Opt(_INT),
-    "deadlineSeconds": _Opt(_NUM),
-}
-_METRICS: dict[str, Any] = {name: _Opt(_RATE) for name in RATE_NAMES}
-_METRICS.update(
-    {
-        "graders": _Opt(_Map(_RATE)),
-        "slices": _Opt(_Map(_RATE)),
-        "latency": _Opt(_OBJ),
-        "tokens": _Opt(_OBJ),
-        "unstableCaseRate": _Opt(_RATE),
-        "weightedScore": _Opt(_NUM),
-        "weightedScoreFormula": _Opt(_STR),
-    }
-)
-_RULE = {
-    "name": _STR,
-    "detail": _STR,
-    "passed": _BOOL,
-    "actual": _Opt(_NUM),
-    "threshold": _Opt(_NUM),
-    "kind": _STR,
-}
-_GATE = {"passed": _BOOL, "verdict": _STR, "rules": _List(_RULE), "warnings": _List(_STR)}
-_COMPARISON = {
-    "decision": _STR,
-    "invalidReasons": _List(_STR),
-    "protocolDifferences": _List(_OBJ),
-    "configurationDifferences": _List(_STR),
-    "cases": _List(_OBJ),
-    "counts": _Map(_INT),
-    "metrics": _List(_OBJ),
-    "mcnemar": _Opt(_OBJ),
-    "qualityGate": _Opt(_GATE),
-}
-RUN_SHAPE: dict[str, Any] = {
-    "runId": _Opt(_STR),
-    "runKey": _Opt(_STR),
-    "timestamp": _Opt(_STR),
-    "status": _Opt(_STR),
-    "datasetVersion": _Opt(_STR),
-    "packDatasetVersion": _Opt(_STR),
-    "datasetHash": _Opt(_STR),
-    "packHash": _Opt(_STR),
-    "gitCommit": _Opt(_STR),
-    "configFingerprint": _Opt(_STR),
-    "model": _Opt(_STR),
-    "baselinePath": _Opt(_STR),
-    "projectRoot": _Opt(_STR),
-    "goldenRoot": _Opt(_STR),
-    "protocol": _PROTOCOL,
-    "configuration": _CONFIGURATION,
-    "metrics": _METRICS,
-    "cases": _List(_CASE),
-    "comparison": _Opt(_COMPARISON),
-    "qualityGate": _Opt(_GATE),
-    "exitDecision": _Opt({"code": _INT, "reason": _STR}),
-    "notes": _List(_STR),
-    "environment": _Opt(_OBJ),
-    "incomplete": _Opt(_BOOL),
-    "durationMs": _Opt(_NUM),
-}
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    return "a number"
-
-
-def _shape_problem(value: Any, spec: Any, where: str) -> tuple[str, str] | None:
-    """(field, message) for the first value that does not fit ``spec``, else None."""
-    if isinstance(spec, _Opt):
-        return None if value is None else _shape_problem(value, spec.spec, where)
-    if isinstance(spec, tuple):
-        ok = isinstance(value, spec) and (bool in spec or not isinstance(value, bool))
-        if isinstance(value, float) and not math.isfinite(value):
-            ok = False
-        if ok:
-            return None
-        want = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in spec))
-        return where, f"must be {want}, got {_kind(value)}"
-    if isinstance(spec, _List):
-        if not isinstance(value, list):
-            return where, f"must be a list, got {_kind(value)}"
-        for n, item in enumerate(value):
-            found = _shape_problem(item, spec.item, f"{where}[{n}]")
-            if found is not None:
-                return found
-        return None
-    if not isinstance(value, dict):
-        return where, f"must be an object, got {_kind(value)}"
-    if isinstance(spec, _Map):
-        for key, item in value.items():
-            found = _shape_problem(item, spec.value, f"{where}.{key}")
-            if found is not None:
-                return found
-        return None
-    for key, sub in spec.items():
-        if key in value:
-            found = _shape_problem(value[key], sub, f"{where}.{key}" if where else key)
-            if found is not None:
-                return found
-    return None
-
-
 def check_shape(doc: Any, path: Path) -> None:
     """Refuse a run document whose known fields have the wrong type (BaselineError, field named).
 
-    Used for baselines and for the run.json given to ``goldeval gate/compare`` (exit 65), and by
-    ``goldeval site`` to skip such a file with a warning.
+    The shape is the typed :class:`~goldeval.results.documents.RunDocument`.
     """
-    if not isinstance(doc, dict):
-        raise BaselineError("a run document must be a JSON object", path=path)
-    found = _shape_problem(doc, RUN_SHAPE, "")
-    if found is not None:
-        field, message = found
-        raise BaselineError(
-            message, path=path, field=field, hint="hand-edited or damaged; re-save or re-run it"
-        )
+    validate_run_document(doc, path)
 
 
 def _check_counters(doc: Mapping[str, Any], path: Path) -> None:
@@ -390,13 +187,6 @@ def baseline_document(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
-    from goldeval.results.run_folder import (
-        ArtifactError,
-        append_line,
-        atomic_write,
-        dumps,
-        refuse_link,
-    )
 
     if path.exists() and not force:
         raise BaselineError(
@@ -461,7 +251,6 @@ def first_comparable(
 ) -> tuple[Path, dict[str, Any], Any] | None:
     """The first candidate baseline comparable with ``run``, else the first one (so the caller
     reports why it is not comparable), else None. Each candidate passes ``load_baseline``."""
-    from goldeval.verdict.comparison import compare
 
     first: tuple[Path, dict[str, Any], Any] | None = None
     for path in candidates:

@@ -33,7 +33,6 @@ integers and fractions.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 from fractions import Fraction
@@ -43,6 +42,7 @@ from pydantic import Field
 
 from goldeval.core.models import Rate, Record
 from goldeval.core.rates import GRADER_PREFIX, LATENCY_METRIC, LOWER_IS_BETTER, RATE_NAMES
+from goldeval.core.stats import binomial_two_sided
 
 #: Tolerance of every comparison of rates (reference: 1e-12).
 EPSILON = 1e-12
@@ -711,33 +711,6 @@ def metric_deltas(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
     return [metric_delta(n, metric_value(baseline, n), metric_value(candidate, n)) for n in names]
 
 
-#: Up to this many discordant pairs the p-value is computed exactly with integers.
-EXACT_LIMIT = 2000
-
-
-def _binomial_two_sided(n: int, k: int) -> float:
-    """``min(1, 2·Σ_{i≤k} C(n,i)/2ⁿ)``: exact (integer recurrence) up to EXACT_LIMIT pairs,
-    then in log space, where the float result is the same to double precision and the cost
-    stays linear (summing math.comb terms took seconds over a million attempts)."""
-    if n <= EXACT_LIMIT:
-        term = 1
-        tail = 1
-        for i in range(k):
-            term = term * (n - i) // (i + 1)
-            tail += term
-        return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
-    log_half_n = n * math.log(0.5)
-    log_c = 0.0
-    best = log_c
-    logs = [log_c]
-    for i in range(k):
-        log_c += math.log(n - i) - math.log(i + 1)
-        logs.append(log_c)
-        best = max(best, log_c)
-    total = sum(math.exp(v - best) for v in logs)
-    return min(1.0, 2.0 * math.exp(best + math.log(total) + log_half_n))
-
-
 def mcnemar(n01: int, n10: int) -> McNemar:
     """McNemar on the discordant pairs; exact two-sided binomial p (section 5.4).
 
@@ -747,7 +720,7 @@ def mcnemar(n01: int, n10: int) -> McNemar:
     if n == 0:
         return McNemar(n01=0, n10=0, chi_square=0.0, p_value=None, note="no discordant pairs")
     chi_square = Fraction((n01 - n10) ** 2, n)
-    p_value = _binomial_two_sided(n, min(n01, n - n01))
+    p_value = binomial_two_sided(n, min(n01, n - n01))
     return McNemar(
         n01=n01,
         n10=n10,

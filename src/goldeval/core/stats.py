@@ -1,0 +1,74 @@
+"""The statistics of the project in one place: Wilson intervals, the exact McNemar p-value,
+Cohen's kappa. Pure functions over counts; every caller (metrics, comparison, judge
+calibration) reads them from here, so one formula cannot drift from its twin.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+#: z for a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+
+def wilson(hits: int, total: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval (reported next to a rate, as the reference prints it; never
+    gated). None when nothing was counted."""
+    if total <= 0:
+        return None
+    p = hits / total
+    denom = 1 + z * z / total
+    centre = p + z * z / (2 * total)
+    spread = z * math.sqrt((p * (1 - p) + z * z / (4 * total)) / total)
+    return max(0.0, (centre - spread) / denom), min(1.0, (centre + spread) / denom)
+
+
+#: Up to this many discordant pairs the p-value is computed exactly with integers.
+EXACT_LIMIT = 2000
+
+
+def binomial_two_sided(n: int, k: int) -> float:
+    """``min(1, 2·Σ_{i≤k} C(n,i)/2ⁿ)``: exact (integer recurrence) up to EXACT_LIMIT pairs,
+    then in log space, where the float result is the same to double precision and the cost
+    stays linear (summing math.comb terms took seconds over a million attempts)."""
+    if n <= EXACT_LIMIT:
+        term = 1
+        tail = 1
+        for i in range(k):
+            term = term * (n - i) // (i + 1)
+            tail += term
+        return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+    log_half_n = n * math.log(0.5)
+    log_c = 0.0
+    best = log_c
+    logs = [log_c]
+    for i in range(k):
+        log_c += math.log(n - i) - math.log(i + 1)
+        logs.append(log_c)
+        best = max(best, log_c)
+    total = sum(math.exp(v - best) for v in logs)
+    return min(1.0, 2.0 * math.exp(best + math.log(total) + log_half_n))
+
+
+def cohen_kappa(
+    both_yes: int, only_first_yes: int, only_second_yes: int, both_no: int
+) -> float | None:
+    """Cohen's kappa of two raters over a 2x2 table; None when undefined (no items, or chance
+    agreement 1).
+
+    ``only_first_yes``: the first rater said yes and the second no (for the judge calibration:
+    the judge accepted what the human rejected).
+    """
+    n = both_yes + only_first_yes + only_second_yes + both_no
+    if n == 0:
+        return None
+    observed = (both_yes + both_no) / n
+    first_yes = both_yes + only_first_yes
+    second_yes = both_yes + only_second_yes
+    first_no = only_second_yes + both_no
+    second_no = only_first_yes + both_no
+    chance = (first_yes * second_yes + first_no * second_no) / (n * n)
+    if chance >= 1.0:
+        return None
+    return (observed - chance) / (1.0 - chance)

@@ -1,0 +1,113 @@
+"""JSON paths for messages and ``json_ignore``, and the path-by-path differ of ``json_equals``.
+
+Paths are written ``$.items[2].price``; keys that are not identifiers are quoted:
+``$["a b"]``. In ``json_ignore`` entries, ``[*]`` and ``.*`` match any index or key; an entry
+without a leading ``$`` is a literal top-level key. Ignoring a path ignores its whole subtree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from goldeval.graders.common import json_eq, json_type, show
+
+__all__ = ["ANY", "format_path", "ignored", "json_diff", "key_path", "parse_path"]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: The wildcard token of a parsed ``json_ignore`` path (``[*]`` or ``.*``).
+ANY = object()
+_PATH_TOKEN = re.compile(r'\.(\*)|\.([^.\[\]]+)|\[(\d+)\]|\[(\*)\]|\[("(?:[^"\\]|\\.)*")\]')
+_Token = Any  # str key, int index or the wildcard ANY
+
+
+def key_path(path: str, key: str) -> str:
+    """``path`` extended by one object key (quoted when it is not an identifier)."""
+    if _IDENT.match(key):
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def format_path(tokens: Sequence[str | int]) -> str:
+    """``["items", 2, "price"]`` → ``$.items[2].price``."""
+    path = "$"
+    for token in tokens:
+        path = f"{path}[{token}]" if isinstance(token, int) else key_path(path, str(token))
+    return path
+
+
+def parse_path(path: str) -> list[_Token] | None:
+    """``$.a[0]["b c"][*]`` → tokens; a bare ``name`` is the top-level key; None if invalid."""
+    if not path.startswith("$"):
+        return [path] if path else None
+    tokens: list[_Token] = []
+    pos = 1
+    while pos < len(path):
+        match = _PATH_TOKEN.match(path, pos)
+        if match is None:
+            return None
+        star_key, key, index, star_index, quoted = match.groups()
+        if star_key or star_index:
+            tokens.append(ANY)
+        elif key is not None:
+            tokens.append(key)
+        elif index is not None:
+            tokens.append(int(index))
+        else:
+            try:
+                tokens.append(json.loads(quoted))
+            except ValueError:
+                return None
+        pos = match.end()
+    return tokens
+
+
+def ignored(tokens: Sequence[Any], patterns: Sequence[Sequence[Any]]) -> bool:
+    """Whether the path ``tokens`` is one of the parsed ``patterns``."""
+    for pattern in patterns:
+        if len(pattern) == len(tokens) and all(
+            p is ANY or (p == t and isinstance(p, int) == isinstance(t, int))
+            for p, t in zip(pattern, tokens, strict=True)
+        ):
+            return True
+    return False
+
+
+def json_diff(
+    expected: Any, actual: Any, ignore: Sequence[Sequence[Any]] = ()
+) -> Iterator[tuple[str, str]]:
+    """Differences between two JSON values as (path, message), skipping ignored paths."""
+    stack: list[tuple[Any, Any, list[Any]]] = [(expected, actual, [])]
+    while stack:
+        exp, act, tokens = stack.pop()
+        if tokens and ignored(tokens, ignore):
+            continue
+        path = format_path(tokens)
+        if isinstance(exp, dict) and isinstance(act, dict):
+            children: list[tuple[Any, Any, list[Any]]] = []
+            for key in exp:
+                sub = [*tokens, key]
+                if key not in act:
+                    if not ignored(sub, ignore):
+                        yield format_path(sub), f"missing (expected {show(exp[key])})"
+                else:
+                    children.append((exp[key], act[key], sub))
+            for key in act:
+                sub = [*tokens, key]
+                if key not in exp and not ignored(sub, ignore):
+                    yield format_path(sub), f"unexpected key (got {show(act[key])})"
+            stack.extend(reversed(children))
+        elif isinstance(exp, list) and isinstance(act, list):
+            if len(exp) != len(act):
+                yield path, f"expected {len(exp)} items, got {len(act)}"
+            stack.extend(
+                reversed(
+                    [(e, a, [*tokens, i]) for i, (e, a) in enumerate(zip(exp, act, strict=False))]
+                )
+            )
+        elif json_type(exp) in ("object", "array") or json_type(act) in ("object", "array"):
+            yield path, f"expected {json_type(exp)}, got {json_type(act)} {show(act, 60)}"
+        elif not json_eq(exp, act):
+            yield path, f"expected {show(exp)}, got {show(act)}"

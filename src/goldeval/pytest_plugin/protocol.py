@@ -1,0 +1,70 @@
+"""The run's protocol: what must match for two runs to be compared (reference 5.2).
+
+Built from the session's options, dataset and graders; read by the pre-flight (before any item
+runs), the store (to refuse a run key reused under another protocol) and the finished run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from goldeval.core.models import Mode
+from goldeval.dataset.case import selected_attempts
+from goldeval.providers.base import CallableProvider
+from goldeval.results.run_document import config_fingerprint
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.state import GoldenSession
+
+
+def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
+    ds = state.load()
+    s = state.settings
+    live = s.mode is not Mode.FIXTURE
+    # Only graders that grade some row of the dataset: installing a new grader type must not
+    # make every existing baseline incomparable, and every shard or selection of one dataset
+    # gets the same hash.
+    used = state.graders_in_use()
+    grader_config = config_fingerprint(ds.grader_config(used))
+    provider_name = s.provider.name if live else None
+    fixtures = state._fixtures
+    if live and fixtures is not None:
+        used = fixtures[0]
+        # A conftest override (the team's own app) is named in the protocol, not "ollama".
+        if isinstance(used, CallableProvider) or (callable(used) and not hasattr(used, "complete")):
+            provider_name = f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
+        elif getattr(used, "name", None) and used is not state._provider:
+            provider_name = str(used.name)
+
+    # The attempts actually run, when they are not 1..attempts for every case (-k attempt2).
+    partial = selected_attempts(state.collector.attempts, selected, s.attempts)
+    return {
+        "datasetId": ds.id,
+        "datasetHash": ds.hash,
+        "packId": ds.pack.version if ds.pack else None,
+        "packHash": ds.pack.hash if ds.pack else None,
+        "mode": s.mode.protocol_name,
+        "attempts": s.attempts,
+        **({"selectedAttempts": partial} if partial is not None else {}),
+        "selectedCaseIds": sorted(selected),
+        "graderConfigHash": grader_config,
+        "provider": provider_name,
+        "model": (s.provider.model if live else None),
+        "judgeEnabled": bool(s.judge and live),
+        "judgeModel": (s.judge_model or s.provider.model) if (s.judge and live) else None,
+    }
+
+
+def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Protocol and configuration known before the selection is complete (for the store)."""
+    protocol = protocol_for(state, [])
+    protocol.pop("selectedCaseIds")
+    s = state.settings
+    configuration = {
+        "mode": s.mode.protocol_name,
+        "goldenMode": s.mode.value,
+        "repetitions": s.attempts,
+        "provider": s.provider.name,
+        "runKey": s.run_key,
+    }
+    return protocol, configuration

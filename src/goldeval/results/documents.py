@@ -1,0 +1,290 @@
+"""The run document, its summary and the baseline, as typed models with today's JSON names.
+
+``run.json``, a committed baseline (the same document, reference 5.1) and ``summary.json`` are
+written as plain JSON by :mod:`goldeval.results.run_document` and read back by the comparison,
+the gate, the reports, the store views and ``goldeval gate``. These models say what each field
+is. Every reader of a file a person may have edited validates it first
+(:func:`validate_run_document`): a hand-edited ``cases: 5`` or ``protocol: "x"`` is refused with
+the field named, instead of crashing three modules later.
+
+The models are strict (no "5" for 5, no true for 1, no NaN/Infinity) and open: unknown keys are
+kept as they are (a newer writer's fields), and dumping a validated document by alias with
+``exclude_unset`` gives back the same JSON value (:meth:`_Doc.dump`; tests/unit/test_documents.py
+checks every committed baseline). The writers keep writing the same JSON as before, so files
+stay byte for byte what they were and committed baselines keep loading.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from goldeval.core.errors import BaselineError
+
+__all__ = [
+    "Attempt",
+    "Case",
+    "Comparison",
+    "Configuration",
+    "ExitDecisionDoc",
+    "GateDoc",
+    "Metrics",
+    "Protocol",
+    "RateDoc",
+    "RunDocument",
+    "Summary",
+    "validate_run_document",
+]
+
+
+class _Doc(BaseModel):
+    """A JSON object of the run document: strict types, unknown keys kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON object again (the names and only the keys it was built with)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class RateDoc(_Doc):
+    """An attempt-weighted rate: ``hits / total``, ``rate`` null when nothing was counted."""
+
+    hits: int
+    total: int
+    rate: float | None = None
+
+
+class Attempt(_Doc):
+    #: Absent in the reference's own baselines (the case carries it).
+    case_id: str | None = Field(default=None, alias="caseId")
+    index: int
+    status: str
+    model: str | None = None
+    contract: dict[str, Any] | None = None
+    retrieval: dict[str, Any] | None = None
+    graders: list[dict[str, Any]] = Field(default_factory=list)
+    tokens: dict[str, Any] | None = None
+    duration_ms: float | None = Field(default=None, alias="durationMs")
+    tries: int | None = None
+    error_kind: str | None = Field(default=None, alias="errorKind")
+    error_message: str | None = Field(default=None, alias="errorMessage")
+    output: str | None = None
+    judge: dict[str, Any] | None = None
+
+
+class Case(_Doc):
+    case_id: str = Field(alias="caseId")
+    status: str
+    kinds: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+    success_rate: RateDoc | None = Field(default=None, alias="successRate")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    taxonomy: list[dict[str, Any]] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    contract: dict[str, Any] | None = None
+    retrieval: dict[str, Any] | None = None
+    duration_ms: float | None = Field(default=None, alias="durationMs")
+
+
+class Protocol(_Doc):
+    """What must match for two runs to be compared (reference 5.2)."""
+
+    dataset_id: str = Field(alias="datasetId")
+    dataset_hash: str | None = Field(default=None, alias="datasetHash")
+    pack_id: str | None = Field(default=None, alias="packId")
+    pack_hash: str | None = Field(default=None, alias="packHash")
+    mode: str
+    attempts: int
+    selected_case_ids: list[str] = Field(default_factory=list, alias="selectedCaseIds")
+    grader_config_hash: str | None = Field(default=None, alias="graderConfigHash")
+    provider: str | None = None
+    model: str | None = None
+    judge_enabled: bool | None = Field(default=None, alias="judgeEnabled")
+    judge_model: str | None = Field(default=None, alias="judgeModel")
+
+
+class Configuration(_Doc):
+    mode: str | None = None
+    golden_mode: str | None = Field(default=None, alias="goldenMode")
+    model: str | None = None
+    judge_model: str | None = Field(default=None, alias="judgeModel")
+    judge_enabled: bool | None = Field(default=None, alias="judgeEnabled")
+    repetitions: int | None = None
+    include_red: bool | None = Field(default=None, alias="includeRed")
+    artifact_mode: str | None = Field(default=None, alias="artifactMode")
+    output_dir: str | None = Field(default=None, alias="outputDir")
+    provider: str | None = None
+    provider_settings: dict[str, Any] | None = Field(default=None, alias="providerSettings")
+    experiment_id: str | None = Field(default=None, alias="experimentId")
+    concurrency: int | None = None
+    deadline_seconds: float | None = Field(default=None, alias="deadlineSeconds")
+
+
+class Metrics(_Doc):
+    """The nine reference rates (``core.rates.RATE_NAMES``), per-grader rates and slices."""
+
+    overall_pass_rate: RateDoc | None = Field(default=None, alias="overallPassRate")
+    contract_pass_rate: RateDoc | None = Field(default=None, alias="contractPassRate")
+    judge_accept_rate: RateDoc | None = Field(default=None, alias="judgeAcceptRate")
+    retrieval_pass_rate: RateDoc | None = Field(default=None, alias="retrievalPassRate")
+    negative_case_pass_rate: RateDoc | None = Field(default=None, alias="negativeCasePassRate")
+    hallucination_rate: RateDoc | None = Field(default=None, alias="hallucinationRate")
+    refusal_accuracy: RateDoc | None = Field(default=None, alias="refusalAccuracy")
+    layer_accuracy: RateDoc | None = Field(default=None, alias="layerAccuracy")
+    rag_accuracy: RateDoc | None = Field(default=None, alias="ragAccuracy")
+    graders: dict[str, RateDoc] | None = None
+    slices: dict[str, RateDoc] | None = None
+    latency: dict[str, Any] | None = None
+    tokens: dict[str, Any] | None = None
+    unstable_case_rate: RateDoc | None = Field(default=None, alias="unstableCaseRate")
+    weighted_score: float | None = Field(default=None, alias="weightedScore")
+    weighted_score_formula: str | None = Field(default=None, alias="weightedScoreFormula")
+
+
+class GateRuleDoc(_Doc):
+    name: str
+    detail: str
+    passed: bool
+    actual: float | None = None
+    threshold: float | None = None
+    kind: str
+
+
+class GateDoc(_Doc):
+    passed: bool
+    verdict: str
+    rules: list[GateRuleDoc] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Comparison(_Doc):
+    decision: str
+    invalid_reasons: list[str] = Field(default_factory=list, alias="invalidReasons")
+    protocol_differences: list[dict[str, Any]] = Field(
+        default_factory=list, alias="protocolDifferences"
+    )
+    configuration_differences: list[str] = Field(
+        default_factory=list, alias="configurationDifferences"
+    )
+    cases: list[dict[str, Any]] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    metrics: list[dict[str, Any]] = Field(default_factory=list)
+    mcnemar: dict[str, Any] | None = None
+    quality_gate: GateDoc | None = Field(default=None, alias="qualityGate")
+
+
+class ExitDecisionDoc(_Doc):
+    code: int
+    reason: str
+
+
+class Summary(_Doc):
+    """``summary.json``: the run without its cases (and what the store keeps of a run)."""
+
+    run_id: str | None = Field(default=None, alias="runId")
+    run_key: str | None = Field(default=None, alias="runKey")
+    timestamp: str | None = None
+    status: str | None = None
+    dataset_version: str | None = Field(default=None, alias="datasetVersion")
+    pack_dataset_version: str | None = Field(default=None, alias="packDatasetVersion")
+    dataset_hash: str | None = Field(default=None, alias="datasetHash")
+    pack_hash: str | None = Field(default=None, alias="packHash")
+    git_commit: str | None = Field(default=None, alias="gitCommit")
+    config_fingerprint: str | None = Field(default=None, alias="configFingerprint")
+    model: str | None = None
+    baseline_path: str | None = Field(default=None, alias="baselinePath")
+    project_root: str | None = Field(default=None, alias="projectRoot")
+    golden_root: str | None = Field(default=None, alias="goldenRoot")
+    metrics: Metrics | None = None
+    quality_gate: GateDoc | None = Field(default=None, alias="qualityGate")
+    exit_decision: ExitDecisionDoc | None = Field(default=None, alias="exitDecision")
+    notes: list[str] = Field(default_factory=list)
+    incomplete: bool | None = None
+    duration_ms: float | None = Field(default=None, alias="durationMs")
+
+
+class RunDocument(Summary):
+    """``run.json`` and a committed baseline: the summary plus protocol, configuration, cases
+    and the comparison with the baseline."""
+
+    protocol: Protocol | None = None
+    configuration: Configuration | None = None
+    cases: list[Case] = Field(default_factory=list)
+    comparison: Comparison | None = None
+    environment: dict[str, Any] | None = None
+
+
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "finite_number": "a number",
+    "bool_type": "true or false",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "list_type": "a list",
+}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def validate_run_document(doc: Any, path: Path) -> RunDocument:
+    """The typed document, or BaselineError naming the first field of the wrong type.
+
+    Used for baselines, for the run.json given to ``goldeval gate/compare`` (exit 65), and by
+    ``goldeval site`` to skip such a file with a warning. A missing field is not an error here
+    (older writers, reference-format baselines); the integrity check counts what must be there.
+    """
+    if not isinstance(doc, dict):
+        raise BaselineError("a run document must be a JSON object", path=path)
+    try:
+        return RunDocument.model_validate(doc)
+    except ValidationError as exc:
+        errors = [e for e in exc.errors() if e["type"] != "missing"] or exc.errors()
+        first = errors[0]
+        # A union (``X | None``) reports the non-null branch: drop pydantic's branch names.
+        loc = tuple(p for p in first["loc"] if p not in ("int", "float", "str", "bool"))
+        loc = tuple(p for p in loc if not (isinstance(p, str) and p[:1].isupper()))
+        if first["type"] == "missing":
+            message = "missing"
+        else:
+            want = _EXPECTED.get(first["type"])
+            value = first.get("input")
+            message = (
+                f"must be {want}, got {_kind(value)}" if want is not None else first["msg"]
+            )
+            if first["type"] == "finite_number":
+                message = f"must be a number, got {value!r}"
+        raise BaselineError(
+            message,
+            path=path,
+            field=_field(loc),
+            hint="hand-edited or damaged; re-save or re-run it",
+        ) from None

@@ -1,0 +1,58 @@
+"""Dataset checks shared by the API (before anything is queued) and the worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from goldeval.core.errors import GoldevalError
+from goldeval.dataset.rows import load_dataset, resolve_dataset
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
+from goldeval.server.settings import DATASET_SPEC, ServiceSettings
+
+
+@dataclass(frozen=True)
+class ResolvedDataset:
+    id: str
+    folder: Path
+    rows_path: Path
+    cases: int
+
+
+def check_spec(spec: str) -> str | None:
+    """Why ``spec`` cannot name a dataset (None: it can). No request path reaches the
+    filesystem unless it matches :data:`DATASET_SPEC` (no separators, no ``..``)."""
+    if not DATASET_SPEC.match(spec) or ".." in spec:
+        return (
+            f"{spec!r} is not a dataset id or folder name: use letters, digits, '.', '_' "
+            "and '-' (no path separators)"
+        )
+    return None
+
+
+def resolve(settings: ServiceSettings, spec: str, version: str | None = None) -> ResolvedDataset:
+    """The dataset ``spec`` names under the service's golden root, loaded and validated as
+    ``goldeval calibrate`` does (built-in graders). Raises :class:`GoldevalError` with the
+    CLI's message."""
+    problem = check_spec(spec)
+    if problem:
+        raise GoldevalError(problem, field="dataset")
+    # Relative folders are looked up under the golden root only, never the server's cwd.
+    folder = resolve_dataset(spec, settings.datasets, settings.datasets)
+    if not folder.is_relative_to(settings.datasets):
+        raise GoldevalError(
+            f"dataset {spec!r} resolves outside the datasets folder {settings.datasets}",
+            field="dataset",
+        )
+    graders = [ContractGrader(), *builtin_graders()]
+    dataset = load_dataset(
+        folder, project_root=settings.root, graders=graders, require_fixtures=False
+    )
+    if version is not None and version != dataset.id:
+        raise GoldevalError(
+            f"dataset {spec!r} is version {dataset.id!r}, not {version!r}",
+            path=dataset.manifest_path,
+            field="version",
+        )
+    return ResolvedDataset(dataset.id, folder, dataset.rows_path, len(dataset.cases))

@@ -1,0 +1,113 @@
+"""``goldeval serve`` and ``goldeval worker``: configuration, start-up checks, shutdown."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+import uvicorn
+
+from goldeval.dataset.rows import discover
+from goldeval.server import logs
+from goldeval.server.app import create_app
+from goldeval.server.auth import ENV, KeyConfigError, KeyRing
+from goldeval.server.settings import ServiceSettings
+from goldeval.server.worker import run_workers, start_workers
+from goldeval.store import StoreError, open_store, redact_url
+from goldeval.store.base import url_password
+
+USAGE = 4
+
+
+def settings_from(args: argparse.Namespace, store_url: str, root: str) -> ServiceSettings:
+    return ServiceSettings.build(
+        store_url=store_url,
+        root=Path(root),
+        datasets=Path(args.datasets) if args.datasets else None,
+        runs_dir=Path(args.runs) if args.runs else None,
+        lease_seconds=args.lease,
+        heartbeat_seconds=max(0.2, min(2.0, args.lease / 5)),
+        max_body_bytes=getattr(args, "max_body", 64 * 1024),
+        max_cases=getattr(args, "max_cases", None),
+        max_attempts=getattr(args, "max_attempts", 20),
+        rate_limit_per_minute=getattr(args, "rate_limit", None),
+        allow_live=not getattr(args, "no_live", False),
+    )
+
+
+def _startup(settings: ServiceSettings) -> bool:
+    """Migrate the store and check the datasets folder; False (with a message) on failure."""
+    logs.register_secret(url_password(settings.store_url))
+    try:
+        with open_store(settings.store_url) as store:
+            version = store.schema_version()
+    except StoreError as exc:
+        logs.event("store unavailable", logging.ERROR, error=str(exc))
+        print(f"goldeval: {exc}", file=sys.stderr)
+        return False
+    logs.event("migrations applied", store=redact_url(settings.store_url), schema_version=version)
+    if not settings.datasets.is_dir():
+        message = f"datasets folder {settings.datasets} does not exist (pass --datasets DIR)"
+        logs.event("datasets folder missing", logging.ERROR, path=str(settings.datasets))
+        print(f"goldeval: {message}", file=sys.stderr)
+        return False
+    problems: list[str] = []
+    found = discover(settings.datasets, problems)
+    logs.event(
+        "datasets folder checked",
+        path=str(settings.datasets),
+        datasets=sorted(found),
+        unreadable=len(problems) or None,
+    )
+    settings.runs_dir.mkdir(parents=True, exist_ok=True)
+    settings.work_dir.mkdir(parents=True, exist_ok=True)
+    return True
+
+
+def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
+    logs.configure()
+    try:
+        keys = KeyRing.parse(os.environ.get(ENV, ""))
+    except KeyConfigError as exc:
+        print(f"goldeval: {exc}", file=sys.stderr)
+        return USAGE
+    settings = settings_from(args, store_url, root)
+    settings.keys = keys
+    if not _startup(settings):
+        return USAGE
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def start() -> None:
+        threads.extend(start_workers(settings, args.workers, stop))
+
+    def shutdown() -> None:
+        # Workers SIGTERM their pytest runs (the plugin records them INTERRUPTED) and mark
+        # the service rows INTERRUPTED: resumable with POST .../resume.
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=settings.kill_grace_seconds + 10)
+
+    app = create_app(settings, on_startup=start, on_shutdown=shutdown)
+    logs.event("listening", host=args.host, port=args.port, workers=args.workers, keys=len(keys))
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+    )
+    return 0
+
+
+def worker(args: argparse.Namespace, store_url: str, root: str) -> int:
+    logs.configure()
+    settings = settings_from(args, store_url, root)
+    if not _startup(settings):
+        return USAGE
+    return run_workers(settings, args.workers)

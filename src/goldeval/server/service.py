@@ -1,0 +1,608 @@
+"""What the API does, without the web framework: store access, run views, artifacts.
+
+:mod:`goldeval.server.app` maps HTTP onto these functions; everything that decides something
+(validation, idempotency, checksums, comparability) lives here and raises
+:class:`~goldeval.server.problems.Problem`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import shutil
+import stat
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.textsafe import safe_text
+from goldeval.reports import site
+from goldeval.results.run_document import RUN_DOCUMENT
+from goldeval.server import datasets
+from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
+from goldeval.server.problems import Problem, validation_problem
+from goldeval.server.settings import RUN_ID, ServiceSettings
+from goldeval.store import LATEST_VERSION, Store, StoreError, open_store
+from goldeval.store.queue import RunQueue, ServiceRun, decode_cursor, encode_cursor
+from goldeval.store.views import run_document
+from goldeval.verdict import comparison
+
+#: Artifact types (the seed's names) → the file in the run folder the plugin writes.
+ARTIFACT_TYPES: dict[str, str] = {
+    "JSON_SUMMARY": "summary.json",
+    "RUN_JSON": "run.json",
+    "REPORT_MD": "report.md",
+    "COMPARISON": "comparison.json",
+}
+MEDIA_TYPES = {".json": "application/json", ".md": "text/markdown; charset=utf-8"}
+RUN_STATUSES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED")
+ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
+MAX_PAGE = 500
+#: Artifacts larger than this are refused rather than read into memory to be checked.
+MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
+
+
+class StorePool:
+    """Up to ``size`` open stores shared by the request threads (one connection each)."""
+
+    def __init__(self, url: str, size: int) -> None:
+        self.url = url
+        self.size = max(1, size)
+        self._idle: queue.LifoQueue[Store] = queue.LifoQueue()
+        self._opened = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        store: Store | None = None
+        try:
+            store = self._idle.get_nowait()
+        except queue.Empty:
+            with self._lock:
+                fresh = self._opened < self.size
+                if fresh:
+                    self._opened += 1
+            if fresh:
+                try:
+                    store = open_store(self.url)
+                except BaseException:
+                    with self._lock:
+                        self._opened -= 1
+                    raise
+            else:
+                store = self._idle.get(timeout=60)
+        healthy = True
+        try:
+            yield store
+        except StoreError:
+            healthy = False
+            raise
+        finally:
+            if healthy:
+                self._idle.put(store)
+            else:
+                with self._lock:
+                    self._opened -= 1
+                try:
+                    store.close()
+                except StoreError:
+                    pass
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
+
+def check_run_id(run_id: str, what: str = "run id") -> str:
+    if not RUN_ID.match(run_id):
+        raise Problem(404, "run-not-found", "Run not found", f"no run {run_id[:80]!r}")
+    return run_id
+
+
+def _canonical(request: dict[str, Any]) -> str:
+    return json.dumps(request, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class Created:
+    run: RunOut
+    created: bool
+
+
+class Service:
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.pool = StorePool(settings.store_url, settings.pool_size)
+
+    # ---- create
+
+    def create(self, body: RunRequest) -> Created:
+        settings = self.settings
+        spec, version = body.dataset_spec()
+        model, provider = body.model_and_provider()
+        errors: list[dict[str, str]] = []
+        if body.attempts > settings.max_attempts:
+            errors.append(
+                {
+                    "field": "attempts",
+                    "message": f"{body.attempts} attempts is more than this server allows "
+                    f"({settings.max_attempts})",
+                }
+            )
+        if body.mode == "live" and not settings.allow_live:
+            errors.append({"field": "mode", "message": "live runs are disabled on this server"})
+        if body.mode == "fixture" and (model or provider):
+            errors.append(
+                {
+                    "field": "model",
+                    "message": "fixture mode replays recorded answers: a model or provider "
+                    "applies to live mode only",
+                }
+            )
+        if body.scoringProfile not in (None, "default"):
+            errors.append(
+                {
+                    "field": "scoringProfile",
+                    "message": "only 'default' exists: graders and gate come from the dataset "
+                    "manifest",
+                }
+            )
+        if errors:
+            raise validation_problem(errors)
+        try:
+            resolved = datasets.resolve(settings, spec, version)
+        except GoldevalError as exc:
+            raise validation_problem(
+                [{"field": "dataset", "message": safe_text(exc)}], safe_text(exc)
+            ) from None
+        if settings.max_cases is not None and resolved.cases > settings.max_cases:
+            raise validation_problem(
+                [
+                    {
+                        "field": "dataset",
+                        "message": f"{resolved.id} has {resolved.cases} cases, more than this "
+                        f"server runs at once ({settings.max_cases})",
+                    }
+                ]
+            )
+        request: dict[str, Any] = {
+            "dataset": resolved.id,
+            "mode": body.mode,
+            "attempts": body.attempts,
+            "model": model,
+            "provider": provider,
+            "baselineRunId": body.baselineRunId,
+            "deadlineSeconds": body.deadlineSeconds,
+            "noGate": body.noGate,
+        }
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            if body.baselineRunId is not None:
+                self._check_baseline(q, body.baselineRunId)
+            job, created = q.enqueue(
+                uuid.uuid4().hex,
+                dataset_id=resolved.id,
+                request=request,
+                idempotency_key=body.idempotencyKey,
+            )
+            if not created and _canonical(job.request) != _canonical(request):
+                raise Problem(
+                    409,
+                    "idempotency-key-reused",
+                    "Idempotency key already used",
+                    f"idempotency key {body.idempotencyKey!r} belongs to run {job.id}, created "
+                    "with another request; use a new key for a different run",
+                    runId=job.id,
+                )
+            return Created(self.view(q, job, detail=False), created)
+
+    @staticmethod
+    def _check_baseline(q: RunQueue, ref: str) -> None:
+        if RUN_ID.match(ref) and (q.get(ref) is not None or q.store.get_run(ref) is not None):
+            return
+        raise validation_problem(
+            [
+                {
+                    "field": "baselineRunId",
+                    "message": f"no run {ref[:80]!r} in the store: give the id of a run of "
+                    "this service, or a store run id or run key",
+                }
+            ]
+        )
+
+    # ---- read
+
+    def _job(self, q: RunQueue, run_id: str) -> ServiceRun:
+        job = q.get(check_run_id(run_id))
+        if job is None:
+            raise Problem(404, "run-not-found", "Run not found", f"no run {run_id!r}")
+        return job
+
+    def view(self, q: RunQueue, job: ServiceRun, *, detail: bool) -> RunOut:
+        base = f"/api/eval/runs/{job.id}"
+        # model_construct: the values come from our own store, typed already; validating 50
+        # of them per list page was most of the endpoint's time (benchmarks/bench_service.py).
+        out = RunOut.model_construct(
+            id=job.id,
+            status=job.status,
+            datasetId=job.dataset_id,
+            idempotencyKey=job.idempotency_key,
+            request=job.request,
+            runKey=job.run_key,
+            storeRunId=job.run_id,
+            createdAt=job.created_at,
+            startedAt=job.started_at,
+            finishedAt=job.finished_at,
+            claims=job.claims,
+            cancelRequested=job.cancel_requested,
+            exitCode=job.exit_code,
+            passed=None if job.status in ("QUEUED", "RUNNING") else job.exit_code == 0,
+            error=job.error,
+            links={"self": base, "results": f"{base}/results", "page": f"/ui/runs/{job.id}.html"},
+        )
+        if not detail:
+            return out
+        store_run_id = job.run_id or q.store_run_id(job.run_key)
+        if store_run_id is None:
+            return out
+        out.storeRunId = store_run_id
+        out.attempts = q.count_attempts(store_run_id)
+        row = q.store.get_run(store_run_id)
+        if row is not None:
+            summary = row.summary or {}
+            doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+            doc = doc if isinstance(doc, dict) else {}
+            out.protocol = row.protocol
+            metrics = summary.get("metrics") if isinstance(summary, dict) else None
+            out.metrics = metrics if isinstance(metrics, dict) else None
+            out.qualityGate = doc.get("qualityGate")
+            out.exitDecision = doc.get("exitDecision")
+            out.comparison = doc.get("comparison")
+            out.artifacts = [
+                ArtifactOut(
+                    type=kind,
+                    path=a.path,
+                    sha256=a.sha256,
+                    size=a.size,
+                    href=f"{base}/artifacts/{kind}",
+                )
+                for a in q.store.artifacts(store_run_id)
+                for kind, name in ARTIFACT_TYPES.items()
+                if a.path == name
+            ]
+        return out
+
+    def get(self, run_id: str) -> RunOut:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            return self.view(q, self._job(q, run_id), detail=True)
+
+    def list_runs(
+        self,
+        *,
+        dataset: str | None,
+        status: str | None,
+        since: datetime | None,
+        cursor: str | None,
+        limit: int,
+    ) -> tuple[list[RunOut], str | None]:
+        errors = []
+        if status is not None and status not in RUN_STATUSES:
+            errors.append({"field": "status", "message": f"one of {', '.join(RUN_STATUSES)}"})
+        if dataset is not None and datasets.check_spec(dataset):
+            errors.append({"field": "dataset", "message": str(datasets.check_spec(dataset))})
+        before: tuple[datetime, str] | None = None
+        if cursor is not None:
+            try:
+                created, last = decode_cursor(cursor, 2)
+                before = (datetime.fromisoformat(created), last)
+            except ValueError as exc:
+                errors.append({"field": "cursor", "message": str(exc)})
+        if errors:
+            raise validation_problem(errors)
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            rows = q.page(
+                limit=limit + 1, dataset_id=dataset, status=status, since=since, before=before
+            )
+            items = [self.view(q, job, detail=False) for job in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last_job = rows[limit - 1]
+            next_cursor = encode_cursor(last_job.created_at.isoformat(), last_job.id)
+        return items, next_cursor
+
+    def results(
+        self, run_id: str, *, status: str | None, cursor: str | None, limit: int
+    ) -> tuple[str, list[ResultOut], str | None]:
+        if status is not None and status not in ATTEMPT_STATUSES:
+            raise validation_problem(
+                [{"field": "status", "message": f"one of {', '.join(ATTEMPT_STATUSES)}"}]
+            )
+        after: tuple[str, int, str] | None = None
+        if cursor is not None:
+            try:
+                case_id, index, model = decode_cursor(cursor, 3)
+                after = (case_id, int(index), model)
+            except ValueError as exc:
+                raise validation_problem([{"field": "cursor", "message": str(exc)}]) from None
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            job = self._job(q, run_id)
+            store_run_id = job.run_id or q.store_run_id(job.run_key)
+            if store_run_id is None:
+                return job.id, [], None
+            rows = q.results(store_run_id, limit=limit + 1, status=status, after=after)
+        items = [
+            ResultOut(
+                caseId=r.case_id,
+                attempt=r.index,
+                model=r.model or None,
+                status=r.status,
+                record=r.record,
+            )
+            for r in rows[:limit]
+        ]
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = encode_cursor(last.case_id, str(last.index), last.model)
+        return job.id, items, next_cursor
+
+    # ---- documents, comparison
+
+    def document(self, q: RunQueue, ref: str) -> tuple[dict[str, Any], ServiceRun | None]:
+        """The run.json-shaped document of a service run id (or a store run id / run key)."""
+        check_run_id(ref)
+        job = q.get(ref)
+        target = job.run_key if job is not None else ref
+        try:
+            return run_document(q.store, target), job
+        except GoldevalError:
+            if job is not None:
+                raise Problem(
+                    409,
+                    "run-not-started",
+                    "Run has no results yet",
+                    f"run {ref} is {job.status}: nothing graded yet",
+                ) from None
+            raise Problem(404, "run-not-found", "Run not found", f"no run {ref!r}") from None
+
+    def compare(self, run_id: str, baseline_id: str) -> dict[str, Any]:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            self._job(q, run_id)
+            candidate, _ = self.document(q, run_id)
+            baseline, _ = self.document(q, baseline_id)
+        result = comparison.compare(baseline, candidate)
+        if not result.valid:
+            reasons = list(result.invalid_reasons) or [
+                f"{d.key}: {d.baseline} != {d.candidate}" for d in result.protocol_differences
+            ]
+            raise Problem(
+                409,
+                "not-comparable",
+                "Runs are not comparable",
+                "; ".join(reasons),
+                reasons=reasons,
+                comparison=result.dump(),
+            )
+        return result.dump()
+
+    # ---- artifacts
+
+    def artifact(self, run_id: str, kind: str) -> tuple[bytes, str, str]:
+        """(content, media type, file name) after checking size and SHA-256 against the
+        inventory the plugin recorded. 409 when the file differs or is missing."""
+        if kind not in ARTIFACT_TYPES:
+            raise Problem(
+                404,
+                "unknown-artifact-type",
+                "Unknown artifact type",
+                f"{kind[:40]!r} is not an artifact type; types: {', '.join(ARTIFACT_TYPES)}",
+            )
+        name = ARTIFACT_TYPES[kind]
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            job = self._job(q, run_id)
+            store_run_id = job.run_id or q.store_run_id(job.run_key)
+            entries = {a.path: a for a in q.store.artifacts(store_run_id)} if store_run_id else {}
+        entry = entries.get(name)
+        if entry is None or store_run_id is None:
+            raise Problem(
+                404,
+                "artifact-not-found",
+                "Artifact not found",
+                f"run {job.id} has no {kind} ({name}) in its artifact inventory"
+                + ("" if job.status not in ("QUEUED", "RUNNING") else f" yet ({job.status})"),
+            )
+        runs_root = self.settings.runs_dir.resolve()
+        folder = Path(job.run_dir) if job.run_dir else runs_root / store_run_id
+        path = (folder / name).resolve()
+        if not path.is_relative_to(runs_root) or path.parent != folder.resolve():
+            raise Problem(
+                409,
+                "artifact-outside-runs",
+                "Artifact is not in this server's runs folder",
+                f"{kind} of run {job.id} is not under {runs_root}; serve it from the machine "
+                "that ran it, or point --runs at the shared runs folder",
+            )
+        data = _read_regular(path, job.id, kind, entry.size)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry.sha256 or len(data) != entry.size:
+            raise Problem(
+                409,
+                "artifact-checksum-mismatch",
+                "Artifact does not match its checksum",
+                f"{name} of run {job.id} was changed after the run recorded it: inventory "
+                f"sha256 {entry.sha256[:16]}… ({entry.size} bytes), on disk {digest[:16]}… "
+                f"({len(data)} bytes). It is not served; `goldeval verify` checks the whole "
+                "folder",
+                expectedSha256=entry.sha256,
+                actualSha256=digest,
+            )
+        media = MEDIA_TYPES.get(Path(name).suffix, "application/octet-stream")
+        return data, media, f"{store_run_id}-{name}"
+
+    # ---- run page
+
+    def page_index(self, limit: int = 30) -> str:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            docs: list[dict[str, Any]] = []
+            names: dict[int, str] = {}
+            for job in q.page(limit=limit * 2):
+                if len(docs) >= limit:
+                    break
+                try:
+                    doc, _ = self.document(q, job.id)
+                except Problem:
+                    continue
+                doc.setdefault("timestamp", job.created_at.isoformat())
+                docs.append(doc)
+                names[id(doc)] = job.id
+        return site.render_index(docs, names)
+
+    def page_run(self, run_id: str, compare_with: str | None) -> str:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            self._job(q, run_id)
+            doc, _ = self.document(q, run_id)
+            if compare_with:
+                baseline, _ = self.document(q, compare_with)
+                result = comparison.compare(baseline, doc)
+                doc["comparison"] = result.dump()
+        return site.render_run(doc)
+
+    # ---- admin
+
+    def cancel(self, run_id: str) -> RunOut:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            self._job(q, run_id)
+            job = q.request_cancel(run_id)
+            assert job is not None
+            return self.view(q, job, detail=False)
+
+    def resume(self, run_id: str) -> RunOut:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            job = self._job(q, run_id)
+            if job.status not in ("INTERRUPTED", "FAILED"):
+                raise Problem(
+                    409,
+                    "not-resumable",
+                    "Run cannot be resumed",
+                    f"run {run_id} is {job.status}; only INTERRUPTED or FAILED runs resume",
+                )
+            again = q.requeue(run_id)
+            assert again is not None
+            return self.view(q, again, detail=False)
+
+    def delete(self, run_id: str) -> None:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            job = self._job(q, run_id)
+            if not q.delete(run_id):
+                raise Problem(
+                    409,
+                    "run-active",
+                    "Run is not finished",
+                    f"run {run_id} is {job.status}: cancel it first",
+                )
+        if job.run_id:
+            folder = (self.settings.runs_dir / job.run_id).resolve()
+            if folder.parent == self.settings.runs_dir.resolve() and folder.is_dir():
+                _remove_tree(folder)
+
+    # ---- health
+
+    def readiness(self) -> dict[str, Any]:
+        checks: dict[str, Any] = {}
+        try:
+            with self.pool.store() as store:
+                version = store.schema_version()
+            checks["store"] = "ok"
+            checks["schemaVersion"] = version
+            checks["migrations"] = (
+                "applied"
+                if version == LATEST_VERSION
+                else (f"schema {version}, this server needs {LATEST_VERSION}")
+            )
+        except StoreError as exc:
+            checks["store"] = safe_text(exc)
+        checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
+        return checks
+
+    def metrics_snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        with self.pool.store() as store:
+            q = RunQueue(store)
+            runs = q.runs_by_status()
+            attempts = q.attempts_by_status()
+            errors: dict[str, int] = {}
+            for record in q.error_records():
+                kind = str(record.get("errorKind") or "UNKNOWN")
+                errors[kind] = errors.get(kind, 0) + 1
+        return runs, attempts, errors
+
+
+def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:
+    """The bytes of a regular file, never following a final symlink."""
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise Problem(
+            409,
+            "artifact-missing",
+            "Artifact file is missing",
+            f"{path.name} of run {run_id} is in the inventory but not on disk",
+        ) from None
+    except OSError as exc:
+        raise Problem(
+            409,
+            "artifact-unreadable",
+            "Artifact cannot be read",
+            f"{path.name} of run {run_id}: {exc.strerror}",
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Problem(
+                409,
+                "artifact-unreadable",
+                "Artifact is not a regular file",
+                f"{path.name} of run {run_id} is not a regular file",
+            )
+        if info.st_size > MAX_ARTIFACT_BYTES or info.st_size > expected + 1024 * 1024:
+            raise Problem(
+                409,
+                "artifact-checksum-mismatch",
+                "Artifact does not match its checksum",
+                f"{path.name} of run {run_id} is {info.st_size} bytes, the inventory says "
+                f"{expected}: it was changed after the run; it is not served",
+            )
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)

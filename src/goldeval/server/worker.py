@@ -1,0 +1,378 @@
+"""Workers: take QUEUED runs from the store and execute them as the pytest plugin does.
+
+A run is executed by ``python -m pytest <rows file> --golden=<id> --golden-run-key=svc-<id>
+...`` in the project root, as a subprocess: the same code, the same artifacts and the same
+exit decision as a run started by hand or by CI. The worker only supervises it:
+
+* it renews its claim on the run every ``heartbeat_seconds`` (a worker that dies stops
+  renewing; after ``lease_seconds`` another worker takes the run again, and the run key makes
+  the plugin skip every attempt already graded: nothing is graded twice);
+* the pytest process gets SIGTERM when its worker dies (Linux ``PR_SET_PDEATHSIG``), so it
+  records the run INTERRUPTED instead of running on unsupervised next to its successor;
+* cancellation (``POST .../cancel``), the run budget (``deadlineSeconds``, passed on as
+  ``--golden-deadline`` and enforced with SIGTERM after a grace period) and a graceful
+  shutdown all stop the pytest process with SIGTERM — the plugin's own INTERRUPTED path (exit
+  75) — and SIGKILL only if it does not stop within ``kill_grace_seconds``;
+* the final status is the one the plugin recorded in the store (COMPLETED, FAILED or
+  INTERRUPTED); a run the plugin never began (a usage error) is FAILED with pytest's message.
+
+The store URL reaches pytest through ``GOLDEVAL_STORE`` (the environment, not the command
+line: a PostgreSQL password must not show in ``ps``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.textsafe import one_line
+from goldeval.server import datasets, logs
+from goldeval.server.settings import ServiceSettings
+from goldeval.store import Store, StoreError, open_store, redact_url
+from goldeval.store.queue import RunQueue, ServiceRun
+from goldeval.store.views import run_document
+
+#: Starts pytest with SIGTERM as its parent-death signal (Linux; elsewhere a no-op).
+_LAUNCHER = (
+    "import os, signal, sys\n"
+    "try:\n"
+    "    import ctypes\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"
+    "except Exception:\n"
+    "    pass\n"
+    "if os.getppid() != int(os.environ.pop('GOLDEVAL_WORKER_PID', '0') or os.getppid()):\n"
+    "    sys.exit(75)\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])\n"
+)
+_LOG_TAIL = 4000
+#: A run whose workers died this many times is not taken again (a run that kills its worker
+#: must not take down every worker in turn): it ends FAILED.
+MAX_CLAIMS = 3
+
+
+def worker_name(number: int = 0) -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{number}"
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _LOG_TAIL))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _decision_line(text: str) -> str | None:
+    for line in reversed(text.splitlines()):
+        if line.startswith("goldeval decision:") or line.startswith("ERROR: "):
+            return one_line(line)
+    return None
+
+
+class Worker:
+    """One worker: a loop that claims runs and supervises their pytest process."""
+
+    def __init__(self, settings: ServiceSettings, name: str, stop: threading.Event) -> None:
+        self.settings = settings
+        self.name = name
+        self.stop = stop
+        self._store: Store | None = None
+
+    # ---- store
+
+    def _queue(self) -> RunQueue:
+        if self._store is None:
+            self._store = open_store(self.settings.store_url)
+        return RunQueue(self._store)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # ---- loop
+
+    def run_forever(self) -> None:
+        logs.event("worker started", worker=self.name)
+        try:
+            while not self.stop.is_set():
+                try:
+                    did = self.run_once()
+                except StoreError as exc:
+                    logs.event(
+                        "worker store error", logging.ERROR, worker=self.name, error=str(exc)
+                    )
+                    self.close()
+                    did = False
+                if not did:
+                    self.stop.wait(self.settings.poll_seconds)
+        finally:
+            self.close()
+            logs.event("worker stopped", worker=self.name)
+
+    def run_once(self) -> bool:
+        """Claim and execute one run; False when the queue was empty."""
+        job = self._queue().claim(self.name, lease_seconds=self.settings.lease_seconds)
+        if job is None:
+            return False
+        if job.claims > MAX_CLAIMS:
+            error = (
+                f"its worker stopped {job.claims - 1} times while running it; not retried "
+                "(see the run's log in .goldeval/service); POST .../resume to try again"
+            )
+            self._queue().finish(job.id, self.name, "FAILED", exit_code=None, error=error)
+            logs.event("run abandoned", logging.ERROR, run_id=job.id, claims=job.claims)
+            return True
+        logs.event(
+            "run claimed",
+            run_id=job.id,
+            worker=self.name,
+            dataset_version=job.dataset_id,
+            idempotency_key=job.idempotency_key,
+            resumed=job.claims > 1 or None,
+        )
+        self.execute(job)
+        return True
+
+    # ---- one run
+
+    def _argv(self, job: ServiceRun, rows_path: Path, baseline: Path | None) -> list[str]:
+        req = job.request
+        argv = [
+            str(rows_path),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"--golden={job.dataset_id}",
+            f"--golden-mode={req.get('mode') or 'fixture'}",
+            f"--golden-attempts={int(req.get('attempts') or 1)}",
+            f"--golden-run-key={job.run_key}",
+            f"--golden-out={self.settings.runs_dir}",
+            "-o",
+            f"golden_root={self.settings.datasets}",
+        ]
+        if req.get("model"):
+            argv.append(f"--golden-model={req['model']}")
+        if req.get("provider"):
+            argv.append(f"--golden-provider={req['provider']}")
+        if req.get("deadlineSeconds"):
+            argv.append(f"--golden-deadline={float(req['deadlineSeconds'])}")
+        if req.get("noGate"):
+            argv.append("--golden-no-gate")
+        if baseline is not None:
+            argv.append(f"--golden-baseline={baseline}")
+        return argv
+
+    def _baseline(self, job: ServiceRun, queue: RunQueue) -> Path | None:
+        """The run named by ``baselineRunId``, exported as a run.json for --golden-baseline."""
+        ref = job.request.get("baselineRunId")
+        if not ref:
+            return None
+        base = queue.get(str(ref))
+        target = base.run_key if base is not None else str(ref)
+        doc = run_document(queue.store, target)
+        path = self.settings.work_dir / f"{job.id}.baseline.json"
+        path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+        return path
+
+    def execute(self, job: ServiceRun) -> None:
+        queue = self._queue()
+        settings = self.settings
+        settings.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            resolved = datasets.resolve(settings, job.dataset_id)
+            baseline = self._baseline(job, queue)
+        except GoldevalError as exc:
+            queue.finish(job.id, self.name, "FAILED", exit_code=4, error=one_line(str(exc)))
+            logs.event("run failed", logging.WARNING, run_id=job.id, error=one_line(str(exc)))
+            return
+        log_path = settings.work_dir / f"{job.id}.log"
+        env = dict(os.environ)
+        env["GOLDEVAL_STORE"] = settings.store_url
+        env["GOLDEVAL_WORKER_PID"] = str(os.getpid())
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
+            env.pop(name, None)  # set when the service itself runs under pytest (its tests)
+        argv = [settings.python, "-c", _LAUNCHER, *self._argv(job, resolved.rows_path, baseline)]
+        started = time.monotonic()
+        with log_path.open("ab") as log:
+            log.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                argv,
+                cwd=settings.root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            reason = self._supervise(job, proc, log)
+        elapsed = time.monotonic() - started
+        if reason == "lost":
+            logs.event("run taken over", logging.WARNING, run_id=job.id, worker=self.name)
+            return
+        self._conclude(job, queue, proc.returncode, reason, log_path, elapsed)
+
+    def _supervise(self, job: ServiceRun, proc: subprocess.Popen[bytes], log: IO[bytes]) -> str:
+        """Wait for pytest, renewing the claim; returns why it ended early ("" if it did not)."""
+        settings = self.settings
+        queue = self._queue()
+        deadline = job.request.get("deadlineSeconds")
+        hard_stop = (
+            time.monotonic() + float(deadline) + settings.kill_grace_seconds if deadline else None
+        )
+        reason = ""
+        terminated_at: float | None = None
+        linked = False
+        while True:
+            try:
+                proc.wait(timeout=settings.heartbeat_seconds)
+                return reason
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                ours, cancel = queue.heartbeat(job.id, self.name)
+                if not linked:
+                    store_run = queue.store_run_id(job.run_key)
+                    if store_run is not None:
+                        queue.link(job.id, store_run, str(settings.runs_dir / store_run))
+                        linked = True
+            except StoreError as exc:
+                # The store is unreachable: keep the run going (the plugin copes), retry later.
+                logs.event("heartbeat failed", logging.WARNING, run_id=job.id, error=str(exc))
+                ours, cancel = True, False
+            if not ours:
+                proc.kill()
+                proc.wait()
+                return "lost"
+            now = time.monotonic()
+            if terminated_at is None:
+                if cancel:
+                    reason = "cancelled"
+                elif self.stop.is_set():
+                    reason = "shutdown"
+                elif hard_stop is not None and now > hard_stop:
+                    reason = "deadline"
+                if reason:
+                    logs.event("stopping run", run_id=job.id, reason=reason)
+                    proc.send_signal(signal.SIGTERM)
+                    terminated_at = now
+            elif now - terminated_at > settings.kill_grace_seconds:
+                log.write(b"\n== goldeval worker: SIGKILL after the grace period\n")
+                proc.kill()
+
+    def _conclude(
+        self,
+        job: ServiceRun,
+        queue: RunQueue,
+        code: int,
+        reason: str,
+        log_path: Path,
+        elapsed: float,
+    ) -> None:
+        row = queue.store.get_run(job.run_key)
+        error: str | None = None
+        if row is not None:
+            queue.link(job.id, row.run_id, str(self.settings.runs_dir / row.run_id))
+        if reason in ("cancelled", "shutdown"):
+            status = "INTERRUPTED"
+            error = {
+                "cancelled": "cancelled",
+                "shutdown": "the worker shut down; resume with POST /api/eval/runs/{id}/resume",
+            }[reason]
+        elif row is None:
+            status = "FAILED"
+            tail = _tail(log_path)
+            error = _decision_line(tail) or one_line(tail[-800:]) or f"pytest exited {code}"
+        elif row.status in ("COMPLETED", "FAILED", "INTERRUPTED"):
+            status = row.status
+            if code != 0:
+                error = _decision_line(_tail(log_path))
+        else:
+            status = "FAILED"
+            error = f"pytest exited {code} without finishing the run"
+        if reason == "deadline" and status == "COMPLETED":
+            status = "INTERRUPTED"
+        if reason == "deadline":
+            error = error or "stopped at the run budget (deadlineSeconds)"
+        if code != 0 and status == "COMPLETED" and row is not None:
+            error = error or f"pytest exited {code}"
+        queue.finish(job.id, self.name, status, exit_code=code, error=error)
+        logs.event(
+            "run finished",
+            run_id=job.id,
+            store_run_id=row.run_id if row is not None else None,
+            status=status,
+            exit_code=code,
+            dataset_version=job.dataset_id,
+            idempotency_key=job.idempotency_key,
+            seconds=round(elapsed, 3),
+        )
+        if row is not None:
+            self._log_cases(job, row.run_id)
+
+    def _log_cases(self, job: ServiceRun, store_run_id: str) -> None:
+        """One log line per case with its status (the seed's per-case evidence)."""
+        try:
+            per_case: dict[str, list[str]] = {}
+            for record in queue_records(self._queue().store, store_run_id):
+                per_case.setdefault(str(record.get("caseId")), []).append(str(record.get("status")))
+        except StoreError:
+            return
+        for case_id, statuses in per_case.items():
+            logs.event(
+                "case result",
+                run_id=job.id,
+                case_id=case_id,
+                dataset_version=job.dataset_id,
+                statuses=",".join(statuses),
+            )
+
+
+def queue_records(store: Store, store_run_id: str) -> list[dict[str, Any]]:
+    return store.attempts(store_run_id)
+
+
+def start_workers(
+    settings: ServiceSettings, count: int, stop: threading.Event
+) -> list[threading.Thread]:
+    """``count`` worker threads (each supervising at most one pytest process)."""
+    threads = []
+    for number in range(count):
+        worker = Worker(settings, worker_name(number), stop)
+        thread = threading.Thread(target=worker.run_forever, name=f"goldeval-worker-{number}")
+        thread.daemon = True
+        thread.start()
+        threads.append(thread)
+    return threads
+
+
+def run_workers(settings: ServiceSettings, count: int) -> int:
+    """``goldeval worker``: run workers until SIGTERM/SIGINT, then stop their runs cleanly."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logs.event("worker shutdown requested", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    logs.event(
+        "workers starting", count=count, store=redact_url(settings.store_url), pid=os.getpid()
+    )
+    threads = start_workers(settings, count, stop)
+    while any(t.is_alive() for t in threads):
+        for thread in threads:
+            thread.join(timeout=0.5)
+    return 0

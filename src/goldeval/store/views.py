@@ -1,0 +1,108 @@
+"""Runs as the store sees them: a run.json-shaped document rebuilt from the stored attempts.
+
+``goldeval show/export/gate --run-key`` and the evaluation service read runs through this, so
+a stored run reports the same values as its run.json (tests/store/test_store_views.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goldeval.core.errors import GoldevalError
+from goldeval.dataset.case import selected_attempts
+from goldeval.results.metrics import MetricsAccumulator
+from goldeval.results.rollup import COUNTER_KEYS, Counters
+from goldeval.results.run_document import RUN_DOCUMENT, RunCollector
+
+
+def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
+    """A run.json-shaped document rebuilt from the store (all shards of a run key)."""
+    row = store.get_run(run_id_or_key)
+    if row is None:
+        raise GoldevalError(
+            f"no run {run_id_or_key!r} in the store", hint="goldeval runs lists them"
+        )
+    infos = {c["caseId"]: c for c in store.cases(row.run_id)}
+    collector = RunCollector()  # the same roll-up and order as a pytest run
+    for attempt in store.attempts(row.run_id):
+        info = infos.get(attempt["caseId"]) or {
+            "caseId": attempt["caseId"],
+            "kinds": ["GENERATION"],
+            "prompt": "",
+        }
+        collector.add({"case": info, "attempt": attempt})
+    counters = Counters()
+    acc = MetricsAccumulator()
+    cases = list(collector.iter_cases())
+    for case in cases:
+        counters.add(case)
+        acc.add(case)
+    protocol = dict(row.protocol)
+    protocol["selectedCaseIds"] = sorted(collector.infos)
+
+    # As in a pytest run's protocol: the attempts stored, when not 1..attempts for every case.
+    partial = selected_attempts(
+        collector.attempts, collector.infos, int(protocol.get("attempts") or 1)
+    )
+    if partial is not None:
+        protocol["selectedAttempts"] = partial
+    doc: dict[str, Any] = {
+        "runId": row.run_id,
+        "runKey": row.run_key,
+        "status": row.status,
+        "datasetVersion": row.dataset_id,
+        "datasetHash": row.dataset_hash,
+        "model": row.model,
+        "protocol": protocol,
+        "configuration": row.configuration,
+        **counters.dump(),
+        "metrics": acc.result(),
+        "cases": cases,
+    }
+    if protocol.get("packHash"):
+        doc["packHash"] = protocol["packHash"]
+        doc["packDatasetVersion"] = protocol.get("packId")
+    return _with_recorded_fields(doc, row.summary)
+
+
+#: Fields of a run document computed from its attempts: always rebuilt from the store.
+_FROM_ATTEMPTS = ("cases", "metrics")
+#: Fields that judge the attempts the finished session saw (gate, comparison, exit code).
+_VERDICTS = ("qualityGate", "comparison", "exitDecision")
+
+
+def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
+    """``doc`` (rebuilt from the attempts) completed with the run-level fields the finished
+    session recorded (its run.json minus cases), so show/export report the same run as
+    run.json: provider, fingerprint, commit, duration, gate, comparison, exit decision, notes.
+
+    When the store holds other attempts than the recorded document covered (a shard or a
+    session that finished later without finishing the run, or a crash after recording), the
+    recorded verdicts are about other attempts: they are left out and a note says why, rather
+    than showing a gate PASS for attempts it never saw.
+    """
+    recorded = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    if not isinstance(recorded, dict):
+        return doc
+
+    counter_keys = tuple(COUNTER_KEYS)
+    same = all(recorded.get(k) == doc.get(k) for k in counter_keys)
+    out: dict[str, Any] = dict(recorded)
+    for key in (*counter_keys, *_FROM_ATTEMPTS):
+        out[key] = doc[key]
+    # Store-only identity (not in run.json): the run key and the model of the stored row.
+    out["runKey"] = doc["runKey"]
+    out.setdefault("model", doc["model"])
+    if not same:
+        out["protocol"] = doc["protocol"]
+        out["status"] = doc["status"]
+        for key in _VERDICTS:
+            out.pop(key, None)
+        notes = list(out.get("notes") or [])
+        notes.append(
+            f"the store holds {doc.get('attemptsTotal')} attempt(s) but the last finished "
+            f"session recorded {recorded.get('attemptsTotal')}: its gate, comparison and exit "
+            "decision are not shown; run `goldeval gate --run-key KEY` to gate every attempt"
+        )
+        out["notes"] = notes
+    return out

@@ -1,0 +1,153 @@
+"""One verdict path: comparison → gate → exit decision, for pytest and for the CLI alike.
+
+``decide()`` takes everything it needs as arguments (the run document, the baseline document
+or none, the gate policy, what the user asked for) and returns a :class:`Verdict`. The pytest
+controller (``pytest_plugin.decision``) finds the baseline and the policy from its options and
+the dataset; ``goldeval gate`` / ``goldeval compare`` find them from a saved run and the project.
+Both then call this function, so a saved run gated later gets the same exit code and reason as
+the run did when it finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from goldeval.dataset.manifest import Manifest
+from goldeval.verdict.comparison import ComparisonResult, attempt_counts, compare
+from goldeval.verdict.exit_codes import ExitDecision, decide_exit
+from goldeval.verdict.gate import GatePolicy, GateResult, attach_gate, evaluate
+
+NO_GATE_NOTE = "--golden-no-gate: metrics reported, exit status not gated"
+CAPTURE_NOTE = "capture run: the gate is not applied when saving a baseline"
+
+
+@dataclass
+class Verdict:
+    """What a finished run comes to: its comparison, its gate and its exit decision."""
+
+    code: int
+    reason: str
+    comparison: ComparisonResult | None = None
+    gate: GateResult | None = None
+    #: Lines to add to the run's notes, in order.
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_decision(self) -> ExitDecision:
+        return ExitDecision(self.code, self.reason)
+
+    def run_fields(self) -> dict[str, Any]:
+        """The fields this verdict writes into the run document (JSON names of run.json)."""
+        fields: dict[str, Any] = {}
+        if self.comparison is not None:
+            fields["comparison"] = self.comparison.dump()
+        if self.gate is not None:
+            fields["qualityGate"] = self.gate.dump()
+        fields["exitDecision"] = {"code": self.code, "reason": self.reason}
+        return fields
+
+
+def policy_from_manifest(manifest: Manifest, live: bool) -> GatePolicy | None:
+    """The gate policy a dataset manifest sets for a mode (None: not gated in this mode).
+
+    Live runs are always gated against their baseline (allowed regression 0) even when the
+    manifest names no live policy; fixture runs only when the manifest has one.
+    """
+    gate = manifest.gate
+    if gate is None:
+        return None
+    mode_policy = gate.live if live else gate.fixture
+    if mode_policy is None:
+        return GatePolicy(allowed_regression=0.0) if live else None
+    return GatePolicy(
+        thresholds=dict(mode_policy.thresholds), allowed_regression=mode_policy.allowed_regression
+    )
+
+
+def capture_summary(run: Mapping[str, Any]) -> str:
+    """``10 cases, 2 FAIL (12 attempts: 10 PASS, 2 FAIL)`` for the capture lines."""
+    counts = attempt_counts(run)
+    cases = int(run.get("casesTotal") or 0)
+    failed_cases = int(run.get("casesFailed") or 0)
+    parts = [f"{counts.passed} PASS", f"{counts.failed} FAIL"]
+    if counts.skipped:
+        parts.append(f"{counts.skipped} SKIPPED")
+    return (
+        f"{cases} case{'s' if cases != 1 else ''}, {failed_cases} FAIL "
+        f"({counts.total} attempt{'s' if counts.total != 1 else ''}: {', '.join(parts)})"
+    )
+
+
+def decide(
+    run: Mapping[str, Any],
+    *,
+    baseline: Mapping[str, Any] | None,
+    policy: GatePolicy | None,
+    live: bool,
+    gate_enabled: bool = True,
+    capture: bool = False,
+    pytest_status: int = 0,
+    other_failures: bool = False,
+    comparison: ComparisonResult | None = None,
+) -> Verdict:
+    """The verdict on ``run``.
+
+    ``baseline``: the baseline document compared against (None: no comparable baseline).
+    ``comparison``: pass it when the caller already compared ``baseline`` with ``run`` (the
+    default lookup compares to pick the first comparable file); computed otherwise.
+    ``policy``: the manifest's gate policy for this mode (:func:`policy_from_manifest`).
+    ``gate_enabled``: False for ``--golden-no-gate`` / ``--no-gate`` (reported, not gated: an
+    incomparable baseline is reported, not fatal). ``capture``: a baseline capture run (not
+    gated; FAILs are recorded as they are). ``pytest_status``: pytest's own exit status (the CLI
+    passes 1 when the run has FAIL attempts); ``other_failures``: a test that is not a golden
+    item failed, which no gate may turn into a pass.
+    """
+    notes: list[str] = []
+    if comparison is None and baseline is not None:
+        comparison = compare(dict(baseline), dict(run))
+    gate: GateResult | None = None
+    if capture:
+        notes.append(CAPTURE_NOTE)
+    elif gate_enabled and (policy is not None or live):
+        gate = evaluate(
+            dict(run),
+            policy,
+            dict(baseline) if baseline is not None else None,
+            comparison,
+            live=live,
+        )
+        if comparison is not None:
+            comparison = attach_gate(comparison, gate)
+    elif not gate_enabled:
+        notes.append(NO_GATE_NOTE)
+    run_view = dict(run)
+    if comparison is not None:
+        run_view["comparison"] = comparison.dump()
+    if gate is not None:
+        run_view["qualityGate"] = gate.dump()
+    if (gate is not None or capture) and pytest_status == 1 and not other_failures:
+        # Failed golden items are what the gate weighs: with a gate, it decides, not pytest's
+        # "some test failed"; a capture run records FAILs as they are (a live baseline with red
+        # rows expects them). The user's own failing tests still give 1.
+        pytest_status = 0
+    decision = decide_exit(
+        run_view, comparison if gate_enabled else None, gate, pytest_status=pytest_status
+    )
+    code, reason = decision.code, decision.reason
+    if (
+        code == 1
+        and reason == "test failures"
+        and gate is None
+        and not other_failures
+        and attempt_counts(run).failed
+    ):
+        reason = f"{attempt_counts(run).failed} FAIL attempt(s) and no gate to weigh them"
+    if capture and code != 0:
+        notes.append(f"baseline not saved: {reason}")
+    elif capture:
+        # Not "every graded attempt ok": a capture records FAILs as they are; the line says
+        # what is being captured.
+        reason = "baseline capture (not gated): " + capture_summary(run)
+    return Verdict(code, reason, comparison, gate, notes)

@@ -1,0 +1,95 @@
+"""The package layout of docs/architecture.md holds: dependencies point down, no import circle,
+pytest only in the plugin package, no hidden function-level imports.
+
+The layer order and the pytest rule are import-linter contracts in pyproject.toml
+(``[tool.importlinter]``); this test runs them, so CI fails on an import that points up.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import grimp
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "goldeval"
+
+#: Modules allowed to import project modules inside functions, and why.
+LAZY_IMPORTS_ALLOWED = {
+    # pytest loads the entry point in every project that has the plugin installed: it imports
+    # the heavy modules only once --golden is given.
+    "pytest_plugin/hooks.py",
+    # `goldeval --version` and `goldeval --help` answer without importing every subcommand.
+    "cli/main.py",
+}
+
+
+def test_import_linter_contracts_are_kept(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(ROOT)
+    assert lint_imports(no_cache=True) == 0, "an import points up a layer (lint-imports)"
+
+
+def test_no_import_circle() -> None:
+    graph = grimp.build_graph("goldeval", exclude_type_checking_imports=True)
+    lazy = {"goldeval." + m.removesuffix(".py").replace("/", ".") for m in LAZY_IMPORTS_ALLOWED}
+    circles = []
+    for module in sorted(graph.modules):
+        if module in lazy:
+            continue  # their function-level imports are one-way by construction
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported in lazy:
+                continue
+            if graph.chain_exists(importer=imported, imported=module):
+                circles.append((module, imported))
+    assert circles == []
+
+
+def _optional(tree: ast.AST) -> set[int]:
+    """Line numbers of imports guarded by ``except ImportError`` (an optional extra, such as
+    psycopg behind the PostgreSQL store): importing them at the top would make the extra
+    mandatory."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+            for h in node.handlers
+        ):
+            for stmt in node.body:
+                for sub in ast.walk(stmt):
+                    if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                        lines.add(sub.lineno)
+    return lines
+
+
+def _function_level_imports(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    optional = _optional(tree)
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for sub in ast.walk(node):
+                if getattr(sub, "lineno", None) in optional:
+                    continue
+                if isinstance(sub, ast.ImportFrom) and (
+                    sub.level or (sub.module or "").startswith("goldeval")
+                ):
+                    lines.append(sub.lineno)
+                elif isinstance(sub, ast.Import) and any(
+                    a.name.startswith("goldeval") for a in sub.names
+                ):
+                    lines.append(sub.lineno)
+    return sorted(set(lines))
+
+
+def test_no_function_level_imports_outside_the_entry_points() -> None:
+    found = {}
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel in LAZY_IMPORTS_ALLOWED:
+            continue
+        lines = _function_level_imports(path)
+        if lines:
+            found[rel] = lines
+    assert found == {}, "hoist these imports to the module top (or document a lazy one)"
