@@ -29,6 +29,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs each")
+    parser.add_argument(
+        "--concurrency-mode",
+        choices=("adaptive", "fixed"),
+        default="adaptive",
+        help="--golden-concurrency-mode of the live runs",
+    )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/goldeval-bench-live"))
     args = parser.parse_args()
     root = generate(args.n, args.workdir)
@@ -47,6 +53,7 @@ def main() -> None:
                 f"--golden-base-url={srv.base_url}",
                 "--golden-no-gate",
                 f"--golden-concurrency={args.concurrency}",
+                f"--golden-concurrency-mode={args.concurrency_mode}",
                 "--golden-artifacts=never",
                 *extra,
             )
@@ -73,7 +80,7 @@ def main() -> None:
             phase = best_live.wall - best_fixture.wall
             rows.append((
                 f"live {label}: N={args.n} L={args.latency * 1000:.0f}ms C={args.concurrency}"
-                " (live phase)",
+                f" {args.concurrency_mode} (live phase)",
                 f"{phase:.1f} s (rc {best_live.rc})", f"ideal {ideal:.1f} s",
                 f"{phase / ideal:.2f}x", "<= 1.25x",
             ))

@@ -30,6 +30,10 @@ def strip_timings(value: Any) -> Any:
     """Drop fields that legitimately differ between two runs of the same thing."""
     volatile = {
         "durationMs",
+        "queueMs",
+        "ttftMs",
+        "queueWait",
+        "timeToFirstToken",
         "runId",
         "timestamp",
         "latency",

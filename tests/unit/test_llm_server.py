@@ -645,7 +645,7 @@ def test_fixture_responder_errors(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.Popen[str]:
-    src = Path(llm_server.__file__).resolve().parents[2]
+    src = Path(llm_server.__file__).resolve().parents[3]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]),
@@ -682,3 +682,64 @@ def test_cli_fail_all() -> None:
         finally:
             proc.terminate()
         proc.wait(timeout=5)
+
+
+def test_cli_load_modes() -> None:
+    with _cli("--rate-limit", "1", "--capacity", "1", "--stream-interval", "0.01") as proc:
+        try:
+            assert proc.stdout is not None
+            base_url = proc.stdout.readline().strip()
+            codes = [
+                httpx.post(base_url + "/api/chat", json=OLLAMA_BODY, timeout=5).status_code
+                for _ in range(2)
+            ]
+            assert codes == [200, 429]
+        finally:
+            proc.terminate()
+        proc.wait(timeout=5)
+
+
+# --------------------------------------------------------------------------- load modes
+
+
+def _chat(url: str, client: httpx.Client) -> httpx.Response:
+    return client.post(url + "/api/chat", json=OLLAMA_BODY, timeout=10)
+
+
+def test_capacity_mode_serves_c_at_a_time_and_queues_the_rest() -> None:
+    with FakeLLMServer(latency=0.2, capacity=2) as srv, httpx.Client() as client:
+        start = time.monotonic()
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            responses = list(pool.map(lambda _: _chat(srv.base_url, client), range(6)))
+        elapsed = time.monotonic() - start
+        assert all(r.status_code == 200 for r in responses)
+        assert elapsed >= 0.55  # three rounds of two, not one round of six
+        waits = sorted(srv.queue_waits)
+        assert len(waits) == 6 and waits[0] < 0.1 and waits[-1] >= 0.35
+
+
+def test_rate_limit_mode_answers_429_with_retry_after_above_r_per_second() -> None:
+    with FakeLLMServer(rate_limit=3) as srv, httpx.Client() as client:
+        responses = [_chat(srv.base_url, client) for _ in range(5)]
+        assert [r.status_code for r in responses] == [200, 200, 200, 429, 429]
+        wait = float(responses[3].headers["retry-after"])
+        assert 0 < wait <= 1.0
+        assert int(responses[3].headers["retry-after-ms"]) >= 1
+        assert srv.rejected == 2
+        time.sleep(wait + 0.05)
+        assert _chat(srv.base_url, client).status_code == 200
+
+
+def test_paced_stream_arrives_in_pieces() -> None:
+    body = {**OLLAMA_BODY, "stream": True}
+    with FakeLLMServer(stream_interval=0.15) as srv, httpx.Client() as client:
+        srv.reply_with("one two three four five six")
+        arrivals = []
+        start = time.monotonic()
+        with client.stream("POST", srv.base_url + "/api/chat", json=body) as response:
+            for line in response.iter_lines():
+                if line:
+                    arrivals.append(time.monotonic() - start)
+        assert arrivals[0] < 0.1 and arrivals[-1] >= 0.28
+        srv.reset()
+        assert srv.stream_interval == 0 and srv.capacity is None and srv.rate_limit is None

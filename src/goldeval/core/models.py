@@ -125,6 +125,11 @@ class AttemptRecord(Record):
     error_kind: str | None = None
     error_message: str | None = None
     tries: int | None = None
+    #: Live calls: ms waiting for the provider's limiter (adaptive concurrency, rate limits,
+    #: Retry-After), apart from ``duration_ms``, which runs from send over every try.
+    queue_ms: int | None = None
+    #: Streamed live calls: ms from send to the first piece of the answer.
+    ttft_ms: int | None = None
     judge_stability: float | None = None
     skip_reason: str | None = None
     # Raw texts travel to the controller for per-case artifacts; stripped from run.json.

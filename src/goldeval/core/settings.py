@@ -30,6 +30,18 @@ class ProviderSettings:
     temperature: float = 0.0
     price_per_1k_input: float | None = None
     price_per_1k_output: float | None = None
+    #: Calls in flight at most (``--golden-concurrency``); None: no limiter (judge, embeddings,
+    #: direct use). See goldeval.providers.http.limiter.
+    max_concurrency: int | None = None
+    #: Adapt the number of calls in flight below ``max_concurrency`` (latency, 429/503/timeouts).
+    adaptive: bool = True
+    #: Requests / tokens per minute the provider allows (token buckets), None: no limit.
+    rpm: float | None = None
+    tpm: float | None = None
+    #: Prices per model, (input, output) per 1k tokens; they win over price_per_1k_*.
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: Ask for streamed answers (Ollama NDJSON, OpenAI SSE) and record time to first token.
+    stream: bool = False
 
     def __repr__(self) -> str:
         # Not the dataclass repr: base_url may carry ``?key=...`` (kept for the calls), and
@@ -230,6 +242,8 @@ class RunSettings:
     store: str | None = None
     run_key: str | None = None
     rerun_errors: bool = False
+    max_cost: float | None = None
+    max_tokens: int | None = None
 
 
 def _env_timeout_minutes(default: float) -> float:

@@ -193,6 +193,8 @@ class Pipeline:
             ),
             duration_ms=duration,
             tries=answer.tries,
+            queue_ms=answer.queue_ms,
+            ttft_ms=answer.ttft_ms,
             output=answer.text,
         )
 

@@ -38,6 +38,10 @@ class Answer:
     duration_ms: int = 0
     tries: int = 1
     model: str | None = None
+    #: Milliseconds waiting for the provider's limiter before the tries (None: no limiter).
+    queue_ms: int | None = None
+    #: Milliseconds from send to the first streamed piece of the answered try.
+    ttft_ms: int | None = None
     #: Set by the plugin: the pytest item this answer belongs to and the (pipeline, param)
     #: that grade it (not part of the API).
     _item: Any = field(default=None, repr=False, compare=False)

@@ -187,6 +187,10 @@ class Controller:
         if payload is None and report.failed and is_golden_nodeid(report.nodeid):
             payload = lost_item_payload(self.state, report)
         if payload is not None:
+            if payload.get("status") == "SKIPPED" and '"skipReason":"budget"' in str(
+                payload.get("record") or ""
+            ):
+                self.state.skipped_by_budget += 1  # from this process or an xdist worker
             self.state.collector.add(payload)
             recorder = self.state.recorder
             if recorder is not None:
@@ -600,12 +604,15 @@ def build_for(
         "experimentId": s.experiment,
         "configFingerprint": fingerprint,
     }
-    incomplete = state.skipped_by_deadline > 0 or interrupted
+    incomplete = state.skipped_by_deadline > 0 or state.skipped_by_budget > 0 or interrupted
     run_status = "INTERRUPTED" if interrupted else ("INCOMPLETE" if incomplete else "COMPLETED")
     extra: dict[str, Any] = {}
     if state.skipped_by_deadline:
         extra["incomplete"] = True
         extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
+    if state.skipped_by_budget:
+        extra["incomplete"] = True
+        extra["notStartedOverBudget"] = state.skipped_by_budget
     judge_errors = 0
 
     fin = finalisation(state)

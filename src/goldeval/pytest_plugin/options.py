@@ -37,6 +37,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number above 0")
+    return value
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("goldeval", "golden datasets (pytest-goldeval)")
     add = group.addoption
@@ -111,6 +121,50 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="N",
         help="live calls in flight per pytest process (default 8)",
+    )
+    add(
+        "--golden-concurrency-mode",
+        choices=("adaptive", "fixed"),
+        default=None,
+        help="adaptive (default): find the provider's capacity, at most --golden-concurrency "
+        "calls in flight; fixed: always --golden-concurrency",
+    )
+    add(
+        "--golden-rpm",
+        type=_positive_number,
+        default=None,
+        metavar="N",
+        help="live calls per minute at most (per pytest process)",
+    )
+    add(
+        "--golden-tpm",
+        type=_positive_number,
+        default=None,
+        metavar="N",
+        help="tokens per minute at most, estimated before and corrected after each call",
+    )
+    add(
+        "--golden-stream",
+        action="store_true",
+        default=None,
+        help="ask for streamed answers (a slow answer is no read timeout while tokens arrive); "
+        "records time to first token",
+    )
+    add(
+        "--golden-max-cost",
+        type=_positive_number,
+        default=None,
+        metavar="AMOUNT",
+        help="once live calls have cost this much (prices: golden_prices), the remaining "
+        "attempts are SKIPPED (reason budget); the run is incomplete",
+    )
+    add(
+        "--golden-max-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="once live calls have used this many tokens, the remaining attempts are SKIPPED "
+        "(reason budget); the run is incomplete",
     )
     add(
         "--golden-deadline",
@@ -195,6 +249,12 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="PATH",
         help="write a dashboard JUnit XML: one testcase per case and per gate rule",
+    )
+    parser.addini(
+        "golden_prices",
+        "prices per model, one per line: MODEL = INPUT OUTPUT (per 1k tokens)",
+        type="linelist",
+        default=[],
     )
     parser.addini("golden_root", "folder holding the golden datasets", default="golden")
     parser.addini("golden_out", "run artifacts folder", default=".goldeval/runs")

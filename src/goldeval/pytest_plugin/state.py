@@ -34,6 +34,7 @@ from goldeval.pipeline.attempt import (
 )
 from goldeval.pipeline.retriever import LexicalRetriever
 from goldeval.providers.base import Answer, Provider, as_provider, resolve
+from goldeval.providers.budget import Budget, parse_prices
 from goldeval.providers.cache import CachedProvider
 from goldeval.providers.fixture import FixtureProvider
 from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
@@ -121,6 +122,27 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
     if timeout is not None:
         provider.read_timeout = float(timeout)
     provider.retries = int(_opt(config, "golden_retries", provider.retries))
+    provider.max_concurrency = int(_opt(config, "golden_concurrency", 8))
+    provider.adaptive = _opt(config, "golden_concurrency_mode", "adaptive") == "adaptive"
+    provider.rpm = _opt(config, "golden_rpm")
+    provider.tpm = _opt(config, "golden_tpm")
+    provider.stream = bool(_opt(config, "golden_stream", False))
+    try:
+        provider.prices = parse_prices(config.getini("golden_prices") or [])
+    except GoldevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    max_cost = _opt(config, "golden_max_cost")
+    if max_cost is not None and mode is not Mode.FIXTURE:
+        unpriced = [
+            m
+            for m in (models or [provider.model])
+            if m not in provider.prices and provider.price_per_1k_input is None
+        ]
+        if unpriced:
+            raise pytest.UsageError(
+                f"--golden-max-cost needs a price for {', '.join(map(str, unpriced))}: add "
+                "'MODEL = INPUT OUTPUT' (per 1k tokens) to the golden_prices ini key"
+            )
     # A path typed on the command line is relative to where pytest was started (as
     # --junitxml); the ini value and the default are the project's: relative to the rootdir,
     # so pytest started in any subfolder writes the same .goldeval/ (docs: "Project root").
@@ -154,6 +176,8 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
         store=_opt(config, "golden_store") or os.environ.get("GOLDEVAL_STORE") or None,
         run_key=_opt(config, "golden_run_key"),
         rerun_errors=bool(_opt(config, "golden_rerun_errors", False)),
+        max_cost=max_cost,
+        max_tokens=_opt(config, "golden_max_tokens"),
     )
 
 
@@ -217,6 +241,9 @@ class GoldenSession:
         self._graders_in_use: list[str] | None = None
         self._fixtures: tuple[Any, Any, list[Grader]] | None = None
         self.skipped_by_deadline = 0
+        #: Attempts SKIPPED (reason budget), counted by the controller from every report.
+        self.skipped_by_budget = 0
+        self.budget = _process_budget(self.settings)
         #: failed reports of items that are not golden attempts (the user's own tests)
         self.other_failures = 0
         self._cached: dict[int, Provider] = {}
@@ -486,6 +513,19 @@ class _DeadlinePassed:
     """Marker result: the call was not started because the deadline had passed."""
 
 
+class _BudgetSpent:
+    """Marker result: the call was not started because the cost/token budget was spent."""
+
+
+def _process_budget(settings: RunSettings) -> Budget:
+    """This process's share of ``--golden-max-cost`` / ``--golden-max-tokens``: each xdist
+    worker spends its own, so each gets the budget divided by the number of workers."""
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    max_cost = settings.max_cost / workers if settings.max_cost is not None else None
+    max_tokens = max(1, settings.max_tokens // workers) if settings.max_tokens is not None else None
+    return Budget(max_cost=max_cost, max_tokens=max_tokens)
+
+
 def _call(
     state: GoldenSession,
     provider: Provider,
@@ -496,13 +536,23 @@ def _call(
     """One provider call; returns the Answer or the ProviderError (futures keep either)."""
     if state.deadline_at is not None and time.monotonic() > state.deadline_at:
         return _DeadlinePassed()
+    budget = state.budget
+    if budget.active and budget.exhausted():
+        return _BudgetSpent()
     req = pipeline.request(param.case, param.attempt, model)
     start = time.perf_counter()
     try:
-        return resolve(provider.complete(req))
+        answer = resolve(provider.complete(req))
     except ProviderError as exc:
-        exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
+        if getattr(exc, "duration_ms", None) is None:  # the HTTP providers set their own
+            exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
         return exc
+    if budget.active and isinstance(answer, Answer):
+        tokens = None
+        if answer.input_tokens is not None or answer.output_tokens is not None:
+            tokens = (answer.input_tokens or 0) + (answer.output_tokens or 0)
+        budget.spend(tokens, answer.cost)
+    return answer
 
 
 def _utf8_clean(text: str) -> bool:
@@ -547,9 +597,14 @@ def obtain_answer(
         state.skipped_by_deadline += 1
         state.records[item] = pipeline.skipped_record(case, param.attempt, "deadline", model)
         pytest.skip("deadline: attempt not started before --golden-deadline")
+    if isinstance(outcome, _BudgetSpent):
+        state.budget.skipped += 1
+        state.records[item] = pipeline.skipped_record(case, param.attempt, "budget", model)
+        pytest.skip(f"budget: attempt not started, spent {state.budget.describe()}")
     if isinstance(outcome, ProviderError):
         elapsed = getattr(outcome, "duration_ms", 0)
         state.records[item] = pipeline.error_record(case, param.attempt, outcome, model, elapsed)
+        state.records[item].queue_ms = getattr(outcome, "queue_ms", None)
         pytest.fail(
             f"golden case {case.id} attempt {param.attempt}: ERROR {outcome.kind} after "
             f"{outcome.tries} tr{'y' if outcome.tries == 1 else 'ies'}: {outcome.message}\n"

@@ -119,6 +119,7 @@ def render(run: Mapping[str, Any]) -> str:
         f"| Latency min/avg/median/p95/max | {lat.get('minMs', 0)} / {lat.get('avgMs', 0)} / "
         f"{lat.get('medianMs', 0)} / {lat.get('p95Ms', 0)} / {lat.get('maxMs', 0)} ms | |"
     )
+    out += _live_lines(m, "| {} | {} / {} ms | |")
     tokens = m.get("tokens") or {}
     if tokens:
         out.append(
@@ -258,7 +259,21 @@ def summary_table(run: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {RATE_LABELS['unstableCaseRate']:<26} {format_rate(unstable)}")
     lat = m.get("latency") or {}
     lines.append(f"  {'Latency avg / p95':<26} {lat.get('avgMs', 0)} / {lat.get('p95Ms', 0)} ms")
+    lines += _live_lines(m, "  {:<26} {} / {} ms")
     return lines
+
+
+def _live_lines(m: Mapping[str, Any], form: str) -> list[str]:
+    """Queue wait (before sending, apart from latency) and time to first token, when recorded."""
+    out = []
+    for key, label in (
+        ("queueWait", "Queue wait avg / p95"),
+        ("timeToFirstToken", "TTFT avg / p95"),
+    ):
+        stats = m.get(key)
+        if stats:
+            out.append(form.format(label, stats.get("avgMs", 0), stats.get("p95Ms", 0)))
+    return out
 
 
 def name_cases(ids: Sequence[Any], count: int | None = None, limit: int = NAMED_CASES) -> str:

@@ -68,6 +68,9 @@ class MetricsAccumulator:
         self.graders: dict[str, list[int]] = {}
         self.soft: dict[str, list[float]] = {}
         self.latencies: list[int] = []
+        # Live calls through a provider limiter: wait before sending, time to first token.
+        self.queue_waits: list[int] = []
+        self.ttfts: list[int] = []
         self.tok_in: int | None = None
         self.tok_out: int | None = None
         self.tok_total: int | None = None
@@ -110,6 +113,10 @@ class MetricsAccumulator:
                     self.cost_known = False
             elif status != "SKIPPED":
                 self.cost_known = False
+            if isinstance(a.get("queueMs"), int):
+                self.queue_waits.append(a["queueMs"])
+            if isinstance(a.get("ttftMs"), int):
+                self.ttfts.append(a["ttftMs"])
             tries = a.get("tries")
             if isinstance(tries, int) and tries > 1:
                 self.retried += 1
@@ -183,6 +190,10 @@ class MetricsAccumulator:
         metrics["weightedScore"] = score
         metrics["weightedScoreFormula"] = formula
         metrics["latency"] = latency_stats(self.latencies)
+        if self.queue_waits:
+            metrics["queueWait"] = latency_stats(self.queue_waits)
+        if self.ttfts:
+            metrics["timeToFirstToken"] = latency_stats(self.ttfts)
         tokens: dict[str, Any] = {}
         if self.tok_in is not None:
             tokens["inputTokens"] = self.tok_in

@@ -158,6 +158,10 @@ def decide_exit(
         return ExitDecision(GATE_FAILED, "test failures")
     if pytest_status != OK:
         return ExitDecision(pytest_status, f"pytest exit status {pytest_status}")
+    if run.get("incomplete"):
+        # Without a gate (--golden-no-gate) nothing else stops an incomplete run (deadline,
+        # budget) from exiting 0: exit 0 means every selected attempt was graded.
+        return ExitDecision(GATE_FAILED, "run incomplete: not every selected attempt was started")
     if gate is not None:
         return ExitDecision(OK, gate.summary_line())
     return ExitDecision(OK, "every graded attempt ok (no gate)")

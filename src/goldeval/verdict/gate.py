@@ -195,10 +195,17 @@ def _execution_rules(run: Mapping[str, Any], policy: GatePolicy) -> list[GateRul
 
 def incomplete_rule(run: Mapping[str, Any]) -> GateRule:
     """FAIL rule ``complete``: the run hit its deadline before starting every attempt."""
+    over = run.get("notStartedOverBudget")
     missing = run.get("notStartedBeforeDeadline", run.get("attemptsNotStarted"))
-    if isinstance(missing, int) and not isinstance(missing, bool):
+    if isinstance(over, int) and not isinstance(over, bool) and over > 0:
+        detail = (
+            f"run incomplete: {over} attempts not started, the budget (--golden-max-cost / "
+            "--golden-max-tokens) was spent"
+        )
+        actual: float | None = float(over + (missing if isinstance(missing, int) else 0))
+    elif isinstance(missing, int) and not isinstance(missing, bool):
         detail = f"run incomplete: {missing} attempts not started before the deadline"
-        actual: float | None = float(missing)
+        actual = float(missing)
     else:
         detail = "run incomplete: attempts not started before the deadline"
         actual = None

@@ -40,8 +40,16 @@ from goldeval.core.settings import (
     url_secrets,
 )
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
+from goldeval.providers.http.limiter import CallLimiter, Permit
 
-__all__ = ["Failure", "HTTPProvider", "parse_retry_after", "text_content", "token_count"]
+__all__ = [
+    "CallStats",
+    "Failure",
+    "HTTPProvider",
+    "parse_retry_after",
+    "text_content",
+    "token_count",
+]
 
 #: Longest excerpt of an error body quoted in a message.
 _EXCERPT = 200
@@ -91,6 +99,28 @@ class Failure:
     message: str
     retryable: bool
     retry_after: float | None = None
+
+
+@dataclass
+class CallStats:
+    """One call over all its tries: what the attempt reports as its latency and tokens.
+
+    ``busy_s`` runs from each try's send to its end, plus the backoff between tries; the wait
+    for a permit (:mod:`.limiter`) before each try is ``queue_s``, kept apart.
+    """
+
+    tries: int = 0
+    queue_s: float = 0.0
+    busy_s: float = 0.0
+    ttft_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def add_tokens(self, tokens_in: int | None, tokens_out: int | None) -> None:
+        if tokens_in is not None:
+            self.input_tokens = (self.input_tokens or 0) + tokens_in
+        if tokens_out is not None:
+            self.output_tokens = (self.output_tokens or 0) + tokens_out
 
 
 def _excerpt(text: str, limit: int = _EXCERPT) -> str:
@@ -237,6 +267,15 @@ class HTTPProvider(Provider):
             verify=_ssl_context(),
         )
         self._client.headers.update(self._extra_headers())
+        #: Shared by every thread calling this provider; None: no limit (judge, embeddings).
+        self.limiter: CallLimiter | None = None
+        if settings.max_concurrency is not None:
+            self.limiter = CallLimiter(
+                settings.max_concurrency,
+                adaptive=settings.adaptive,
+                rpm=settings.rpm,
+                tpm=settings.tpm,
+            )
 
     # -- protocol hooks ----------------------------------------------------------------------
 
@@ -297,36 +336,90 @@ class HTTPProvider(Provider):
     # -- one call with retries, for any JSON endpoint (chat here, embeddings in a subclass) --
 
     def request_json(
-        self, payload: bytes, parse: Callable[[dict[str, Any]], Any]
+        self,
+        payload: bytes,
+        parse: Callable[[dict[str, Any]], Any],
+        stats: CallStats | None = None,
+        streamed: bool = False,
     ) -> tuple[Any, int]:
         """POST ``payload`` to :attr:`endpoint` with this client's retries, error mapping and
         masking; ``parse`` turns the JSON object into a result or a :class:`Failure`.
 
         Returns ``(result, tries)``; raises :class:`ProviderError` (masked, no chained
-        exception) when every try failed or a failure is not retryable.
+        exception) when every try failed or a failure is not retryable. ``stats``, when given,
+        receives the tries, queue wait, time from send and tokens of every try.
         """
         if self._closed:
             raise ProviderError("PROVIDER_ERROR", f"{self.name} client is closed", tries=0)
+        stats = stats if stats is not None else CallStats()
         total = max(0, self.settings.retries) + 1
-        tries = 0
+        limiter = self.limiter
+        estimate = limiter.estimate_tokens(len(payload)) if limiter is not None else 0.0
         while True:
-            tries += 1
-            outcome = self._try_once(payload, parse)
-            if not isinstance(outcome, Failure):
-                return outcome, tries
-            if not outcome.retryable or tries >= total:
+            stats.tries += 1
+            permit: Permit | None = limiter.acquire(estimate) if limiter is not None else None
+            if permit is not None:
+                stats.queue_s += permit.queue_s
+            sent = time.perf_counter()
+            try:
+                outcome, ttft = self._try_once(payload, parse, streamed)
+            finally:
+                took = time.perf_counter() - sent
+                stats.busy_s += took
+            if isinstance(outcome, Failure):
+                retry_after = outcome.retry_after
+                if retry_after is not None:
+                    retry_after = min(max(0.0, self.settings.backoff_max), retry_after)
+                if permit is not None and limiter is not None:
+                    limiter.release(
+                        permit,
+                        overloaded=_overload(outcome),
+                        retry_after=retry_after if outcome.retryable else None,
+                    )
+            else:
+                tokens_in = getattr(outcome, "input_tokens", None)
+                tokens_out = getattr(outcome, "output_tokens", None)
+                stats.add_tokens(tokens_in, tokens_out)
+                stats.ttft_s = ttft
+                if permit is not None and limiter is not None:
+                    actual = None
+                    if tokens_in is not None or tokens_out is not None:
+                        actual = (tokens_in or 0) + (tokens_out or 0)
+                    limiter.release(
+                        permit,
+                        latency=ttft if ttft is not None else took,
+                        actual_tokens=actual,
+                        answer_tokens=tokens_out,
+                    )
+                return outcome, stats.tries
+            if not outcome.retryable or stats.tries >= total:
                 # The number of tries travels as ``tries``; whoever shows the error adds it
                 # once (a suffix here made "after 4 tries ... (after 4 tries)").
-                raise ProviderError(outcome.kind, self._scrub(outcome.message), tries=tries)
-            self._sleep(self._delay(tries, outcome.retry_after))
+                error = ProviderError(outcome.kind, self._scrub(outcome.message), tries=stats.tries)
+                error.duration_ms = max(1, round(stats.busy_s * 1000))  # type: ignore[attr-defined]
+                error.queue_ms = round(stats.queue_s * 1000)  # type: ignore[attr-defined]
+                raise error
+            if limiter is not None and outcome.retry_after is not None:
+                continue  # the limiter holds every caller until Retry-After has passed
+            pause = self._delay(stats.tries, outcome.retry_after)
+            self._sleep(pause)
+            stats.busy_s += pause
 
     # -- retries -----------------------------------------------------------------------------
 
     def _send(self, payload: bytes, model: str) -> Answer:
-        answer, tries = self.request_json(payload, self._parse)
+        stats = CallStats()
+        answer, tries = self.request_json(payload, self._parse, stats, self.settings.stream)
         assert isinstance(answer, Answer)
         answer.tries = tries
         answer.model = model
+        # Latency and tokens cover every try; the wait for a permit is reported apart.
+        answer.duration_ms = max(1, round(stats.busy_s * 1000))
+        answer.queue_ms = round(stats.queue_s * 1000) if self.limiter is not None else None
+        answer.ttft_ms = round(stats.ttft_s * 1000) if stats.ttft_s is not None else None
+        answer.input_tokens = stats.input_tokens
+        answer.output_tokens = stats.output_tokens
+        answer.cost = self._cost(stats.input_tokens, stats.output_tokens, model)
         return answer
 
     def _delay(self, tries: int, retry_after: float | None) -> float:
@@ -340,27 +433,44 @@ class HTTPProvider(Provider):
     # -- one try -----------------------------------------------------------------------------
 
     def _try_once(
-        self, payload: bytes, parse: Callable[[dict[str, Any]], Any] | None = None
-    ) -> Any:
+        self,
+        payload: bytes,
+        parse: Callable[[dict[str, Any]], Any] | None = None,
+        streamed: bool = False,
+    ) -> tuple[Any, float | None]:
+        """One try: ``(result or Failure, seconds from send to the first streamed piece)``."""
         url = self.endpoint
         start = time.perf_counter()
+        ttft: float | None = None
         try:
-            response = self._client.post(url, content=payload)
+            if streamed:
+                with self._client.stream("POST", url, content=payload) as response:
+                    if not 200 <= response.status_code < 300:
+                        response.read()
+                        return self._status_failure(response), None
+                    assembled, first = self._read_stream(response)
+                    ttft = first - start if first is not None else None
+            else:
+                response = self._client.post(url, content=payload)
+                assembled = None
         except httpx.HTTPError as exc:
-            return self._transport_failure(exc)
+            return self._transport_failure(exc), None
         except httpx.InvalidURL as exc:
             return Failure(
                 "CONFIG_ERROR",
                 f"invalid URL {redact_url(url)}: {exc} — set {self.base_url_option} or "
                 f"{self.base_url_env}",
                 retryable=False,
-            )
+            ), None
         except RuntimeError:
             # httpx refuses to send on a client closed by another thread.
-            return Failure("PROVIDER_ERROR", f"{self.name} provider is closed", retryable=False)
-        elapsed_ms = max(1, round((time.perf_counter() - start) * 1000))
+            return Failure(
+                "PROVIDER_ERROR", f"{self.name} provider is closed", retryable=False
+            ), None
+        if assembled is not None:
+            return self._outcome(assembled, url, parse), ttft
         if not 200 <= response.status_code < 300:
-            return self._status_failure(response)
+            return self._status_failure(response), None
         try:
             text = response.content.decode("utf-8")
         except UnicodeDecodeError:
@@ -368,7 +478,7 @@ class HTTPProvider(Provider):
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not valid UTF-8",
                 retryable=False,
-            )
+            ), None
         try:
             data = json.loads(text)
         except ValueError:
@@ -377,14 +487,25 @@ class HTTPProvider(Provider):
                 f"response from {redact_url(url)} is not JSON: "
                 f"{_excerpt(self._scrub(text)) or '<empty>'!r}",
                 retryable=False,
-            )
+            ), None
         if not isinstance(data, dict):
             return Failure(
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not a JSON object: "
                 f"{_excerpt(self._scrub(text))!r}",
                 retryable=False,
-            )
+            ), None
+        return self._outcome(data, url, parse), None
+
+    def _outcome(
+        self,
+        data: dict[str, Any] | Failure,
+        url: str,
+        parse: Callable[[dict[str, Any]], Any] | None,
+    ) -> Any:
+        """A parsed JSON object (or one assembled from a stream) as a result or a Failure."""
+        if isinstance(data, Failure):
+            return data
         if data.get("error") is not None:
             shown = self._scrub(_error_text(data["error"]))
             kind = _classify(shown) or "PROVIDER_ERROR"
@@ -394,9 +515,23 @@ class HTTPProvider(Provider):
             return Failure(kind, message, retryable=False)
         outcome = (parse or self._parse)(data)
         if isinstance(outcome, Answer):
-            outcome.duration_ms = elapsed_ms
             outcome.cost = self._cost(outcome.input_tokens, outcome.output_tokens)
         return outcome
+
+    def _read_stream(
+        self, response: httpx.Response
+    ) -> tuple[dict[str, Any] | Failure, float | None]:
+        """A streamed answer assembled into the protocol's non-streamed JSON shape, and the
+        ``perf_counter`` time its first piece arrived. Each protocol module implements it."""
+        raise NotImplementedError
+
+    def _bad_stream(self, line: str) -> Failure:
+        return Failure(
+            "PARSER_ERROR",
+            f"streamed response from {redact_url(self.endpoint)} has a line that is not JSON: "
+            f"{_excerpt(self._scrub(line)) or '<empty>'!r}",
+            retryable=False,
+        )
 
     def _transport_failure(self, exc: httpx.HTTPError) -> Failure:
         url = redact_url(self.endpoint)
@@ -514,9 +649,14 @@ class HTTPProvider(Provider):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
+    def _cost(
+        self, tokens_in: int | None, tokens_out: int | None, model: str | None = None
+    ) -> float | None:
         p_in = self.settings.price_per_1k_input
         p_out = self.settings.price_per_1k_output
+        per_model = self.settings.prices.get(model or self.settings.model or "")
+        if per_model is not None:
+            p_in, p_out = per_model
         if p_in is None and p_out is None:
             return None
         cost = 0.0
@@ -590,3 +730,12 @@ def _refused(exc: BaseException) -> bool:
         current = current.__cause__ or current.__context__
     text = str(exc).lower()
     return "refused" in text or "errno 111" in text or "errno 61" in text
+
+
+def _overload(failure: Failure) -> bool:
+    """A sign of too many calls in flight: a timeout, a 429 or a 503 (see :mod:`.limiter`)."""
+    if failure.kind == "TIMEOUT":
+        return True
+    return failure.kind in ("RATE_LIMIT", "HTTP_ERROR") and (
+        "HTTP 429" in failure.message or "HTTP 503" in failure.message
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import httpx
@@ -11,7 +13,8 @@ from goldeval.providers.http.client import Failure, HTTPProvider, text_content, 
 
 
 class OllamaProvider(HTTPProvider):
-    """``POST {base}/api/chat`` with ``stream: false``; Basic auth from user/password."""
+    """``POST {base}/api/chat`` (``stream: false``, or NDJSON with ``--golden-stream``); Basic
+    auth from user/password."""
 
     name = "ollama"
     base_url_env = "OLLAMA_HOST"
@@ -36,7 +39,7 @@ class OllamaProvider(HTTPProvider):
     def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": model,
-            "stream": False,
+            "stream": self.settings.stream,
             "options": {"temperature": self.settings.temperature},
             "messages": self._messages(request),
         }
@@ -63,3 +66,42 @@ class OllamaProvider(HTTPProvider):
             input_tokens=token_count(data.get("prompt_eval_count")),
             output_tokens=token_count(data.get("eval_count")),
         )
+
+    def _read_stream(
+        self, response: httpx.Response
+    ) -> tuple[dict[str, Any] | Failure, float | None]:
+        """NDJSON: one object per line, ``message.content`` pieces, counts on the ``done`` one."""
+        first: float | None = None
+        pieces: list[str] = []
+        calls: list[Any] = []
+        final: dict[str, Any] = {}
+        for line in response.iter_lines():
+            if not line.strip():
+                continue
+            try:
+                chunk = json.loads(line)
+            except ValueError:
+                return self._bad_stream(line), first
+            if not isinstance(chunk, dict):
+                return self._bad_stream(line), first
+            if chunk.get("error") is not None:
+                return {"error": chunk["error"]}, first
+            message = chunk.get("message")
+            if isinstance(message, dict):
+                content = text_content(message.get("content"))
+                more = message.get("tool_calls")
+                if first is None and (content or more):
+                    first = time.perf_counter()
+                if content:
+                    pieces.append(content)
+                if isinstance(more, list):
+                    calls.extend(more)
+            if chunk.get("done"):
+                final = chunk
+        assembled: dict[str, Any] = {
+            **final,
+            "message": {"role": "assistant", "content": "".join(pieces)},
+        }
+        if calls:
+            assembled["message"]["tool_calls"] = calls
+        return assembled, first

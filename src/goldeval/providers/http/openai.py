@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
+
+import httpx
 
 from goldeval.providers.base import Answer, ProviderRequest
 from goldeval.providers.http.client import Failure, HTTPProvider, text_content, token_count
@@ -36,6 +40,9 @@ class OpenAIProvider(HTTPProvider):
             "temperature": self.settings.temperature,
             "messages": self._messages(request),
         }
+        if self.settings.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         tools = request.options.get("tools")
         if tools:
             body["tools"] = tools
@@ -68,3 +75,66 @@ class OpenAIProvider(HTTPProvider):
             input_tokens=token_count(usage.get("prompt_tokens")),
             output_tokens=token_count(usage.get("completion_tokens")),
         )
+
+    def _read_stream(
+        self, response: httpx.Response
+    ) -> tuple[dict[str, Any] | Failure, float | None]:
+        """Server-sent events: ``data: {chunk}`` lines with ``choices[0].delta`` pieces, tool
+        calls in pieces by ``index``, usage in the last chunk, then ``data: [DONE]``."""
+        first: float | None = None
+        pieces: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        usage: Any = None
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, comments (": keep-alive"), event names
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                return self._bad_stream(line), first
+            if not isinstance(chunk, dict):
+                return self._bad_stream(line), first
+            if chunk.get("error") is not None:
+                return {"error": chunk["error"]}, first
+            if isinstance(chunk.get("usage"), dict):
+                usage = chunk["usage"]
+            choices = chunk.get("choices")
+            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                continue
+            delta = choices[0].get("delta")
+            if not isinstance(delta, dict):
+                continue
+            content = text_content(delta.get("content"))
+            more = delta.get("tool_calls")
+            if first is None and (content or more):
+                first = time.perf_counter()
+            if content:
+                pieces.append(content)
+            if isinstance(more, list):
+                for n, part in enumerate(more):
+                    if not isinstance(part, dict):
+                        continue
+                    index = part.get("index", n)
+                    call = calls.setdefault(
+                        index if isinstance(index, int) else n,
+                        {"function": {"name": "", "arguments": ""}},
+                    )
+                    fn = part.get("function")
+                    if isinstance(fn, dict):
+                        if isinstance(fn.get("name"), str):
+                            call["function"]["name"] += fn["name"]
+                        args = fn.get("arguments")
+                        if isinstance(args, str):
+                            call["function"]["arguments"] += args
+                        elif isinstance(args, dict):
+                            call["function"]["arguments"] = args
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
+        if calls:
+            message["tool_calls"] = [calls[i] for i in sorted(calls)]
+        assembled: dict[str, Any] = {"choices": [{"index": 0, "message": message}]}
+        if usage is not None:
+            assembled["usage"] = usage
+        return assembled, first
