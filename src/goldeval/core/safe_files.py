@@ -103,14 +103,19 @@ def read_regular_file(path: Path) -> bytes:
                 path=path,
                 hint="replace it with an ordinary file",
             )
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return read_fd(fd)
     except OSError as exc:
         raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
     finally:
         os.close(fd)
+
+
+def read_fd(fd: int) -> bytes:
+    """Everything left to read from an open file descriptor (opened without following links)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.core.safe_files import read_fd
 from goldeval.core.textsafe import safe_text
 from goldeval.reports import site
 from goldeval.results.run_document import RUN_DOCUMENT
@@ -593,13 +594,7 @@ def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:
                 f"{path.name} of run {run_id} is {info.st_size} bytes, the inventory says "
                 f"{expected}: it was changed after the run; it is not served",
             )
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return read_fd(fd)
     finally:
         os.close(fd)
 
