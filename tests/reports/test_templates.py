@@ -177,3 +177,33 @@ def test_line_breaks_of_a_template_do_not_reach_the_page() -> None:
 def test_strict_undefined_catches_a_missing_view_field() -> None:
     with pytest.raises(jinja2.UndefinedError):
         render("attempt.html.j2")
+
+
+def test_html_shows_provider_tries_queue_wait_and_run_retries() -> None:
+    from goldeval.reports.html import render_attempt, render_summary
+
+    attempt = render_attempt(
+        {
+            "case": {"caseId": "c-1", "prompt": "p"},
+            "attempt": {
+                "caseId": "c-1",
+                "index": 1,
+                "status": "PASS",
+                "tries": 3,
+                "queueMs": 120,
+                "ttftMs": 45,
+                "durationMs": 900,
+            },
+        }
+    )
+    assert "Provider tries" in attempt and ">3<" in attempt
+    assert "120 ms" in attempt and "45 ms" in attempt
+    run = {
+        "protocol": {"datasetId": "demo-v1"},
+        "metrics": {"retries": {"attempts": 2, "extraTries": 5, "caseIds": ["c-1"]}},
+        "cases": [],
+    }
+    summary = render_summary(run)
+    assert "Retries" in summary and "2 attempt(s) needed more than one provider try" in summary
+    assert "5 extra tries" in summary
+    assert "Retries" not in render_summary({**run, "metrics": {}})

@@ -90,6 +90,21 @@ def protocol_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
         ("Attempts per case", p.get("attempts")),
         ("Selected cases", len(p.get("selectedCaseIds") or [])),
         ("Grader config hash", p.get("graderConfigHash")),
+        *_retry_rows(run),
+    ]
+
+
+def _retry_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Provider retries of the run in total (live runs; absent when every call took one try)."""
+    retries = (run.get("metrics") or {}).get("retries") or {}
+    if not retries.get("attempts"):
+        return []
+    return [
+        (
+            "Retries",
+            f"{retries['attempts']} attempt(s) needed more than one provider try "
+            f"({retries.get('extraTries', 0)} extra tries)",
+        )
     ]
 
 
@@ -246,6 +261,12 @@ def render_attempt(payload: Mapping[str, Any]) -> str:
         ("Model", attempt.get("model")),
         ("Duration", f"{attempt.get('durationMs', 0)} ms"),
     ]
+    if attempt.get("tries") is not None:
+        facts.append(("Provider tries", attempt.get("tries")))
+    if attempt.get("queueMs") is not None:
+        facts.append(("Queue wait", f"{attempt.get('queueMs')} ms"))
+    if attempt.get("ttftMs") is not None:
+        facts.append(("Time to first token", f"{attempt.get('ttftMs')} ms"))
     tokens = attempt.get("tokens") or {}
     if tokens.get("totalTokens") is not None:
         facts.append(
