@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.server.settings import DATASET_SPEC
 
 _PRINTABLE = r"^[\x21-\x7e]{1,200}$"
@@ -119,13 +120,19 @@ class RunOut(BaseModel):
     )
     error: str | None
     attempts: dict[str, int] | None = None
-    protocol: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
-    qualityGate: dict[str, Any] | None = None
-    exitDecision: dict[str, Any] | None = None
-    comparison: dict[str, Any] | None = None
+    # The run document's own models (goldeval.results.documents), shown with the keys run.json
+    # has: the OpenAPI schema types every field, the JSON equals run.json's.
+    protocol: Protocol | None = None
+    metrics: Metrics | None = None
+    qualityGate: GateDoc | None = None
+    exitDecision: ExitDecisionDoc | None = None
+    comparison: Comparison | None = None
     artifacts: list[ArtifactOut] | None = None
     links: dict[str, str] = Field(default_factory=dict)
+
+    @field_serializer("protocol", "metrics", "qualityGate", "exitDecision", "comparison")
+    def _as_in_run_json(self, value: Any) -> dict[str, Any] | None:
+        return value.dump() if value is not None else None
 
 
 class RunPage(BaseModel):

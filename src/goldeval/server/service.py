@@ -20,12 +20,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.safe_files import read_fd
 from goldeval.core.textsafe import safe_text
 from goldeval.reports import site
+from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server import datasets
 from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
@@ -264,12 +267,12 @@ class Service:
             summary = row.summary or {}
             doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
             doc = doc if isinstance(doc, dict) else {}
-            out.protocol = row.protocol
             metrics = summary.get("metrics") if isinstance(summary, dict) else None
-            out.metrics = metrics if isinstance(metrics, dict) else None
-            out.qualityGate = doc.get("qualityGate")
-            out.exitDecision = doc.get("exitDecision")
-            out.comparison = doc.get("comparison")
+            out.protocol = _typed(Protocol, row.protocol)
+            out.metrics = _typed(Metrics, metrics)
+            out.qualityGate = _typed(GateDoc, doc.get("qualityGate"))
+            out.exitDecision = _typed(ExitDecisionDoc, doc.get("exitDecision"))
+            out.comparison = _typed(Comparison, doc.get("comparison"))
             out.artifacts = [
                 ArtifactOut(
                     type=kind,
@@ -597,6 +600,14 @@ def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:
         return read_fd(fd)
     finally:
         os.close(fd)
+
+
+_DocT = TypeVar("_DocT", bound=BaseModel)
+
+
+def _typed(model: type[_DocT], value: Any) -> _DocT | None:
+    """A part of the recorded run document as its typed model (None when absent)."""
+    return model.model_validate(value) if isinstance(value, dict) else None
 
 
 def _remove_tree(folder: Path) -> None:
