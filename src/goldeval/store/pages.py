@@ -1,0 +1,82 @@
+"""Deduplicated storage of a run's cases and attempts: content-addressed texts plus run pages.
+
+Ten runs of the same dataset in fixture mode used to store every case text and every graded
+record ten times. Since schema version 5 the store keeps:
+
+* ``contents``: each distinct JSON text once, keyed by its SHA-256 (a case's info — so case
+  texts are stored once per dataset version — and an attempt's record minus the fields that
+  change from run to run);
+* ``run_pages``: per run, append-only compressed pages, one per write batch. A case entry is
+  ``[case id, content id]``; an attempt entry is ``[content id, run fields]``, where the run
+  fields are the record's key and per-run values (case id, index, model, status, duration,
+  tries). A run of 100,000 attempts adds a few bytes per attempt once its contents are known.
+
+The store writes into a page only what is new for the run (a case not yet recorded, an
+attempt key not yet recorded, or an ERROR attempt's non-ERROR retry), under the run's writer
+lock, so reading the pages in order with "a later attempt entry replaces an earlier one"
+gives exactly the rows the old one-row-per-attempt tables held.
+
+A pure module: no database, no pytest; :mod:`goldeval.store.base` does the SQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+CASE = "case"
+ATTEMPT = "attempt"
+PAGE_KINDS = (CASE, ATTEMPT)
+
+#: Record fields kept per run (in the page), not in the shared content: the attempt's key,
+#: its status and the values that differ between two runs of the same answers.
+RUN_FIELDS = frozenset(
+    {"caseId", "case_id", "index", "model", "status", "durationMs", "duration_ms", "tries"}
+)
+
+_COMPACT = (",", ":")
+
+
+def digest(text: str) -> bytes:
+    """The content key of a JSON text: its SHA-256 (32 raw bytes)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def split_record(record: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(run fields, content)`` of an attempt record dict; ``{**run, **content}`` is equal
+    to the record."""
+    run: dict[str, Any] = {}
+    content: dict[str, Any] = {}
+    for key, value in record.items():
+        (run if key in RUN_FIELDS else content)[key] = value
+    return run, content
+
+
+def join_record(run_fields: Mapping[str, Any], content: Mapping[str, Any]) -> dict[str, Any]:
+    """The record ``split_record`` split (key order: the key fields first)."""
+    out = dict(run_fields)
+    out.update(content)
+    return out
+
+
+def encode_page(entries: Iterable[Any]) -> bytes:
+    """A page body: the entries as compact JSON, zlib-compressed."""
+    text = json.dumps(list(entries), ensure_ascii=False, separators=_COMPACT)
+    return zlib.compress(text.encode("utf-8"), 6)
+
+
+def decode_page(body: Any) -> list[Any]:
+    """The entries of a page body (``bytes``, or a driver's ``memoryview``)."""
+    raw = bytes(body)
+    value = json.loads(zlib.decompress(raw).decode("utf-8"))
+    if not isinstance(value, list):
+        raise ValueError("a run page is not a JSON list")
+    return value
+
+
+def key_string(case_id: str, index: int, model: str) -> str:
+    """One compact string per attempt key (the writer's in-memory index holds 100,000s)."""
+    return f"{case_id}\x1f{index}\x1f{model}"
