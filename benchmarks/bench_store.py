@@ -339,7 +339,7 @@ def sizes(rows: int, runs: int, workdir: Path, urls: dict[str, tuple[str, str]])
                 f"{many / one:.2f}x",
                 f"old layout {old_after[runs] / old_after[1]:.2f}x",
                 "",
-                f"<= 1.5x",
+                "<= 1.5x",
             )
         )
     return out
