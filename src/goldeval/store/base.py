@@ -255,8 +255,9 @@ class Store(ABC):
     def record_attempt_texts(self, run_id: str, rows: Iterable[AttemptText]) -> int:
         """:meth:`record_attempts` for records already serialised as compact JSON (without
         raw model text): ``(case_id, index, model, status, record_json)`` per attempt. The
-        plugin's path: attempts reach the controller as JSON text, so parsing them only to
-        serialise them again would be wasted work. The default parses; SQL stores don't."""
+        plugin's path: attempts reach the controller as JSON text. The key and status come
+        from the tuple; SQL stores parse the text once to set the per-run fields (duration,
+        tries) apart from the content they share with other runs."""
         return self.record_attempts(run_id, [json.loads(row[4]) for row in rows])
 
     @abstractmethod
@@ -713,11 +714,11 @@ class SqlStore(Store):
                     chosen.append(a)
             if not chosen:
                 return 0
-            texts = {digest(a.content): a.content for a in chosen}
-            ids = self._content_ids(tx, texts)
+            keys = [digest(a.content) for a in chosen]
+            ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, chosen, strict=True)})
             entries: list[list[Any]] = [
-                [a.case_id, a.index, a.model, a.status, ids[digest(a.content)], a.run_fields]
-                for a in chosen
+                [a.case_id, a.index, a.model, a.status, ids[k], a.run_fields]
+                for k, a in zip(keys, chosen, strict=True)
             ]
             self._append_page(tx, run_id, index.last_page + 1, ATTEMPT, entries)
             index.last_page += 1
