@@ -1,13 +1,15 @@
 """The run store: write speed against bare executemany, and size of repeated runs.
 
     python benchmarks/bench_store.py [--attempts 100000] [--repeat 3] [--postgres URL]
-    python benchmarks/bench_store.py --sizes --rows 10000 --runs 10 [--postgres URL]
+    python benchmarks/bench_store.py --sizes --rows 10000 --runs 10 [--replay] [--postgres URL]
 
 ``--sizes``: real fixture-mode pytest runs of one generated dataset (benchmarks/generate.py)
 into a fresh SQLite store and a fresh PostgreSQL database; prints the store size after the
 first run and after ``--runs`` runs, side by side with the same rows (read back from the
 store) written in the layout before schema version 5 (one row per case and attempt per run).
-Target: ``--runs`` 10 runs <= 1.5x the size of one.
+Target: ``--runs`` 10 runs <= 1.5x the size of one. With ``--replay`` only the first run is
+a pytest run; the others write its cases and records (new durations) through the store API in
+batches of 500, as the plugin does (quicker at 100,000 rows).
 
 Side by side in one run, alternately, each into a fresh empty database (best of --repeat):
 ``Store.record_attempt_texts`` (the plugin's path: records arrive as compact JSON text) and
@@ -286,8 +288,44 @@ def _old_size(con: Any, backend: str, path: str) -> int:
     )
 
 
-def sizes(rows: int, runs: int, workdir: Path, urls: dict[str, tuple[str, str]]) -> list[tuple]:
-    """Store size after 1 and after ``runs`` real fixture runs, per backend, both layouts."""
+def _replay(store: Any, first: Any, cases: list[dict], attempts: list[dict], n: int) -> None:
+    """Run ``n`` written through the store API as the plugin writes it: the first run's cases
+    and records (same answers, same grading), new durations, batches of 500, its summary."""
+    run_id = f"{first.run_id}-replay-{n}"
+    store.begin_run(
+        run_id,
+        dataset_id=first.dataset_id,
+        dataset_hash=first.dataset_hash,
+        mode=first.mode,
+        model=first.model,
+        protocol=first.protocol,
+        configuration=first.configuration,
+    )
+    for i in range(0, len(attempts), 500):
+        store.record_cases(run_id, cases[i : i + 500])
+        batch = []
+        for a in attempts[i : i + 500]:
+            a = {**a, "durationMs": (a.get("durationMs") or 0) + n}
+            batch.append(
+                (
+                    a["caseId"],
+                    a["index"],
+                    a.get("model"),
+                    a["status"],
+                    json.dumps(a, ensure_ascii=False, separators=(",", ":")),
+                )
+            )
+        store.record_attempt_texts(run_id, batch)
+    store.finish_run(run_id, "COMPLETED", first.summary or {})
+
+
+def sizes(
+    rows: int, runs: int, workdir: Path, urls: dict[str, tuple[str, str]], replay: bool = False
+) -> list[tuple]:
+    """Store size after 1 and after ``runs`` real fixture runs, per backend, both layouts.
+
+    ``replay``: only the first run is a pytest run; the others are written through the store
+    API with its records (see :func:`_replay`), which is quicker at 100,000 rows."""
     from generate import generate
 
     root = generate(rows, workdir / f"rows-{rows}")
@@ -296,7 +334,18 @@ def sizes(rows: int, runs: int, workdir: Path, urls: dict[str, tuple[str, str]])
         after: dict[int, int] = {}
         old_after: dict[int, int] = {}
         con, old_backend, mark = _old_layout(old_url, [])
+        first: Any = None
         for n in range(1, runs + 1):
+            if replay and first is not None:
+                with open_store(url) as store:
+                    _replay(store, first[0], first[1], first[2], n)
+                    run = store.get_run(f"{first[0].run_id}-replay-{n}")
+                    _old_write(con, mark, run, first[1], store.attempts(run.run_id))
+                    if n in (1, runs):
+                        after[n] = store.size_bytes()
+                        old_after[n] = _old_size(con, old_backend, old_url)
+                print(f"{backend}: run {n} of {runs} done (replayed)", file=sys.stderr, flush=True)
+                continue
             m = run_once(
                 pytest_cmd(
                     "--golden=bench-v1", f"--golden-store={url}", "--golden-artifacts=never"
@@ -308,7 +357,9 @@ def sizes(rows: int, runs: int, workdir: Path, urls: dict[str, tuple[str, str]])
                 raise SystemExit(f"run {n} exited {m.rc}")
             with open_store(url) as store:
                 run = store.runs(limit=1)[0]
-                _old_write(con, mark, run, store.cases(run.run_id), store.attempts(run.run_id))
+                cases, attempts = store.cases(run.run_id), store.attempts(run.run_id)
+                first = (run, cases, attempts)
+                _old_write(con, mark, run, cases, attempts)
                 if n in (1, runs):
                     after[n] = store.size_bytes()
                     old_after[n] = _old_size(con, old_backend, old_url)
@@ -370,7 +421,7 @@ def main_sizes(args: argparse.Namespace) -> None:
                 _fresh_pg(admin, "bench_sizes_old"),
             ),
         }
-        print(table(sizes(args.rows, args.runs, workdir, urls)))
+        print(table(sizes(args.rows, args.runs, workdir, urls, args.replay)))
     finally:
         if server is not None:
             server.stop()
@@ -384,6 +435,9 @@ def main() -> None:
     parser.add_argument("--sizes", action="store_true", help="store size of repeated runs")
     parser.add_argument("--rows", type=int, default=10_000, help="--sizes: dataset rows")
     parser.add_argument("--runs", type=int, default=10, help="--sizes: runs of the dataset")
+    parser.add_argument(
+        "--replay", action="store_true", help="--sizes: one pytest run, the others replayed"
+    )
     args = parser.parse_args()
     if args.sizes:
         main_sizes(args)
