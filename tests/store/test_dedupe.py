@@ -16,7 +16,7 @@ from goldeval.models import AttemptRecord, CaseInfo, ContractResult, Status
 from goldeval.run import attempt_payload, without_raw_text
 from goldeval.store import LATEST_VERSION, Store, open_store
 from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
-from goldeval.store.pages import decode_page
+from goldeval.store.pages import MARK, decode_page
 from tests.helpers import RunFiles
 from tests.store.conftest import Target
 
@@ -209,19 +209,35 @@ def test_migration_5_moves_old_rows_and_reads_the_same(target: Target) -> None:
     assert sum(len(decode_page(body)) for (body,) in pages) == CASES
 
 
+def _page_contents(target: Target) -> set[int]:
+    """Ids of the contents the run pages refer to (cases and attempts)."""
+    out: set[int] = set()
+    for kind, body in target.query("SELECT kind, body FROM run_pages"):
+        out.update(int(e[1] if kind == "case" else e[4]) for e in decode_page(body))
+    return out
+
+
 @pytest.mark.parametrize("runs", [3])
 def test_plugin_runs_of_one_dataset_share_their_texts(
     pytester: pytest.Pytester, golden_project: Path, target: Target, run_files: RunFiles, runs: int
 ) -> None:
-    """Real pytest runs in fixture mode: the second and later runs add no content."""
-    counts = []
+    """Real pytest runs in fixture mode: the second and later runs add no case or record
+    content, and their summaries share the values that do not change (selected case ids)."""
+    seen = []
     for _ in range(runs):
         result = pytester.runpytest("--golden=generation-v1", f"--golden-store={target.url}")
         assert result.ret == 0, result.stdout.str()
-        counts.append(_count(target, "contents"))
-    assert counts[0] > 0 and counts == [counts[0]] * runs, counts
+        seen.append(_page_contents(target))
+    assert seen[0] and seen == [seen[0]] * runs
+    raw = [r[0] for r in target.query("SELECT summary FROM runs")]
+    texts = [r if isinstance(r, str) else json.dumps(r) for r in raw]
+    assert all(MARK in t for t in texts)  # the case id list is a shared content
     with open_store(target.url) as store:
         latest = run_files.latest()
+        row = store.get_run(latest["runId"])
+        assert row is not None and row.summary is not None
+        recorded = row.summary["runDocument"]
+        assert recorded["protocol"] == latest["protocol"]  # put back in place
         cases = store.cases(latest["runId"])
         assert [c["caseId"] for c in cases] == [c["caseId"] for c in latest["cases"]]
         assert len(store.attempts(latest["runId"])) == latest["attemptsTotal"]

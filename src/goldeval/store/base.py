@@ -40,8 +40,13 @@ from goldeval.store.pages import (
     decode_page,
     digest,
     encode_page,
+    expand,
+    externalise,
+    full_fields,
     join_record,
     key_string,
+    marks,
+    slim_fields,
     split_record,
 )
 
@@ -479,6 +484,9 @@ class _Attempt:
     run_fields: dict[str, Any]
     content: str
 
+    def slim(self) -> dict[str, Any]:
+        return slim_fields(self.case_id, self.index, self.status, self.run_fields)
+
 
 def _attempt_from_record(record: Mapping[str, Any]) -> _Attempt:
     (case_id, index, model), status = attempt_key(record)
@@ -577,8 +585,42 @@ class SqlStore(Store):
             resumed=resumed,
         )
 
-    def _run_row(self, row: tuple[Any, ...]) -> RunRow:
-        summary = _json_value(row[11]) if row[11] is not None else None
+    def _stand_in_texts(self, tx: Tx, values: Iterable[Any]) -> dict[str, str]:
+        """hex digest -> JSON text of every content the stand-ins in ``values`` refer to,
+        also those within those contents (a large value inside a large value)."""
+        texts: dict[str, str] = {}
+        wanted: set[str] = set()
+        for value in values:
+            wanted |= marks(value)
+        while wanted:
+            keys = sorted(wanted)
+            found: dict[str, str] = {}
+            for i in range(0, len(keys), _IN_CHUNK):
+                chunk = [bytes.fromhex(k) for k in keys[i : i + _IN_CHUNK]]
+                sql_marks = ", ".join("?" * len(chunk))
+                for key, body in tx.query(
+                    f"SELECT sha256, body FROM contents WHERE sha256 IN ({sql_marks})", chunk
+                ):
+                    found[bytes(key).hex()] = str(body)
+            if set(found) != wanted:
+                raise StoreError(f"{self.url}: a run summary refers to missing contents")
+            texts.update(found)
+            wanted = set()
+            for text in found.values():
+                wanted |= marks(json.loads(text))
+            wanted -= set(texts)
+        return texts
+
+    def _run_rows(self, tx: Tx, rows: list[tuple[Any, ...]]) -> list[RunRow]:
+        """Rows as :class:`RunRow`, their summaries' stored values put back in place."""
+        summaries = [_json_value(r[11]) if r[11] is not None else None for r in rows]
+        texts = self._stand_in_texts(tx, summaries)
+        return [
+            self._run_row(r, expand(s, texts) if texts else s)
+            for r, s in zip(rows, summaries, strict=True)
+        ]
+
+    def _run_row(self, row: tuple[Any, ...], summary: Any) -> RunRow:
         return RunRow(
             run_id=row[0],
             run_key=row[1],
@@ -717,7 +759,7 @@ class SqlStore(Store):
             keys = [digest(a.content) for a in chosen]
             ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, chosen, strict=True)})
             entries: list[list[Any]] = [
-                [a.case_id, a.index, a.model, a.status, ids[k], a.run_fields]
+                [a.case_id, a.index, a.model, a.status, ids[k], a.slim()]
                 for k, a in zip(keys, chosen, strict=True)
             ]
             self._append_page(tx, run_id, index.last_page + 1, ATTEMPT, entries)
@@ -782,7 +824,7 @@ class SqlStore(Store):
                             a.model,
                             a.status,
                             ids[digest(a.content)],
-                            a.run_fields,
+                            a.slim(),
                         ]
                         for a in moved
                     ],
@@ -896,7 +938,8 @@ class SqlStore(Store):
             final = self._final_attempts(tx, run_id)
             texts = self._content_texts(tx, (e[4] for e in final.values()))
         return [
-            join_record(final[key][5], json.loads(texts[final[key][4]])) for key in sorted(final)
+            join_record(full_fields(c, i, e[3], e[5]), json.loads(texts[e[4]]))
+            for (c, i, m), e in sorted(final.items())
         ]
 
     def cases(self, run_id: str) -> list[dict[str, Any]]:
@@ -918,12 +961,18 @@ class SqlStore(Store):
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} is not one of {RUN_STATUSES}")
         with self._transaction("finish_run") as tx:
-            changed = tx.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
-                (status, self._ts_param(_utcnow()), json_text(dict(summary)), run_id),
-            )
-            if changed != 1:
+            if not self._lock_run(tx, run_id):
                 raise StoreError(f"finish_run: no run {run_id!r} in {self.url}")
+            # Large values (the selected case ids...) are the same in every run of a dataset:
+            # stored once, as contents, like the cases and records.
+            texts: dict[bytes, str] = {}
+            compact = externalise(_finite(dict(summary)), texts)
+            if texts:
+                self._content_ids(tx, texts)
+            tx.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
+                (status, self._ts_param(_utcnow()), json_text(compact), run_id),
+            )
 
     def record_artifacts(self, run_id: str, artifacts: Iterable[tuple[str, str, int]]) -> int:
         now = self._ts_param(_utcnow())
@@ -950,14 +999,14 @@ class SqlStore(Store):
                 " ORDER BY started_at DESC, run_id DESC LIMIT ?",
                 (*params, int(limit)),
             )
-        return [self._run_row(r) for r in rows]
+            return self._run_rows(tx, rows)
 
     def get_run(self, run_id_or_key: str) -> RunRow | None:
         with self._read("get_run") as tx:
             row = self._find(tx, "run_id", run_id_or_key) or self._find(
                 tx, "run_key", run_id_or_key
             )
-        return self._run_row(row) if row is not None else None
+            return self._run_rows(tx, [row])[0] if row is not None else None
 
     def delete_runs(self, run_ids: Iterable[str]) -> int:
         ids = list(dict.fromkeys(run_ids))
@@ -972,6 +1021,10 @@ class SqlStore(Store):
             for kind, body in tx.query("SELECT kind, body FROM run_pages"):
                 column = 1 if kind == CASE else 4
                 referenced.update(int(e[column]) for e in decode_page(body))
+            summaries = tx.query("SELECT summary FROM runs WHERE summary IS NOT NULL")
+            in_summaries = self._stand_in_texts(tx, (_json_value(r[0]) for r in summaries))
+            keys = sorted(bytes.fromhex(k) for k in in_summaries)
+            referenced.update(self._known_contents(tx, keys).values())
             unused = [
                 (int(i),)
                 for (i,) in tx.query("SELECT id FROM contents")
