@@ -59,8 +59,11 @@ class Policy:
             raise GoldevalError("prune: give exactly one of --keep-last N and --older-than DAYS")
         if self.keep_last is not None and self.keep_last < 0:
             raise GoldevalError(f"prune: --keep-last must be 0 or more, not {self.keep_last}")
-        if self.older_than is not None and not self.older_than >= 0:
-            raise GoldevalError(f"prune: --older-than must be 0 or more, not {self.older_than}")
+        if self.older_than is not None and not 0 <= self.older_than <= 1_000_000:
+            raise GoldevalError(
+                f"prune: --older-than must be a number of days from 0 to 1000000, "
+                f"not {self.older_than}"
+            )
 
     def candidates(self, started: list[tuple[str, datetime]], now: datetime) -> set[str]:
         """Names beyond the policy among ``(name, started)`` pairs (protection not applied)."""

@@ -179,6 +179,10 @@ def test_bad_usage_is_a_clear_error(golden_project: Path) -> None:
     assert neither.returncode == 4 and "--keep-last" in neither.stderr
     negative = run_cli("prune", "--keep-last", "-2", cwd=golden_project)
     assert negative.returncode == 4 and "--keep-last must be 0 or more" in negative.stderr
+    for days in ("nan", "inf", "-1"):
+        bad = run_cli("prune", f"--older-than={days}", cwd=golden_project)
+        assert bad.returncode == 4 and "--older-than must be a number of days" in bad.stderr
+        assert "Traceback" not in bad.stderr
     (golden_project / "baselines" / "broken.json").write_text("{not json")
     broken = run_cli("prune", "--keep-last", "1", cwd=golden_project)
     assert broken.returncode == 4
