@@ -7,9 +7,12 @@ record ten times. Since schema version 5 the store keeps:
   texts are stored once per dataset version — and an attempt's record minus the fields that
   change from run to run);
 * ``run_pages``: per run, append-only compressed pages, one per write batch. A case entry is
-  ``[case id, content id]``; an attempt entry is ``[content id, run fields]``, where the run
-  fields are the record's key and per-run values (case id, index, model, status, duration,
-  tries). A run of 100,000 attempts adds a few bytes per attempt once its contents are known.
+  ``[case id, content id]``; an attempt entry is ``[case id, index, model, status, content
+  id, run fields]``, where the run fields are the record's per-run values (duration, tries;
+  the key fields only when they differ from the entry's). A run of 100,000 attempts adds a
+  few bytes per attempt once its contents are known;
+* in ``runs.summary``, values longer than :data:`BIG_VALUE` (the run document's selected case
+  ids) are stand-ins ``{"$goldevalContent": sha256}`` for a content.
 
 The store writes into a page only what is new for the run (a case not yet recorded, an
 attempt key not yet recorded, or an ERROR attempt's non-ERROR retry), under the run's writer
