@@ -1,6 +1,15 @@
-"""The run store: 100,000 attempt records written to SQLite and PostgreSQL vs bare executemany.
+"""The run store: write speed against bare executemany, and size of repeated runs.
 
     python benchmarks/bench_store.py [--attempts 100000] [--repeat 3] [--postgres URL]
+    python benchmarks/bench_store.py --sizes --rows 10000 --runs 10 [--replay] [--postgres URL]
+
+``--sizes``: real fixture-mode pytest runs of one generated dataset (benchmarks/generate.py)
+into a fresh SQLite store and a fresh PostgreSQL database; prints the store size after the
+first run and after ``--runs`` runs, side by side with the same rows (read back from the
+store) written in the layout before schema version 5 (one row per case and attempt per run).
+Target: ``--runs`` 10 runs <= 1.5x the size of one. With ``--replay`` only the first run is
+a pytest run; the others write its cases and records (new durations) through the store API in
+batches of 500, as the plugin does (quicker at 100,000 rows).
 
 Side by side in one run, alternately, each into a fresh empty database (best of --repeat):
 ``Store.record_attempt_texts`` (the plugin's path: records arrive as compact JSON text) and
@@ -25,30 +34,50 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
-from _measure import table
+from _measure import pytest_cmd, table
+from _measure import run as run_once
 
 from goldeval.store import open_store
+from goldeval.store.base import json_text
+from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
 
 
 def records(n: int) -> list[dict]:
     out = []
     for i in range(n):
         ok = i % 10 != 0
-        out.append({"caseId": f"case-{i // 5:06d}", "index": i % 5 + 1,
-                    "status": "PASS" if ok else "FAIL", "durationMs": 120 + i % 50,
-                    "contract": {"passed": ok, "violations": [], "ragChecked": True,
-                                 "ragOk": ok, "taxonomy": []},
-                    "tokens": {"inputTokens": 900, "outputTokens": 100, "totalTokens": 1000}})
+        out.append(
+            {
+                "caseId": f"case-{i // 5:06d}",
+                "index": i % 5 + 1,
+                "status": "PASS" if ok else "FAIL",
+                "durationMs": 120 + i % 50,
+                "contract": {
+                    "passed": ok,
+                    "violations": [],
+                    "ragChecked": True,
+                    "ragOk": ok,
+                    "taxonomy": [],
+                },
+                "tokens": {"inputTokens": 900, "outputTokens": 100, "totalTokens": 1000},
+            }
+        )
     return out
 
 
 def bench_store(url: str, recs: list[dict]) -> float:
     with open_store(url) as store:
-        store.begin_run("bench-run", dataset_id="bench", dataset_hash="h", mode="LIVE",
-                        protocol={}, configuration={})
+        store.begin_run(
+            "bench-run",
+            dataset_id="bench",
+            dataset_hash="h",
+            mode="LIVE",
+            protocol={},
+            configuration={},
+        )
         start = time.perf_counter()
         for i in range(0, len(recs), 500):
-            store.record_attempts("bench-run", recs[i:i + 500])
+            store.record_attempts("bench-run", recs[i : i + 500])
         return time.perf_counter() - start
 
 
@@ -56,33 +85,59 @@ def bench_store_texts(url: str, recs: list[dict]) -> float:
     """The plugin's path: records arrive as compact JSON text (serialising is timed, as in
     the bare reference) and are written with ``record_attempt_texts``."""
     with open_store(url) as store:
-        store.begin_run("bench-texts", dataset_id="bench", dataset_hash="h", mode="LIVE",
-                        protocol={}, configuration={})
+        store.begin_run(
+            "bench-texts",
+            dataset_id="bench",
+            dataset_hash="h",
+            mode="LIVE",
+            protocol={},
+            configuration={},
+        )
         start = time.perf_counter()
-        rows = [(r["caseId"], r["index"], None, r["status"],
-                 json.dumps(r, ensure_ascii=False, separators=(",", ":"))) for r in recs]
+        rows = [
+            (
+                r["caseId"],
+                r["index"],
+                None,
+                r["status"],
+                json.dumps(r, ensure_ascii=False, separators=(",", ":")),
+            )
+            for r in recs
+        ]
         for i in range(0, len(rows), 500):
-            store.record_attempt_texts("bench-texts", rows[i:i + 500])
+            store.record_attempt_texts("bench-texts", rows[i : i + 500])
         return time.perf_counter() - start
 
 
 def bare_rows(recs: list[dict]) -> list[tuple]:
-    return [("bench-run", r["caseId"], r["index"], "", r["status"],
-             json.dumps(r, separators=(",", ":")), "2026-01-01T00:00:00Z") for r in recs]
+    return [
+        (
+            "bench-run",
+            r["caseId"],
+            r["index"],
+            "",
+            r["status"],
+            json.dumps(r, separators=(",", ":")),
+            "2026-01-01T00:00:00Z",
+        )
+        for r in recs
+    ]
 
 
 def bench_bare_sqlite(path: Path, recs: list[dict]) -> float:
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
-    con.execute("CREATE TABLE attempts (run_id TEXT, case_id TEXT, attempt_index INTEGER, "
-                "model TEXT, status TEXT, record TEXT, created_at TEXT, "
-                "PRIMARY KEY (run_id, case_id, attempt_index, model))")
+    con.execute(
+        "CREATE TABLE attempts (run_id TEXT, case_id TEXT, attempt_index INTEGER, "
+        "model TEXT, status TEXT, record TEXT, created_at TEXT, "
+        "PRIMARY KEY (run_id, case_id, attempt_index, model))"
+    )
     start = time.perf_counter()
     rows = bare_rows(recs)
     for i in range(0, len(rows), 500):
         con.execute("BEGIN")
-        con.executemany("INSERT INTO attempts VALUES (?,?,?,?,?,?,?)", rows[i:i + 500])
+        con.executemany("INSERT INTO attempts VALUES (?,?,?,?,?,?,?)", rows[i : i + 500])
         con.execute("COMMIT")
     elapsed = time.perf_counter() - start
     con.close()
@@ -94,15 +149,18 @@ def bench_bare_pg(url: str, recs: list[dict]) -> float:
 
     with psycopg.connect(url, autocommit=True) as con:
         con.execute("DROP TABLE IF EXISTS bare_attempts")
-        con.execute("CREATE TABLE bare_attempts (run_id TEXT, case_id TEXT, attempt_index "
-                    "INTEGER, model TEXT, status TEXT, record JSONB, created_at TIMESTAMPTZ, "
-                    "PRIMARY KEY (run_id, case_id, attempt_index, model))")
+        con.execute(
+            "CREATE TABLE bare_attempts (run_id TEXT, case_id TEXT, attempt_index "
+            "INTEGER, model TEXT, status TEXT, record JSONB, created_at TIMESTAMPTZ, "
+            "PRIMARY KEY (run_id, case_id, attempt_index, model))"
+        )
         start = time.perf_counter()
         rows = bare_rows(recs)
         for i in range(0, len(rows), 500):
             with con.transaction(), con.cursor() as cur:
-                cur.executemany("INSERT INTO bare_attempts VALUES (%s,%s,%s,%s,%s,%s,%s)",
-                                rows[i:i + 500])
+                cur.executemany(
+                    "INSERT INTO bare_attempts VALUES (%s,%s,%s,%s,%s,%s,%s)", rows[i : i + 500]
+                )
         return time.perf_counter() - start
 
 
@@ -126,32 +184,294 @@ def _measure(
     return best
 
 
+def _old_layout(url: str, runs: list[tuple[Any, list[dict], list[dict]]]) -> Any:
+    """A store in the layout before schema version 5, holding the same rows; returns it
+    opened raw (sqlite3 or psycopg connection) so the caller can measure it."""
+    if "://" in url:
+        import psycopg
+
+        con: Any = psycopg.connect(url, autocommit=True)
+        backend, mark = "postgresql", "%s"
+    else:
+        con = sqlite3.connect(url, isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        backend, mark = "sqlite", "?"
+    con.execute(SCHEMA_VERSION_DDL[backend])
+    for step in MIGRATIONS[backend][:4]:
+        for statement in step.statements:
+            con.execute(statement)
+    return con, backend, mark
+
+
+def _old_write(con: Any, mark: str, run: Any, cases: list[dict], attempts: list[dict]) -> None:
+    q = lambda sql: sql.replace("?", mark)  # noqa: E731
+    con.execute(
+        q("INSERT INTO datasets VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"),
+        (run.dataset_id, run.dataset_hash, None, "2026-01-01T00:00:00+00:00"),
+    )
+    con.execute(
+        q(
+            "INSERT INTO runs (run_id, dataset_id, dataset_hash, mode, model, protocol,"
+            " configuration, status, started_at, finished_at, summary)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ),
+        (
+            run.run_id,
+            run.dataset_id,
+            run.dataset_hash,
+            run.mode,
+            run.model,
+            json_text(run.protocol),
+            json_text(run.configuration),
+            run.status,
+            "2026-01-01T00:00:00+00:00",
+            "2026-01-01T00:00:00+00:00",
+            json_text(run.summary),
+        ),
+    )
+    now = "2026-01-01T00:00:00.000000+00:00"
+    if hasattr(con, "cursor") and mark == "%s":
+        with con.transaction(), con.cursor() as cur:
+            cur.executemany(
+                q("INSERT INTO cases VALUES (?, ?, ?)"),
+                [(run.run_id, c["caseId"], json_text(c)) for c in cases],
+            )
+            cur.executemany(
+                q("INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                [
+                    (
+                        run.run_id,
+                        a["caseId"],
+                        a["index"],
+                        a.get("model") or "",
+                        a["status"],
+                        json_text(a),
+                        now,
+                    )
+                    for a in attempts
+                ],
+            )
+        return
+    con.execute("BEGIN")
+    con.executemany(
+        q("INSERT INTO cases VALUES (?, ?, ?)"),
+        [(run.run_id, c["caseId"], json_text(c)) for c in cases],
+    )
+    con.executemany(
+        q("INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)"),
+        [
+            (
+                run.run_id,
+                a["caseId"],
+                a["index"],
+                a.get("model") or "",
+                a["status"],
+                json_text(a),
+                now,
+            )
+            for a in attempts
+        ],
+    )
+    con.execute("COMMIT")
+
+
+def _old_size(con: Any, backend: str, path: str) -> int:
+    if backend == "sqlite":
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return sum(Path(p).stat().st_size for p in (path, path + "-wal") if Path(p).exists())
+    return int(
+        con.execute(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+        ).fetchone()[0]
+    )
+
+
+def _replay(store: Any, first: Any, cases: list[dict], attempts: list[dict], n: int) -> None:
+    """Run ``n`` written through the store API as the plugin writes it: the first run's cases
+    and records (same answers, same grading), new durations, batches of 500, its summary."""
+    run_id = f"{first.run_id}-replay-{n}"
+    store.begin_run(
+        run_id,
+        dataset_id=first.dataset_id,
+        dataset_hash=first.dataset_hash,
+        mode=first.mode,
+        model=first.model,
+        protocol=first.protocol,
+        configuration=first.configuration,
+    )
+    for i in range(0, len(attempts), 500):
+        store.record_cases(run_id, cases[i : i + 500])
+        batch = []
+        for a in attempts[i : i + 500]:
+            a = {**a, "durationMs": (a.get("durationMs") or 0) + n}
+            batch.append(
+                (
+                    a["caseId"],
+                    a["index"],
+                    a.get("model"),
+                    a["status"],
+                    json.dumps(a, ensure_ascii=False, separators=(",", ":")),
+                )
+            )
+        store.record_attempt_texts(run_id, batch)
+    store.finish_run(run_id, "COMPLETED", first.summary or {})
+
+
+def sizes(
+    rows: int, runs: int, workdir: Path, urls: dict[str, tuple[str, str]], replay: bool = False
+) -> list[tuple]:
+    """Store size after 1 and after ``runs`` real fixture runs, per backend, both layouts.
+
+    ``replay``: only the first run is a pytest run; the others are written through the store
+    API with its records (see :func:`_replay`), which is quicker at 100,000 rows."""
+    from generate import generate
+
+    root = generate(rows, workdir / f"rows-{rows}")
+    out = []
+    for backend, (url, old_url) in urls.items():
+        after: dict[int, int] = {}
+        old_after: dict[int, int] = {}
+        con, old_backend, mark = _old_layout(old_url, [])
+        first: Any = None
+        for n in range(1, runs + 1):
+            if replay and first is not None:
+                with open_store(url) as store:
+                    _replay(store, first[0], first[1], first[2], n)
+                    run = store.get_run(f"{first[0].run_id}-replay-{n}")
+                    _old_write(con, mark, run, first[1], store.attempts(run.run_id))
+                    if n in (1, runs):
+                        after[n] = store.size_bytes()
+                        old_after[n] = _old_size(con, old_backend, old_url)
+                print(f"{backend}: run {n} of {runs} done (replayed)", file=sys.stderr, flush=True)
+                continue
+            m = run_once(
+                pytest_cmd(
+                    "--golden=bench-v1", f"--golden-store={url}", "--golden-artifacts=never"
+                ),
+                root,
+                {"PYTHONDONTWRITEBYTECODE": ""},
+            )
+            if m.rc != 0:
+                raise SystemExit(f"run {n} exited {m.rc}")
+            with open_store(url) as store:
+                run = store.runs(limit=1)[0]
+                cases, attempts = store.cases(run.run_id), store.attempts(run.run_id)
+                first = (run, cases, attempts)
+                _old_write(con, mark, run, cases, attempts)
+                if n in (1, runs):
+                    after[n] = store.size_bytes()
+                    old_after[n] = _old_size(con, old_backend, old_url)
+            print(f"{backend}: run {n} of {runs} done", file=sys.stderr, flush=True)
+        con.close()
+        one, many = after[1], after[runs]
+        out.append(
+            (
+                f"{backend}: store after 1 run of {rows:,} rows",
+                f"{one / 1e6:.1f} MB",
+                f"old layout {old_after[1] / 1e6:.1f} MB",
+                f"{one / old_after[1]:.2f}x",
+                "",
+            )
+        )
+        out.append(
+            (
+                f"{backend}: store after {runs} runs of the same rows",
+                f"{many / 1e6:.1f} MB",
+                f"old layout {old_after[runs] / 1e6:.1f} MB",
+                f"{many / old_after[runs]:.2f}x",
+                "",
+            )
+        )
+        out.append(
+            (
+                f"{backend}: {runs} runs / 1 run",
+                f"{many / one:.2f}x",
+                f"old layout {old_after[runs] / old_after[1]:.2f}x",
+                "",
+                "<= 1.5x",
+            )
+        )
+    return out
+
+
+def _postgres_admin(url: str | None) -> tuple[str, Any]:
+    if url is not None:
+        return url, None
+    from tests.store.conftest import ThrowawayPostgres, find_postgres_binaries
+
+    binaries = find_postgres_binaries()
+    if binaries is None:
+        raise SystemExit("PostgreSQL binaries not found; pass --postgres URL")
+    server = ThrowawayPostgres(binaries)
+    server.start()
+    server.wait_ready()
+    return server.admin_url(), server
+
+
+def main_sizes(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="goldeval-bench-store-"))
+    admin, server = _postgres_admin(args.postgres)
+    try:
+        urls = {
+            "SQLite": (str(workdir / "new.sqlite3"), str(workdir / "old.sqlite3")),
+            "PostgreSQL": (
+                _fresh_pg(admin, "bench_sizes_new"),
+                _fresh_pg(admin, "bench_sizes_old"),
+            ),
+        }
+        print(table(sizes(args.rows, args.runs, workdir, urls, args.replay)))
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--attempts", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--postgres", default=None, help="an admin URL (may create databases)")
+    parser.add_argument("--sizes", action="store_true", help="store size of repeated runs")
+    parser.add_argument("--rows", type=int, default=10_000, help="--sizes: dataset rows")
+    parser.add_argument("--runs", type=int, default=10, help="--sizes: runs of the dataset")
+    parser.add_argument(
+        "--replay", action="store_true", help="--sizes: one pytest run, the others replayed"
+    )
     args = parser.parse_args()
+    if args.sizes:
+        main_sizes(args)
+        return
     recs = records(args.attempts)
     rows = []
 
     def add(backend: str, best: dict[str, float]) -> None:
         bare = best["bare"]
         for name, label in (("texts", "JSON texts, the plugin's path"), ("dicts", "record dicts")):
-            rows.append((f"{backend}: {args.attempts:,} attempts ({label})", f"{best[name]:.2f} s",
-                         f"executemany {bare:.2f} s", f"{best[name] / bare:.2f}x", "<= 1.5x"))
+            rows.append(
+                (
+                    f"{backend}: {args.attempts:,} attempts ({label})",
+                    f"{best[name]:.2f} s",
+                    f"executemany {bare:.2f} s",
+                    f"{best[name] / bare:.2f}x",
+                    "<= 1.5x",
+                )
+            )
 
     with tempfile.TemporaryDirectory() as tmp:
-        add("SQLite", _measure(
-            args.repeat,
-            lambda name: str(Path(tmp) / f"{name}.sqlite3"),
-            {
-                "texts": bench_store_texts,
-                "dicts": bench_store,
-                "bare": lambda url, r: bench_bare_sqlite(Path(url), r),
-            },
-            recs,
-        ))
+        add(
+            "SQLite",
+            _measure(
+                args.repeat,
+                lambda name: str(Path(tmp) / f"{name}.sqlite3"),
+                {
+                    "texts": bench_store_texts,
+                    "dicts": bench_store,
+                    "bare": lambda url, r: bench_bare_sqlite(Path(url), r),
+                },
+                recs,
+            ),
+        )
     server = None
     admin = args.postgres
     if admin is None:
@@ -165,12 +485,15 @@ def main() -> None:
         server.wait_ready()
         admin = server.admin_url()
     try:
-        add("PostgreSQL", _measure(
-            args.repeat,
-            lambda name: _fresh_pg(admin, f"bench_{name}"),
-            {"texts": bench_store_texts, "dicts": bench_store, "bare": bench_bare_pg},
-            recs,
-        ))
+        add(
+            "PostgreSQL",
+            _measure(
+                args.repeat,
+                lambda name: _fresh_pg(admin, f"bench_{name}"),
+                {"texts": bench_store_texts, "dicts": bench_store, "bare": bench_bare_pg},
+                recs,
+            ),
+        )
     finally:
         if server is not None:
             server.stop()

@@ -24,12 +24,13 @@ from goldeval.store import (
     redact_url,
 )
 from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
+from goldeval.store.pages import decode_page
 from goldeval.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from conftest import PostgresServer, Target
 
-TABLES = {"datasets", "runs", "cases", "attempts", "artifacts", "schema_version"}
+TABLES = {"datasets", "runs", "contents", "run_pages", "artifacts", "schema_version"}
 SUMMARY = {
     "status": "COMPLETED",
     "metrics": {"overallPassRate": {"hits": 3, "total": 4, "rate": 0.75}},
@@ -63,17 +64,16 @@ def test_schema_is_created_at_the_latest_version(store: Store, target: Target) -
     assert store.schema_version() == LATEST_VERSION
     versions = target.query("SELECT version FROM schema_version ORDER BY version")
     assert [v for (v,) in versions] == list(range(1, LATEST_VERSION + 1))
+    assert not {"cases", "attempts"} & target.tables()  # moved into pages (migration 5)
     # The unique keys are in the schema itself, not only in the store's SQL.
     begin(store)
-    target.execute(
-        "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, record,"
-        " created_at) VALUES ('run-1', 'c', 1, '', 'PASS', '{}', '2026-01-01T00:00:00+00:00')"
-    )
+    page = "INSERT INTO run_pages VALUES ('run-1', 1, 'attempt', ?, '2026-01-01T00:00:00+00:00')"
+    target.execute(page, (b"x",))
     with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
-        target.execute(
-            "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, record,"
-            " created_at) VALUES ('run-1', 'c', 1, '', 'FAIL', '{}', '2026-01-01T00:00:00+00:00')"
-        )
+        target.execute(page, (b"y",))
+    target.execute("INSERT INTO contents (sha256, body) VALUES (?, '{}')", (b"k" * 32,))
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        target.execute("INSERT INTO contents (sha256, body) VALUES (?, '[]')", (b"k" * 32,))
 
 
 def test_migrations_upgrade_a_v1_store_in_place(target: Target) -> None:
@@ -479,7 +479,8 @@ def test_two_processes_write_one_run_concurrently(target: Target, overlap: bool)
     assert len(keys) == expected  # no duplicates
     wanted = {(r["caseId"], r["index"], "") for s in (0, 1) for r in _shard_records(s, overlap)}
     assert keys == wanted
-    assert target.query("SELECT COUNT(*) FROM attempts") == [(expected,)]
+    pages = target.query("SELECT body FROM run_pages WHERE kind = 'attempt'")
+    assert sum(len(decode_page(body)) for (body,) in pages) == expected  # written once each
 
 
 # --------------------------------------------------------------------------- SQLite only

@@ -6,6 +6,7 @@ goldeval calibrate --golden=ID        judge calibration (canned outputs, or --li
 goldeval site --out DIR               static history site from the run folders
 goldeval runs | show | export         the run store (see docs/configuration.md)
 goldeval verify RUN_DIR               check a run folder against its manifest.json
+goldeval prune --keep-last N | --older-than DAYS   delete old run folders and store runs
 goldeval init [NAME]                  scaffold a dataset a newcomer can run at once
 goldeval serve | worker               the evaluation service (extra [server], docs/service.md)
 """
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from goldeval.cli import prune
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.verdict.exit_codes import COMPARISON_INVALID, USAGE
@@ -408,6 +410,25 @@ def cmd_store(args: argparse.Namespace) -> int:
     return int(store_cli.run(args))
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    root = project_root(args.root)
+    policy = prune.Policy(keep_last=args.keep_last, older_than=args.older_than)
+    url = None if (args.store or "").lower() in ("none", "off") else store_location(args)
+    outcome = prune.prune(
+        runs_dir=Path(args.runs) if args.runs else root / DEFAULT_RUNS,
+        baselines_dir=Path(args.baselines) if args.baselines else root / "baselines",
+        store_url=url,
+        policy=policy,
+        dry_run=args.dry_run,
+    )
+    if args.json:
+        print(json.dumps(prune.summary_of(outcome), indent=2, ensure_ascii=False))
+    else:
+        for line in outcome.lines():
+            print(safe_text(line))
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from goldeval.results.evidence import verify_run_dir
 
@@ -599,6 +620,33 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "export":
             p.add_argument("--out", default=None, help="file (default: stdout)")
         p.set_defaults(func=cmd_store)
+
+    p = sub.add_parser(
+        "prune",
+        help="delete old run folders and store runs (never LATEST's, a baseline's, or one "
+        "in progress)",
+    )
+    keep = p.add_mutually_exclusive_group(required=True)
+    keep.add_argument("--keep-last", type=int, default=None, metavar="N", help="keep N newest")
+    keep.add_argument(
+        "--older-than", type=float, default=None, metavar="DAYS", help="delete runs older"
+    )
+    p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    p.add_argument(
+        "--store",
+        default=None,
+        help="SQLite path or postgresql:// URL, or none (default GOLDEVAL_STORE, else "
+        "<project root>/.goldeval/goldeval.sqlite3)",
+    )
+    p.add_argument(
+        "--runs", default=None, help="runs folder (default: <project root>/.goldeval/runs)"
+    )
+    p.add_argument(
+        "--baselines", default=None, help="baselines folder (default: <project root>/baselines)"
+    )
+    p.add_argument("--json", action="store_true", help="print what was done as JSON")
+    root_option(p)
+    p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("verify", help="check a run folder's artifacts against manifest.json")
     p.add_argument("run_dir")

@@ -21,7 +21,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, ClassVar, Literal, cast
@@ -33,6 +33,21 @@ from goldeval.store.migrations import (
     SCHEMA_VERSION_DDL,
     Backend,
     pending,
+)
+from goldeval.store.pages import (
+    ATTEMPT,
+    CASE,
+    decode_page,
+    digest,
+    encode_page,
+    expand,
+    externalise,
+    full_fields,
+    join_record,
+    key_string,
+    marks,
+    slim_fields,
+    split_record,
 )
 
 RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"]
@@ -245,8 +260,9 @@ class Store(ABC):
     def record_attempt_texts(self, run_id: str, rows: Iterable[AttemptText]) -> int:
         """:meth:`record_attempts` for records already serialised as compact JSON (without
         raw model text): ``(case_id, index, model, status, record_json)`` per attempt. The
-        plugin's path: attempts reach the controller as JSON text, so parsing them only to
-        serialise them again would be wasted work. The default parses; SQL stores don't."""
+        plugin's path: attempts reach the controller as JSON text. The key and status come
+        from the tuple; SQL stores parse the text once to set the per-run fields (duration,
+        tries) apart from the content they share with other runs."""
         return self.record_attempts(run_id, [json.loads(row[4]) for row in rows])
 
     @abstractmethod
@@ -290,6 +306,22 @@ class Store(ABC):
     @abstractmethod
     def get_run(self, run_id_or_key: str) -> RunRow | None:
         """A run by run id, else by run key; None if neither exists."""
+
+    @abstractmethod
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """Delete runs with their pages and artifact inventory, then every stored content
+        no remaining run refers to (``goldeval prune``). Returns how many runs were deleted.
+        """
+
+    @abstractmethod
+    def compact(self) -> None:
+        """Give the space freed by :meth:`delete_runs` back to the file system where the
+        backend needs asking (SQLite ``VACUUM``; PostgreSQL's autovacuum reuses it)."""
+
+    @abstractmethod
+    def size_bytes(self) -> int:
+        """Bytes the store occupies (SQLite: the file and its WAL; PostgreSQL: the
+        tables of the store's schema with their indexes and TOAST)."""
 
     @abstractmethod
     def close(self) -> None:
@@ -341,21 +373,15 @@ _INSERT_RUN = (
     " ON CONFLICT DO NOTHING"
 )
 
-_INSERT_CASE = (
-    "INSERT INTO cases (run_id, case_id, info) VALUES (?, ?, ?)"
-    " ON CONFLICT (run_id, case_id) DO NOTHING"
+_INSERT_CONTENT = "INSERT INTO contents (sha256, body) VALUES (?, ?)"
+_UPSERT_CONTENT = _INSERT_CONTENT + " ON CONFLICT (sha256) DO NOTHING"
+_INSERT_PAGE = (
+    "INSERT INTO run_pages (run_id, page_no, kind, body, created_at) VALUES (?, ?, ?, ?, ?)"
 )
-
-# A duplicate key is a no-op, except that a stored ERROR yields to a later non-ERROR record.
-_INSERT_ATTEMPT = (
-    "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, record, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_UPSERT_ATTEMPT = (
-    _INSERT_ATTEMPT + " ON CONFLICT (run_id, case_id, attempt_index, model) DO UPDATE SET"
-    " status = excluded.status, record = excluded.record, created_at = excluded.created_at"
-    " WHERE attempts.status = 'ERROR' AND excluded.status <> 'ERROR'"
-)
+#: Ids per ``IN (...)`` list (well under SQLite's and PostgreSQL's parameter limits).
+_IN_CHUNK = 500
+#: Entries per page when the v5 migration moves old rows (the plugin writes 500 a batch).
+_PAGE_ROWS = 500
 
 _UPSERT_ARTIFACT = (
     "INSERT INTO artifacts (run_id, path, sha256, size, created_at) VALUES (?, ?, ?, ?, ?)"
@@ -439,12 +465,42 @@ def attempt_key(record: Mapping[str, Any]) -> tuple[AttemptKey, str]:
     return (str(case_id), index, "" if model is None else str(model)), status
 
 
+@dataclass
+class _RunIndex:
+    """What this process knows is in a run's pages: the writer's duplicate check."""
+
+    last_page: int = 0
+    cases: set[str] = field(default_factory=set)
+    #: key_string(case, index, model) -> status of the entry that counts
+    attempts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    case_id: str
+    index: int
+    model: str
+    status: str
+    run_fields: dict[str, Any]
+    content: str
+
+    def slim(self) -> dict[str, Any]:
+        return slim_fields(self.case_id, self.index, self.status, self.run_fields)
+
+
+def _attempt_from_record(record: Mapping[str, Any]) -> _Attempt:
+    (case_id, index, model), status = attempt_key(record)
+    run_fields, content = split_record(record)
+    return _Attempt(case_id, index, model, status, run_fields, json_text(content))
+
+
 class SqlStore(Store):
     """Store logic over a SQL connection; backends supply the hooks below."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._closed = False
+        self._index: dict[str, _RunIndex] = {}
 
     # ---- backend hooks
 
@@ -459,6 +515,15 @@ class SqlStore(Store):
     @abstractmethod
     def _migration_lock(self, tx: Tx) -> None:
         """Serialise concurrent migrations (inside the migration transaction)."""
+
+    @abstractmethod
+    def _lock_run(self, tx: Tx, run_id: str) -> bool:
+        """Serialise writers of one run's pages (inside the write transaction) and hold off
+        a concurrent garbage collection of contents; False if there is no such run."""
+
+    @abstractmethod
+    def _gc_lock(self, tx: Tx) -> None:
+        """Exclusive against every page writer (inside the garbage collection)."""
 
     @abstractmethod
     def _ts_param(self, value: datetime) -> Any:
@@ -495,6 +560,10 @@ class SqlStore(Store):
             for step in pending(self.backend, current):
                 for statement in step.statements:
                     tx.execute(statement)
+                if step.hook is not None:
+                    getattr(self, step.hook)(tx)
+                for statement in step.after:
+                    tx.execute(statement)
                 tx.execute(
                     "INSERT INTO schema_version (version, description, applied_at)"
                     " VALUES (?, ?, ?)",
@@ -516,8 +585,42 @@ class SqlStore(Store):
             resumed=resumed,
         )
 
-    def _run_row(self, row: tuple[Any, ...]) -> RunRow:
-        summary = _json_value(row[11]) if row[11] is not None else None
+    def _stand_in_texts(self, tx: Tx, values: Iterable[Any]) -> dict[str, str]:
+        """hex digest -> JSON text of every content the stand-ins in ``values`` refer to,
+        also those within those contents (a large value inside a large value)."""
+        texts: dict[str, str] = {}
+        wanted: set[str] = set()
+        for value in values:
+            wanted |= marks(value)
+        while wanted:
+            keys = sorted(wanted)
+            found: dict[str, str] = {}
+            for i in range(0, len(keys), _IN_CHUNK):
+                chunk = [bytes.fromhex(k) for k in keys[i : i + _IN_CHUNK]]
+                sql_marks = ", ".join("?" * len(chunk))
+                for key, body in tx.query(
+                    f"SELECT sha256, body FROM contents WHERE sha256 IN ({sql_marks})", chunk
+                ):
+                    found[bytes(key).hex()] = str(body)
+            if set(found) != wanted:
+                raise StoreError(f"{self.url}: a run summary refers to missing contents")
+            texts.update(found)
+            wanted = set()
+            for text in found.values():
+                wanted |= marks(json.loads(text))
+            wanted -= set(texts)
+        return texts
+
+    def _run_rows(self, tx: Tx, rows: list[tuple[Any, ...]]) -> list[RunRow]:
+        """Rows as :class:`RunRow`, their summaries' stored values put back in place."""
+        summaries = [_json_value(r[11]) if r[11] is not None else None for r in rows]
+        texts = self._stand_in_texts(tx, summaries)
+        return [
+            self._run_row(r, expand(s, texts) if texts else s)
+            for r, s in zip(rows, summaries, strict=True)
+        ]
+
+    def _run_row(self, row: tuple[Any, ...], summary: Any) -> RunRow:
         return RunRow(
             run_id=row[0],
             run_key=row[1],
@@ -539,22 +642,193 @@ class SqlStore(Store):
         rows = tx.query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {column} = ?", (value,))
         return rows[0] if rows else None
 
-    def _attempt_rows(
-        self, run_id: str, records: Iterable[Mapping[str, Any]]
-    ) -> list[tuple[Any, ...]]:
-        now = self._ts_param(_utcnow())
-        rows: list[tuple[Any, ...]] = []
-        for record in records:
-            (case_id, index, model), status = attempt_key(record)
-            rows.append((run_id, case_id, index, model, status, json_text(dict(record)), now))
-        return rows
+    # ---- pages
+
+    def _content_ids(self, tx: Tx, texts: Mapping[bytes, str]) -> dict[bytes, int]:
+        """Ids of the contents (by digest), inserting those not stored yet."""
+        ids = self._known_contents(tx, list(texts))
+        missing = [(key, texts[key]) for key in texts if key not in ids]
+        if missing:
+            # A fresh dataset conflicts with nothing (a plain insert is cheaper); another
+            # process may have stored the same content since the lookup (then the upsert).
+            tx.insert_new(_INSERT_CONTENT, _UPSERT_CONTENT, missing)
+            ids.update(self._known_contents(tx, [key for key, _ in missing]))
+        return ids
 
     @staticmethod
-    def _case_rows(run_id: str, infos: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-        return [
-            (run_id, str(_field(info, "caseId", "case_id", "case")), json_text(dict(info)))
-            for info in infos
-        ]
+    def _known_contents(tx: Tx, keys: Sequence[bytes]) -> dict[bytes, int]:
+        out: dict[bytes, int] = {}
+        for i in range(0, len(keys), _IN_CHUNK):
+            chunk = keys[i : i + _IN_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for content_id, key in tx.query(
+                f"SELECT id, sha256 FROM contents WHERE sha256 IN ({marks})", chunk
+            ):
+                out[bytes(key)] = int(content_id)
+        return out
+
+    @staticmethod
+    def _content_texts(tx: Tx, ids: Iterable[int]) -> dict[int, str]:
+        wanted = sorted(set(ids))
+        out: dict[int, str] = {}
+        for i in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[i : i + _IN_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for content_id, body in tx.query(
+                f"SELECT id, body FROM contents WHERE id IN ({marks})", chunk
+            ):
+                out[int(content_id)] = str(body)
+        return out
+
+    @staticmethod
+    def _pages(tx: Tx, run_id: str, kind: str | None, after: int = 0) -> list[tuple[Any, ...]]:
+        """``(page_no, kind, entries)`` of a run's pages after ``after``, in write order."""
+        sql = "SELECT page_no, kind, body FROM run_pages WHERE run_id = ? AND page_no > ?"
+        params: tuple[Any, ...] = (run_id, after)
+        if kind is not None:
+            sql += " AND kind = ?"
+            params = (run_id, after, kind)
+        rows = tx.query(sql + " ORDER BY page_no", params)
+        return [(int(no), str(k), decode_page(body)) for no, k, body in rows]
+
+    def _caught_up(self, tx: Tx, run_id: str) -> _RunIndex:
+        """This process's index of the run, with the pages other writers added since."""
+        index = self._index.setdefault(run_id, _RunIndex())
+        for page_no, kind, entries in self._pages(tx, run_id, None, index.last_page):
+            if kind == CASE:
+                index.cases.update(str(e[0]) for e in entries)
+            else:
+                for e in entries:
+                    index.attempts[key_string(e[0], e[1], e[2])] = e[3]
+            index.last_page = page_no
+        return index
+
+    def _append_page(
+        self, tx: Tx, run_id: str, page_no: int, kind: str, entries: list[list[Any]]
+    ) -> None:
+        tx.execute(
+            _INSERT_PAGE,
+            (run_id, page_no, kind, encode_page(entries), self._ts_param(_utcnow())),
+        )
+
+    @contextmanager
+    def _run_writer(self, op: str, run_id: str) -> Iterator[tuple[Tx, _RunIndex]]:
+        """A write transaction on one run's pages, its index caught up. If the transaction
+        fails, the index is dropped (rebuilt from the pages on the next write)."""
+        try:
+            with self._transaction(op) as tx:
+                if not self._lock_run(tx, run_id):
+                    raise StoreError(f"{op}: no run {run_id!r} in {self.url}")
+                yield tx, self._caught_up(tx, run_id)
+        except BaseException:
+            self._index.pop(run_id, None)
+            raise
+
+    def _write_cases(self, op: str, run_id: str, infos: list[tuple[str, str]]) -> int:
+        if not infos:
+            return 0
+        with self._run_writer(op, run_id) as (tx, index):
+            new: dict[str, str] = {}
+            for case_id, text in infos:
+                if case_id not in index.cases and case_id not in new:
+                    new[case_id] = text
+            if not new:
+                return 0
+            digests = {case_id: digest(text) for case_id, text in new.items()}
+            ids = self._content_ids(tx, {digests[c]: t for c, t in new.items()})
+            entries: list[list[Any]] = [[c, ids[digests[c]]] for c in new]
+            self._append_page(tx, run_id, index.last_page + 1, CASE, entries)
+            index.last_page += 1
+            index.cases.update(new)
+            return len(entries)
+
+    def _write_attempts(self, op: str, run_id: str, attempts: list[_Attempt]) -> int:
+        if not attempts:
+            return 0
+        with self._run_writer(op, run_id) as (tx, index):
+            fresh: dict[str, str] = {}  # this batch's changes, applied after the page
+            chosen: list[_Attempt] = []
+            for a in attempts:
+                key = key_string(a.case_id, a.index, a.model)
+                old = fresh.get(key) or index.attempts.get(key)
+                if old is None or (old == ERROR and a.status != ERROR):
+                    fresh[key] = a.status
+                    chosen.append(a)
+            if not chosen:
+                return 0
+            keys = [digest(a.content) for a in chosen]
+            ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, chosen, strict=True)})
+            entries: list[list[Any]] = [
+                [a.case_id, a.index, a.model, a.status, ids[k], a.slim()]
+                for k, a in zip(keys, chosen, strict=True)
+            ]
+            self._append_page(tx, run_id, index.last_page + 1, ATTEMPT, entries)
+            index.last_page += 1
+            index.attempts.update(fresh)
+            return len(entries)
+
+    def _final_attempts(self, tx: Tx, run_id: str) -> dict[tuple[str, int, str], list[Any]]:
+        """The entry that counts per attempt key (a later entry replaces an earlier one)."""
+        final: dict[tuple[str, int, str], list[Any]] = {}
+        for _, _, entries in self._pages(tx, run_id, ATTEMPT):
+            for e in entries:
+                final[(str(e[0]), int(e[1]), str(e[2]))] = e
+        return final
+
+    def move_rows_to_pages(self, tx: Tx) -> None:
+        """Migration 5: every run's ``cases`` and ``attempts`` rows into contents and pages."""
+        for (run_id,) in tx.query("SELECT run_id FROM runs ORDER BY run_id"):
+            page_no = 0
+            cases = tx.query(
+                "SELECT case_id, info FROM cases WHERE run_id = ? ORDER BY case_id", (run_id,)
+            )
+            rows = tx.query(
+                "SELECT case_id, attempt_index, model, status, record FROM attempts"
+                " WHERE run_id = ? ORDER BY case_id, attempt_index, model",
+                (run_id,),
+            )
+            for i in range(0, len(cases), _PAGE_ROWS):
+                chunk = [
+                    (str(c), json_text(_json_value(info))) for c, info in cases[i : i + _PAGE_ROWS]
+                ]
+                ids = self._content_ids(tx, {digest(t): t for _, t in chunk})
+                page_no += 1
+                self._append_page(
+                    tx, run_id, page_no, CASE, [[c, ids[digest(t)]] for c, t in chunk]
+                )
+            for i in range(0, len(rows), _PAGE_ROWS):
+                moved = []
+                for case_id, index, model, status, record in rows[i : i + _PAGE_ROWS]:
+                    run_fields, content = split_record(_json_value(record))
+                    moved.append(
+                        _Attempt(
+                            str(case_id),
+                            int(index),
+                            str(model),
+                            str(status),
+                            run_fields,
+                            json_text(content),
+                        )
+                    )
+                ids = self._content_ids(tx, {digest(a.content): a.content for a in moved})
+                page_no += 1
+                self._append_page(
+                    tx,
+                    run_id,
+                    page_no,
+                    ATTEMPT,
+                    [
+                        [
+                            a.case_id,
+                            a.index,
+                            a.model,
+                            a.status,
+                            ids[digest(a.content)],
+                            a.slim(),
+                        ]
+                        for a in moved
+                    ],
+                )
 
     # ---- Store API
 
@@ -630,56 +904,52 @@ class SqlStore(Store):
         return self.record_cases(run_id, [case_info]) == 1
 
     def record_cases(self, run_id: str, case_infos: Iterable[Mapping[str, Any]]) -> int:
-        rows = self._case_rows(run_id, case_infos)
-        if not rows:
-            return 0
-        with self._transaction("record_cases") as tx:
-            return tx.executemany(_INSERT_CASE, rows)
+        infos = [
+            (str(_field(info, "caseId", "case_id", "case")), json_text(dict(info)))
+            for info in case_infos
+        ]
+        return self._write_cases("record_cases", run_id, infos)
 
     def record_attempt_texts(self, run_id: str, rows: Iterable[AttemptText]) -> int:
-        now = self._ts_param(_utcnow())
-        out: list[tuple[Any, ...]] = []
+        out: list[_Attempt] = []
         for case_id, index, model, status, text in rows:
             _check_status(case_id, index, status)
-            out.append((run_id, case_id, index, model or "", status, text, now))
-        return self._write_attempts(out)
-
-    def _write_attempts(self, rows: list[tuple[Any, ...]]) -> int:
-        if not rows:
-            return 0
-        with self._transaction("record_attempts") as tx:
-            return tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows)
+            run_fields, content = split_record(json.loads(text))
+            out.append(
+                _Attempt(case_id, index, model or "", status, run_fields, json_text(content))
+            )
+        return self._write_attempts("record_attempts", run_id, out)
 
     def record_attempt(self, run_id: str, record: Mapping[str, Any]) -> bool:
-        rows = self._attempt_rows(run_id, [record])
-        with self._transaction("record_attempt") as tx:
-            return tx.execute(_UPSERT_ATTEMPT, rows[0]) == 1
+        attempt = _attempt_from_record(record)
+        return self._write_attempts("record_attempt", run_id, [attempt]) == 1
 
     def record_attempts(self, run_id: str, records: Iterable[Mapping[str, Any]]) -> int:
-        return self._write_attempts(self._attempt_rows(run_id, records))
+        attempts = [_attempt_from_record(r) for r in records]
+        return self._write_attempts("record_attempts", run_id, attempts)
 
     def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
-        sql = "SELECT case_id, attempt_index, model FROM attempts WHERE run_id = ?"
-        params: tuple[Any, ...] = (run_id,)
-        if not include_errors:
-            sql += " AND status <> ?"
-            params = (run_id, ERROR)
         with self._read("graded_keys") as tx:
-            return {(str(c), int(i), str(m)) for c, i, m in tx.query(sql, params)}
+            final = self._final_attempts(tx, run_id)
+        return {key for key, e in final.items() if include_errors or e[3] != ERROR}
 
     def attempts(self, run_id: str) -> list[dict[str, Any]]:
         with self._read("attempts") as tx:
-            rows = tx.query(
-                "SELECT record FROM attempts WHERE run_id = ?"
-                " ORDER BY case_id, attempt_index, model",
-                (run_id,),
-            )
-        return [cast(dict[str, Any], _json_value(r[0])) for r in rows]
+            final = self._final_attempts(tx, run_id)
+            texts = self._content_texts(tx, (e[4] for e in final.values()))
+        return [
+            join_record(full_fields(c, i, e[3], e[5]), json.loads(texts[e[4]]))
+            for (c, i, m), e in sorted(final.items())
+        ]
 
     def cases(self, run_id: str) -> list[dict[str, Any]]:
         with self._read("cases") as tx:
-            rows = tx.query("SELECT info FROM cases WHERE run_id = ?", (run_id,))
-        infos = [cast(dict[str, Any], _json_value(r[0])) for r in rows]
+            first: dict[str, int] = {}
+            for _, _, entries in self._pages(tx, run_id, CASE):
+                for case_id, content_id in entries:
+                    first.setdefault(str(case_id), int(content_id))
+            texts = self._content_texts(tx, first.values())
+        infos = [cast(dict[str, Any], json.loads(texts[i])) for i in first.values()]
 
         def order(info: dict[str, Any]) -> tuple[int, str]:
             line = info.get("line")
@@ -691,12 +961,18 @@ class SqlStore(Store):
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} is not one of {RUN_STATUSES}")
         with self._transaction("finish_run") as tx:
-            changed = tx.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
-                (status, self._ts_param(_utcnow()), json_text(dict(summary)), run_id),
-            )
-            if changed != 1:
+            if not self._lock_run(tx, run_id):
                 raise StoreError(f"finish_run: no run {run_id!r} in {self.url}")
+            # Large values (the selected case ids...) are the same in every run of a dataset:
+            # stored once, as contents, like the cases and records.
+            texts: dict[bytes, str] = {}
+            compact = externalise(_finite(dict(summary)), texts)
+            if texts:
+                self._content_ids(tx, texts)
+            tx.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
+                (status, self._ts_param(_utcnow()), json_text(compact), run_id),
+            )
 
     def record_artifacts(self, run_id: str, artifacts: Iterable[tuple[str, str, int]]) -> int:
         now = self._ts_param(_utcnow())
@@ -723,14 +999,44 @@ class SqlStore(Store):
                 " ORDER BY started_at DESC, run_id DESC LIMIT ?",
                 (*params, int(limit)),
             )
-        return [self._run_row(r) for r in rows]
+            return self._run_rows(tx, rows)
 
     def get_run(self, run_id_or_key: str) -> RunRow | None:
         with self._read("get_run") as tx:
             row = self._find(tx, "run_id", run_id_or_key) or self._find(
                 tx, "run_key", run_id_or_key
             )
-        return self._run_row(row) if row is not None else None
+            return self._run_rows(tx, [row])[0] if row is not None else None
+
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        ids = list(dict.fromkeys(run_ids))
+        deleted = 0
+        with self._transaction("delete_runs") as tx:
+            self._gc_lock(tx)
+            for run_id in ids:
+                # run_pages and artifacts go with the run (ON DELETE CASCADE).
+                deleted += tx.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                self._index.pop(run_id, None)
+            referenced: set[int] = set()
+            for kind, body in tx.query("SELECT kind, body FROM run_pages"):
+                column = 1 if kind == CASE else 4
+                referenced.update(int(e[column]) for e in decode_page(body))
+            summaries = tx.query("SELECT summary FROM runs WHERE summary IS NOT NULL")
+            in_summaries = self._stand_in_texts(tx, (_json_value(r[0]) for r in summaries))
+            keys = sorted(bytes.fromhex(k) for k in in_summaries)
+            referenced.update(self._known_contents(tx, keys).values())
+            unused = [
+                (int(i),)
+                for (i,) in tx.query("SELECT id FROM contents")
+                if int(i) not in referenced
+            ]
+            if unused:
+                tx.executemany("DELETE FROM contents WHERE id = ?", unused)
+            tx.execute(
+                "DELETE FROM datasets WHERE NOT EXISTS (SELECT 1 FROM runs"
+                " WHERE runs.dataset_id = datasets.id AND runs.dataset_hash = datasets.hash)"
+            )
+        return deleted
 
     def close(self) -> None:
         with self._lock:

@@ -26,6 +26,8 @@ from goldeval.store.migrations import Backend
 
 # pg_advisory_xact_lock key serialising migrations ("goldeval" in ASCII, fits a bigint).
 _MIGRATION_LOCK = 0x676F6C646576616C
+# pg_advisory_xact_lock key of content garbage collection ("goldgc" in ASCII).
+_GC_LOCK = 0x676F6C646763
 
 
 @functools.lru_cache(maxsize=64)
@@ -139,6 +141,28 @@ class PostgresStore(SqlStore):
 
     def _migration_lock(self, tx: Tx) -> None:
         tx.query("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+
+    def _lock_run(self, tx: Tx, run_id: str) -> bool:
+        # Shared against delete_runs' garbage collection (which must not delete a content
+        # this transaction is about to refer to), then the run row: one writer per run.
+        tx.query("SELECT pg_advisory_xact_lock_shared(?)", (_GC_LOCK,))
+        return bool(tx.query("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
+
+    def _gc_lock(self, tx: Tx) -> None:
+        tx.query("SELECT pg_advisory_xact_lock(?)", (_GC_LOCK,))
+
+    def compact(self) -> None:
+        """Nothing to do: autovacuum reuses the space of deleted rows (``VACUUM FULL``
+        would give it back to the file system, but locks every table while it runs)."""
+
+    def size_bytes(self) -> int:
+        with self._read("size") as tx:
+            rows = tx.query(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+            )
+        return int(rows[0][0])
 
     def _ts_param(self, value: datetime) -> Any:
         return value

@@ -339,33 +339,38 @@ class RunQueue:
         status: str | None = None,
         after: tuple[str, int, str] | None = None,
     ) -> list[ResultRow]:
-        """A page of stored attempts in (case id, attempt index, model) order."""
-        sql = "SELECT case_id, attempt_index, model, status, record FROM attempts WHERE run_id = ?"
-        params: list[Any] = [store_run_id]
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
-        if after is not None:
-            sql += " AND (case_id, attempt_index, model) > (?, ?, ?)"
-            params.extend(after)
-        sql += " ORDER BY case_id, attempt_index, model LIMIT ?"
-        params.append(int(limit))
-        with self.store._read("results") as tx:
-            rows = tx.query(sql, params)
+        """A page of stored attempts in (case id, attempt index, model) order.
+
+        Read through the store's own view of a run (``Store.attempts``: the attempt that counts
+        per key, contents joined), so the page shows what ``goldeval show`` and resume see.
+        """
         out = []
-        for case_id, index, model, st, record in rows:
-            if isinstance(record, (str, bytes, bytearray)):
-                record = json.loads(record)
-            out.append(ResultRow(str(case_id), int(index), str(model), str(st), record))
+        for record in self.store.attempts(store_run_id):
+            key = (str(record["caseId"]), int(record["index"]), str(record.get("model") or ""))
+            if status is not None and record.get("status") != status:
+                continue
+            if after is not None and key <= after:
+                continue
+            out.append(ResultRow(key[0], key[1], key[2], str(record.get("status")), record))
+            if len(out) >= int(limit):
+                break
         return out
 
     def count_attempts(self, store_run_id: str) -> dict[str, int]:
         with self.store._read("count_attempts") as tx:
+            final = self.store._final_attempts(tx, store_run_id)
+        counts: dict[str, int] = {}
+        for entry in final.values():
+            counts[str(entry[3])] = counts.get(str(entry[3]), 0) + 1
+        return counts
+
+    def _service_store_runs(self) -> list[str]:
+        with self.store._read("service_store_runs") as tx:
             rows = tx.query(
-                "SELECT status, COUNT(*) FROM attempts WHERE run_id = ? GROUP BY status",
-                (store_run_id,),
+                "SELECT r.run_id FROM runs r JOIN service_runs s ON s.run_key = r.run_key"
+                " ORDER BY r.started_at DESC"
             )
-        return {str(s): int(n) for s, n in rows}
+        return [str(r[0]) for r in rows]
 
     def runs_by_status(self) -> dict[str, int]:
         with self.store._read("runs_by_status") as tx:
@@ -374,26 +379,20 @@ class RunQueue:
 
     def attempts_by_status(self) -> dict[str, int]:
         """Attempts of the service's runs, by status."""
-        with self.store._read("attempts_by_status") as tx:
-            rows = tx.query(
-                "SELECT a.status, COUNT(*) FROM attempts a JOIN runs r ON r.run_id = a.run_id"
-                " JOIN service_runs s ON s.run_key = r.run_key GROUP BY a.status"
-            )
-        return {str(s): int(n) for s, n in rows}
+        total: dict[str, int] = {}
+        for run_id in self._service_store_runs():
+            for st, n in self.count_attempts(run_id).items():
+                total[st] = total.get(st, 0) + n
+        return total
 
     def error_records(self, limit: int = 10_000) -> list[dict[str, Any]]:
-        """The most recent ERROR attempt records of the service's runs (provider errors)."""
-        with self.store._read("error_records") as tx:
-            rows = tx.query(
-                "SELECT a.record FROM attempts a JOIN runs r ON r.run_id = a.run_id"
-                " JOIN service_runs s ON s.run_key = r.run_key WHERE a.status = 'ERROR'"
-                " ORDER BY a.created_at DESC LIMIT ?",
-                (int(limit),),
-            )
-        out = []
-        for (record,) in rows:
-            if isinstance(record, (str, bytes, bytearray)):
-                record = json.loads(record)
-            if isinstance(record, dict):
-                out.append(record)
+        """ERROR attempt records of the service's runs, most recent runs first (provider
+        errors)."""
+        out: list[dict[str, Any]] = []
+        for run_id in self._service_store_runs():
+            for record in self.store.attempts(run_id):
+                if record.get("status") == "ERROR":
+                    out.append(record)
+                    if len(out) >= limit:
+                        return out
         return out

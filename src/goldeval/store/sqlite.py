@@ -137,6 +137,28 @@ class SqliteStore(SqlStore):
     def _migration_lock(self, tx: Tx) -> None:
         """BEGIN IMMEDIATE already holds the file's write lock."""
 
+    def _lock_run(self, tx: Tx, run_id: str) -> bool:
+        # BEGIN IMMEDIATE already holds the file's write lock: writers are serialised.
+        return bool(tx.query("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
+
+    def _gc_lock(self, tx: Tx) -> None:
+        """BEGIN IMMEDIATE already holds the file's write lock."""
+
+    def compact(self) -> None:
+        with self._guard("compact"), self._errors("compact"):
+            self._conn.execute("VACUUM")
+            if self.path != MEMORY:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def size_bytes(self) -> int:
+        with self._guard("size"), self._errors("size"):
+            if self.path == MEMORY:
+                pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+                return int(pages) * int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            files = (Path(self.path), Path(f"{self.path}-wal"))
+            return sum(f.stat().st_size for f in files if f.exists())
+
     def _ts_param(self, value: datetime) -> Any:
         return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
