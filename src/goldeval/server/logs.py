@@ -15,6 +15,8 @@ import threading
 from datetime import datetime, timezone
 from typing import Any
 
+from goldeval.core.settings import mask_secrets
+
 LOGGER = "goldeval.server"
 _secrets: set[str] = set()
 _lock = threading.Lock()
@@ -30,9 +32,7 @@ def register_secret(secret: str | None) -> None:
 def _scrub(text: str) -> str:
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, secrets)
 
 
 class JsonFormatter(logging.Formatter):

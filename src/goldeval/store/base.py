@@ -115,14 +115,6 @@ def redact_url(url: str) -> str:
     return f"{scheme}://{rest}"
 
 
-def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every non-empty secret replaced by ``***`` (defence in depth)."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
 # --------------------------------------------------------------------------- records
 
 

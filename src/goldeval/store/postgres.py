@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from goldeval.store.base import SqlStore, StoreError, Tx, redact_url, scrub, url_password
+from goldeval.core.settings import mask_secrets
+from goldeval.store.base import SqlStore, StoreError, Tx, redact_url, url_password
 from goldeval.store.migrations import Backend
 
 # pg_advisory_xact_lock key serialising migrations ("goldeval" in ASCII, fits a bigint).
@@ -94,7 +95,7 @@ class PostgresStore(SqlStore):
         text = text.replace(self._dsn, self.url)
         # Longest first, so a password containing another secret is masked whole.
         ordered: list[str] = sorted(self._secrets - {self._dsn}, key=len, reverse=True)
-        return scrub(text, ordered)
+        return mask_secrets(text, ordered)
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
