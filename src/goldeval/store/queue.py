@@ -271,20 +271,21 @@ class RunQueue:
         return self._row(rows[0]) if rows else None
 
     def delete(self, run_id: str) -> bool:
-        """Delete a finished run: its queue row and its store run (cases, attempts, inventory)."""
+        """Delete a finished run: its queue row, then its store runs (pages, inventory and the
+        contents no other run uses) through the store's own :meth:`delete_runs`."""
         with self.store._transaction("delete") as tx:
             rows = tx.query("SELECT run_key, status FROM service_runs WHERE id = ?", (run_id,))
             if not rows or rows[0][1] not in FINISHED:
                 return False
             run_key = rows[0][0]
-            for table in ("artifacts", "attempts", "cases"):
-                tx.execute(
-                    f"DELETE FROM {table} WHERE run_id IN"
-                    " (SELECT run_id FROM runs WHERE run_key = ?)",
-                    (run_key,),
-                )
-            tx.execute("DELETE FROM runs WHERE run_key = ?", (run_key,))
-            return tx.execute("DELETE FROM service_runs WHERE id = ?", (run_id,)) == 1
+            store_runs = [
+                str(r[0]) for r in tx.query("SELECT run_id FROM runs WHERE run_key = ?", (run_key,))
+            ]
+            if tx.execute("DELETE FROM service_runs WHERE id = ?", (run_id,)) != 1:
+                return False
+        # A crash here leaves a store run without its queue row: `goldeval prune` removes it.
+        self.store.delete_runs(store_runs)
+        return True
 
     # ---- reads
 
