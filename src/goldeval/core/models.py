@@ -130,6 +130,9 @@ class AttemptRecord(Record):
     # Raw texts travel to the controller for per-case artifacts; stripped from run.json.
     output: str | None = None
     judge_output: str | None = None
+    #: Record mode only: what the graders read besides the text (tool calls, finish reason,
+    #: usage), written as the fixture's JSON sidecar; stripped from run.json like the texts.
+    recorded_answer: dict[str, Any] | None = None
 
 
 class Rate(BaseModel):

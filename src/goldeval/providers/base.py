@@ -38,6 +38,8 @@ class Answer:
     duration_ms: int = 0
     tries: int = 1
     model: str | None = None
+    #: Why the model stopped (``stop``, ``length``, ``tool_calls``, ...), when the protocol says.
+    finish_reason: str | None = None
     #: Set by the plugin: the pytest item this answer belongs to and the (pipeline, param)
     #: that grade it (not part of the API).
     _item: Any = field(default=None, repr=False, compare=False)

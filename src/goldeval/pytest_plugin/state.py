@@ -35,7 +35,7 @@ from goldeval.pipeline.attempt import (
 from goldeval.pipeline.retriever import LexicalRetriever
 from goldeval.providers.base import Answer, Provider, as_provider, resolve
 from goldeval.providers.cache import CachedProvider
-from goldeval.providers.fixture import FixtureProvider
+from goldeval.providers.fixture import FixtureProvider, answer_sidecar
 from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
 from goldeval.pytest_plugin.params import GoldenParam, param_of
 from goldeval.pytest_plugin.prefetch import Prefetcher
@@ -606,6 +606,9 @@ def grade_item(answer: Answer) -> None:
             f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind}: {exc.message}",
             pytrace=False,
         )
+    if state.settings.mode is Mode.RECORD:
+        # Tool calls, finish reason and usage go to the fixture's JSON sidecar.
+        record.recorded_answer = answer_sidecar(answer)
     judge = state.judge()
     if judge is not None:
         judge.judge(case, record, answer, pipeline.retrieve(case))

@@ -62,4 +62,10 @@ class OllamaProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(data.get("prompt_eval_count")),
             output_tokens=token_count(data.get("eval_count")),
+            finish_reason=_reason(data.get("done_reason")),
         )
+
+
+def _reason(value: Any) -> str | None:
+    """The protocol's finish reason (``done_reason``), if it is a plain string."""
+    return value if isinstance(value, str) and value else None

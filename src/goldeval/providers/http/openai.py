@@ -67,4 +67,10 @@ class OpenAIProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(usage.get("prompt_tokens")),
             output_tokens=token_count(usage.get("completion_tokens")),
+            finish_reason=_reason(first.get("finish_reason")),
         )
+
+
+def _reason(value: Any) -> str | None:
+    """The protocol's finish reason, if it is a plain string."""
+    return value if isinstance(value, str) and value else None
