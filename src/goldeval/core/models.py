@@ -93,6 +93,13 @@ class GraderOutcome(Record):
     violations: list[Violation] = Field(default_factory=list)
 
 
+class TokenUsage(Record):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    estimated_cost: float | None = None
+
+
 class JudgeRecord(Record):
     decision: str
     score: float | None = None
@@ -100,13 +107,8 @@ class JudgeRecord(Record):
     schema_valid: bool = False
     override_attempted: bool | None = None
     error: str | None = None
-
-
-class TokenUsage(Record):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    estimated_cost: float | None = None
+    #: The judge calls' own tokens (all repetitions), counted apart from the model's.
+    tokens: TokenUsage | None = None
 
 
 class AttemptRecord(Record):
