@@ -141,3 +141,50 @@ def test_bad_judge_options_are_usage_errors(
     assert "hunter2pass" not in out
     assert "Traceback" not in out
     assert chat_calls(llm_server) == 0  # refused before any model call
+
+
+ASYNC_JUDGE = '''
+import asyncio, os
+from pathlib import Path
+from goldeval.providers.base import Answer
+
+class AsyncJudge:  # no Provider subclass: duck-typed, async complete and aclose
+    name = "asyncjudge"
+
+    def __init__(self, settings):
+        self.settings = settings
+
+    async def complete(self, request):
+        await asyncio.sleep(0)
+        return Answer(text='{"decision":"REJECT","score":0.2,"reasons":["terse"]}',
+                      input_tokens=11, output_tokens=2)
+
+    async def aclose(self):
+        Path("judge-closed.txt").write_text(
+            f"{self.settings.model} key-from-env="
+            f"{self.settings.api_key == os.environ['GOLDEVAL_JUDGE_API_KEY']}"
+        )
+
+def pytest_goldeval_make_provider(config, name, settings):
+    if name == "asyncjudge":
+        return AsyncJudge(settings)
+'''
+
+
+def test_judge_on_a_registered_async_provider(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GOLDEVAL_JUDGE_API_KEY", JUDGE_KEY)
+    pytester.makeconftest(ASYNC_JUDGE)
+    result = pytester.runpytest(
+        *LIVE, f"--golden-base-url={llm_server.base_url}",
+        "--golden-judge-provider=asyncjudge", "--golden-judge-model=j1",
+    )
+    assert result.ret == 0, result.stdout.str()
+    run = run_files.latest()
+    judged = [a for c in run["cases"] for a in c["attempts"] if a.get("judge")]
+    assert judged and all(a["judge"]["decision"] == "REJECT" for a in judged)
+    assert run["metrics"]["tokens"]["judge"]["totalTokens"] == 13 * len(judged)
+    assert chat_calls(llm_server) == 10  # the judge never called the model's server
+    assert (pytester.path / "judge-closed.txt").read_text() == "j1 key-from-env=True"

@@ -203,7 +203,14 @@ class AsyncProviderAdapter(Provider):
         self.thread_safe = bool(getattr(inner, "thread_safe", True))
 
     def complete(self, request: ProviderRequest) -> Answer:
-        answer = resolve(self.inner.complete(request))
+        try:
+            answer = resolve(self.inner.complete(request))
+        except ProviderError:
+            raise
+        except Exception as exc:  # the async app or SDK crashed: infrastructure, not a FAIL
+            raise ProviderError(
+                "PROVIDER_ERROR", f"{type(exc).__name__} in {self.name}: {exc}"
+            ) from exc
         if not isinstance(answer, Answer):
             if answer is None:
                 raise ProviderError("EMPTY_RESPONSE", f"{self.name} returned None")
@@ -230,6 +237,10 @@ def as_provider(value: Any) -> Provider:
         return AsyncProviderAdapter(value)
     if isinstance(value, Provider):
         return value  # a ``complete`` returning an awaitable is resolved by its callers
+    if callable(complete):
+        # Duck-typed: an object with ``complete`` that is no Provider subclass (what a hook
+        # may return); the adapter resolves what it returns, awaitable or not.
+        return AsyncProviderAdapter(value)
     if callable(value):
         return CallableProvider(value)
     raise TypeError(

@@ -447,7 +447,13 @@ class GoldenSession:
                     f"unknown judge provider {judge_settings.name!r}: use ollama, openai, or "
                     "register one with the pytest_goldeval_make_provider hook"
                 )
-            self._judge_provider = as_provider(provider)
+            try:
+                self._judge_provider = as_provider(provider)
+            except TypeError:
+                raise pytest.UsageError(
+                    f"judge provider {judge_settings.name!r}: the pytest_goldeval_make_provider "
+                    f"hook returned a {type(provider).__name__}, not a Provider"
+                ) from None
         return self._judge_provider
 
     def judge_settings(self) -> ProviderSettings:
