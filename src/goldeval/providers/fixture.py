@@ -124,15 +124,19 @@ class FixtureProvider(Provider):
             real = contained_file(path, self.dataset_dir, what="recorded answer")
             data = read_regular_file(real)
             side = sidecar_path(self.dataset_dir, case_id)
-            sidecar = None
+            side_text = None
             if side.exists() or side.is_symlink():
                 side_real = contained_file(side, self.dataset_dir, what="recorded answer sidecar")
-                sidecar = parse_sidecar(
-                    read_regular_file(side_real).decode("utf-8", errors="replace"),
-                    f"fixtures/{side.name}",
-                )
+                side_text = read_regular_file(side_real).decode("utf-8", errors="replace")
         except DatasetError as exc:
             raise ProviderError("PROVIDER_ERROR", f"cannot read fixture: {exc}") from None
+        sidecar = None
+        if side_text is not None:
+            try:
+                sidecar = parse_sidecar(side_text, f"fixtures/{side.name}")
+            except DatasetError as exc:
+                # The file's content is wrong: a rerun cannot help (exit 4, not 75).
+                raise ProviderError("CONFIG_ERROR", f"cannot replay fixture: {exc}") from None
         text = data.decode("utf-8", errors="replace")
         answer = Answer(text=text, duration_ms=max(1, round((time.perf_counter() - start) * 1000)))
         return apply_sidecar(answer, sidecar) if sidecar is not None else answer
