@@ -164,3 +164,16 @@ def test_broken_sidecar_names_the_file_and_field(
     assert "fixtures/weather.out.json: field toolCalls must be a list" in out
     assert "fixtures/clock.out.json line 2: not valid JSON" in out
     assert "Traceback" not in out
+
+
+def test_recording_from_the_response_cache_keeps_the_sidecar(
+    pytester: pytest.Pytester, tools_project: Path, server: FakeLLMServer
+) -> None:
+    _record(pytester, server, "--golden-cache=cache")
+    fixtures = tools_project / "golden" / "tools" / "fixtures"
+    before = {p.name: p.read_text() for p in fixtures.glob("*.out.json")}
+    assert len(before) == 4
+    server.reset()
+    _record(pytester, server, "--golden-cache=cache", "--golden-overwrite-fixtures")
+    assert server.requests == []  # every answer came from the cache
+    assert {p.name: p.read_text() for p in fixtures.glob("*.out.json")} == before

@@ -132,6 +132,7 @@ def test_cache_around_an_async_provider(server: FakeLLMServer, tmp_path: Path) -
     again = cached.complete(_request(_case()))
     cached.close()
     assert first.text == again.text == "cached text"
+    assert again.input_tokens == first.input_tokens and again.tries == 0
     assert cached.hits == 1 and len(server.requests) == 1
 
 
