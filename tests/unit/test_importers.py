@@ -46,7 +46,7 @@ def test_csv_rows_fixtures_and_report(tmp_path: Path) -> None:
     with pytest.raises(GoldevalError, match=r"faq.csv:4: expect: no grader checks this row"):
         # the third row has neither an answer nor expect columns: no grader would grade it
         import_dataset(src, "faq", tmp_path / "golden")
-    assert _nothing_written(tmp_path / "golden" / "faq")
+    assert not (tmp_path / "golden").exists()  # not even the golden/ folder it had to create
 
     src.write_text(CSV.replace(",Say thanks,,,,", ",Say thanks,thank you,,,"), encoding="utf-8")
     report = import_dataset(src, "faq", tmp_path / "golden")

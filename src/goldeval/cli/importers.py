@@ -645,8 +645,10 @@ def import_dataset(
     _assign_ids(rows)
     if any(r.sidecar for r in rows):
         report.notes.append("recorded tool calls are replayed from fixtures/<id>.out.json")
+    created_root = not golden_root.exists()
     golden_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.import-", dir=golden_root))
+    done = False
     try:
         _write(tmp, name, source, fmt, rows, report)
         # The plugin's own loader: an imported row the plugin would refuse is refused here.
@@ -656,9 +658,12 @@ def import_dataset(
         except GoldevalError as exc:
             raise _at_source(exc, rows) from None
         os.rename(tmp, target)
+        done = True
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if not done and created_root:
+            shutil.rmtree(golden_root, ignore_errors=True)  # nothing written on error
     report.folder = target
     report.rows = len(rows)
     return report
