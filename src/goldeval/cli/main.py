@@ -457,6 +457,24 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from goldeval.cli.importers import import_dataset
+    from goldeval.cli.scaffold import find_project_root
+
+    cwd = Path.cwd()
+    if args.golden_root:
+        golden_root = Path(args.golden_root)
+    else:
+        golden_root = (find_project_root(cwd) or cwd) / "golden"
+    report = import_dataset(
+        Path(args.source), args.name, golden_root, fmt=args.format, split=args.split
+    )
+    for line in report.lines():
+        print(line)
+    print(f"next: pytest --golden={args.name}-v1")
+    return 0
+
+
 def _server_main() -> Any:
     """goldeval.server.main, imported only when asked for: the server is an optional extra
     (``pip install -e '.[server]'``) and every other command must work without it."""
@@ -676,6 +694,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, metavar="N", help="runs at once")
     _service_options(p)
     p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser(
+        "import",
+        help="a CSV, Hugging Face folder, promptfoo tests or DeepEval goldens as a dataset",
+    )
+    p.add_argument("source", help="file or folder to import")
+    p.add_argument("--name", required=True, help="dataset folder name (golden/NAME, id NAME-v1)")
+    p.add_argument(
+        "--format",
+        choices=("csv", "hf", "promptfoo", "deepeval"),
+        default=None,
+        help="source format (default: from the name: .csv, a folder or .jsonl, .yaml, .json)",
+    )
+    p.add_argument("--split", default=None, help="Hugging Face: one split of a DatasetDict")
+    p.add_argument(
+        "--golden-root", default=None, help="datasets folder (default: <project root>/golden)"
+    )
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("init", help="scaffold a dataset under golden/ (generic, no pack)")
     p.add_argument("name", nargs="?", default="my-dataset", help="dataset folder name")

@@ -93,6 +93,13 @@ class GraderOutcome(Record):
     violations: list[Violation] = Field(default_factory=list)
 
 
+class TokenUsage(Record):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    estimated_cost: float | None = None
+
+
 class JudgeRecord(Record):
     decision: str
     score: float | None = None
@@ -100,13 +107,8 @@ class JudgeRecord(Record):
     schema_valid: bool = False
     override_attempted: bool | None = None
     error: str | None = None
-
-
-class TokenUsage(Record):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    estimated_cost: float | None = None
+    #: The judge calls' own tokens (all repetitions), counted apart from the model's.
+    tokens: TokenUsage | None = None
 
 
 class AttemptRecord(Record):
@@ -135,6 +137,9 @@ class AttemptRecord(Record):
     # Raw texts travel to the controller for per-case artifacts; stripped from run.json.
     output: str | None = None
     judge_output: str | None = None
+    #: Record mode only: what the graders read besides the text (tool calls, finish reason,
+    #: usage), written as the fixture's JSON sidecar; stripped from run.json like the texts.
+    recorded_answer: dict[str, Any] | None = None
 
 
 class Rate(BaseModel):

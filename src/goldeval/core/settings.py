@@ -257,15 +257,18 @@ def _env_timeout_minutes(default: float) -> float:
     return max(1.0, minutes) * 60.0
 
 
-def provider_from_env(name: str, model: str | None, base_url: str | None) -> ProviderSettings:
+def provider_from_env(
+    name: str, model: str | None, base_url: str | None, *, option: str = "--golden-base-url"
+) -> ProviderSettings:
     """Apply the reference's environment fallbacks (OLLAMA_HOST, OPENAI_BASE_URL, keys).
 
-    Raises :class:`ConfigError` (a usage error, exit 4) for a base URL no provider can call.
+    Raises :class:`ConfigError` (a usage error, exit 4) for a base URL no provider can call;
+    ``option`` is the command-line option the error names (the judge has its own).
     ``--golden-base-url`` must carry its scheme; ``OLLAMA_HOST`` may omit it, as Ollama's own
     variable does (``127.0.0.1:11434`` means ``http://127.0.0.1:11434``).
     """
     s = ProviderSettings(name=name, model=model)
-    field = "--golden-base-url"
+    field = option
     if name == "ollama":
         url = base_url or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
         if not base_url and os.environ.get("OLLAMA_HOST"):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from goldeval.core.errors import ProviderError
-from goldeval.core.models import AttemptRecord, JudgeRecord, Status
+from goldeval.core.models import AttemptRecord, JudgeRecord, Status, TokenUsage
 from goldeval.dataset.case import GoldenCase
 from goldeval.judge.parse import (
     JudgeDecision,
@@ -48,6 +48,7 @@ class Judge:
         decisions: list[JudgeDecision | None] = []
         last = None
         raw = None
+        usage = _Usage()
         for n in range(1, self.repetitions + 1):
             request = ProviderRequest(
                 case=case,
@@ -63,9 +64,12 @@ class Judge:
                 # A judge fault is recorded apart: the attempt's hard verdict stands.
                 after = f" after {exc.tries} tries" if exc.tries > 1 else ""
                 record.judge = JudgeRecord(
-                    decision="PENDING", error=f"JUDGE_ERROR: {exc.kind}{after}: {exc.message}"
+                    decision="PENDING",
+                    error=f"JUDGE_ERROR: {exc.kind}{after}: {exc.message}",
+                    tokens=usage.dump(),
                 )
                 return
+            usage.add(reply)
             raw = reply.text
             last = parse_judge_output(reply.text)
             decisions.append(last.decision)
@@ -78,7 +82,31 @@ class Judge:
             reasons=list(judged.reasons),
             schema_valid=judged.schema_valid,
             override_attempted=judged.override_attempted or None,
+            tokens=usage.dump(),
         )
         record.judge_output = raw
         if self.repetitions > 1:
             record.judge_stability = judge_stability(decisions)
+
+
+class _Usage:
+    """The judge calls' tokens, summed over repetitions; unknown stays unknown."""
+
+    def __init__(self) -> None:
+        self.input: int | None = None
+        self.output: int | None = None
+
+    def add(self, reply: Answer) -> None:
+        if reply.input_tokens is not None:
+            self.input = (self.input or 0) + reply.input_tokens
+        if reply.output_tokens is not None:
+            self.output = (self.output or 0) + reply.output_tokens
+
+    def dump(self) -> TokenUsage | None:
+        if self.input is None and self.output is None:
+            return None
+        return TokenUsage(
+            input_tokens=self.input,
+            output_tokens=self.output,
+            total_tokens=(self.input or 0) + (self.output or 0),
+        )

@@ -42,6 +42,8 @@ class Answer:
     queue_ms: int | None = None
     #: Milliseconds from send to the first streamed piece of the answered try.
     ttft_ms: int | None = None
+    #: Why the model stopped (``stop``, ``length``, ``tool_calls``, ...), when the protocol says.
+    finish_reason: str | None = None
     #: Set by the plugin: the pytest item this answer belongs to and the (pipeline, param)
     #: that grade it (not part of the API).
     _item: Any = field(default=None, repr=False, compare=False)
@@ -205,7 +207,14 @@ class AsyncProviderAdapter(Provider):
         self.thread_safe = bool(getattr(inner, "thread_safe", True))
 
     def complete(self, request: ProviderRequest) -> Answer:
-        answer = resolve(self.inner.complete(request))
+        try:
+            answer = resolve(self.inner.complete(request))
+        except ProviderError:
+            raise
+        except Exception as exc:  # the async app or SDK crashed: infrastructure, not a FAIL
+            raise ProviderError(
+                "PROVIDER_ERROR", f"{type(exc).__name__} in {self.name}: {exc}"
+            ) from exc
         if not isinstance(answer, Answer):
             if answer is None:
                 raise ProviderError("EMPTY_RESPONSE", f"{self.name} returned None")
@@ -232,6 +241,10 @@ def as_provider(value: Any) -> Provider:
         return AsyncProviderAdapter(value)
     if isinstance(value, Provider):
         return value  # a ``complete`` returning an awaitable is resolved by its callers
+    if callable(complete):
+        # Duck-typed: an object with ``complete`` that is no Provider subclass (what a hook
+        # may return); the adapter resolves what it returns, awaitable or not.
+        return AsyncProviderAdapter(value)
     if callable(value):
         return CallableProvider(value)
     raise TypeError(

@@ -58,6 +58,7 @@ class CachedProvider(Provider):
                 duration_ms=int(data.get("durationMs") or 1),
                 tries=0,
                 model=data.get("model"),
+                finish_reason=data.get("finishReason"),
             )
         answer: Answer = resolve(self.inner.complete(request))
         record = {
@@ -68,6 +69,7 @@ class CachedProvider(Provider):
             "cost": answer.cost,
             "durationMs": answer.duration_ms,
             "model": answer.model,
+            "finishReason": answer.finish_reason,
         }
         self.folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")

@@ -1,17 +1,109 @@
-"""Fixture mode: replay the recorded answer ``fixtures/<id>.out.md``; no model is called."""
+"""Fixture mode: replay the recorded answer ``fixtures/<id>.out.md``; no model is called.
+
+The text is only part of what the graders read: tool calls, the finish reason and the token
+usage live in a JSON sidecar next to it, ``fixtures/<id>.out.json`` (sorted keys, indented,
+so a re-recording shows as a readable diff). Record mode writes it whenever the answer had any
+of them; replay reads it when present. A fixture without a sidecar is a plain text answer (the
+hand-written fixtures of the bundled datasets).
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 from goldeval.core.errors import DatasetError, ProviderError
 from goldeval.core.safe_files import contained_file, read_regular_file
-from goldeval.providers.base import Answer, Provider, ProviderRequest
+from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
+
+#: The sidecar's keys (camelCase, as in run.json).
+SIDECAR_KEYS = ("finishReason", "inputTokens", "outputTokens", "toolCalls")
 
 
 def fixture_path(dataset_dir: Path, case_id: str) -> Path:
     return dataset_dir / "fixtures" / f"{case_id}.out.md"
+
+
+def sidecar_path(dataset_dir: Path, case_id: str) -> Path:
+    """``fixtures/<id>.out.json``: what the answer held besides its text."""
+    return dataset_dir / "fixtures" / f"{case_id}.out.json"
+
+
+def answer_sidecar(answer: Answer) -> dict[str, Any] | None:
+    """The sidecar of an answer: its tool calls, finish reason and usage; ``None`` if none."""
+    data: dict[str, Any] = {}
+    if answer.tool_calls:
+        data["toolCalls"] = [call.dump() for call in answer.tool_calls]
+    if answer.finish_reason is not None:
+        data["finishReason"] = answer.finish_reason
+    if answer.input_tokens is not None:
+        data["inputTokens"] = answer.input_tokens
+    if answer.output_tokens is not None:
+        data["outputTokens"] = answer.output_tokens
+    return data or None
+
+
+def dumps_sidecar(data: dict[str, Any]) -> str:
+    """Sorted keys, two-space indent, a final newline: stable bytes for a reviewable diff."""
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def _token(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DatasetError(f"{where}: must be a non-negative integer, got {value!r}")
+    return value
+
+
+def parse_sidecar(text: str, where: str) -> dict[str, Any]:
+    """Check a sidecar's JSON; errors name the file, line and field (``DatasetError``)."""
+    fix = "fix the file or delete it (then re-record with --golden-mode=record)"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        at = f" line {line}" if line else ""
+        raise DatasetError(f"{where}{at}: not valid JSON ({exc}); {fix}") from None
+    if not isinstance(data, dict):
+        raise DatasetError(f"{where}: must be a JSON object; {fix}")
+    unknown = sorted(set(data) - set(SIDECAR_KEYS))
+    if unknown:
+        raise DatasetError(
+            f"{where}: unknown field {unknown[0]!r} (known: {', '.join(SIDECAR_KEYS)}); {fix}"
+        )
+    calls = data.get("toolCalls", [])
+    if not isinstance(calls, list):
+        raise DatasetError(f"{where}: field toolCalls must be a list; {fix}")
+    for n, call in enumerate(calls):
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("name"), str)
+            or not isinstance(call.get("arguments", {}), dict)
+        ):
+            raise DatasetError(
+                f'{where}: field toolCalls[{n}] must be {{"name": str, "arguments": object}}; {fix}'
+            )
+    reason = data.get("finishReason")
+    if reason is not None and not isinstance(reason, str):
+        raise DatasetError(f"{where}: field finishReason must be a string; {fix}")
+    for key in ("inputTokens", "outputTokens"):
+        _token(data.get(key), f"{where}: field {key}")
+    return data
+
+
+def apply_sidecar(answer: Answer, data: dict[str, Any]) -> Answer:
+    """The replayed answer with the sidecar's tool calls, finish reason and usage."""
+    answer.tool_calls = [
+        ToolCall(call["name"], dict(call.get("arguments") or {}))
+        for call in data.get("toolCalls", [])
+    ]
+    answer.finish_reason = data.get("finishReason")
+    answer.input_tokens = data.get("inputTokens")
+    answer.output_tokens = data.get("outputTokens")
+    return answer
 
 
 class FixtureProvider(Provider):
@@ -22,14 +114,28 @@ class FixtureProvider(Provider):
 
     def complete(self, request: ProviderRequest) -> Answer:
         start = time.perf_counter()
-        path = fixture_path(self.dataset_dir, request.case.id)
+        case_id = request.case.id
+        path = fixture_path(self.dataset_dir, case_id)
         try:
             # Checked at collection for the selected rows; checked again here because a file
             # can be swapped for a link out (/proc/self/environ) or a FIFO mid-run, and a
             # conftest may override golden_case with a row the collection never saw.
             real = contained_file(path, self.dataset_dir, what="recorded answer")
             data = read_regular_file(real)
+            side = sidecar_path(self.dataset_dir, case_id)
+            side_text = None
+            if side.exists() or side.is_symlink():
+                side_real = contained_file(side, self.dataset_dir, what="recorded answer sidecar")
+                side_text = read_regular_file(side_real).decode("utf-8", errors="replace")
         except DatasetError as exc:
             raise ProviderError("PROVIDER_ERROR", f"cannot read fixture: {exc}") from None
+        sidecar = None
+        if side_text is not None:
+            try:
+                sidecar = parse_sidecar(side_text, f"fixtures/{side.name}")
+            except DatasetError as exc:
+                # The file's content is wrong: a rerun cannot help (exit 4, not 75).
+                raise ProviderError("CONFIG_ERROR", f"cannot replay fixture: {exc}") from None
         text = data.decode("utf-8", errors="replace")
-        return Answer(text=text, duration_ms=max(1, round((time.perf_counter() - start) * 1000)))
+        answer = Answer(text=text, duration_ms=max(1, round((time.perf_counter() - start) * 1000)))
+        return apply_sidecar(answer, sidecar) if sidecar is not None else answer

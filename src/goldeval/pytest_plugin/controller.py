@@ -21,7 +21,7 @@ from goldeval.core.errors import BaselineError, ConfigError, DatasetError, Golde
 from goldeval.core.models import Mode
 from goldeval.core.textsafe import one_line
 from goldeval.pipeline.attempt import case_facts
-from goldeval.providers.fixture import fixture_path
+from goldeval.providers.fixture import dumps_sidecar, fixture_path, sidecar_path
 from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
 from goldeval.pytest_plugin.decision import (
     decide,
@@ -654,7 +654,12 @@ def build_for(
 
 
 def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
-    """Record mode: write answers as fixtures (controller only), never silently overwriting."""
+    """Record mode: write answers as fixtures (controller only), never silently overwriting.
+
+    A fixture is the text ``<id>.out.md`` plus, when the answer had tool calls, a finish reason
+    or usage, the sidecar ``<id>.out.json`` (goldeval.providers.fixture); the two change
+    together, and a re-recorded answer without any drops a stale sidecar.
+    """
 
     ds = state.load()
     changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
@@ -664,14 +669,22 @@ def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
             continue
         case_id = case["caseId"]
         path = fixture_path(ds.dir, case_id)
+        side = sidecar_path(ds.dir, case_id)
         old = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
-        if old == first["output"]:
+        old_side = side.read_text(encoding="utf-8", errors="replace") if side.is_file() else None
+        sidecar = first.get("recordedAnswer")
+        new_side = dumps_sidecar(sidecar) if sidecar else None
+        if old == first["output"] and old_side == new_side:
             changes["unchanged"].append(case_id)
             continue
         if old is not None and not state.settings.overwrite_fixtures:
             changes["kept"].append(case_id)
             continue
         artifacts.atomic_write(path, first["output"])
+        if new_side is not None:
+            artifacts.atomic_write(side, new_side)
+        elif old_side is not None or side.is_symlink():
+            side.unlink()
         changes["new" if old is None else "changed"].append(case_id)
     return changes
 

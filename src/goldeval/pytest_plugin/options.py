@@ -205,6 +205,20 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add("--golden-judge-model", default=None, metavar="MODEL", help="judge model")
     add(
+        "--golden-judge-provider",
+        default=None,
+        metavar="NAME",
+        help="judge provider (ollama, openai or a registered one; default: --golden-provider)",
+    )
+    add(
+        "--golden-judge-base-url",
+        default=None,
+        metavar="URL",
+        help="judge base URL (default: --golden-base-url for the same provider, else the "
+        "provider's environment); credentials: GOLDEVAL_JUDGE_API_KEY, GOLDEVAL_JUDGE_USER, "
+        "GOLDEVAL_JUDGE_PASSWORD",
+    )
+    add(
         "--golden-judge-repetitions",
         type=_positive_int,
         default=None,

@@ -18,7 +18,7 @@ import pytest
 
 from goldeval.core.errors import GoldevalError, ProviderError
 from goldeval.core.models import AttemptRecord, Mode, Status
-from goldeval.core.settings import RunSettings, provider_from_env
+from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.manifest import find_manifest, read_manifest
 from goldeval.dataset.rows import RESERVED_TAGS, Dataset, load_dataset, resolve_dataset, rows_file
@@ -36,7 +36,7 @@ from goldeval.pipeline.retriever import LexicalRetriever
 from goldeval.providers.base import Answer, Provider, as_provider, resolve
 from goldeval.providers.budget import Budget, parse_prices
 from goldeval.providers.cache import CachedProvider
-from goldeval.providers.fixture import FixtureProvider
+from goldeval.providers.fixture import FixtureProvider, answer_sidecar
 from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
 from goldeval.pytest_plugin.params import GoldenParam, param_of
 from goldeval.pytest_plugin.prefetch import Prefetcher
@@ -249,6 +249,8 @@ class GoldenSession:
         self._cached: dict[int, Provider] = {}
         self._prefetcher: Any = None
         self._judge: Any = None
+        self._judge_settings: ProviderSettings | None = None
+        self._judge_provider: Provider | None = None
         self.run_dir: Path | None = None
         self.benchmark: list[dict[str, Any]] | None = None
         self.recorded: dict[str, list[str]] | None = None
@@ -263,6 +265,8 @@ class GoldenSession:
             # An unknown provider is a usage error now, not an ERROR on every attempt later
             # (which would exit 75 and be retried forever).
             self._provider = self._make_provider()
+        if self.settings.judge:
+            self.judge_provider()  # a bad judge option is a usage error now, not per item
         if self.settings.rerun_errors and not self.settings.run_key:
             raise pytest.UsageError("--golden-rerun-errors needs --golden-run-key")
         refuse_rerun_plugins(config)
@@ -447,33 +451,86 @@ class GoldenSession:
         if not self.settings.judge:
             return None
         if self._judge is None:
-            s = self.settings
-            judge_settings = provider_from_env(
-                s.provider.name,
-                s.judge_model or s.provider.model,
-                self.config.getoption("golden_base_url", default=None),
-            )
-            judge_settings.read_timeout = s.provider.read_timeout
-            judge_settings.connect_timeout = s.provider.connect_timeout
-            judge_settings.retries = s.provider.retries
-            provider = self.config.hook.pytest_goldeval_make_provider(
-                config=self.config, name=judge_settings.name, settings=judge_settings
-            )
-            if provider is None:
-                raise pytest.UsageError(f"no judge provider {judge_settings.name!r}")
             self._judge = Judge(
-                provider,
-                judge_settings.model,
+                self.judge_provider(),
+                self.judge_settings().model,
                 self.load().rubric or DEFAULT_RUBRIC,
-                s.judge_repetitions,
+                self.settings.judge_repetitions,
             )
         return self._judge
+
+    def judge_provider(self) -> Provider:
+        """The judge's provider (made once, through the pytest_goldeval_make_provider hook)."""
+        if self._judge_provider is None:
+            judge_settings = self.judge_settings()
+            try:
+                provider = self.config.hook.pytest_goldeval_make_provider(
+                    config=self.config, name=judge_settings.name, settings=judge_settings
+                )
+            except GoldevalError as exc:
+                raise pytest.UsageError(f"judge: {exc}") from None
+            if provider is None:
+                raise pytest.UsageError(
+                    f"unknown judge provider {judge_settings.name!r}: use ollama, openai, or "
+                    "register one with the pytest_goldeval_make_provider hook"
+                )
+            try:
+                self._judge_provider = as_provider(provider)
+            except TypeError:
+                raise pytest.UsageError(
+                    f"judge provider {judge_settings.name!r}: the pytest_goldeval_make_provider "
+                    f"hook returned a {type(provider).__name__}, not a Provider"
+                ) from None
+        return self._judge_provider
+
+    def judge_settings(self) -> ProviderSettings:
+        """The judge's provider settings (cached): its own provider, base URL and credentials.
+
+        ``--golden-judge-provider`` (default: the generation provider) and
+        ``--golden-judge-base-url`` (default: ``--golden-base-url`` when the provider is the
+        same, else that provider's environment: OLLAMA_HOST, OPENAI_BASE_URL). Credentials
+        come from GOLDEVAL_JUDGE_API_KEY / GOLDEVAL_JUDGE_USER / GOLDEVAL_JUDGE_PASSWORD, else
+        the provider's own variables (OPENAI_API_KEY, OLLAMA_USER, ...) or the URL's userinfo.
+        A usage error (exit 4) names the judge option at fault.
+        """
+        if self._judge_settings is not None:
+            return self._judge_settings
+        s = self.settings
+        name = str(_opt(self.config, "golden_judge_provider", s.provider.name)).strip().lower()
+        same = name == s.provider.name
+        model = s.judge_model or (s.provider.model if same else None)
+        if model is None and name in ("ollama", "openai"):
+            raise pytest.UsageError(
+                f"--golden-judge-provider={name} differs from the generation provider: pass "
+                "--golden-judge-model=NAME as well"
+            )
+        judge_url = _opt(self.config, "golden_judge_base_url")
+        base_url = judge_url or (_opt(self.config, "golden_base_url") if same else None)
+        option = "--golden-judge-base-url" if judge_url else "--golden-base-url"
+        try:
+            settings = provider_from_env(name, model, base_url, option=option)
+        except GoldevalError as exc:
+            raise pytest.UsageError(f"judge: {exc}") from None
+        key = os.environ.get("GOLDEVAL_JUDGE_API_KEY")
+        if key:
+            settings.api_key = key
+        user = os.environ.get("GOLDEVAL_JUDGE_USER")
+        if user:
+            settings.user = user
+        password = os.environ.get("GOLDEVAL_JUDGE_PASSWORD")
+        if password:
+            settings.password = password
+        settings.read_timeout = s.provider.read_timeout
+        settings.connect_timeout = s.provider.connect_timeout
+        settings.retries = s.provider.retries
+        self._judge_settings = settings
+        return settings
 
     def close(self) -> None:
         if self._prefetcher is not None:
             self._prefetcher.close()
-        if self._judge is not None:
-            self._judge.provider.close()
+        if self._judge_provider is not None:
+            self._judge_provider.close()
 
     def pipeline(self, graders: list[Grader], retriever: Any) -> Pipeline:
         key = (id(graders), id(retriever))
@@ -661,6 +718,9 @@ def grade_item(answer: Answer) -> None:
             f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind}: {exc.message}",
             pytrace=False,
         )
+    if state.settings.mode is Mode.RECORD:
+        # Tool calls, finish reason and usage go to the fixture's JSON sidecar.
+        record.recorded_answer = answer_sidecar(answer)
     judge = state.judge()
     if judge is not None:
         judge.judge(case, record, answer, pipeline.retrieve(case))

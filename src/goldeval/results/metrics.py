@@ -83,6 +83,7 @@ class MetricsAccumulator:
         self.retried_cases = _CaseNames()
         self.judge = {"accept": 0, "reject": 0, "pending": 0, "errors": 0}
         self.judged = False
+        self.judge_tokens = _JudgeTokens()
         self.judge_pending = _CaseNames()
         self.judge_errors = _CaseNames()
 
@@ -102,6 +103,9 @@ class MetricsAccumulator:
             duration = a.get("durationMs") or 0
             if status != "SKIPPED" and duration > 0:
                 self.latencies.append(duration)
+            jt = (a.get("judge") or {}).get("tokens")
+            if jt:
+                self.judge_tokens.add(jt)
             tk = a.get("tokens")
             if tk:
                 self.tok_in = _add(self.tok_in, tk.get("inputTokens"))
@@ -203,6 +207,9 @@ class MetricsAccumulator:
             tokens["totalTokens"] = self.tok_total
         if self.cost is not None and self.cost_known:
             tokens["estimatedCost"] = self.cost
+        if self.judge_tokens.counted:
+            # The judge's calls, labelled apart: the totals above stay the model's own.
+            tokens["judge"] = self.judge_tokens.dump()
         metrics["tokens"] = tokens
         metrics["unstableCaseRate"] = rate_dict(self.unstable_h, self.unstable_t)
         metrics["slices"] = {k: rate_dict(v[0], v[1]) for k, v in self.slices.items()}
@@ -317,3 +324,21 @@ def recompute_overall(cases: Iterable[Mapping[str, Any]]) -> Rate:
                 total += 1
                 hits += a.get("status") == "PASS"
     return Rate(hits=hits, total=total)
+
+
+class _JudgeTokens:
+    """Token totals of the judge's calls (``metrics.tokens.judge``)."""
+
+    def __init__(self) -> None:
+        self.counted = False
+        self.values: dict[str, int] = {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+
+    def add(self, tokens: Mapping[str, Any]) -> None:
+        for key in self.values:
+            value = tokens.get(key)
+            if isinstance(value, int):
+                self.values[key] += value
+                self.counted = True
+
+    def dump(self) -> dict[str, int]:
+        return dict(self.values)

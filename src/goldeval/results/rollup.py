@@ -25,7 +25,7 @@ COUNTER_KEYS = (
     "attemptsSkipped",
     "attemptsError",
 )
-RAW_FIELDS = ("output", "judgeOutput")
+RAW_FIELDS = ("output", "judgeOutput", "recordedAnswer")
 
 
 def case_status(statuses: Sequence[str]) -> str:

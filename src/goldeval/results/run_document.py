@@ -109,7 +109,7 @@ def attempt_entry(payload: dict[str, Any], keep_passing_output: bool = True) -> 
 
 def without_raw_text(text: str) -> str:
     """The record JSON without the raw model text (the store never holds it)."""
-    if '"output"' not in text and '"judgeOutput"' not in text:
+    if not any(f'"{name}"' in text for name in RAW_FIELDS):
         return text  # the usual case: nothing to drop, no parse
     record = json.loads(text)
     for name in RAW_FIELDS:

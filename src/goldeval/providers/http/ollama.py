@@ -65,6 +65,7 @@ class OllamaProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(data.get("prompt_eval_count")),
             output_tokens=token_count(data.get("eval_count")),
+            finish_reason=_reason(data.get("done_reason")),
         )
 
     def _read_stream(
@@ -105,3 +106,8 @@ class OllamaProvider(HTTPProvider):
         if calls:
             assembled["message"]["tool_calls"] = calls
         return assembled, first
+
+
+def _reason(value: Any) -> str | None:
+    """The protocol's finish reason (``done_reason``), if it is a plain string."""
+    return value if isinstance(value, str) and value else None

@@ -74,6 +74,7 @@ class OpenAIProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(usage.get("prompt_tokens")),
             output_tokens=token_count(usage.get("completion_tokens")),
+            finish_reason=_reason(first.get("finish_reason")),
         )
 
     def _read_stream(
@@ -85,6 +86,7 @@ class OpenAIProvider(HTTPProvider):
         pieces: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: Any = None
+        reason: Any = None
         for line in response.iter_lines():
             if not line.startswith("data:"):
                 continue  # blank separators, comments (": keep-alive"), event names
@@ -104,6 +106,8 @@ class OpenAIProvider(HTTPProvider):
             choices = chunk.get("choices")
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
                 continue
+            if choices[0].get("finish_reason"):
+                reason = choices[0]["finish_reason"]
             delta = choices[0].get("delta")
             if not isinstance(delta, dict):
                 continue
@@ -134,7 +138,14 @@ class OpenAIProvider(HTTPProvider):
         message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
         if calls:
             message["tool_calls"] = [calls[i] for i in sorted(calls)]
-        assembled: dict[str, Any] = {"choices": [{"index": 0, "message": message}]}
+        assembled: dict[str, Any] = {
+            "choices": [{"index": 0, "message": message, "finish_reason": reason}]
+        }
         if usage is not None:
             assembled["usage"] = usage
         return assembled, first
+
+
+def _reason(value: Any) -> str | None:
+    """The protocol's finish reason, if it is a plain string."""
+    return value if isinstance(value, str) and value else None
