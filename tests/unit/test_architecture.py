@@ -93,3 +93,21 @@ def test_no_function_level_imports_outside_the_entry_points() -> None:
         if lines:
             found[rel] = lines
     assert found == {}, "hoist these imports to the module top (or document a lazy one)"
+
+
+def test_no_submodule_taken_from_a_long_lived_package() -> None:
+    """``from goldeval import x`` / ``from goldeval.pytest_plugin import x`` read the package's
+    attribute; those two packages outlive pytester's in-process runs, so the attribute can be a
+    previous run's module (tests/plugin/test_in_process_runs.py). Use ``import a.b.x as x``."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in (
+                "goldeval",
+                "goldeval.pytest_plugin",
+            ):
+                names = [a.name for a in node.names if a.name != "__version__"]
+                if names:
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno} {names}")
+    assert found == []

@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
+# `import a.b.c as x`, not `from a.b import c`: the package goldeval.pytest_plugin outlives
+# pytester's in-process runs (the entry point lives in it) and its attribute would hand a later
+# run the first run's module, bound to the first run's classes (see hooks._submodule).
+import goldeval.pytest_plugin.golden_test as golden_test
 from goldeval.core.errors import GoldevalError
 from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.dataset.rows import fixture_problems
-from goldeval.pytest_plugin import golden_test
 from goldeval.pytest_plugin.config_keys import TAG_MARKER_DESCRIPTION
 from goldeval.pytest_plugin.params import PARAM_ARG, param_of
 from goldeval.pytest_plugin.recording import already_graded
