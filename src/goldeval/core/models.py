@@ -130,6 +130,10 @@ class AttemptRecord(Record):
     # Raw texts travel to the controller for per-case artifacts; stripped from run.json.
     output: str | None = None
     judge_output: str | None = None
+    #: Why the model stopped (``stop``, ``length``, ``tool_calls``), when the provider says.
+    finish_reason: str | None = None
+    #: The messages sent, for a failing attempt of a row with a template or a conversation.
+    prompt_messages: list[dict[str, Any]] | None = None
 
 
 class Rate(BaseModel):

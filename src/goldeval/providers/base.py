@@ -38,6 +38,8 @@ class Answer:
     duration_ms: int = 0
     tries: int = 1
     model: str | None = None
+    #: Why the model stopped: ``stop``, ``length`` (cut at max_tokens), ``tool_calls``...
+    finish_reason: str | None = None
     #: Set by the plugin: the pytest item this answer belongs to and the (pipeline, param)
     #: that grade it (not part of the API).
     _item: Any = field(default=None, repr=False, compare=False)
@@ -51,7 +53,16 @@ class ProviderRequest:
     access, so a provider that never reads it (fixture replay) does not pay for it.
     """
 
-    __slots__ = ("_system", "attempt", "case", "model", "options", "retrieved", "user")
+    __slots__ = (
+        "_system",
+        "attempt",
+        "case",
+        "messages",
+        "model",
+        "options",
+        "retrieved",
+        "user",
+    )
 
     def __init__(
         self,
@@ -62,8 +73,11 @@ class ProviderRequest:
         model: str | None,
         retrieved: list[str],
         options: dict[str, Any] | None = None,
+        messages: list[dict[str, Any]] | None = None,
     ) -> None:
         self.case = case
+        #: A conversation row's turns (system first when there is one); None: system + user.
+        self.messages = messages
         self.attempt = attempt
         self._system = system
         self.user = user

@@ -496,9 +496,10 @@ def _call(
     """One provider call; returns the Answer or the ProviderError (futures keep either)."""
     if state.deadline_at is not None and time.monotonic() > state.deadline_at:
         return _DeadlinePassed()
-    req = pipeline.request(param.case, param.attempt, model)
     start = time.perf_counter()
     try:
+        # Inside the try: a prompt template that fails to render is a TEMPLATE_ERROR.
+        req = pipeline.request(param.case, param.attempt, model)
         return resolve(provider.complete(req))
     except ProviderError as exc:
         exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
