@@ -178,4 +178,5 @@ def test_template_error_at_run_time_is_an_error_not_a_verdict(
     result = _live(pytester, server, "openai")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*TEMPLATE_ERROR*prompt.system*plain*"])
+    assert "retrying will not help" in result.stdout.str()
     assert not [r for r in server.requests if r.json and "messages" in r.json]

@@ -27,6 +27,7 @@ from goldeval.dataset.manifest import Manifest, find_manifest, read_manifest
 from goldeval.dataset.pack import Pack, load_pack
 from goldeval.dataset.profiles import JAVA_AUTOTEST, get_profile
 from goldeval.dataset.request import check_messages, parse_request
+from goldeval.dataset.templates import TemplateProblem
 
 if TYPE_CHECKING:
     from goldeval.graders.base import Grader
@@ -284,8 +285,12 @@ def parse_rows(
                     hint="put the question in the last user turn",
                 )
         prompt = obj.get("prompt")
+        from_template = False
         if messages is not None and prompt is None:
             prompt = _last_user_text(messages)
+        elif prompt is None and templates is not None and templates.has("user"):
+            from_template = True  # the rendered prompt.user, once the row's vars are read
+            prompt = ""
         elif not isinstance(prompt, str):
             err(
                 "missing" if prompt is None else f"must be a string, got {type(prompt).__name__}",
@@ -386,6 +391,16 @@ def parse_rows(
             errors.extend(row_errors)
             continue
         assert isinstance(case_id, str) and isinstance(prompt, str)  # checked above
+        if from_template and templates is not None:
+            probe = GoldenCase(id=case_id, prompt="", expect={}, vars=row_vars)
+            if not templates.missing(probe):
+                try:
+                    prompt = templates.render("user", probe)
+                except TemplateProblem as exc:
+                    errors.append(
+                        DatasetError(exc.message, path=path, line=lineno, field=exc.field)
+                    )
+                    continue
         cases.append(
             GoldenCase(
                 id=case_id,
@@ -412,17 +427,6 @@ def parse_rows(
                         field=fld,
                         hint=f'add "vars": {{"{name}": ...}} to the row, or change the '
                         "template in the manifest",
-                    )
-                )
-            if messages is not None and templates.has("user"):
-                errors.append(
-                    DatasetError(
-                        "a conversation row carries its own user turns; the manifest's "
-                        "prompt.user template does not apply to it",
-                        path=path,
-                        line=lineno,
-                        field="messages",
-                        hint="drop prompt.user from the manifest or write this row with prompt",
                     )
                 )
     if errors:

@@ -72,13 +72,25 @@ class CompiledTemplates:
         return part in self._compiled
 
     def missing(self, case: GoldenCase) -> list[tuple[str, str]]:
-        """[(field, variable)] for each variable a template uses that the row does not define."""
+        """[(field, variable)] for each variable a template uses that the row does not define
+        (``prompt.user`` does not apply to a conversation row: it carries its own turns).
+
+        A name used only with a fallback (``{{ tone | default("warm") }}``) is not missing:
+        the template is tried on the row first, and only a failed render counts.
+        """
         known = BUILTIN_NAMES | set(case.vars)
-        return [
-            (f"prompt.{part}", name)
-            for part, names in self.names.items()
-            for name in sorted(names - known)
-        ]
+        out = []
+        for part, names in self.names.items():
+            if part == "user" and case.messages is not None:
+                continue
+            unknown = sorted(names - known)
+            if not unknown:
+                continue
+            try:
+                self.render(part, case)
+            except TemplateProblem:
+                out += [(f"prompt.{part}", name) for name in unknown]
+        return out
 
     def render(
         self,

@@ -147,7 +147,9 @@ class Pipeline:
         return out
 
     def user_prompt(self, case: GoldenCase, retrieved: Sequence[str]) -> str:
-        if self._templates is not None and self._templates.has("user"):
+        """The ``prompt.user`` template, else the row's prompt (a conversation row's last
+        user text: the template does not apply to its turns)."""
+        if case.messages is None and self._templates is not None and self._templates.has("user"):
             return self._templates.render("user", case, self._chunks(retrieved), self.dataset.pack)
         return case.prompt
 
