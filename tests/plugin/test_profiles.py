@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import goldeval.pipeline.attempt  # noqa: F401
+import goldeval.pipeline.attempt  # noqa: F401  (loaded once, outside pytester's runs)
+from goldeval.reports.html import render_summary
 from tests.helpers import ROOT, RunFiles
 
 ROWS = [
@@ -66,6 +67,10 @@ def test_generic_dataset_gets_no_pack_no_reference_rates(
     for label in ("| Contract |", "| Negative |", "| Refusal |", "| RAG |", "Weighted"):
         assert label not in report, label
     assert "| Overall |" in report and "Slice tag:returns" in report
+    html = render_summary(run)
+    assert "Overall" in html and "Grader contains_any" in html
+    for label in ("Contract", "Negative", "Refusal", "Hallucination"):
+        assert label not in html, label
 
 
 def test_java_autotest_profile_keeps_the_reference_rules(
