@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 import goldeval.pipeline.attempt  # noqa: F401  (loaded once, outside pytester's runs)
 from goldeval.testing.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.helpers import RunFiles
+from tests.helpers import ROOT, RunFiles
 
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -180,3 +181,19 @@ def test_template_error_at_run_time_is_an_error_not_a_verdict(
     result.stdout.fnmatch_lines(["*TEMPLATE_ERROR*prompt.system*plain*"])
     assert "retrying will not help" in result.stdout.str()
     assert not [r for r in server.requests if r.json and "messages" in r.json]
+
+
+def test_generic_dataset_sends_no_reference_system_prompt(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    # A project with the reference's pack/ folder: a generic dataset must not pick it up, and
+    # its model gets the row's prompt only (no 6,000-character Java-QA system prompt).
+    rows = [{"id": "plain", "prompt": "Hello", "expect": {"contains_any": ["ok"]}}]
+    _project(pytester.path, {"version": "bot-v1"}, rows)
+    shutil.copytree(ROOT / "pack", pytester.path / "pack")
+    result = _live(pytester, server, "ollama")
+    assert result.ret == 0, result.stdout.str()
+    (body,) = [r.json for r in server.requests if r.json and "messages" in r.json]
+    assert body["messages"] == [{"role": "user", "content": "Hello"}]
+    assert body["options"] == {"temperature": 0}
+    assert "tools" not in body and "format" not in body
