@@ -53,6 +53,12 @@ def reference_project(pytester: pytest.Pytester) -> Path:
     ):
         for f in src.glob("*.out.md"):
             shutil.copy(f, dst / f.name)
+    # The reference's manifests predate profiles; in a goldeval project its datasets name
+    # the profile that carries the reference's rules (the bundled golden/ datasets do too).
+    for folder in (gen, hold):
+        manifest = json.loads((folder / "dataset.json").read_text("utf-8"))
+        manifest["profile"] = "java-autotest"
+        (folder / "dataset.json").write_text(json.dumps(manifest), "utf-8")
     shutil.copytree(res / "pack", pytester.path / "pack")
     pytester.makeini("[pytest]\n")
     return pytester.path

@@ -16,6 +16,7 @@ import pytest
 from goldeval.core.errors import ProviderError, is_retryable
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.domain import ContractConfig
+from goldeval.dataset.manifest import Manifest
 from goldeval.graders import budget
 from goldeval.graders.base import GradeContext
 from goldeval.graders.cites import CitesGrader
@@ -113,7 +114,7 @@ def test_contract_tests_class_pattern_is_budgeted() -> None:
 
 def test_pipeline_turns_an_over_budget_grader_into_grader_timeout() -> None:
     case = GoldenCase("c1", "p", {"regex": EVIL})
-    dataset = SimpleNamespace(pack=None, manifest=SimpleNamespace(grader_options={}),
+    dataset = SimpleNamespace(pack=None, manifest=Manifest(version="x-v1"),
                               grader_modes={}, cases=[case])
     pipe = Pipeline(dataset, builtin_graders(), NoRetriever())  # type: ignore[arg-type]
     with pytest.raises(ProviderError) as info:

@@ -67,6 +67,7 @@ NON_RETRYABLE_KINDS = frozenset(
         "AUTH_FAILED",  # 401/403: the credentials are wrong or lack permission
         "CONFIG_ERROR",  # the provider cannot call at all as configured (no model, ...)
         "GRADER_TIMEOUT",  # a grader (a row's regex) ran over its time budget
+        "TEMPLATE_ERROR",  # the manifest's prompt template does not render for this row
     }
 )
 

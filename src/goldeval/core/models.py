@@ -140,6 +140,10 @@ class AttemptRecord(Record):
     #: Record mode only: what the graders read besides the text (tool calls, finish reason,
     #: usage), written as the fixture's JSON sidecar; stripped from run.json like the texts.
     recorded_answer: dict[str, Any] | None = None
+    #: Why the model stopped (``stop``, ``length``, ``tool_calls``), when the provider says.
+    finish_reason: str | None = None
+    #: The messages sent, for a failing attempt of a row with a template or a conversation.
+    prompt_messages: list[dict[str, Any]] | None = None
 
 
 class Rate(BaseModel):

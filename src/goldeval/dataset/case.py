@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from goldeval.core.jsoncanon import jackson_pretty, jackson_string
+from goldeval.dataset.profiles import JAVA_AUTOTEST, get_profile
 
 #: expect keys of the reference schema, in the reference's serialisation order.
 REFERENCE_EXPECT_KEYS = ("layer", "class", "status", "rag", "refuse", "contains", "red")
@@ -23,6 +24,14 @@ class GoldenCase:
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     line: int = 0
+    #: The dataset's profile (``dataset.profiles``): it decides the kinds.
+    profile: str = field(default=JAVA_AUTOTEST, compare=False)
+    #: Template variables of the row (``vars``).
+    vars: dict[str, Any] = field(default_factory=dict)
+    #: A conversation row's turns (``messages``), image files read into data URLs.
+    messages: list[dict[str, Any]] | None = None
+    #: The row's request options (``request``), before the dataset's are merged in.
+    request: dict[str, Any] = field(default_factory=dict)
 
     @property
     def refuse(self) -> bool:
@@ -39,19 +48,8 @@ class GoldenCase:
 
     @property
     def kinds(self) -> list[str]:
-        """Case kinds in the reference's insertion order (reference section 1.5)."""
-        kinds = ["GENERATION"]
-        if self.refuse:
-            kinds += ["NEGATIVE", "REFUSAL"]
-        else:
-            kinds += ["RAG", "RETRIEVAL"]
-        if self.red:
-            kinds.append("NEGATIVE")
-        if self.id.startswith("hallucinate-"):
-            kinds += ["HALLUCINATION", "NEGATIVE"]
-        if "layer" in self.expect or self.id == "mixed-layer":
-            kinds.append("LAYER")
-        return list(dict.fromkeys(kinds))
+        """The case's kinds under its profile (the reference's: reference section 1.5)."""
+        return get_profile(self.profile).kinds(self)
 
     def canonical(self) -> dict[str, Any]:
         """The row as the reference's GoldenCase record serialises it (for datasetHash).
@@ -83,6 +81,12 @@ class GoldenCase:
             row["tags"] = list(self.tags)
         if self.metadata:
             row["metadata"] = _sorted_json(self.metadata)
+        if self.vars:
+            row["vars"] = _sorted_json(self.vars)
+        if self.messages is not None:
+            row["messages"] = [_sorted_json(_hashable_turn(t)) for t in self.messages]
+        if self.request:
+            row["request"] = _sorted_json(self.request)
         explicit = self.explicit_defaults()
         if explicit:
             row["explicit"] = explicit
@@ -103,6 +107,21 @@ class GoldenCase:
             for key, empty in (("contains", []), ("rag", []), ("red", False))
             if key in e and e[key] == empty and type(e[key]) is type(empty)
         ]
+
+
+def _hashable_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A turn as it enters the dataset hash: an image part by its SHA-256, not its bytes."""
+    content = turn.get("content")
+    if not isinstance(content, list):
+        return turn
+    parts = []
+    for part in content:
+        if part.get("type") == "image":
+            digest = hashlib.sha256(str(part.get("url", "")).encode("ascii")).hexdigest()
+            parts.append({"type": "image", "path": part.get("path"), "sha256": digest})
+        else:
+            parts.append(part)
+    return {**turn, "content": parts}
 
 
 def _sorted_json(value: Any) -> Any:
@@ -149,6 +168,9 @@ def canonical_text(case: GoldenCase) -> str:
     if (
         extra
         or case.metadata
+        or case.vars
+        or case.messages is not None
+        or case.request
         or case.explicit_defaults()
         or any(
             not isinstance(e.get(k), (str, int, type(None))) for k in ("layer", "class", "status")

@@ -13,6 +13,9 @@ from goldeval.core.errors import DatasetError
 from goldeval.core.rates import GRADER_PREFIX, RATE_NAMES
 from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.dataset.domain import ContractConfig, RetrieverConfig
+from goldeval.dataset.profiles import GENERIC, PROFILES, get_profile
+from goldeval.dataset.request import parse_request
+from goldeval.dataset.templates import CompiledTemplates, PromptTemplates, TemplateProblem
 
 MANIFEST_NAMES = ("dataset.yaml", "dataset.yml", "dataset.json")
 
@@ -61,6 +64,24 @@ class Manifest(BaseModel):
     #: Rows that no hard grader checks (no expect key a hard grader reads, no must_not) pass
     #: whatever the answer; they are a row error unless this is true.
     allow_ungraded_rows: bool = False
+    #: The domain's rules (``dataset.profiles``); absent: generic.
+    profile: str | None = None
+    #: System and user prompt templates (Jinja2, sandboxed, undefined variables are errors).
+    prompt: PromptTemplates | None = None
+    #: Request options for every row (a row's ``request:`` overrides them key by key).
+    request: dict[str, Any] | None = None
+    #: What a truncated answer (finish_reason length) is: a hard failure, soft, or off.
+    truncated: str = "hard"
+
+    @property
+    def profile_name(self) -> str:
+        return self.profile or GENERIC
+
+    def templates(self) -> CompiledTemplates | None:
+        """The prompt templates, parsed (checked by read_manifest, so they parse)."""
+        if self.prompt is None or (self.prompt.system is None and self.prompt.user is None):
+            return None
+        return CompiledTemplates(self.prompt)
 
 
 def find_manifest(folder: Path) -> Path | None:
@@ -124,9 +145,63 @@ def read_manifest(path: Path) -> Manifest:
         raise DatasetError(f"invalid value: {str(exc)[:160]}", path=path) from None
     if manifest.contract is not None:
         _check_contract(manifest.contract, path)
+    _check_profile_and_request(manifest, path)
     if manifest.gate is not None:
         check_gate_policy(manifest.gate, path)
+        _check_gate_rates(manifest, path)
     return manifest
+
+
+def _check_profile_and_request(manifest: Manifest, path: Path) -> None:
+    if manifest.profile is not None and manifest.profile not in PROFILES:
+        raise DatasetError(
+            f"unknown profile {manifest.profile!r}",
+            path=path,
+            field="profile",
+            hint=_suggest(manifest.profile, list(PROFILES))
+            or f"profiles: {', '.join(sorted(PROFILES))}; leave it out for generic rules",
+        )
+    if manifest.truncated not in ("hard", "soft", "off"):
+        raise DatasetError(
+            f"{manifest.truncated!r} is not hard, soft or off", path=path, field="truncated"
+        )
+    if manifest.prompt is not None:
+        try:
+            manifest.templates()
+        except TemplateProblem as exc:
+            raise DatasetError(exc.message, path=path, field=exc.field) from None
+    if manifest.request is not None:
+        plain, problems = parse_request(manifest.request)
+        if problems:
+            where, message = problems[0]
+            raise DatasetError(
+                message,
+                path=path,
+                field="request" + (f".{where}" if where else ""),
+                hint="request options: temperature, top_p, max_tokens, seed, stop, tools, "
+                "tool_choice, response_format",
+            )
+        manifest.request = plain
+
+
+def _check_gate_rates(manifest: Manifest, path: Path) -> None:
+    """A generic dataset has no reference rates: a threshold on one would never apply."""
+    shown = get_profile(manifest.profile).rates
+    assert manifest.gate is not None
+    for mode in ("fixture", "live"):
+        policy: FixtureThresholds | None = getattr(manifest.gate, mode)
+        if policy is None:
+            continue
+        for name in policy.thresholds:
+            if name in RATE_NAMES and name not in shown:
+                raise DatasetError(
+                    f"{name} is a rate of the java-autotest profile; this dataset's profile "
+                    f"is {manifest.profile_name}, so this rule would never apply",
+                    path=path,
+                    field=f"gate.{mode}.thresholds.{name}",
+                    hint="gate on overallPassRate or grader.<name>, or set "
+                    "`profile: java-autotest`",
+                )
 
 
 def _suggest(name: str, known: list[str]) -> str | None:

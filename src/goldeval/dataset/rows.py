@@ -25,11 +25,24 @@ from goldeval.dataset.domain import DomainConfig
 from goldeval.dataset.expect import ExpectKey
 from goldeval.dataset.manifest import Manifest, find_manifest, read_manifest
 from goldeval.dataset.pack import Pack, load_pack
+from goldeval.dataset.profiles import JAVA_AUTOTEST, get_profile
+from goldeval.dataset.request import check_messages, parse_request
+from goldeval.dataset.templates import TemplateProblem
 
 if TYPE_CHECKING:
     from goldeval.graders.base import Grader
 
-ROW_FIELDS = ("id", "prompt", "expect", "must_not", "tags", "metadata")
+ROW_FIELDS = (
+    "id",
+    "prompt",
+    "messages",
+    "vars",
+    "request",
+    "expect",
+    "must_not",
+    "tags",
+    "metadata",
+)
 CORE_EXPECT_KEYS = (ExpectKey("red", "bool", "known to fail live: carries the `red` marker"),)
 RESERVED_FILES = ("calibration.jsonl",)
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -107,6 +120,19 @@ class Dataset:
             config["options"] = json.dumps(
                 self.manifest.grader_options, sort_keys=True, ensure_ascii=True, default=repr
             )
+        # Each enters only when it is not what a dataset had before it existed: the
+        # java-autotest rules were the only ones, so reference baselines keep their hash.
+        m = self.manifest
+        if m.profile_name != JAVA_AUTOTEST:
+            config["profile"] = m.profile_name
+        if m.prompt is not None:
+            config["prompt"] = json.dumps(
+                m.prompt.model_dump(exclude_none=True), sort_keys=True, ensure_ascii=True
+            )
+        if m.request:
+            config["request"] = json.dumps(m.request, sort_keys=True, ensure_ascii=True)
+        if m.truncated != "hard":
+            config["truncated"] = m.truncated
         return config
 
 
@@ -157,8 +183,12 @@ def parse_rows(
     expect_keys: dict[str, ExpectKey],
     graders: Sequence[Grader] = (),
     reserved_tags: Collection[str] = RESERVED_TAGS,
+    manifest: Manifest | None = None,
 ) -> list[GoldenCase]:
     """Parse and validate a JSONL rows file; raise DatasetErrors listing every problem.
+
+    ``manifest``: the dataset's (its profile names the cases' kinds; its prompt templates
+    must render over every row's variables).
 
     ``reserved_tags``: names a row tag may not take because they are marks with behaviour
     (pytest's own and the running plugins'); the default is :data:`RESERVED_TAGS`.
@@ -167,6 +197,9 @@ def parse_rows(
     errors: list[GoldevalError] = []
     cases: list[GoldenCase] = []
     first_line: dict[str, int] = {}
+    profile = get_profile(manifest.profile).name if manifest is not None else JAVA_AUTOTEST
+    templates = manifest.templates() if manifest is not None else None
+    base_request = (manifest.request or {}) if manifest is not None else {}
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
@@ -240,12 +273,53 @@ def parse_rows(
         id_problem = check_case_id(case_id)
         if id_problem:
             err(id_problem, fld="id")
+        messages = None
+        if "messages" in obj:
+            messages, problems = check_messages(obj["messages"], path.parent)
+            for fld, message in problems:
+                err(message, fld=fld)
+            if "prompt" in obj:
+                err(
+                    "a row has either prompt or messages, not both",
+                    fld="prompt",
+                    hint="put the question in the last user turn",
+                )
         prompt = obj.get("prompt")
-        if not isinstance(prompt, str):
+        from_template = False
+        if messages is not None and prompt is None:
+            prompt = _last_user_text(messages)
+        elif prompt is None and templates is not None and templates.has("user"):
+            from_template = True  # the rendered prompt.user, once the row's vars are read
+            prompt = ""
+        elif not isinstance(prompt, str):
             err(
                 "missing" if prompt is None else f"must be a string, got {type(prompt).__name__}",
                 fld="prompt",
+                hint="a row needs prompt (text) or messages (a conversation)"
+                if prompt is None
+                else None,
             )
+        row_vars = obj.get("vars")
+        if row_vars is None:
+            row_vars = {}
+        elif not isinstance(row_vars, dict):
+            err(f"must be an object, got {type(row_vars).__name__}", fld="vars")
+            row_vars = {}
+        else:
+            for name in row_vars:
+                if not name.isidentifier() or keyword.iskeyword(name):
+                    err(
+                        f"{name[:40]!r} cannot be a template variable",
+                        fld=f"vars.{name[:40]}",
+                        hint="letters, digits and '_', not starting with a digit",
+                    )
+        row_request: dict[str, Any] = {}
+        if obj.get("request") is not None:
+            row_request, problems = parse_request(obj["request"])
+            if not problems:
+                _, problems = parse_request({**base_request, **row_request})
+            for fld, message in problems:
+                err(message, fld="request" + (f".{fld}" if fld else ""))
         expect = obj.get("expect")
         if expect is None:
             expect = {}
@@ -317,6 +391,16 @@ def parse_rows(
             errors.extend(row_errors)
             continue
         assert isinstance(case_id, str) and isinstance(prompt, str)  # checked above
+        if from_template and templates is not None:
+            probe = GoldenCase(id=case_id, prompt="", expect={}, vars=row_vars)
+            if not templates.missing(probe):
+                try:
+                    prompt = templates.render("user", probe)
+                except TemplateProblem as exc:
+                    errors.append(
+                        DatasetError(exc.message, path=path, line=lineno, field=exc.field)
+                    )
+                    continue
         cases.append(
             GoldenCase(
                 id=case_id,
@@ -326,13 +410,42 @@ def parse_rows(
                 tags=tuple(dict.fromkeys(tags)),
                 metadata=metadata,
                 line=lineno,
+                profile=profile,
+                vars=row_vars,
+                messages=messages,
+                request=row_request,
             )
         )
+        if templates is not None:
+            case = cases[-1]
+            for fld, name in templates.missing(case):
+                errors.append(
+                    DatasetError(
+                        f"the template uses {{{{ {name} }}}} but the row defines no {name!r}",
+                        path=path,
+                        line=lineno,
+                        field=fld,
+                        hint=f'add "vars": {{"{name}": ...}} to the row, or change the '
+                        "template in the manifest",
+                    )
+                )
     if errors:
         if len(errors) == 1:
             raise errors[0]
         raise DatasetErrors(errors)
     return cases
+
+
+def _last_user_text(messages: Sequence[dict[str, Any]]) -> str:
+    """A conversation's question, as text: its last user turn (for reports and retrieval)."""
+    for turn in reversed(messages):
+        if turn.get("role") == "user":
+            content = turn.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "\n".join(p["text"] for p in content if p.get("type") == "text")
+    return ""
 
 
 def rows_file(folder: Path, manifest: Manifest, manifest_path: Path) -> Path:
@@ -576,7 +689,7 @@ def load_dataset(
         for key in grader.expect_keys:
             expect_keys.setdefault(key.name, key)
     path = rows_file(folder, manifest, manifest_path)
-    cases = parse_rows(path, expect_keys, graders, reserved_tags)
+    cases = parse_rows(path, expect_keys, graders, reserved_tags, manifest)
     if not manifest.allow_ungraded_rows:
         raise_all(ungraded_rows(cases, graders, modes, path))
     domain = DomainConfig(
@@ -587,8 +700,10 @@ def load_dataset(
     pack_spec = manifest.pack
     project = project_root.resolve()
     if pack_spec is None:
+        # Only the java-autotest profile picks a project pack/ up unnamed: a generic dataset
+        # gets a pack (and its prompt parts) only when its manifest names one.
         default = project_root / "pack"
-        if default.is_dir():
+        if get_profile(manifest.profile).default_pack and default.is_dir():
             pack = load_pack(default, project)
     elif pack_spec.lower() not in ("none", "null", ""):
         pack_dir = folder / pack_spec

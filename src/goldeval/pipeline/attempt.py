@@ -12,18 +12,31 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from goldeval.core.errors import ProviderError
-from goldeval.core.models import AttemptRecord, CaseInfo, GraderOutcome, Status, TokenUsage
+from goldeval.core.models import (
+    AttemptRecord,
+    CaseInfo,
+    GraderOutcome,
+    Severity,
+    Status,
+    TokenUsage,
+    Violation,
+)
 from goldeval.core.textsafe import one_line
 from goldeval.dataset.case import GoldenCase
-from goldeval.dataset.pack import CONTEXT_PARTS, PROMPT_PARTS
+from goldeval.dataset.profiles import JAVA_SYSTEM_INTRO, Profile, get_profile
+from goldeval.dataset.request import merge_request
 from goldeval.dataset.rows import Dataset
+from goldeval.dataset.templates import CompiledTemplates, TemplateProblem
 from goldeval.graders.base import GradeContext, Grader
 from goldeval.graders.budget import GraderTimeout, budget
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.retrieval import grade_retrieval
 from goldeval.providers.base import Answer, ProviderRequest
 
-SYSTEM_INTRO = "Ты QA-агент в AI-first workflow. Соблюдай rules, skill, RAG и ADR."
+#: The java-autotest profile's system prompt intro (kept here under its old name).
+SYSTEM_INTRO = JAVA_SYSTEM_INTRO
+#: The violation kind of an answer cut at the token limit (finish_reason ``length``).
+TRUNCATED = "TRUNCATED"
 
 
 class Retriever(Protocol):
@@ -82,6 +95,12 @@ class Pipeline:
     retriever: Retriever
     model: str | None = None
     _retrieved: dict[str, list[str]] = field(default_factory=dict)
+    _templates: CompiledTemplates | None = field(default=None, init=False)
+    _profile: Profile | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._templates = self.dataset.manifest.templates()
+        self._profile = get_profile(self.dataset.manifest.profile)
 
     def retrieve(self, case: GoldenCase) -> list[str]:
         if case.refuse:
@@ -93,29 +112,107 @@ class Pipeline:
         return cached
 
     def system_prompt(self, case: GoldenCase, retrieved: Sequence[str]) -> str:
-        """Reference 3.8: intro, rules, skill; then context, ADR and the retrieved chunks."""
+        """The manifest's ``prompt.system`` template, else the profile's default: for
+        java-autotest reference 3.8 (intro, rules, skill; then context, ADR and the retrieved
+        chunks), for generic the retrieved chunks, if any."""
         pack = self.dataset.pack
+        if self._templates is not None and self._templates.has("system"):
+            return self._templates.render("system", case, self._chunks(retrieved), pack)
         if pack is None:
             return ""
-        parts = [SYSTEM_INTRO]
-        parts += [t for t in (pack.text(p) for p in PROMPT_PARTS) if t is not None]
+        profile = self._profile
+        assert profile is not None
+        parts = [profile.system_intro] if profile.system_intro else []
+        parts += [t for t in (pack.text(p) for p in profile.prompt_parts) if t is not None]
         if not case.refuse:
-            parts += [t for t in (pack.text(p) for p in CONTEXT_PARTS) if t is not None]
+            parts += [t for t in (pack.text(p) for p in profile.context_parts) if t is not None]
             for chunk_id in retrieved:
                 chunk = pack.chunk(chunk_id)
                 if chunk is not None:
                     parts.append(f"### RAG id={chunk_id}\n{chunk.text}")
         return "\n\n".join(parts)
 
-    def request(self, case: GoldenCase, attempt: int, model: str | None) -> ProviderRequest:
+    def _chunks(self, retrieved: Sequence[str]) -> list[dict[str, Any]]:
+        pack = self.dataset.pack
+        out = []
+        for chunk_id in retrieved:
+            chunk = pack.chunk(chunk_id) if pack is not None else None
+            out.append(
+                {
+                    "id": chunk_id,
+                    "heading": chunk.heading if chunk else "",
+                    "text": chunk.text if chunk else "",
+                }
+            )
+        return out
+
+    def user_prompt(self, case: GoldenCase, retrieved: Sequence[str]) -> str:
+        """The ``prompt.user`` template, else the row's prompt (a conversation row's last
+        user text: the template does not apply to its turns)."""
+        if case.messages is None and self._templates is not None and self._templates.has("user"):
+            return self._templates.render("user", case, self._chunks(retrieved), self.dataset.pack)
+        return case.prompt
+
+    def options(self, case: GoldenCase) -> dict[str, Any]:
+        """The request options of ``case``: the manifest's, the row's over them."""
+        return merge_request(self.dataset.manifest.request or {}, case.request)
+
+    def messages(self, case: GoldenCase, retrieved: Sequence[str]) -> list[dict[str, Any]] | None:
+        """A conversation row's turns, the system prompt first unless the row has its own
+        system turn; None for a prompt row (the provider sends system + user)."""
+        if case.messages is None:
+            return None
+        turns = list(case.messages)
+        if not any(t.get("role") == "system" for t in turns):
+            system = self.system_prompt(case, retrieved)
+            if system:
+                turns.insert(0, {"role": "system", "content": system})
+        return turns
+
+    def rendered(self, case: GoldenCase) -> list[dict[str, Any]] | None:
+        """The messages sent for ``case`` as reports show them (only for rows that use a
+        template or a conversation: the reference prompt is the row's)."""
+        if self._templates is None and case.messages is None:
+            return None
         retrieved = self.retrieve(case)
+        try:
+            turns = self.messages(case, retrieved)
+            if turns is None:
+                system = self.system_prompt(case, retrieved)
+                turns = ([{"role": "system", "content": system}] if system else []) + [
+                    {"role": "user", "content": self.user_prompt(case, retrieved)}
+                ]
+        except TemplateProblem:
+            return None
+        return [_shown_turn(t) for t in turns]
+
+    def request(self, case: GoldenCase, attempt: int, model: str | None) -> ProviderRequest:
+        """The provider request; a template that fails to render is a TEMPLATE_ERROR (the
+        attempt is an ERROR, not a quality verdict)."""
+        retrieved = self.retrieve(case)
+        try:
+            user = self.user_prompt(case, retrieved)
+            messages = self.messages(case, retrieved)
+            system: str | Callable[[], str]
+            if self._templates is not None and self._templates.has("system"):
+                system = self.system_prompt(case, retrieved)
+            else:
+                system = lambda: self.system_prompt(case, retrieved)  # noqa: E731
+        except TemplateProblem as exc:
+            raise ProviderError(
+                "TEMPLATE_ERROR",
+                f"{exc.field} of {self.dataset.manifest_path.name} for row {case.id} "
+                f"(line {case.line}): {exc.message}",
+            ) from None
         return ProviderRequest(
             case=case,
             attempt=attempt,
-            system=lambda: self.system_prompt(case, retrieved),
-            user=case.prompt,
+            system=system,
+            user=user,
             model=model,
             retrieved=retrieved,
+            options=self.options(case),
+            messages=messages,
         )
 
     # -- records ---------------------------------------------------------------------------
@@ -171,6 +268,25 @@ class Pipeline:
             outcomes.append(outcome)
             if outcome.hard and not outcome.passed:
                 hard_failed = True
+        truncated = self.dataset.manifest.truncated
+        if answer.finish_reason == "length" and truncated != "off":
+            outcome = GraderOutcome(
+                grader="truncated",
+                passed=False,
+                violations=[
+                    Violation(
+                        case_id=case.id,
+                        category=TRUNCATED,
+                        severity=Severity.HIGH,
+                        grader="truncated",
+                        reason="the answer was cut at the token limit (finish_reason length); "
+                        "raise request.max_tokens, or set `truncated: soft` in the manifest",
+                    )
+                ],
+                hard=truncated == "hard",
+            )
+            outcomes.append(outcome)
+            hard_failed = hard_failed or outcome.hard
         retrieval = self.retrieval_for(case)
         if retrieval is not None and retrieval.applicable and not retrieval.passed:
             hard_failed = True
@@ -196,6 +312,8 @@ class Pipeline:
             queue_ms=answer.queue_ms,
             ttft_ms=answer.ttft_ms,
             output=answer.text,
+            finish_reason=answer.finish_reason,
+            prompt_messages=None if not hard_failed else self.rendered(case),
         )
 
     def error_record(
@@ -226,6 +344,20 @@ class Pipeline:
             skip_reason=reason,
             error_message=reason,
         )
+
+
+def _shown_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A turn for reports: an image part by its file or a short note, never its bytes."""
+    content = turn.get("content")
+    if isinstance(content, list):
+        shown = []
+        for part in content:
+            if part.get("type") == "image":
+                shown.append({"type": "image", "path": part.get("path") or "(data URL)"})
+            else:
+                shown.append(part)
+        return {**turn, "content": shown}
+    return turn
 
 
 def failure_message(record: AttemptRecord) -> str:

@@ -57,7 +57,16 @@ class ProviderRequest:
     access, so a provider that never reads it (fixture replay) does not pay for it.
     """
 
-    __slots__ = ("_system", "attempt", "case", "model", "options", "retrieved", "user")
+    __slots__ = (
+        "_system",
+        "attempt",
+        "case",
+        "messages",
+        "model",
+        "options",
+        "retrieved",
+        "user",
+    )
 
     def __init__(
         self,
@@ -68,8 +77,11 @@ class ProviderRequest:
         model: str | None,
         retrieved: list[str],
         options: dict[str, Any] | None = None,
+        messages: list[dict[str, Any]] | None = None,
     ) -> None:
         self.case = case
+        #: A conversation row's turns (system first when there is one); None: system + user.
+        self.messages = messages
         self.attempt = attempt
         self._system = system
         self.user = user

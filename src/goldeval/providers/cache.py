@@ -35,6 +35,13 @@ class CachedProvider(Provider):
             "attempt": request.attempt,
             "tools": request.options.get("tools"),
         }
+        # Other request options and a conversation's turns change the answer too; they enter
+        # only when set, so cache entries written before they existed keep their keys.
+        others = {k: v for k, v in request.options.items() if k != "tools"}
+        if others:
+            material["options"] = others
+        if request.messages is not None:
+            material["messages"] = request.messages
         text = json.dumps(material, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

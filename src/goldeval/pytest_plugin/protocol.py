@@ -52,6 +52,9 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
         "model": (s.provider.model if live else None),
         "judgeEnabled": bool(s.judge and live),
         "judgeModel": (s.judge_model or s.provider.model) if (s.judge and live) else None,
+        # The dataset's rules (dataset.profiles); comparability rests on graderConfigHash,
+        # which covers it, this names it for reports.
+        "profile": ds.manifest.profile_name,
     }
 
 

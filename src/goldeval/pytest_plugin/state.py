@@ -596,9 +596,10 @@ def _call(
     budget = state.budget
     if budget.active and budget.exhausted():
         return _BudgetSpent()
-    req = pipeline.request(param.case, param.attempt, model)
     start = time.perf_counter()
     try:
+        # Inside the try: a prompt template that fails to render is a TEMPLATE_ERROR.
+        req = pipeline.request(param.case, param.attempt, model)
         answer = resolve(provider.complete(req))
     except ProviderError as exc:
         if getattr(exc, "duration_ms", None) is None:  # the HTTP providers set their own

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from goldeval.core.rates import GRADER_PREFIX, RATE_NAMES
-from goldeval.reports.labels import rate_label
+from goldeval.core.rates import GRADER_PREFIX
+from goldeval.reports.labels import rate_label, shown_rates
 from goldeval.reports.templating import esc, render, status_class
 
 __all__ = [
@@ -114,7 +114,7 @@ def metric_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     metrics = run.get("metrics") or {}
     graders = metrics.get("graders") or {}
     named: list[tuple[str, str, Any]] = [
-        (name, rate_label(name), metrics.get(name)) for name in (*RATE_NAMES, UNSTABLE)
+        (name, rate_label(name), metrics.get(name)) for name in (*shown_rates(run), UNSTABLE)
     ]
     named += [(f"{GRADER_PREFIX}{g}", f"Grader {g}", graders.get(g)) for g in sorted(graders)]
     return [

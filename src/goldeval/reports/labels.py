@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
-from goldeval.core.rates import LOWER_IS_BETTER
+from goldeval.core.rates import LOWER_IS_BETTER, RATE_NAMES
+from goldeval.dataset.profiles import JAVA_AUTOTEST, reported_rates
 
 #: Label of each rate in report.md, the pytest-html summary and the site's run pages.
 RATE_LABELS: Mapping[str, str] = MappingProxyType(
@@ -50,3 +52,29 @@ def chart_label(name: str) -> str:
     """A trend chart's title; a metric where smaller is better says so."""
     label = CHART_LABELS.get(name, name)
     return f"{label} (lower is better)" if name in LOWER_IS_BETTER else label
+
+
+def run_profile(run: Mapping[str, Any]) -> str:
+    """The profile a run document ran under (one written before profiles: java-autotest)."""
+    protocol = run.get("protocol")
+    name = protocol.get("profile") if isinstance(protocol, Mapping) else None
+    return name if isinstance(name, str) else JAVA_AUTOTEST
+
+
+def shown_rates(run: Mapping[str, Any]) -> tuple[str, ...]:
+    """The rates a report shows for ``run``: the nine of java-autotest; for another profile
+    its own (a generic run: overall, and the judge's only when the judge ran)."""
+    profile = run_profile(run)
+    if profile == JAVA_AUTOTEST:
+        return RATE_NAMES
+    metrics = run.get("metrics") or {}
+    return tuple(
+        name
+        for name in reported_rates(profile)
+        if name == "overallPassRate" or ((metrics.get(name) or {}).get("total") or 0) > 0
+    )
+
+
+def shows_weighted_score(run: Mapping[str, Any]) -> bool:
+    """The weighted score mixes the reference's rates: only java-autotest reports show it."""
+    return run_profile(run) == JAVA_AUTOTEST

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from goldeval.core.rates import RATE_NAMES
 from goldeval.core.textsafe import one_line
-from goldeval.reports.labels import RATE_LABELS
+from goldeval.reports.labels import RATE_LABELS, shown_rates, shows_weighted_score
 from goldeval.results.metrics import format_rate, rate_value
 
 #: How many case ids a terminal line names before "and N more".
@@ -98,7 +97,7 @@ def render(run: Mapping[str, Any]) -> str:
     ]
     out += [f"| {k} | {v} |" for k, v in rows]
     out += ["", "## Metrics", "", "| Metric | Value | Wilson 95% |", "|---|---|---|"]
-    for name in RATE_NAMES:
+    for name in shown_rates(run):
         out.append(f"| {RATE_LABELS[name]} | {format_rate(m.get(name))} | {_ci(m.get(name))} |")
     unstable_label = RATE_LABELS["unstableCaseRate"]
     out.append(f"| {unstable_label} | {format_rate(m.get('unstableCaseRate'))} | |")
@@ -112,8 +111,9 @@ def render(run: Mapping[str, Any]) -> str:
             f"| Soft {md_escape(key)} (mean score) | {soft['mean']:.3f} ({soft['samples']}) | |"
         )
     ws = m.get("weightedScore")
-    out.append(f"| Weighted (secondary) | {'n/a' if ws is None else f'{ws:.3f}'} | |")
-    out.append(f"| Weighted formula | {md_escape(m.get('weightedScoreFormula') or 'n/a')} | |")
+    if shows_weighted_score(run):
+        out.append(f"| Weighted (secondary) | {'n/a' if ws is None else f'{ws:.3f}'} | |")
+        out.append(f"| Weighted formula | {md_escape(m.get('weightedScoreFormula') or 'n/a')} | |")
     lat = m.get("latency") or {}
     out.append(
         f"| Latency min/avg/median/p95/max | {lat.get('minMs', 0)} / {lat.get('avgMs', 0)} / "
@@ -156,6 +156,7 @@ def render(run: Mapping[str, Any]) -> str:
             f"- **{md_escape(c['caseId'])}** {c['status']} {sr.get('hits', 0)} / "
             f"{sr.get('total', 0)}: {md_escape(detail)}"
         )
+        out += _prompt_lines(c)
     out += ["", "## Stability", ""]
     multi = [c for c in run.get("cases", []) if (c.get("successRate") or {}).get("total", 0) >= 2]
     if not multi:
@@ -189,6 +190,38 @@ def render(run: Mapping[str, Any]) -> str:
     if decision:
         out += ["", f"Exit status {decision.get('code')}: {md_escape(decision.get('reason'))}"]
     return "\n".join(out) + "\n"
+
+
+#: How much of one rendered message report.md shows.
+PROMPT_SHOWN = 600
+
+
+def _prompt_lines(case: Mapping[str, Any]) -> list[str]:
+    """The messages sent for a failing case that used a template or a conversation (from its
+    first failing attempt), one indented line per turn, long turns shortened."""
+    for a in case.get("attempts") or ():
+        messages = a.get("promptMessages")
+        if not messages:
+            continue
+        lines = []
+        for turn in messages:
+            content = turn.get("content")
+            if isinstance(content, list):
+                content = " ".join(
+                    p.get("text", "") if p.get("type") == "text" else f"[image {p.get('path')}]"
+                    for p in content
+                )
+            text = one_line(str(content or ""))
+            if len(text) > PROMPT_SHOWN:
+                text = text[:PROMPT_SHOWN] + f"... ({len(text) - PROMPT_SHOWN} more characters)"
+            calls = turn.get("tool_calls")
+            if calls:
+                text += " " + md_escape(
+                    "tool calls: " + ", ".join(str(c.get("name")) for c in calls)
+                )
+            lines.append(f"  - `{md_escape(turn.get('role'))}`: {md_escape(text)}")
+        return ["  - messages sent:", *["  " + line for line in lines]]
+    return []
 
 
 def render_comparison(cmp: Mapping[str, Any]) -> str:
@@ -250,7 +283,7 @@ def summary_table(run: Mapping[str, Any]) -> list[str]:
     """Short metrics table for pytest's terminal summary."""
     m = run.get("metrics", {})
     lines = []
-    for name in RATE_NAMES:
+    for name in shown_rates(run):
         lines.append(f"  {RATE_LABELS[name]:<26} {format_rate(m.get(name))}")
     for key, rate in (m.get("graders") or {}).items():
         lines.append(f"  {'grader ' + one_line(key):<26} {format_rate(rate)}")

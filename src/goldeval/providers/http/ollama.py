@@ -37,15 +37,37 @@ class OllamaProvider(HTTPProvider):
         return super()._status_hint(status)
 
     def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
+        opts = request.options
+        options: dict[str, Any] = {
+            "temperature": opts.get("temperature", self.settings.temperature)
+        }
+        for ours, theirs in (("top_p", "top_p"), ("max_tokens", "num_predict"), ("seed", "seed")):
+            if opts.get(ours) is not None:
+                options[theirs] = opts[ours]
+        stop = opts.get("stop")
+        if stop is not None:
+            options["stop"] = [stop] if isinstance(stop, str) else list(stop)
         body: dict[str, Any] = {
             "model": model,
             "stream": self.settings.stream,
-            "options": {"temperature": self.settings.temperature},
-            "messages": self._messages(request),
+            "options": options,
+            "messages": (
+                [_ollama_turn(t) for t in request.messages]
+                if request.messages is not None
+                else self._messages(request)
+            ),
         }
-        tools = request.options.get("tools")
-        if tools:
+        tools = opts.get("tools")
+        if tools and opts.get("tool_choice") != "none":
+            # Ollama has no tool_choice: "none" sends no tools, "auto"/"required"/a named
+            # function send them (docs/profiles.md says so).
             body["tools"] = tools
+        fmt = opts.get("response_format")
+        if isinstance(fmt, dict):
+            if fmt.get("type") == "json_object":
+                body["format"] = "json"
+            elif fmt.get("type") == "json_schema":
+                body["format"] = (fmt.get("json_schema") or {}).get("schema")
         return body
 
     def _parse(self, data: dict[str, Any]) -> Answer | Failure:
@@ -111,3 +133,24 @@ class OllamaProvider(HTTPProvider):
 def _reason(value: Any) -> str | None:
     """The protocol's finish reason (``done_reason``), if it is a plain string."""
     return value if isinstance(value, str) and value else None
+
+
+def _ollama_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A conversation turn in Ollama's /api/chat shape (images as base64 beside the text)."""
+    out: dict[str, Any] = {"role": turn["role"]}
+    content = turn.get("content")
+    if isinstance(content, list):
+        out["content"] = "\n".join(p["text"] for p in content if p.get("type") == "text")
+        images = [p["url"].split(",", 1)[1] for p in content if p.get("type") == "image"]
+        if images:
+            out["images"] = images
+    else:
+        out["content"] = content or ""
+    if turn.get("tool_calls"):
+        out["tool_calls"] = [
+            {"function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in turn["tool_calls"]
+        ]
+    if turn["role"] == "tool" and turn.get("name"):
+        out["tool_name"] = turn["name"]
+    return out

@@ -35,15 +35,23 @@ class OpenAIProvider(HTTPProvider):
         return super()._status_hint(status)
 
     def _body(self, request: ProviderRequest, model: str) -> dict[str, Any]:
+        opts = request.options
         body: dict[str, Any] = {
             "model": model,
-            "temperature": self.settings.temperature,
-            "messages": self._messages(request),
+            "temperature": opts.get("temperature", self.settings.temperature),
+            "messages": (
+                [_openai_turn(t) for t in request.messages]
+                if request.messages is not None
+                else self._messages(request)
+            ),
         }
+        for key in ("top_p", "max_tokens", "seed", "stop", "tool_choice", "response_format"):
+            if opts.get(key) is not None:
+                body[key] = opts[key]
+        tools = opts.get("tools")
         if self.settings.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        tools = request.options.get("tools")
         if tools:
             body["tools"] = tools
         return body
@@ -74,7 +82,7 @@ class OpenAIProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(usage.get("prompt_tokens")),
             output_tokens=token_count(usage.get("completion_tokens")),
-            finish_reason=_reason(first.get("finish_reason")),
+            finish_reason=_reason(first.get("finish_reason")) if isinstance(first, dict) else None,
         )
 
     def _read_stream(
@@ -149,3 +157,37 @@ class OpenAIProvider(HTTPProvider):
 def _reason(value: Any) -> str | None:
     """The protocol's finish reason, if it is a plain string."""
     return value if isinstance(value, str) and value else None
+
+
+def _openai_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A conversation turn in the chat completions shape (image parts as image_url)."""
+    out: dict[str, Any] = {"role": turn["role"]}
+    content = turn.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            {"type": "image_url", "image_url": {"url": p["url"]}}
+            if p.get("type") == "image"
+            else {"type": "text", "text": p["text"]}
+            for p in content
+        ]
+    else:
+        out["content"] = content
+    if turn.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": c.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {
+                    "name": c["name"],
+                    "arguments": c["arguments"]
+                    if isinstance(c["arguments"], str)
+                    else json.dumps(c["arguments"], ensure_ascii=False),
+                },
+            }
+            for i, c in enumerate(turn["tool_calls"])
+        ]
+    if turn["role"] == "tool":
+        out["tool_call_id"] = turn.get("tool_call_id") or "call_0"
+    if turn.get("name"):
+        out["name"] = turn["name"]
+    return out
