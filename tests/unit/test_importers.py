@@ -17,8 +17,9 @@ from tests.helpers import run_cli
 
 
 def _load(folder: Path):  # type: ignore[no-untyped-def]
-    return load_dataset(folder, project_root=folder.parent.parent, graders=builtin_graders(),
-                        require_fixtures=True)
+    return load_dataset(
+        folder, project_root=folder.parent.parent, graders=builtin_graders(), require_fixtures=True
+    )
 
 
 def _rows(folder: Path) -> list[dict]:
@@ -104,10 +105,14 @@ def _hf_dict(folder: Path) -> None:
     (folder / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
     (folder / "train" / "dataset_info.json").write_text("{}")
     (folder / "train" / "data.jsonl").write_text(
-        json.dumps({"question": "2+2?", "answer": "4", "difficulty": 1}) + "\n"
-        + json.dumps({"question": "3+3?", "answer": "6", "difficulty": 2}) + "\n")
+        json.dumps({"question": "2+2?", "answer": "4", "difficulty": 1})
+        + "\n"
+        + json.dumps({"question": "3+3?", "answer": "6", "difficulty": 2})
+        + "\n"
+    )
     (folder / "test" / "data.jsonl").write_text(
-        json.dumps({"question": "5+5?", "answer": "10", "difficulty": 1}) + "\n")
+        json.dumps({"question": "5+5?", "answer": "10", "difficulty": 1}) + "\n"
+    )
 
 
 def test_hugging_face_folder_with_splits(tmp_path: Path) -> None:
@@ -116,7 +121,10 @@ def test_hugging_face_folder_with_splits(tmp_path: Path) -> None:
     assert report.fmt == "hf"
     rows = _rows(tmp_path / "golden" / "math")
     assert [(r["prompt"], r["tags"]) for r in rows] == [
-        ("2+2?", ["train"]), ("3+3?", ["train"]), ("5+5?", ["test"])]
+        ("2+2?", ["train"]),
+        ("3+3?", ["train"]),
+        ("5+5?", ["test"]),
+    ]
     assert rows[0]["metadata"] == {"difficulty": 1}
     _load(tmp_path / "golden" / "math")
     only = import_dataset(tmp_path / "hf", "mathtest", tmp_path / "golden", split="test")
@@ -125,22 +133,68 @@ def test_hugging_face_folder_with_splits(tmp_path: Path) -> None:
         import_dataset(tmp_path / "hf", "mathdev", tmp_path / "golden", split="dev")
 
 
+def _save_to_disk(folder: Path, records: list[dict]) -> None:
+    """What ``datasets.Dataset.save_to_disk`` writes: an Arrow IPC stream plus two JSON files."""
+    pa = pytest.importorskip("pyarrow")
+    folder.mkdir(parents=True)
+    table = pa.Table.from_pylist(records)
+    with pa.OSFile(str(folder / "data-00000-of-00001.arrow"), "wb") as sink:
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    (folder / "dataset_info.json").write_text("{}")
+    (folder / "state.json").write_text(
+        '{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}'
+    )
+
+
+def test_hugging_face_folder_saved_to_disk_as_arrow(tmp_path: Path) -> None:
+    hf = tmp_path / "hf"
+    _save_to_disk(
+        hf / "train", [{"question": "2+2?", "answer": "4"}, {"question": "3+3?", "answer": "6"}]
+    )
+    _save_to_disk(hf / "test", [{"question": "5+5?", "answer": "10"}])
+    (hf / "dataset_dict.json").write_text('{"splits": ["train", "test"]}')
+    report = import_dataset(hf, "arrowmath", tmp_path / "golden")
+    assert report.fmt == "hf" and report.rows == 3
+    rows = _rows(tmp_path / "golden" / "arrowmath")
+    assert sorted((r["prompt"], r["tags"][0]) for r in rows) == [
+        ("2+2?", "train"),
+        ("3+3?", "train"),
+        ("5+5?", "test"),
+    ]
+    _load(tmp_path / "golden" / "arrowmath")
+
+
+def test_hugging_face_parquet_file(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    pq.write_table(
+        pa.Table.from_pylist([{"question": "q?", "answer": "a"}]), str(hf / "train.parquet")
+    )
+    assert import_dataset(hf, "pq", tmp_path / "golden").rows == 1
+
+
 def test_hugging_face_arrow_without_pyarrow_says_what_to_do(tmp_path: Path) -> None:
-    pytest.importorskip("goldeval")  # keep the import order of the module
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("pyarrow is installed: the .arrow file would be read")
+    # A process where pyarrow cannot be imported (as in an install without it).
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "dataset_info.json").write_text("{}")
     (hf / "state.json").write_text("{}")
     (hf / "data-00000-of-00001.arrow").write_bytes(b"\xff\xff\xff\xff")
-    with pytest.raises(GoldevalError) as info:
-        import_dataset(hf, "arrow", tmp_path / "golden")
-    assert "needs pyarrow" in str(info.value) and "to_json" in str(info.value)
+    code = (
+        "import sys; sys.modules['pyarrow'] = None; sys.modules['pyarrow.parquet'] = None\n"
+        "from pathlib import Path\n"
+        "from goldeval.cli.importers import import_dataset\n"
+        "from goldeval.core.errors import GoldevalError\n"
+        "try:\n"
+        f"    import_dataset(Path({str(hf)!r}), 'arrow', Path({str(tmp_path / 'golden')!r}))\n"
+        "except GoldevalError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "needs pyarrow" in done.stdout and "to_json" in done.stdout
     assert _nothing_written(tmp_path / "golden" / "arrow")
 
 
@@ -198,20 +252,28 @@ def test_promptfoo_config_maps_assertions_and_reports_what_was_dropped(tmp_path:
     assert "assert llm-rubric (no goldeval grader" in text
     assert "1 row(s)" in text.split("assert llm-rubric")[1].splitlines()[0]
     assert "3 row(s) have no answer in the source" in text
-    ds = load_dataset(tmp_path / "golden" / "support", project_root=tmp_path,
-                      graders=builtin_graders(), require_fixtures=False)
+    ds = load_dataset(
+        tmp_path / "golden" / "support",
+        project_root=tmp_path,
+        graders=builtin_graders(),
+        require_fixtures=False,
+    )
     assert len(ds.cases) == 3
 
 
 def test_promptfoo_missing_var_names_the_line(tmp_path: Path) -> None:
     src = tmp_path / "tests.yaml"
-    src.write_text(PROMPTFOO.replace("      question: Status of order 7?",
-                                     "      order: 7"), encoding="utf-8")
+    src.write_text(
+        PROMPTFOO.replace("      question: Status of order 7?", "      order: 7"), encoding="utf-8"
+    )
     with pytest.raises(GoldevalError) as info:
         import_dataset(src, "support", tmp_path / "golden")
     assert f"{src}:14: vars.question: the prompt uses it" in str(info.value)
-    src.write_text("tests:\n  - vars: {question: hi}\n    assert: [{type: javascript, "
-                   "value: 'output.length > 3'}]\n", encoding="utf-8")
+    src.write_text(
+        "tests:\n  - vars: {question: hi}\n    assert: [{type: javascript, "
+        "value: 'output.length > 3'}]\n",
+        encoding="utf-8",
+    )
     with pytest.raises(GoldevalError, match=r"tests.yaml:2: assert: no assertion"):
         import_dataset(src, "support", tmp_path / "golden")
     src.write_text("tests:\n  - vars: [oops\n", encoding="utf-8")
@@ -223,12 +285,20 @@ def test_promptfoo_missing_var_names_the_line(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- DeepEval
 
 GOLDENS = [
-    {"input": "Weather in Paris?", "expected_output": "Sunny",
-     "expected_tools": [{"name": "get_weather", "input_parameters": {"city": "Paris"}}],
-     "tools_called": [{"name": "get_weather", "input_parameters": {"city": "Paris"}}],
-     "actual_output": "Sunny", "retrieval_context": ["weather doc"]},
-    {"input": "Capital of France?", "expected_output": "Paris", "comments": "easy",
-     "custom_column_key": "x"},
+    {
+        "input": "Weather in Paris?",
+        "expected_output": "Sunny",
+        "expected_tools": [{"name": "get_weather", "input_parameters": {"city": "Paris"}}],
+        "tools_called": [{"name": "get_weather", "input_parameters": {"city": "Paris"}}],
+        "actual_output": "Sunny",
+        "retrieval_context": ["weather doc"],
+    },
+    {
+        "input": "Capital of France?",
+        "expected_output": "Paris",
+        "comments": "easy",
+        "custom_column_key": "x",
+    },
 ]
 
 
@@ -239,8 +309,9 @@ def test_deepeval_goldens_with_tools_replay_in_fixture_mode(tmp_path: Path) -> N
     report = import_dataset(src, "agent", tmp_path / "golden")
     folder = tmp_path / "golden" / "agent"
     rows = _rows(folder)
-    assert rows[0]["expect"]["tool_calls"] == [{"name": "get_weather",
-                                                "arguments": {"city": "Paris"}}]
+    assert rows[0]["expect"]["tool_calls"] == [
+        {"name": "get_weather", "arguments": {"city": "Paris"}}
+    ]
     assert rows[0]["metadata"] == {"retrieval_context": ["weather doc"]}
     sidecar = json.loads((folder / "fixtures" / "row-0001.out.json").read_text())
     assert sidecar == {"toolCalls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}
@@ -248,7 +319,10 @@ def test_deepeval_goldens_with_tools_replay_in_fixture_mode(tmp_path: Path) -> N
     # the imported dataset runs as it is, in fixture mode: the tool call is replayed
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--golden=agent-v1", "-p", "no:cacheprovider", "-q"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed" in result.stdout
