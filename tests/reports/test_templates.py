@@ -30,8 +30,12 @@ HOSTILE = "<script>alert(1)</script>\"' onmouseover=x \u202e\x1b[2J"
 
 
 def _metric(hits: int, total: int) -> dict[str, Any]:
-    return {"hits": hits, "total": total, "rate": hits / total,
-            "ci95": {"lower": 0.1, "upper": 0.9}}
+    return {
+        "hits": hits,
+        "total": total,
+        "rate": hits / total,
+        "ci95": {"lower": 0.1, "upper": 0.9},
+    }
 
 
 def _run(case_id: str = "c1", run_id: str = "r1") -> dict[str, Any]:
@@ -39,22 +43,69 @@ def _run(case_id: str = "c1", run_id: str = "r1") -> dict[str, Any]:
     metrics["unstableCaseRate"] = _metric(0, 1)
     metrics["graders"] = {"json_schema": _metric(1, 1)}
     return {
-        "runId": run_id, "timestamp": "2026-01-01T00:00:00Z", "status": "COMPLETED",
-        "protocol": {"datasetId": "d1", "datasetHash": "h" * 64, "attempts": 2, "mode": "FIXTURE",
-                     "selectedCaseIds": [case_id]},
+        "runId": run_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "status": "COMPLETED",
+        "protocol": {
+            "datasetId": "d1",
+            "datasetHash": "h" * 64,
+            "attempts": 2,
+            "mode": "FIXTURE",
+            "selectedCaseIds": [case_id],
+        },
         "metrics": metrics,
-        "cases": [{"caseId": case_id, "status": "FAIL", "kinds": ["GENERATION"],
-                   "successRate": {"hits": 1, "total": 2}, "metadata": {"prompt": "p"},
-                   "attempts": [{"status": "FAIL", "graders": [
-                       {"grader": "contains", "passed": False, "violations": [
-                           {"category": "c", "severity": "s", "grader": "contains",
-                            "reason": "line one\nline two"}]}]}]}],
-        "comparison": {"decision": "REGRESSION", "metrics": [
-            {"name": "overallPassRate", "baseline": 1.0, "candidate": 0.5, "delta": -0.5,
-             "direction": "REGRESSED"}], "cases": [{"caseId": case_id, "class": "NEW_FAILURE"}]},
-        "qualityGate": {"verdict": "FAIL", "rules": [
-            {"name": "overallPassRate", "kind": "absolute", "passed": False,
-             "detail": "0.500 < 1.000"}]},
+        "cases": [
+            {
+                "caseId": case_id,
+                "status": "FAIL",
+                "kinds": ["GENERATION"],
+                "successRate": {"hits": 1, "total": 2},
+                "metadata": {"prompt": "p"},
+                "attempts": [
+                    {
+                        "status": "FAIL",
+                        "graders": [
+                            {
+                                "grader": "contains",
+                                "passed": False,
+                                "violations": [
+                                    {
+                                        "category": "c",
+                                        "severity": "s",
+                                        "grader": "contains",
+                                        "reason": "line one\nline two",
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+        "comparison": {
+            "decision": "REGRESSION",
+            "metrics": [
+                {
+                    "name": "overallPassRate",
+                    "baseline": 1.0,
+                    "candidate": 0.5,
+                    "delta": -0.5,
+                    "direction": "REGRESSED",
+                }
+            ],
+            "cases": [{"caseId": case_id, "class": "NEW_FAILURE"}],
+        },
+        "qualityGate": {
+            "verdict": "FAIL",
+            "rules": [
+                {
+                    "name": "overallPassRate",
+                    "kind": "absolute",
+                    "passed": False,
+                    "detail": "0.500 < 1.000",
+                }
+            ],
+        },
         "exitDecision": {"code": 1, "reason": "gate failed"},
     }
 
@@ -77,17 +128,25 @@ def test_reports_import_no_pytest() -> None:
     for path in REPORTS.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 top = name.split(".")[0]
                 assert top not in ("pytest", "_pytest"), f"{path.name} imports {name}"
                 assert not name.startswith("goldeval.pytest_plugin"), f"{path.name}: {name}"
-    code = ("import sys, goldeval.reports.html, goldeval.reports.site, goldeval.reports.junit, "
-            "goldeval.reports.markdown; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import sys, goldeval.reports.html, goldeval.reports.site, goldeval.reports.junit, "
+        "goldeval.reports.markdown; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -128,13 +187,21 @@ def test_grader_metric_is_named_as_the_gate_names_it() -> None:
 
 def test_autoescape_in_text_and_attributes() -> None:
     run = _run(case_id=HOSTILE, run_id=HOSTILE)
-    pages = [report_html.render_summary(run, anchor=HOSTILE), report_site.render_run(run),
-             report_site.render_index([run], {id(run): "r1"}),
-             report_html.render_attempt({"case": {"caseId": HOSTILE, "prompt": HOSTILE,
-                                                  "kinds": [HOSTILE]},
-                                         "attempt": {"status": HOSTILE, "output": HOSTILE,
-                                                     "judge": {"decision": HOSTILE,
-                                                               "reasons": [HOSTILE]}}})]
+    pages = [
+        report_html.render_summary(run, anchor=HOSTILE),
+        report_site.render_run(run),
+        report_site.render_index([run], {id(run): "r1"}),
+        report_html.render_attempt(
+            {
+                "case": {"caseId": HOSTILE, "prompt": HOSTILE, "kinds": [HOSTILE]},
+                "attempt": {
+                    "status": HOSTILE,
+                    "output": HOSTILE,
+                    "judge": {"decision": HOSTILE, "reasons": [HOSTILE]},
+                },
+            }
+        ),
+    ]
     for page in pages:
         tags = _Elements(page).tags
         assert not [t for t, _ in tags if t == "script"]
@@ -163,12 +230,13 @@ def test_line_breaks_of_a_template_do_not_reach_the_page() -> None:
     outside = re.sub(r"<style>.*?</style>", "", summary, flags=re.S)
     assert "\n" not in outside and "  " not in outside
     assert "<h2>Golden evaluation: d1</h2><p>Gate: " in summary
-    attempt = report_html.render_attempt({"case": {"prompt": "one\ntwo"},
-                                          "attempt": {"status": "PASS", "output": "a\n  b"}})
+    attempt = report_html.render_attempt(
+        {"case": {"prompt": "one\ntwo"}, "attempt": {"status": "PASS", "output": "a\n  b"}}
+    )
     assert "<pre>one\ntwo</pre>" in attempt and "<pre>a\n  b</pre>" in attempt
     assert not re.sub(r"<pre>.*?</pre>", "", attempt, flags=re.S).count("\n")
     page = report_site.render_run(_run())
-    assert page.startswith("<!DOCTYPE html>\n<html lang=\"en\"><head>")
+    assert page.startswith('<!DOCTYPE html>\n<html lang="en"><head>')
     assert page.endswith("</body></html>\n")
     # the stylesheet is included as written
     assert (TEMPLATES / "goldeval.css").read_text(encoding="utf-8") in page
@@ -207,3 +275,31 @@ def test_html_shows_provider_tries_queue_wait_and_run_retries() -> None:
     assert "Retries" in summary and "2 attempt(s) needed more than one provider try" in summary
     assert "5 extra tries" in summary
     assert "Retries" not in render_summary({**run, "metrics": {}})
+
+
+def test_html_attempt_shows_the_messages_sent_escaped() -> None:
+    from goldeval.reports.html import render_attempt
+
+    html = render_attempt(
+        {
+            "case": {"caseId": "c-1", "prompt": "raw prompt"},
+            "attempt": {
+                "caseId": "c-1",
+                "index": 1,
+                "status": "FAIL",
+                "promptMessages": [
+                    {"role": "system", "content": "You are <b>helpful</b>"},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "hi"},
+                            {"type": "image", "path": "img/a.png"},
+                        ],
+                    },
+                ],
+            },
+        }
+    )
+    assert "[system] You are &lt;b&gt;helpful&lt;/b&gt;" in html
+    assert "[user] hi [image img/a.png]" in html
+    assert "raw prompt" not in html

@@ -250,6 +250,26 @@ def _violation(v: Mapping[str, Any]) -> str:
     return f"[{v.get('category')}/{v.get('severity')}] {v.get('grader')}: {v.get('reason')}"
 
 
+def _messages_text(messages: Any) -> str:
+    """The messages sent (a template's rendering or a conversation), one ``[role]`` block per
+    turn; images named by their path."""
+    if not isinstance(messages, list):
+        return ""
+    blocks = []
+    for turn in messages:
+        if not isinstance(turn, Mapping):
+            continue
+        content = turn.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                str(p.get("text", "")) if p.get("type") == "text" else f"[image {p.get('path')}]"
+                for p in content
+                if isinstance(p, Mapping)
+            )
+        blocks.append(f"[{turn.get('role')}] {content or ''}")
+    return "\n\n".join(blocks)
+
+
 def render_attempt(payload: Mapping[str, Any]) -> str:
     """The expandable per-attempt section added to pytest-html's row (all escaped)."""
     case = payload.get("case") or {}
@@ -300,7 +320,9 @@ def render_attempt(payload: Mapping[str, Any]) -> str:
         index=attempt.get("index"),
         status=status,
         facts=facts,
-        prompt=_clip(str(case.get("prompt") or "")),
+        prompt=_clip(
+            _messages_text(attempt.get("promptMessages")) or str(case.get("prompt") or "")
+        ),
         answer=_clip(str(output)) if output is not None else None,
         retrieval=retrieval_view,
         violations=violations,
