@@ -178,6 +178,12 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def finish_reason_of(value: Any) -> str | None:
+    """Why the model stopped, as the protocol says it (OpenAI ``finish_reason``, Ollama
+    ``done_reason``), when it is a plain string."""
+    return value if isinstance(value, str) and value else None
+
+
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
     """``Retry-After`` as seconds from now (delta-seconds or an HTTP date); None if invalid."""
     if value is None:

@@ -9,7 +9,13 @@ from typing import Any
 import httpx
 
 from goldeval.providers.base import Answer, ProviderRequest
-from goldeval.providers.http.client import Failure, HTTPProvider, text_content, token_count
+from goldeval.providers.http.client import (
+    Failure,
+    HTTPProvider,
+    finish_reason_of,
+    text_content,
+    token_count,
+)
 
 
 class OllamaProvider(HTTPProvider):
@@ -87,7 +93,7 @@ class OllamaProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(data.get("prompt_eval_count")),
             output_tokens=token_count(data.get("eval_count")),
-            finish_reason=_reason(data.get("done_reason")),
+            finish_reason=finish_reason_of(data.get("done_reason")),
         )
 
     def _read_stream(
@@ -128,11 +134,6 @@ class OllamaProvider(HTTPProvider):
         if calls:
             assembled["message"]["tool_calls"] = calls
         return assembled, first
-
-
-def _reason(value: Any) -> str | None:
-    """The protocol's finish reason (``done_reason``), if it is a plain string."""
-    return value if isinstance(value, str) and value else None
 
 
 def _ollama_turn(turn: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,13 @@ from typing import Any
 import httpx
 
 from goldeval.providers.base import Answer, ProviderRequest
-from goldeval.providers.http.client import Failure, HTTPProvider, text_content, token_count
+from goldeval.providers.http.client import (
+    Failure,
+    HTTPProvider,
+    finish_reason_of,
+    text_content,
+    token_count,
+)
 
 
 class OpenAIProvider(HTTPProvider):
@@ -82,7 +88,9 @@ class OpenAIProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(usage.get("prompt_tokens")),
             output_tokens=token_count(usage.get("completion_tokens")),
-            finish_reason=_reason(first.get("finish_reason")) if isinstance(first, dict) else None,
+            finish_reason=finish_reason_of(first.get("finish_reason"))
+            if isinstance(first, dict)
+            else None,
         )
 
     def _read_stream(
@@ -152,11 +160,6 @@ class OpenAIProvider(HTTPProvider):
         if usage is not None:
             assembled["usage"] = usage
         return assembled, first
-
-
-def _reason(value: Any) -> str | None:
-    """The protocol's finish reason, if it is a plain string."""
-    return value if isinstance(value, str) and value else None
 
 
 def _openai_turn(turn: dict[str, Any]) -> dict[str, Any]:
