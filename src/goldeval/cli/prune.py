@@ -144,11 +144,7 @@ def _mb(size: int) -> str:
 
 
 def _no_link(path: Path, what: str) -> None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode):
+    if path.is_symlink():
         raise GoldevalError(
             f"{what} is a symbolic link; prune reads and deletes nothing through links",
             path=path,
