@@ -17,6 +17,8 @@ class Measure:
     wall: float
     rss_mb: float
     rc: int
+    #: user + system CPU seconds of the child: steadier than wall time on a shared machine
+    cpu: float = 0.0
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Measure:
@@ -32,7 +34,7 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Measure
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Measure(wall, usage.ru_maxrss / 1024, proc.returncode)
+    return Measure(wall, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime)
 
 
 def best_of(

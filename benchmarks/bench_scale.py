@@ -1,14 +1,17 @@
 """Collection and fixture-mode run against plain parametrised pytest, side by side.
 
-    python benchmarks/bench_scale.py --rows 10000 [--rows 100000] [--repeat 3] [--xdist]
+    python benchmarks/bench_scale.py --rows 10000 [--rows 100000] [--repeat 5] [--xdist]
 
 For each size it generates a synthetic dataset (benchmarks/generate.py) and measures, in the
-same run and alternately (best of --repeat):
+same run and alternately (best of --repeat, by wall time):
   * collection: ``pytest --golden=bench-v1 --collect-only`` vs ``pytest plain/test_plain_collect.py
-    --collect-only`` (a plain @pytest.mark.parametrize over the same JSONL): target ≤ 1.5× wall,
-    ≤ 1.3× peak RSS;
-  * fixture mode end to end: ``pytest --golden=bench-v1`` vs ``plain/test_plain_grade.py`` (the
-    same grading functions called from a plain parametrised test): same targets;
+    --collect-only`` (a plain @pytest.mark.parametrize over the same JSONL): targets (issue 19)
+    ≤ 1.15× wall, ≤ 1.1× peak RSS;
+  * fixture mode end to end: ``pytest --golden=bench-v1`` with its defaults (run folder and
+    SQLite store written: they are part of our side) vs ``plain/test_plain_grade.py`` (the same
+    grading functions called from a plain parametrised test): ≤ 1.2× wall, ≤ 1.15× peak RSS.
+The CPU seconds (user + system) of the same runs are printed beside wall time: on a shared
+machine they vary less, so they show whether a swing in wall time is ours or the machine's.
   * with --xdist: ``-n 2`` against serial on the golden run (speed-up, identical metrics).
 Figures are printed as a table; nothing is asserted (this is a benchmark, not a test).
 """
@@ -39,7 +42,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, action="append")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--xdist", action="store_true")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
@@ -58,20 +61,31 @@ def main() -> None:
         )
         run = best_of(
             args.repeat,
-            ("ours", pytest_cmd("--golden=bench-v1", "--golden-artifacts=never")),
+            ("ours", pytest_cmd("--golden=bench-v1")),
             ("plain", pytest_cmd("plain/test_plain_grade.py")),
             cwd=root,
             env=env,
         )
+        targets = {"collect": ("<= 1.15x", "<= 1.1x"), "fixture run": ("<= 1.2x", "<= 1.15x")}
         for label, m in (("collect", collect), ("fixture run", run)):
             o, p = m["ours"], m["plain"]
+            wall_target, rss_target = targets[label]
             out.append(
                 (
                     f"{label} {rows:,} rows wall",
                     f"{o.wall:.1f} s",
                     f"{p.wall:.1f} s",
                     f"{o.wall / p.wall:.2f}x",
-                    "<= 1.5x",
+                    wall_target,
+                )
+            )
+            out.append(
+                (
+                    f"{label} {rows:,} rows CPU (same runs)",
+                    f"{o.cpu:.1f} s",
+                    f"{p.cpu:.1f} s",
+                    f"{o.cpu / p.cpu:.2f}x",
+                    "(context)",
                 )
             )
             out.append(
@@ -80,7 +94,7 @@ def main() -> None:
                     f"{o.rss_mb:.0f} MB",
                     f"{p.rss_mb:.0f} MB",
                     f"{o.rss_mb / p.rss_mb:.2f}x",
-                    "<= 1.3x",
+                    rss_target,
                 )
             )
         if args.xdist:

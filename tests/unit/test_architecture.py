@@ -23,6 +23,14 @@ LAZY_IMPORTS_ALLOWED = {
     "pytest_plugin/hooks.py",
     # `goldeval --version` and `goldeval --help` answer without importing every subcommand.
     "cli/main.py",
+    # Start-up cost of every collection (issue 19, docs/performance.md): a library that only
+    # some datasets or modes need is imported when first used. httpx for the model providers
+    # (a fixture run calls no model) ...
+    "pytest_plugin/builtins.py",
+    # ... and for the embedding client of the similarity grader ...
+    "graders/similarity.py",
+    # ... and jsonschema for the json_schema grader's engine.
+    "graders/json_schema.py",
 }
 
 

@@ -32,7 +32,8 @@ from goldeval.graders.exact import ExactGrader, normalize_text
 from goldeval.graders.json_equals import JsonEqualsGrader
 from goldeval.graders.json_extract import JSON_CANDIDATES, extract_json
 from goldeval.graders.json_paths import parse_path
-from goldeval.graders.json_schema import JsonSchemaGrader, check_schema, validate_json
+from goldeval.graders.json_schema import JsonSchemaGrader
+from goldeval.graders.json_schema_check import check_schema, validate_json
 from goldeval.graders.must_not import MustNotGrader
 from goldeval.graders.number import NumberGrader, extract_number
 from goldeval.graders.regex import RegexGrader

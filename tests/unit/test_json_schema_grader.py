@@ -27,10 +27,10 @@ from goldeval.dataset.rows import load_dataset, parse_rows
 from goldeval.graders import budget
 from goldeval.graders.base import GradeContext
 from goldeval.graders.contract import ContractGrader
-from goldeval.graders.json_schema import (
+from goldeval.graders.json_schema import JsonSchemaGrader
+from goldeval.graders.json_schema_check import (
     CHECKED_FORMATS,
     MESSAGE_LIMIT,
-    JsonSchemaGrader,
     check_schema,
     validate_json,
 )

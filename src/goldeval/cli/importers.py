@@ -248,8 +248,8 @@ def _hf_files(folder: Path, split: str | None) -> list[tuple[Path, str | None]]:
 
 def _arrow_records(path: Path) -> Iterator[dict[str, Any]]:
     try:  # optional: pyarrow reads .arrow/.parquet; JSON lines need nothing
-        import pyarrow as pa  # type: ignore[import-not-found, unused-ignore]
-        import pyarrow.parquet as pq  # type: ignore[import-not-found, unused-ignore]
+        import pyarrow as pa  # type: ignore[import-not-found, import-untyped, unused-ignore]
+        import pyarrow.parquet as pq  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError:
         raise _err(
             str(path), None, f"reading {path.suffix} files needs pyarrow, which is not installed",

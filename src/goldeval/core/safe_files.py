@@ -84,7 +84,60 @@ def contained_file(
     return real
 
 
-def read_regular_file(path: Path) -> bytes:
+class ContainedFiles:
+    """:func:`contained_file` for many files of one folder (a dataset's fixtures), cheaply.
+
+    Resolving every path (``Path.resolve``: one ``lstat`` per component) dominated fixture
+    replay. Here a directory is resolved once and re-checked with one ``lstat`` (still the
+    same directory, not a link), and a file that is no link needs only its own ``lstat``;
+    links and anything unusual take the full :func:`contained_file` path. Nothing is cached
+    beyond this object, which lives as long as one provider.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._root_real = root.resolve()
+        self._dirs: dict[Path, tuple[Path, int, int]] = {}
+
+    def _real_dir(self, folder: Path) -> Path | None:
+        """``folder`` resolved if it is still the directory resolved before (not a link)."""
+        try:
+            st = os.lstat(folder)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        known = self._dirs.get(folder)
+        if known is not None and known[1:] == (st.st_dev, st.st_ino):
+            return known[0]
+        real = folder.resolve()
+        if not real.is_relative_to(self._root_real):
+            return None
+        self._dirs[folder] = (real, st.st_dev, st.st_ino)
+        return real
+
+    def file(self, folder: Path, name: str, *, what: str) -> str | None:
+        """``folder/name`` resolved and checked as :func:`contained_file` does; ``None`` if
+        there is no such file (not even a dangling link). Strings, not paths: building two
+        ``Path`` objects per file cost more than the checks."""
+        path = f"{folder}{os.sep}{name}"
+        if os.sep in name or (os.altsep and os.altsep in name) or name in (".", ".."):
+            mode = 0  # not a plain file name: the full check
+        else:
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                return None
+            except OSError:
+                mode = 0
+        if stat.S_ISREG(mode):
+            real_dir = self._real_dir(folder)
+            if real_dir is not None:
+                return f"{real_dir}{os.sep}{name}"
+        return str(contained_file(Path(path), self.root, what=what))
+
+
+def read_regular_file(path: Path | str) -> bytes:
     """The bytes of ``path``, refusing anything but a regular file without ever blocking.
 
     Opened with ``O_NONBLOCK`` and checked with ``fstat`` on the open descriptor: a FIFO swapped

@@ -234,5 +234,12 @@ def dataset_hash(cases: list[GoldenCase]) -> str:
     ordered = sorted(cases, key=lambda c: c.id)
     if not ordered:
         return hashlib.sha256(b"[ ]").hexdigest()
-    text = "[ " + ", ".join(canonical_text(c) for c in ordered) + " ]"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # The bytes of "[ " + ", ".join(texts) + " ]", fed piece by piece: joining them first
+    # held the whole dataset's text twice at once (the largest peak of a collection).
+    digest = hashlib.sha256(b"[ ")
+    for n, case in enumerate(ordered):
+        if n:
+            digest.update(b", ")
+        digest.update(canonical_text(case).encode("utf-8"))
+    digest.update(b" ]")
+    return digest.hexdigest()

@@ -11,16 +11,15 @@ Variables: the row's ``vars`` (each also at the top level), ``id``, ``prompt``, 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, meta
-from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from jinja2 import Template
+    from jinja2.sandbox import SandboxedEnvironment
 
     from goldeval.dataset.case import GoldenCase
     from goldeval.dataset.pack import Pack
@@ -45,13 +44,25 @@ class TemplateProblem(Exception):
         self.message = message
 
 
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+@functools.cache
+def _env() -> SandboxedEnvironment:
+    """The sandbox, built when a manifest first has templates: Jinja2 is imported only then
+    (most datasets have none, and its import is part of every collection's start-up)."""
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment(
+        undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
+    )
 
 
 class CompiledTemplates:
     """The manifest's templates, parsed once."""
 
     def __init__(self, spec: PromptTemplates) -> None:
+        from jinja2 import TemplateSyntaxError, meta
+
+        env = _env()
         self.spec = spec
         self._compiled: dict[str, Template] = {}
         self.names: dict[str, frozenset[str]] = {}
@@ -60,8 +71,8 @@ class CompiledTemplates:
             if source is None:
                 continue
             try:
-                ast = _ENV.parse(source)
-                self._compiled[part] = _ENV.from_string(source)
+                ast = env.parse(source)
+                self._compiled[part] = env.from_string(source)
             except TemplateSyntaxError as exc:
                 raise TemplateProblem(
                     f"prompt.{part}", f"template syntax error on line {exc.lineno}: {exc.message}"
@@ -99,6 +110,8 @@ class CompiledTemplates:
         chunks: Sequence[Mapping[str, Any]] = (),
         pack: Pack | None = None,
     ) -> str:
+        from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
+
         template = self._compiled[part]
         context: dict[str, Any] = {
             **case.vars,

@@ -16,7 +16,6 @@ from goldeval.core.errors import GoldevalError, ProviderError
 from goldeval.core.models import GraderOutcome, Severity
 from goldeval.graders.base import ExpectKey, GradeContext
 from goldeval.graders.common import BuiltinGrader, answer_text, excerpt, grader_options, is_number
-from goldeval.providers.embeddings import embedding_settings
 
 __all__ = ["DEFAULT_SIMILARITY_THRESHOLD", "SimilarityGrader"]
 
@@ -62,6 +61,10 @@ class SimilarityGrader(BuiltinGrader):
 
         if not isinstance(reference, str):
             return fail("expect.similar_to must be a string")
+        # Imported here: the embedding client brings httpx, which a dataset without
+        # similarity rows should not pay for at start-up.
+        from goldeval.providers.embeddings import embedding_settings
+
         try:
             settings = embedding_settings(
                 grader_options(ctx, self.name), os.environ if self.environ is None else self.environ

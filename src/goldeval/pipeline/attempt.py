@@ -27,6 +27,7 @@ from goldeval.dataset.profiles import JAVA_SYSTEM_INTRO, Profile, get_profile
 from goldeval.dataset.request import merge_request
 from goldeval.dataset.rows import Dataset
 from goldeval.dataset.templates import CompiledTemplates, TemplateProblem
+from goldeval.graders.applicability import Applicability
 from goldeval.graders.base import GradeContext, Grader
 from goldeval.graders.budget import GraderTimeout, budget
 from goldeval.graders.contract import ContractGrader
@@ -97,10 +98,20 @@ class Pipeline:
     _retrieved: dict[str, list[str]] = field(default_factory=dict)
     _templates: CompiledTemplates | None = field(default=None, init=False)
     _profile: Profile | None = field(default=None, init=False)
+    _applicability: Applicability = field(init=False)
+    #: (grader, "hard" | "soft") of each grader the manifest does not switch off, in order.
+    _modes: list[tuple[Grader, str]] = field(init=False)
 
     def __post_init__(self) -> None:
         self._templates = self.dataset.manifest.templates()
         self._profile = get_profile(self.dataset.manifest.profile)
+        modes = self.dataset.grader_modes
+        self._modes = [
+            (g, mode)
+            for g in self.graders
+            if (mode := modes.get(g.name, "hard" if g.hard else "soft")) != "off"
+        ]
+        self._applicability = Applicability([g for g, _ in self._modes])
 
     def retrieve(self, case: GoldenCase) -> list[str]:
         if case.refuse:
@@ -240,10 +251,9 @@ class Pipeline:
         contract = None
         outcomes: list[GraderOutcome] = []
         hard_failed = False
-        modes = self.dataset.grader_modes
-        for grader in self.graders:
-            mode = modes.get(grader.name, "hard" if grader.hard else "soft")
-            if mode == "off" or not grader.applies(case):
+        flags = self._applicability.flags(case)
+        for (grader, mode), applies in zip(self._modes, flags, strict=True):
+            if not applies:
                 continue
             if isinstance(grader, ContractGrader):
                 try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import abc
-import asyncio
 import inspect
 import threading
 import time
@@ -14,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from goldeval.core.errors import ProviderError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from goldeval.dataset.case import GoldenCase
 
 
@@ -118,6 +119,10 @@ class _LoopThread:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def loop(self) -> asyncio.AbstractEventLoop:
+        # asyncio (and ssl behind it) is imported with the first async provider: a run
+        # without one does not pay its start-up time and memory.
+        import asyncio
+
         with self._lock:
             if self._loop is None or self._loop.is_closed():
                 loop = asyncio.new_event_loop()
@@ -131,6 +136,8 @@ class _LoopThread:
     def run(self, awaitable: Awaitable[Any]) -> Any:
         async def _await() -> Any:
             return await awaitable
+
+        import asyncio
 
         future = asyncio.run_coroutine_threadsafe(_await(), self.loop())
         return future.result()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import DatasetError, ProviderError
-from goldeval.core.safe_files import contained_file, read_regular_file
+from goldeval.core.safe_files import ContainedFiles, read_regular_file
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 
 #: The sidecar's keys (camelCase, as in run.json).
@@ -111,28 +111,33 @@ class FixtureProvider(Provider):
 
     def __init__(self, dataset_dir: Path) -> None:
         self.dataset_dir = dataset_dir
+        self._files = ContainedFiles(dataset_dir)
+        self._folder = dataset_dir / "fixtures"
 
     def complete(self, request: ProviderRequest) -> Answer:
         start = time.perf_counter()
         case_id = request.case.id
-        path = fixture_path(self.dataset_dir, case_id)
+        name = f"{case_id}.out.md"
         try:
             # Checked at collection for the selected rows; checked again here because a file
             # can be swapped for a link out (/proc/self/environ) or a FIFO mid-run, and a
             # conftest may override golden_case with a row the collection never saw.
-            real = contained_file(path, self.dataset_dir, what="recorded answer")
+            real = self._files.file(self._folder, name, what="recorded answer")
+            if real is None:
+                path = self._folder / name
+                raise DatasetError(f"recorded answer {path} not found", path=path)
             data = read_regular_file(real)
-            side = sidecar_path(self.dataset_dir, case_id)
+            side_name = f"{case_id}.out.json"
             side_text = None
-            if side.exists() or side.is_symlink():
-                side_real = contained_file(side, self.dataset_dir, what="recorded answer sidecar")
+            side_real = self._files.file(self._folder, side_name, what="recorded answer sidecar")
+            if side_real is not None:
                 side_text = read_regular_file(side_real).decode("utf-8", errors="replace")
         except DatasetError as exc:
             raise ProviderError("PROVIDER_ERROR", f"cannot read fixture: {exc}") from None
         sidecar = None
         if side_text is not None:
             try:
-                sidecar = parse_sidecar(side_text, f"fixtures/{side.name}")
+                sidecar = parse_sidecar(side_text, f"fixtures/{side_name}")
             except DatasetError as exc:
                 # The file's content is wrong: a rerun cannot help (exit 4, not 75).
                 raise ProviderError("CONFIG_ERROR", f"cannot replay fixture: {exc}") from None

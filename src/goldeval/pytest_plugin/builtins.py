@@ -8,7 +8,6 @@ import pytest
 
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
-from goldeval.providers.http import make_http_provider
 
 if TYPE_CHECKING:
     from goldeval.core.settings import ProviderSettings
@@ -26,5 +25,9 @@ def pytest_goldeval_make_provider(
     config: pytest.Config, name: str, settings: ProviderSettings
 ) -> Provider | None:
     if name in ("ollama", "openai"):
+        # Imported here: httpx (and the CLI helpers it loads) is a noticeable part of every
+        # collection's start-up, and a fixture-mode run never calls a model.
+        from goldeval.providers.http import make_http_provider
+
         return make_http_provider(settings)
     return None

@@ -86,8 +86,10 @@ class Controller:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Before anything runs (and before xdist starts its workers): a broken store or a run
         # key of another dataset is a usage error, another protocol under the key is 65; a
-        # missing --golden-baseline is a usage error, a damaged one 65.
-
+        # missing --golden-baseline is a usage error, a damaged one 65. Listing items
+        # (--collect-only) runs nothing, reads no store and compares nothing.
+        if session.config.option.collectonly:
+            return
         try:
             preflight_store(self.state)
         except ProtocolMismatch as exc:
@@ -218,7 +220,8 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.refused:
+        # Listing items is not a run: nothing recorded, exit status untouched.
+        if self.refused or session.config.option.collectonly:
             self.state.close()
             return
         state = self.state

@@ -7,6 +7,7 @@ is given.
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
 
 _MODES = ("fixture", "live", "record")
+#: Whether this session froze the garbage collector's view of its objects (see below).
+_GC_FROZEN = pytest.StashKey[bool]()
 #: goldeval.pytest_plugin.params.PARAM_ARG, repeated so that this module imports nothing heavy.
 _PARAM_ARG = "golden_case"
 
@@ -80,11 +83,12 @@ def pytest_configure(config: pytest.Config) -> None:
     transport = _submodule("xdist")
 
     transport.register(config)
-    html_glue = _submodule("html")
     junit_glue = _submodule("junit")
 
     junit_glue.register(config, state)
-    html_glue.register(config, state)
+    # The HTML glue (and Jinja2 behind it) only when pytest-html writes a report.
+    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
+        _submodule("html").register(config, state)
     # `pytest --golden=ID` evaluates that dataset only; explicit paths are kept alongside it.
     # A node id of the dataset file (pasted from a FAILED line) narrows the run to those items:
     # appending the whole file as well would run every row (every model call, in live mode).
@@ -231,6 +235,24 @@ def pytest_runtest_makereport(
 
         attach_record(item, call, report)
     return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The dataset, its cases and the items live until the session ends: moving them out of
+    # the collector's generations (gc.freeze) spares every later full collection from walking
+    # them again. At 10,000 rows that was about a tenth of a fixture run (docs/performance.md).
+    # Undone at unconfigure, so a process that runs several sessions (pytester) gets them back.
+    if _state(session.config) is not None and not session.config.stash.get(_GC_FROZEN, False):
+        gc.freeze()
+        session.config.stash[_GC_FROZEN] = True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_GC_FROZEN, False):
+        gc.unfreeze()
+        config.stash[_GC_FROZEN] = False
 
 
 # -- fixtures (overridable in a conftest) --------------------------------------------------

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from goldeval.dataset.case import GoldenCase
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GoldenParam:
     case: GoldenCase
     attempt: int

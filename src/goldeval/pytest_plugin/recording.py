@@ -24,17 +24,16 @@ import pytest
 
 from goldeval.core.errors import GoldevalError
 from goldeval.pytest_plugin.protocol import early_protocol
-from goldeval.store import StoreError
-from goldeval.store.recorder import (
-    RunRecorder,
-    mismatch_message,
-    open_store_at,
-    protocol_differences,
-)
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
     from goldeval.store import Store
+    from goldeval.store.recorder import RunRecorder
+
+# The store (sqlite3, psycopg, the schema migrations) is imported by the functions below that
+# open it, not at the top: listing items or a session that records nothing never loads it,
+# and at 10,000 rows it was a quarter of the plugin's share of a collection's memory
+# (docs/performance.md).
 
 
 class ProtocolMismatch(Exception):
@@ -53,6 +52,9 @@ def preflight(state: GoldenSession) -> None:
     for a run key recorded under another protocol. An unreachable PostgreSQL server is left
     to the run (infrastructure: the session keeps its artifacts and exits 75).
     """
+    from goldeval.store import StoreError
+    from goldeval.store.recorder import mismatch_message, protocol_differences
+
     url = store_url(state)
     if url is None:
         return
@@ -116,11 +118,15 @@ def store_url(state: GoldenSession) -> str | None:
 
 
 def open_session_store(state: GoldenSession) -> Store | None:
+    from goldeval.store.recorder import open_store_at
+
     return open_store_at(store_url(state))
 
 
 def session_recorder(state: GoldenSession) -> RunRecorder:
     """The run store writer of this session (controller only)."""
+    from goldeval.store.recorder import RunRecorder
+
     return RunRecorder(
         store_url(state),
         run_key=state.settings.run_key,
@@ -150,6 +156,8 @@ def already_graded(state: GoldenSession) -> set[tuple[str, int, str]]:
     key = state.settings.run_key
     if not key:
         return set()
+    from goldeval.store import StoreError
+
     try:
         store = open_session_store(state)
     except (StoreError, OSError):

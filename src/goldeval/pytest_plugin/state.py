@@ -22,6 +22,7 @@ from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.manifest import find_manifest, read_manifest
 from goldeval.dataset.rows import RESERVED_TAGS, Dataset, load_dataset, resolve_dataset, rows_file
+from goldeval.graders.applicability import Applicability
 from goldeval.graders.base import Grader
 from goldeval.graders.contract import ContractGrader
 from goldeval.judge.runner import DEFAULT_RUBRIC, Judge
@@ -247,6 +248,8 @@ class GoldenSession:
         #: failed reports of items that are not golden attempts (the user's own tests)
         self.other_failures = 0
         self._cached: dict[int, Provider] = {}
+        #: golden_provider fixture value -> the Provider used (adapted, cached): once per process.
+        self._adapted: dict[int, tuple[Any, Provider]] = {}
         self._prefetcher: Any = None
         self._judge: Any = None
         self._judge_settings: ProviderSettings | None = None
@@ -257,9 +260,7 @@ class GoldenSession:
         self.artifact_inventory: list[dict[str, Any]] = []
 
         self.run_id = new_run_id(self.settings.out_dir, self.started)
-        self.recorder: Any = None
-        if not self.is_worker:
-            self.recorder = session_recorder(self)
+        self._recorder: Any = None
         self._provider: Provider | None = None
         if self.settings.mode is not Mode.FIXTURE:
             # An unknown provider is a usage error now, not an ERROR on every attempt later
@@ -322,6 +323,14 @@ class GoldenSession:
         except GoldevalError:
             return manifest_path  # collecting it reports the manifest problem as an error
 
+    @property
+    def recorder(self) -> Any:
+        """The run store writer (controller only; None in an xdist worker), made on first use:
+        a session that records nothing (listing items) never loads the store."""
+        if self._recorder is None and not self.is_worker:
+            self._recorder = session_recorder(self)
+        return self._recorder
+
     def get_graders(self) -> list[Grader]:
         if self.graders is None:
             found: list[Grader] = []
@@ -354,10 +363,8 @@ class GoldenSession:
         protocol's grader configuration names them (``Grader.config_name``: with the version
         from version 2 on)."""
         if self._graders_in_use is None:
-            cases = self.load().cases
-            self._graders_in_use = sorted(
-                {g.config_name for g in self.get_graders() if any(g.applies(c) for c in cases)}
-            )
+            used = Applicability(self.get_graders()).used_by_any(self.load().cases)
+            self._graders_in_use = sorted({g.config_name for g in used})
         return self._graders_in_use
 
     def params(self) -> list[GoldenParam]:
@@ -439,6 +446,15 @@ class GoldenSession:
             )
             self._cached[id(provider)] = cached
         return cached
+
+    def provider_for(self, provider: Any) -> Provider:
+        """The golden_provider fixture's value as a Provider (adapted and cached), computed
+        once per value: adapting inspects the callable, which is not free per attempt."""
+        known = self._adapted.get(id(provider))
+        if known is None or known[0] is not provider:
+            known = (provider, self.wrap_provider(as_provider(provider)))
+            self._adapted[id(provider)] = known
+        return known[1]
 
     def prefetcher(self) -> Any:
         if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1:
@@ -630,7 +646,7 @@ def obtain_answer(
     collected = param
     if case is not param.case:  # golden_case was overridden in a conftest
         param = GoldenParam(case, param.attempt, param.model)
-    provider_obj = state.wrap_provider(as_provider(provider))
+    provider_obj = state.provider_for(provider)
     model = param.model or state.settings.provider.model
 
     def model_of(p: GoldenParam) -> str | None:
