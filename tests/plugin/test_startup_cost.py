@@ -2,9 +2,9 @@
 
 A fixture-mode run calls no model, checks no JSON schema and renders no prompt template, so
 it must not import httpx, jsonschema or Jinja2 (or our modules built on them); listing items
-records nothing, so it must not load the run store at all. Figures: benchmarks/bench_scale.py
-and docs/performance.md. The garbage collector's freeze of the session's long-lived objects
-is undone when the session ends.
+records nothing, so it must not load the run store, the verdict or the reports at all.
+Figures: benchmarks/bench_scale.py and docs/performance.md. The garbage collector's freeze of
+the session's long-lived objects is undone when the session ends.
 """
 
 from __future__ import annotations
@@ -73,7 +73,15 @@ def test_listing_items_loads_no_store_and_reads_none(
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert "test_golden[" in result.stdout.str()
     loaded = _modules(golden_project)
-    assert sorted(m for m in loaded if m.startswith("goldeval.store")) == []
+    assert "goldeval.dataset.rows" in loaded  # the probe saw our session
+    # Nothing of a run: no store, no controller, no verdict, no reports.
+    run_side = (
+        "goldeval.store",
+        "goldeval.verdict",
+        "goldeval.reports",
+        "goldeval.pytest_plugin.controller",
+    )
+    assert sorted(m for m in loaded if m.startswith(run_side)) == []
     assert store.read_bytes() == b"not a database"
     assert not (golden_project / ".goldeval" / "runs").exists()
     # The same store does stop a real run, before anything runs.

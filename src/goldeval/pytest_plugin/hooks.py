@@ -70,9 +70,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.pluginmanager.register(ItemFixtures(state), "goldeval-item-fixtures")
     if not state.is_worker:
-        from goldeval.pytest_plugin.controller import Controller
+        # Listing items (--collect-only) is not a run: nothing is recorded, compared or
+        # refused, so the controller and what it needs (verdict, reports, run documents) are
+        # not even imported (docs/performance.md).
+        if not config.option.collectonly:
+            from goldeval.pytest_plugin.controller import Controller
 
-        config.pluginmanager.register(Controller(state), "goldeval-controller")
+            config.pluginmanager.register(Controller(state), "goldeval-controller")
         from goldeval.pytest_plugin.collection import CollectionGuard
 
         config.pluginmanager.register(CollectionGuard(state), "goldeval-collection-guard")
@@ -83,9 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
     transport = _submodule("xdist")
 
     transport.register(config)
-    junit_glue = _submodule("junit")
-
-    junit_glue.register(config, state)
+    if not config.option.collectonly:  # a listing writes no run, so no JUnit run either
+        _submodule("junit").register(config, state)
     # The HTML glue (and Jinja2 behind it) only when pytest-html writes a report.
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
         _submodule("html").register(config, state)
