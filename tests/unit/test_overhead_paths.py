@@ -186,3 +186,36 @@ def test_budget_nests_and_restores() -> None:
     with pytest.raises(ValueError), budget("raising", 1.0):
         raise ValueError
     assert getattr(budget_module._local, "state", None) is None
+
+
+# -- read_fd: whole files of any size, from files and pipes ----------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 1, 300, 65_535, 65_536, 65_537, 3_000_001])
+def test_read_fd_reads_whole_files(tmp_path: Path, size: int) -> None:
+    from goldeval.core.safe_files import read_fd
+
+    data = os.urandom(size)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert read_fd(fd) == data
+    finally:
+        os.close(fd)
+
+
+def test_read_fd_reads_a_pipe_to_its_end() -> None:
+    from goldeval.core.safe_files import read_fd
+
+    read_end, write_end = os.pipe()
+    data = b"x" * 200_000
+    try:
+        import threading
+
+        writer = threading.Thread(target=lambda: (os.write(write_end, data), os.close(write_end)))
+        writer.start()
+        assert read_fd(read_end) == data
+        writer.join()
+    finally:
+        os.close(read_end)
