@@ -14,18 +14,41 @@ def test_plugin_module_names_the_param_argument_without_importing_it() -> None:
     assert plugin._PARAM_ARG == PARAM_ARG
 
 
-def test_each_item_sets_up_two_fixtures_and_no_request(
+def test_each_item_sets_up_one_fixture_and_no_request(
     pytester: pytest.Pytester, golden_project: Path
 ) -> None:
-    """`request` costs pytest a new fixture definition each time it is asked for; the chain
-    is golden_case (the parametrised one) -> golden_answer."""
+    """Each fixture in an item's chain is set up per item, and `request` costs pytest a new
+    fixture definition each time it is asked for: an item's chain is golden_answer (the
+    parametrised one) alone, as a plain parametrised test has one fixture per item."""
     result = pytester.runpytest("--golden=generation-v1", "--setup-plan", "-k", "e2e-login-happy")
     text = result.stdout.str()
     item_lines = [ln for ln in result.stdout.lines if "::test_golden[" in ln]
     assert len(item_lines) == 1
-    assert "(fixtures used: golden_answer, golden_case)" in item_lines[0]
-    assert "SETUP    F golden_case[" in text and "SETUP    F golden_answer" in text
-    assert "golden_param" not in text and "request" not in item_lines[0]
+    assert "(fixtures used: golden_answer)" in item_lines[0]
+    assert "SETUP    F golden_answer[" in text
+    assert "golden_case" not in text and "golden_param" not in text
+    assert "request" not in item_lines[0]
+
+
+def test_an_overriding_golden_case_joins_the_chain_only_when_defined(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture
+        def golden_case(golden_case):  # extends ours: same case, another prompt
+            import dataclasses
+            return dataclasses.replace(golden_case, prompt=golden_case.prompt + " ")
+        """
+    )
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--setup-show", "-k", "e2e-login-happy", "--golden-no-gate"
+    )
+    text = result.stdout.str()
+    assert "SETUP    F golden_case" in text, text[-3000:]
+    assert result.ret == 0, text[-3000:]
 
 
 def test_overriding_golden_case_with_param_and_attempt(

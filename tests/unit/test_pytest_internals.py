@@ -4,6 +4,8 @@ Each test fails loudly when a pytest or xdist release changes what the plugin re
 of a golden run degrading silently (see the comment at each use):
 
 * ``item._request`` (pytest_plugin.state.session_fixtures): the session fixtures before setup;
+* ``session._fixturemanager.getfixturedefs`` (pytest_plugin.fixtures): whether a conftest
+  overrides ``golden_case``;
 * ``TestReport._to_json`` / ``_from_json`` (pytest_plugin.xdist): reports crossing xdist;
 * ``WorkerInteractor.torun`` / ``nextitem_index`` (pytest_plugin.prefetch): a worker's queue;
 * ``_pytest.junitxml.xml_key`` (the JUnit glue): the LogXML object of ``--junitxml``;
@@ -38,6 +40,35 @@ def pytest_runtest_call(item):
 """
     )
     pytester.makepyfile("def test_a(): pass\ndef test_b(f): pass\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+def test_fixture_manager_lists_the_definitions_of_a_fixture(pytester: pytest.Pytester) -> None:
+    # As ItemFixtures._overridden does: one definition, or more once a conftest overrides it.
+    pytester.makeconftest(
+        """
+import pytest
+
+class Plugin:
+    @pytest.fixture
+    def thing(self):
+        return 1
+
+def pytest_configure(config):
+    config.pluginmanager.register(Plugin(), "thing-plugin")
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    defs = item.session._fixturemanager.getfixturedefs("thing", item)
+    expected = 2 if "override" in item.name else 1
+    assert defs is not None and len(defs) == expected, defs
+"""
+    )
+    pytester.makepyfile(test_plain="def test_plain(): pass\n")
+    pytester.makepyfile(
+        test_override="import pytest\n@pytest.fixture\ndef thing(thing):\n    return 2\n"
+        "def test_override(): pass\n"
+    )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
 
 

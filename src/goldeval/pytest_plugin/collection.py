@@ -61,7 +61,7 @@ def parametrize(metafunc: pytest.Metafunc, state: GoldenSession) -> None:
     for p in state.params():
         names = (("red",) if p.case.red else ()) + p.case.tags
         params.append(pytest.param(p, marks=[mark(n) for n in names], id=p.id))
-    # Indirect, on golden_case: the param reaches the fixture that serves it without a
+    # Indirect, on golden_answer: the param reaches the one fixture an item sets up, without a
     # fixture of its own in every item's chain (see goldeval.pytest_plugin.fixtures).
     metafunc.parametrize(PARAM_ARG, params, indirect=True)
 

@@ -6,10 +6,11 @@ functions taking ``request``, for speed: pytest builds a fresh fixture definitio
 made ``request`` the largest single per-item cost at 100,000 items. Bound to this object, the
 fixtures reach the session state directly and the item through :meth:`pytest_runtest_setup`.
 
-Items are parametrised indirectly on ``golden_case`` (the collected :class:`GoldenParam` is its
-param), so the default chain is two fixtures, ``golden_case`` → ``golden_answer``. A conftest may
-still override ``golden_case`` (asking for ``golden_param``, ``request`` or anything else); the
-answer then uses the overriding case.
+Items are parametrised indirectly on ``golden_answer`` (the collected :class:`GoldenParam` is
+its param), so an item sets up one fixture, as a plain parametrised test does. A conftest may
+still override ``golden_case`` (asking for ``golden_param``, ``request`` or anything else): the
+answer then asks pytest for it and uses the overriding case. Whether one is defined is looked
+up once per session.
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ class ItemFixtures:
     def __init__(self, state: GoldenSession) -> None:
         self.state = state
         self.item: pytest.Item | None = None
+        self._case_overridden: bool | None = None
+
+    def _overridden(self, item: pytest.Item) -> bool:
+        """Whether a conftest (or another plugin) defines ``golden_case`` over ours.
+
+        No public API lists the definitions of a fixture for a node; the session's fixture
+        manager does (pinned by tests/unit/test_pytest_internals.py). The dataset's items all
+        live in one module, so the answer holds for the whole session.
+        """
+        if self._case_overridden is None:
+            manager = getattr(item.session, "_fixturemanager", None)
+            defs = manager.getfixturedefs("golden_case", item) if manager is not None else None
+            # Without the manager (a future pytest): ask pytest for golden_case every time.
+            self._case_overridden = defs is None or len(defs) != 1
+        return self._case_overridden
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -67,14 +83,20 @@ class ItemFixtures:
         return self._param().attempt
 
     @pytest.fixture
-    def golden_answer(self, golden_case: Any) -> Any:
+    def golden_answer(self) -> Any:
         """The provider's answer for this attempt, obtained during setup (faults → ERROR).
 
-        ``golden_provider``, ``golden_retriever`` and ``golden_graders`` are resolved once per
-        session (every item of a dataset sees the same fixture overrides) rather than declared
-        here: three fewer fixture lookups per item matter at 100,000 items.
+        ``golden_case`` (when a conftest overrides it), ``golden_provider``,
+        ``golden_retriever`` and ``golden_graders`` are asked for at run time rather than
+        declared here: each fixture in an item's chain is set up per item, and at 100,000 items
+        every one of them shows.
         """
 
         item = self.item
         assert item is not None
-        return obtain_answer(self.state, item, self._param(), golden_case)
+        param = self._param()
+        case = param.case
+        if self._overridden(item):
+            # item._request: see goldeval.pytest_plugin.state.session_fixtures.
+            case = item._request.getfixturevalue("golden_case")  # type: ignore[attr-defined]
+        return obtain_answer(self.state, item, param, case)

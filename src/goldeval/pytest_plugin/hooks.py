@@ -23,7 +23,7 @@ _MODES = ("fixture", "live", "record")
 #: Whether this session froze the garbage collector's view of its objects (see below).
 _GC_FROZEN = pytest.StashKey[bool]()
 #: goldeval.pytest_plugin.params.PARAM_ARG, repeated so that this module imports nothing heavy.
-_PARAM_ARG = "golden_case"
+_PARAM_ARG = "golden_answer"
 
 
 def _submodule(name: str) -> Any:

@@ -28,7 +28,7 @@ class GoldenParam:
 
 
 #: The argument the golden test is parametrised on (indirectly): its param is a GoldenParam.
-PARAM_ARG = "golden_case"
+PARAM_ARG = "golden_answer"
 
 
 def param_of(item: Any) -> GoldenParam | None:
