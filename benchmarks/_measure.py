@@ -41,15 +41,38 @@ def best_of(
     n: int, *cmds: tuple[str, list[str]], cwd: Path, env: dict[str, str] | None = None
 ) -> dict[str, Measure]:
     """Run the commands alternately ``n`` times; keep each one's fastest run (and its RSS)."""
+    best, _ = alternate(n, *cmds, cwd=cwd, env=env)
+    return best
+
+
+def alternate(
+    n: int, *cmds: tuple[str, list[str]], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[dict[str, Measure], list[dict[str, Measure]]]:
+    """Run the commands alternately ``n`` times: each one's fastest run, and every round.
+
+    The rounds give paired ratios: on a shared machine whose speed drifts over seconds, the
+    median of ``ours / reference`` within a round is steadier than the ratio of two minima.
+    """
     best: dict[str, Measure] = {}
+    rounds: list[dict[str, Measure]] = []
     for _ in range(n):
+        this: dict[str, Measure] = {}
         for name, cmd in cmds:
             m = run(cmd, cwd, env)
             if m.rc not in (0,):
                 raise SystemExit(f"{name} exited {m.rc}: {' '.join(cmd)}")
+            this[name] = m
             if name not in best or m.wall < best[name].wall:
                 best[name] = m
-    return best
+        rounds.append(this)
+    return best, rounds
+
+
+def median_ratio(rounds: list[dict[str, Measure]], ours: str, reference: str) -> float:
+    """The median over rounds of ``ours.wall / reference.wall`` (paired, same round)."""
+    ratios = sorted(r[ours].wall / r[reference].wall for r in rounds)
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 
 
 def table(rows: list[tuple[str, str, str, str, str]]) -> str:
