@@ -166,9 +166,11 @@ def read_regular_file(path: Path | str) -> bytes:
 def read_fd(fd: int) -> bytes:
     """Everything left to read from an open file descriptor (opened without following links).
 
-    The first read asks for the file's size plus one byte (a short read then usually means the
-    end), later ones for 64 KiB. Asking for 1 MiB every time made each read allocate (and
-    page in) a megabyte: for thousands of small fixtures that was most of the reading time.
+    The first read asks for the file's size plus one byte; a short read (the usual end) is
+    confirmed with a one-byte read, and a file that grew meanwhile is read on in 64 KiB
+    pieces. Asking for a large buffer on every read made each one allocate (and, in a large
+    process, page in) that buffer: for thousands of small fixtures that was most of the
+    reading time (docs/performance.md).
     """
     try:
         want = os.fstat(fd).st_size + 1
@@ -180,9 +182,9 @@ def read_fd(fd: int) -> bytes:
         if not chunk:
             break
         chunks.append(chunk)
-        want = _CHUNK
+        want = _CHUNK if len(chunk) == want else 1
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
 
-#: Read size after the first read of :func:`read_fd` (below the allocator's mmap threshold).
+#: Read size once a file turns out longer than it was when :func:`read_fd` began.
 _CHUNK = 1 << 16
