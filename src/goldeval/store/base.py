@@ -372,6 +372,19 @@ _INSERT_PAGE = (
 )
 #: Ids per ``IN (...)`` list (well under SQLite's and PostgreSQL's parameter limits).
 _IN_CHUNK = 500
+
+
+def _contents_where_in(
+    tx: Tx, columns: str, column: str, values: Sequence[Any]
+) -> Iterator[tuple[Any, ...]]:
+    """``SELECT columns FROM contents WHERE column IN (values)``, ``_IN_CHUNK`` values a query
+    (one statement may bind only so many parameters)."""
+    for i in range(0, len(values), _IN_CHUNK):
+        chunk = values[i : i + _IN_CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        yield from tx.query(f"SELECT {columns} FROM contents WHERE {column} IN ({marks})", chunk)
+
+
 #: Entries per page when the v5 migration moves old rows (the plugin writes 500 a batch).
 _PAGE_ROWS = 500
 
@@ -587,13 +600,9 @@ class SqlStore(Store):
         while wanted:
             keys = sorted(wanted)
             found: dict[str, str] = {}
-            for i in range(0, len(keys), _IN_CHUNK):
-                chunk = [bytes.fromhex(k) for k in keys[i : i + _IN_CHUNK]]
-                sql_marks = ", ".join("?" * len(chunk))
-                for key, body in tx.query(
-                    f"SELECT sha256, body FROM contents WHERE sha256 IN ({sql_marks})", chunk
-                ):
-                    found[bytes(key).hex()] = str(body)
+            digests = [bytes.fromhex(k) for k in keys]
+            for key, body in _contents_where_in(tx, "sha256, body", "sha256", digests):
+                found[bytes(key).hex()] = str(body)
             if set(found) != wanted:
                 raise StoreError(f"{self.url}: a run summary refers to missing contents")
             texts.update(found)
@@ -649,28 +658,18 @@ class SqlStore(Store):
 
     @staticmethod
     def _known_contents(tx: Tx, keys: Sequence[bytes]) -> dict[bytes, int]:
-        out: dict[bytes, int] = {}
-        for i in range(0, len(keys), _IN_CHUNK):
-            chunk = keys[i : i + _IN_CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            for content_id, key in tx.query(
-                f"SELECT id, sha256 FROM contents WHERE sha256 IN ({marks})", chunk
-            ):
-                out[bytes(key)] = int(content_id)
-        return out
+        return {
+            bytes(key): int(content_id)
+            for content_id, key in _contents_where_in(tx, "id, sha256", "sha256", keys)
+        }
 
     @staticmethod
     def _content_texts(tx: Tx, ids: Iterable[int]) -> dict[int, str]:
         wanted = sorted(set(ids))
-        out: dict[int, str] = {}
-        for i in range(0, len(wanted), _IN_CHUNK):
-            chunk = wanted[i : i + _IN_CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            for content_id, body in tx.query(
-                f"SELECT id, body FROM contents WHERE id IN ({marks})", chunk
-            ):
-                out[int(content_id)] = str(body)
-        return out
+        return {
+            int(content_id): str(body)
+            for content_id, body in _contents_where_in(tx, "id, body", "id", wanted)
+        }
 
     @staticmethod
     def _pages(tx: Tx, run_id: str, kind: str | None, after: int = 0) -> list[tuple[Any, ...]]:
