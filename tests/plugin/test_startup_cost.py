@@ -97,3 +97,77 @@ def test_freeze_is_undone_when_an_in_process_session_ends(
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
     assert result.ret == 0
     assert gc.get_freeze_count() == before
+
+
+GC_CONFTEST = """
+import gc, json
+
+SEEN = {"collecting": [], "frozen": []}
+
+def pytest_itemcollected(item):
+    SEEN["collecting"].append(gc.isenabled())
+
+def pytest_runtest_setup(item):
+    SEEN["frozen"].append(gc.get_freeze_count())
+
+def pytest_unconfigure(config):
+    with open("gc.json", "w") as fh:
+        json.dump(SEEN, fh)
+"""
+
+
+def test_long_lived_objects_are_frozen_batch_by_batch_and_nothing_stays_frozen(
+    pytester: pytest.Pytester, golden_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Collection runs without automatic full collections; while items run, every BATCH
+    reports the survivors are frozen (after a collection, so no garbage is frozen); the
+    collector is back as it was when the session ends."""
+    import importlib
+
+    # Through sys.modules, as the plugin looks it up: after an earlier in-process run the
+    # package attribute may be a stale copy of the module.
+    long_lived = importlib.import_module("goldeval.pytest_plugin.long_lived")
+    monkeypatch.setattr(long_lived, "BATCH", 2)
+    pytester.makeconftest(GC_CONFTEST)
+    enabled, before = gc.isenabled(), gc.get_freeze_count()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    seen = json.loads((golden_project / "gc.json").read_text())
+    assert seen["collecting"] and not any(seen["collecting"])  # no automatic collections
+    frozen = seen["frozen"]
+    assert len(frozen) >= 6
+    assert frozen[0] > before  # collection's objects frozen before the first item
+    # Frozen again after every second item: the count grows batch by batch.
+    steps = zip(frozen[::2], frozen[2::2], strict=False)
+    assert all(later > earlier for earlier, later in steps), frozen
+    assert gc.isenabled() == enabled
+    assert gc.get_freeze_count() == before
+
+
+def test_garbage_cycles_are_collected_not_frozen() -> None:
+    """A step collects before it freezes: a cycle dropped before the step is freed, one still
+    referenced is frozen (and unfrozen at the end of the session)."""
+    import weakref
+
+    from goldeval.pytest_plugin.long_lived import LongLivedObjects
+
+    class Node:
+        pass
+
+    def cycle() -> Node:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # type: ignore[attr-defined]
+        return a
+
+    assert gc.get_freeze_count() == 0  # nothing else in this process froze objects
+    objects = LongLivedObjects()
+    dropped = weakref.ref(cycle())
+    kept = cycle()
+    try:
+        objects.settle()
+        assert dropped() is None
+        assert gc.get_freeze_count() > 0
+    finally:
+        objects.pytest_unconfigure(None)  # type: ignore[arg-type]
+    assert gc.get_freeze_count() == 0
+    assert kept.other.other is kept  # type: ignore[attr-defined]

@@ -615,3 +615,33 @@ def test_record_attempt_texts_is_the_same_write_as_record_attempts(store: Store)
     assert sorted(stored, key=lambda a: (a["caseId"], a.get("model") or "")) == expected
     with pytest.raises(ValueError, match="status"):
         store.record_attempt_texts(run_id, [("c", 1, None, "MAYBE", "{}")])
+
+
+def test_record_batch_writes_cases_and_attempts_in_one_transaction(store: Store) -> None:
+    """The plugin's write batch: the same rows as record_cases + record_attempt_texts, and
+    all or nothing (a bad attempt row leaves the batch's cases unwritten as well)."""
+    from goldeval.results.run_document import attempt_payload
+
+    run_id = begin(store)
+    cases = [
+        {"caseId": "a", "prompt": "p-a", "line": 1},
+        {"caseId": "b", "prompt": "p-b", "line": 2},
+    ]
+    rows = []
+    for record in (
+        AttemptRecord(case_id="a", index=1, status=Status.PASS, duration_ms=3),
+        AttemptRecord(case_id="b", index=1, status=Status.FAIL, duration_ms=4),
+    ):
+        p = attempt_payload(record, keep_passing_output=False)
+        rows.append((p["caseId"], p["index"], p["model"], p["status"], p["record"]))
+    bad = ("c", 1, None, "MAYBE", "{}")
+    with pytest.raises(ValueError, match="status"):
+        store.record_batch(run_id, [{"caseId": "c", "prompt": "p-c", "line": 3}], [bad])
+    assert store.cases(run_id) == []
+    assert store.record_batch(run_id, cases, rows) == (2, 2)
+    assert [c["caseId"] for c in store.cases(run_id)] == ["a", "b"]
+    assert [(a["caseId"], a["status"]) for a in store.attempts(run_id)] == [
+        ("a", "PASS"),
+        ("b", "FAIL"),
+    ]
+    assert store.record_batch(run_id, cases, rows) == (0, 0)  # nothing new

@@ -29,7 +29,7 @@ from goldeval.dataset.rows import Dataset
 from goldeval.dataset.templates import CompiledTemplates, TemplateProblem
 from goldeval.graders.applicability import Applicability
 from goldeval.graders.base import GradeContext, Grader
-from goldeval.graders.budget import GraderTimeout, budget
+from goldeval.graders.budget import GraderTimeout, budget, grader_timeout
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.retrieval import grade_retrieval
 from goldeval.providers.base import Answer, ProviderRequest
@@ -101,6 +101,9 @@ class Pipeline:
     _applicability: Applicability = field(init=False)
     #: (grader, "hard" | "soft") of each grader the manifest does not switch off, in order.
     _modes: list[tuple[Grader, str]] = field(init=False)
+    #: Seconds each grader call may spend in patterns (GOLDEVAL_GRADER_TIMEOUT), read once:
+    #: reading the environment for every grader call of every attempt showed in profiles.
+    _grader_seconds: float = field(init=False)
 
     def __post_init__(self) -> None:
         self._templates = self.dataset.manifest.templates()
@@ -112,6 +115,7 @@ class Pipeline:
             if (mode := modes.get(g.name, "hard" if g.hard else "soft")) != "off"
         ]
         self._applicability = Applicability([g for g, _ in self._modes])
+        self._grader_seconds = grader_timeout()
 
     def retrieve(self, case: GoldenCase) -> list[str]:
         if case.refuse:
@@ -257,7 +261,7 @@ class Pipeline:
                 continue
             if isinstance(grader, ContractGrader):
                 try:
-                    with budget(grader.name):
+                    with budget(grader.name, self._grader_seconds):
                         contract = grader.contract(ctx)
                 except GraderTimeout as exc:
                     raise ProviderError("GRADER_TIMEOUT", str(exc)) from None
@@ -266,7 +270,7 @@ class Pipeline:
                 continue
             try:
                 # Each grader call gets a time budget for the user patterns it evaluates.
-                with budget(grader.name):
+                with budget(grader.name, self._grader_seconds):
                     outcome = grader.grade(ctx)
             except GraderTimeout as exc:  # over budget: an ERROR no retry fixes (exit 4)
                 raise ProviderError("GRADER_TIMEOUT", str(exc)) from None

@@ -7,7 +7,6 @@ is given.
 
 from __future__ import annotations
 
-import gc
 import importlib
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
 
 _MODES = ("fixture", "live", "record")
-#: Whether this session froze the garbage collector's view of its objects (see below).
-_GC_FROZEN = pytest.StashKey[bool]()
 #: goldeval.pytest_plugin.params.PARAM_ARG, repeated so that this module imports nothing heavy.
 _PARAM_ARG = "golden_answer"
 
@@ -69,6 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from goldeval.pytest_plugin.fixtures import ItemFixtures
 
     config.pluginmanager.register(ItemFixtures(state), "goldeval-item-fixtures")
+    # The collector's view of the session's long-lived objects (items, reports): frozen batch
+    # by batch, unfrozen at unconfigure.
+    config.pluginmanager.register(
+        _submodule("long_lived").LongLivedObjects(), "goldeval-long-lived"
+    )
     if not state.is_worker:
         # Listing items (--collect-only) is not a run: nothing is recorded, compared or
         # refused, so the controller and what it needs (verdict, reports, run documents) are
@@ -231,6 +233,10 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, Any, Any]:
     report = yield
+    if call.when == "teardown" or (call.when == "setup" and report.passed):
+        # Nothing to attach (see attach_record): the call report carries the attempt, or a
+        # setup that failed or skipped does. Two of an item's three reports stop here.
+        return report
     state = _state(item.config)
     callspec = getattr(item, "callspec", None)
     if state is not None and callspec is not None and _PARAM_ARG in callspec.params:
@@ -238,24 +244,6 @@ def pytest_runtest_makereport(
 
         attach_record(item, call, report)
     return report
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    # The dataset, its cases and the items live until the session ends: moving them out of
-    # the collector's generations (gc.freeze) spares every later full collection from walking
-    # them again. At 10,000 rows that was about a tenth of a fixture run (docs/performance.md).
-    # Undone at unconfigure, so a process that runs several sessions (pytester) gets them back.
-    if _state(session.config) is not None and not session.config.stash.get(_GC_FROZEN, False):
-        gc.freeze()
-        session.config.stash[_GC_FROZEN] = True
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if config.stash.get(_GC_FROZEN, False):
-        gc.unfreeze()
-        config.stash[_GC_FROZEN] = False
 
 
 # -- fixtures (overridable in a conftest) --------------------------------------------------

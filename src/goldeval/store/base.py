@@ -257,6 +257,17 @@ class Store(ABC):
         tries) apart from the content they share with other runs."""
         return self.record_attempts(run_id, [json.loads(row[4]) for row in rows])
 
+    def record_batch(
+        self,
+        run_id: str,
+        case_infos: Iterable[Mapping[str, Any]],
+        rows: Iterable[AttemptText],
+    ) -> tuple[int, int]:
+        """:meth:`record_cases` then :meth:`record_attempt_texts`, in one transaction where
+        the backend can (the plugin's write batch: one lock and one commit, not two).
+        Returns how many cases and attempts were written."""
+        return self.record_cases(run_id, case_infos), self.record_attempt_texts(run_id, rows)
+
     @abstractmethod
     def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
         """Keys of the attempts already stored, so a resumed run skips them.
@@ -499,6 +510,22 @@ def _attempt_from_record(record: Mapping[str, Any]) -> _Attempt:
     return _Attempt(case_id, index, model, status, run_fields, json_text(content))
 
 
+def _case_texts(case_infos: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    return [
+        (str(_field(info, "caseId", "case_id", "case")), json_text(dict(info)))
+        for info in case_infos
+    ]
+
+
+def _attempts_of_texts(rows: Iterable[AttemptText]) -> list[_Attempt]:
+    out: list[_Attempt] = []
+    for case_id, index, model, status, text in rows:
+        _check_status(case_id, index, status)
+        run_fields, content = split_record(json.loads(text))
+        out.append(_Attempt(case_id, index, model or "", status, run_fields, json_text(content)))
+    return out
+
+
 class SqlStore(Store):
     """Store logic over a SQL connection; backends supply the hooks below."""
 
@@ -719,44 +746,52 @@ class SqlStore(Store):
         if not infos:
             return 0
         with self._run_writer(op, run_id) as (tx, index):
-            new: dict[str, str] = {}
-            for case_id, text in infos:
-                if case_id not in index.cases and case_id not in new:
-                    new[case_id] = text
-            if not new:
-                return 0
-            digests = {case_id: digest(text) for case_id, text in new.items()}
-            ids = self._content_ids(tx, {digests[c]: t for c, t in new.items()})
-            entries: list[list[Any]] = [[c, ids[digests[c]]] for c in new]
-            self._append_page(tx, run_id, index.last_page + 1, CASE, entries)
-            index.last_page += 1
-            index.cases.update(new)
-            return len(entries)
+            return self._add_cases(tx, run_id, index, infos)
+
+    def _add_cases(
+        self, tx: Tx, run_id: str, index: _RunIndex, infos: list[tuple[str, str]]
+    ) -> int:
+        new: dict[str, str] = {}
+        for case_id, text in infos:
+            if case_id not in index.cases and case_id not in new:
+                new[case_id] = text
+        if not new:
+            return 0
+        digests = {case_id: digest(text) for case_id, text in new.items()}
+        ids = self._content_ids(tx, {digests[c]: t for c, t in new.items()})
+        entries: list[list[Any]] = [[c, ids[digests[c]]] for c in new]
+        self._append_page(tx, run_id, index.last_page + 1, CASE, entries)
+        index.last_page += 1
+        index.cases.update(new)
+        return len(entries)
 
     def _write_attempts(self, op: str, run_id: str, attempts: list[_Attempt]) -> int:
         if not attempts:
             return 0
         with self._run_writer(op, run_id) as (tx, index):
-            fresh: dict[str, str] = {}  # this batch's changes, applied after the page
-            chosen: list[_Attempt] = []
-            for a in attempts:
-                key = key_string(a.case_id, a.index, a.model)
-                old = fresh.get(key) or index.attempts.get(key)
-                if old is None or (old == ERROR and a.status != ERROR):
-                    fresh[key] = a.status
-                    chosen.append(a)
-            if not chosen:
-                return 0
-            keys = [digest(a.content) for a in chosen]
-            ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, chosen, strict=True)})
-            entries: list[list[Any]] = [
-                [a.case_id, a.index, a.model, a.status, ids[k], a.slim()]
-                for k, a in zip(keys, chosen, strict=True)
-            ]
-            self._append_page(tx, run_id, index.last_page + 1, ATTEMPT, entries)
-            index.last_page += 1
-            index.attempts.update(fresh)
-            return len(entries)
+            return self._add_attempts(tx, run_id, index, attempts)
+
+    def _add_attempts(self, tx: Tx, run_id: str, index: _RunIndex, attempts: list[_Attempt]) -> int:
+        fresh: dict[str, str] = {}  # this batch's changes, applied after the page
+        chosen: list[_Attempt] = []
+        for a in attempts:
+            key = key_string(a.case_id, a.index, a.model)
+            old = fresh.get(key) or index.attempts.get(key)
+            if old is None or (old == ERROR and a.status != ERROR):
+                fresh[key] = a.status
+                chosen.append(a)
+        if not chosen:
+            return 0
+        keys = [digest(a.content) for a in chosen]
+        ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, chosen, strict=True)})
+        entries: list[list[Any]] = [
+            [a.case_id, a.index, a.model, a.status, ids[k], a.slim()]
+            for k, a in zip(keys, chosen, strict=True)
+        ]
+        self._append_page(tx, run_id, index.last_page + 1, ATTEMPT, entries)
+        index.last_page += 1
+        index.attempts.update(fresh)
+        return len(entries)
 
     def _final_attempts(self, tx: Tx, run_id: str) -> dict[tuple[str, int, str], list[Any]]:
         """The entry that counts per attempt key (a later entry replaces an earlier one)."""
@@ -895,21 +930,26 @@ class SqlStore(Store):
         return self.record_cases(run_id, [case_info]) == 1
 
     def record_cases(self, run_id: str, case_infos: Iterable[Mapping[str, Any]]) -> int:
-        infos = [
-            (str(_field(info, "caseId", "case_id", "case")), json_text(dict(info)))
-            for info in case_infos
-        ]
-        return self._write_cases("record_cases", run_id, infos)
+        return self._write_cases("record_cases", run_id, _case_texts(case_infos))
 
     def record_attempt_texts(self, run_id: str, rows: Iterable[AttemptText]) -> int:
-        out: list[_Attempt] = []
-        for case_id, index, model, status, text in rows:
-            _check_status(case_id, index, status)
-            run_fields, content = split_record(json.loads(text))
-            out.append(
-                _Attempt(case_id, index, model or "", status, run_fields, json_text(content))
+        return self._write_attempts("record_attempts", run_id, _attempts_of_texts(rows))
+
+    def record_batch(
+        self,
+        run_id: str,
+        case_infos: Iterable[Mapping[str, Any]],
+        rows: Iterable[AttemptText],
+    ) -> tuple[int, int]:
+        infos = _case_texts(case_infos)
+        attempts = _attempts_of_texts(rows)
+        if not infos and not attempts:
+            return 0, 0
+        with self._run_writer("record_batch", run_id) as (tx, index):
+            return (
+                self._add_cases(tx, run_id, index, infos),
+                self._add_attempts(tx, run_id, index, attempts),
             )
-        return self._write_attempts("record_attempts", run_id, out)
 
     def record_attempt(self, run_id: str, record: Mapping[str, Any]) -> bool:
         attempt = _attempt_from_record(record)

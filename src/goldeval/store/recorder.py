@@ -174,11 +174,12 @@ class RunRecorder:
         if self.store is None or self.run_id is None or self.error:
             return
         try:
-            if self.pending_cases:
-                self.store.record_cases(self.run_id, list(self.pending_cases.values()))
+            if self.pending_cases or self.pending:
+                # One transaction for the batch's cases and attempts: one lock, one commit.
+                self.store.record_batch(
+                    self.run_id, list(self.pending_cases.values()), self.pending
+                )
                 self.pending_cases.clear()
-            if self.pending:
-                self.store.record_attempt_texts(self.run_id, self.pending)
                 self.pending.clear()
         except (StoreError, OSError) as exc:
             self._fail(exc)
