@@ -248,6 +248,10 @@ class LightCases:
         return out
 
 
+#: One encoder for every case line: ``json.dumps`` with options builds a new one per call.
+_CASE_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+
+
 def build_run(
     *,
     run_id: str,
@@ -277,7 +281,7 @@ def build_run(
             if on_case is not None:
                 on_case(case)
             stripped = strip_raw(case)
-            fh.write(json.dumps(stripped, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+            fh.write(_CASE_LINE.encode(stripped) + "\n")
             light.append(lighten(case))
     doc: dict[str, Any] = {
         "runId": run_id,

@@ -420,10 +420,14 @@ def _finite(value: Any) -> Any:
     return value
 
 
+#: One encoder for every stored text: ``json.dumps`` with options builds a new one per call.
+_STORED_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def json_text(value: Any) -> str:
     """Compact JSON for a JSON column; NaN and infinities become null."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _STORED_JSON.encode(value)
     except ValueError:
         return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"))
 
