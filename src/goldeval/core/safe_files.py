@@ -166,22 +166,25 @@ def read_regular_file(path: Path | str) -> bytes:
 def read_fd(fd: int) -> bytes:
     """Everything left to read from an open file descriptor (opened without following links).
 
-    The first read asks for the file's size plus one byte; a short read (the usual end) is
-    confirmed with a one-byte read, and a file that grew meanwhile is read on in 64 KiB
-    pieces. Asking for a large buffer on every read made each one allocate (and, in a large
-    process, page in) that buffer: for thousands of small fixtures that was most of the
-    reading time (docs/performance.md).
+    The first read asks for the file's size plus one byte; a short read of a regular file is
+    its end (POSIX), a short read of anything else (a pipe) is confirmed with a one-byte read,
+    and a file that grew meanwhile is read on in 64 KiB pieces. Asking for a large buffer on
+    every read made each one allocate (and, in a large process, page in) that buffer: for
+    thousands of small fixtures that was most of the reading time (docs/performance.md).
     """
     try:
-        want = os.fstat(fd).st_size + 1
+        st = os.fstat(fd)
+        want, regular = st.st_size + 1, stat.S_ISREG(st.st_mode)
     except OSError:
-        want = _CHUNK
+        want, regular = _CHUNK, False
     chunks = []
     while True:
         chunk = os.read(fd, want)
         if not chunk:
             break
         chunks.append(chunk)
+        if len(chunk) < want and regular:
+            break  # a short read of a regular file is its end: no confirming read
         want = _CHUNK if len(chunk) == want else 1
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 

@@ -101,7 +101,12 @@ def roll_up(info: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> d
 
 
 def strip_raw(case: Mapping[str, Any]) -> dict[str, Any]:
-    """The case without raw model text (run.json and baselines never hold it)."""
+    """The case without raw model text (run.json and baselines never hold it); the case
+    itself when no attempt has any (callers never change what they get)."""
+    if isinstance(case, dict) and not any(
+        name in a for a in case["attempts"] for name in RAW_FIELDS
+    ):
+        return case
     out = dict(case)
     out["attempts"] = [
         {k: v for k, v in a.items() if k not in RAW_FIELDS} for a in case["attempts"]
