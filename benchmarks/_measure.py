@@ -52,16 +52,25 @@ def alternate(
 
     The rounds give paired ratios: on a shared machine whose speed drifts over seconds, the
     median of ``ours / reference`` within a round is steadier than the ratio of two minima.
+    Every other round runs the commands in reverse order (A B, B A, A B...), so that running
+    first or second (a page cache the previous run filled or emptied, a machine slowing down
+    over a round) falls on each side equally. Each run is printed to stderr as it ends.
     """
     best: dict[str, Measure] = {}
     rounds: list[dict[str, Measure]] = []
-    for _ in range(n):
+    for i in range(n):
         this: dict[str, Measure] = {}
-        for name, cmd in cmds:
+        for name, cmd in cmds if i % 2 == 0 else cmds[::-1]:
             m = run(cmd, cwd, env)
             if m.rc not in (0,):
                 raise SystemExit(f"{name} exited {m.rc}: {' '.join(cmd)}")
             this[name] = m
+            print(
+                f"  round {i + 1} {name}: {m.wall:.1f} s wall, {m.cpu:.1f} s CPU,"
+                f" {m.rss_mb:.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
             if name not in best or m.wall < best[name].wall:
                 best[name] = m
         rounds.append(this)

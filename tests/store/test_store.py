@@ -617,6 +617,32 @@ def test_record_attempt_texts_is_the_same_write_as_record_attempts(store: Store)
         store.record_attempt_texts(run_id, [("c", 1, None, "MAYBE", "{}")])
 
 
+@pytest.mark.parametrize("offset", ["given", "wrong"])
+def test_record_texts_split_at_their_offset_store_what_a_parse_stores(
+    store: Store, offset: str
+) -> None:
+    """The payload's layout (run fields first, ``contentAt``) lets the store skip the parse;
+    what it stores is the same, and a wrong offset falls back to parsing the record."""
+    from goldeval.results.run_document import attempt_payload
+    from goldeval.store.base import AttemptText
+
+    records = [
+        AttemptRecord(case_id="a", index=1, status=Status.PASS, duration_ms=3, tries=1),
+        AttemptRecord(case_id="b", index=2, status=Status.FAIL, model="m", error_message="x"),
+    ]
+    split_run, parsed_run = begin(store, "split"), begin(store, "parsed")
+    split_rows, parsed_rows = [], []
+    for record in records:
+        p = attempt_payload(record, keep_passing_output=False)
+        at = p["contentAt"] if offset == "given" else 3
+        key = (p["caseId"], p["index"], p["model"], p["status"], p["record"])
+        split_rows.append(AttemptText(*key, at))
+        parsed_rows.append(AttemptText(*key))
+    assert store.record_attempt_texts(split_run, split_rows) == 2
+    assert store.record_attempt_texts(parsed_run, parsed_rows) == 2
+    assert store.attempts(split_run) == store.attempts(parsed_run) == [r.dump() for r in records]
+
+
 def test_record_batch_writes_cases_and_attempts_in_one_transaction(store: Store) -> None:
     """The plugin's write batch: the same rows as record_cases + record_attempt_texts, and
     all or nothing (a bad attempt row leaves the batch's cases unwritten as well)."""

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from goldeval.core.models import AttemptRecord, ContractResult, RetrievalResult, Status
+from goldeval.core.record_text import RUN_FIELDS, content_offset, split_parts
 from goldeval.dataset.case import GoldenCase
 from goldeval.pipeline.attempt import case_facts, case_info
 from goldeval.providers.base import ProviderRequest
@@ -63,6 +64,67 @@ def test_passing_answer_text_travels_only_when_kept() -> None:
     record = _record("c", 1, Status.PASS, output="text")
     assert "output" not in json.loads(attempt_payload(record, False)["record"])
     assert json.loads(attempt_payload(record, True)["record"])["output"] == "text"
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        _record("c", 1, Status.PASS, duration_ms=3, tries=2),
+        _record(
+            "c",
+            2,
+            Status.FAIL,
+            model="m",
+            output="ответ",
+            contract=ContractResult(passed=False, violations=['x, "y"', "}"]),
+            retrieval=RetrievalResult(applicable=True, passed=False, retrieved=["a"]),
+        ),
+        _record("d", 3, Status.ERROR, error_kind="PROVIDER_ERROR", error_message='{"index":9}'),
+    ],
+    ids=["pass", "fail-with-model", "error"],
+)
+def test_payload_record_splits_into_run_fields_and_content_without_a_parse(
+    record: AttemptRecord,
+) -> None:
+    """The store's split: the run fields lead the record text and ``contentAt`` says where
+    the content starts; both halves are exactly what splitting the parsed record gives."""
+    payload = attempt_payload(record, keep_passing_output=True)
+    text, at = payload["record"], payload["contentAt"]
+    parsed = json.loads(text)
+    assert parsed == record.dump()
+    assert at > 0
+    parts = split_parts(text, at)
+    assert parts is not None
+    run_fields, content = parts
+    assert run_fields == {k: v for k, v in parsed.items() if k in RUN_FIELDS}
+    assert json.loads(content) == {k: v for k, v in parsed.items() if k not in RUN_FIELDS}
+    assert list(parsed)[: len(run_fields)] == list(run_fields)  # run fields first
+
+
+def test_attempt_record_declares_its_run_fields_first() -> None:
+    fields = AttemptRecord.model_fields
+    run = [n for n, f in fields.items() if f.alias in RUN_FIELDS or n in RUN_FIELDS]
+    assert len(run) == 6 and list(fields)[: len(run)] == run
+
+
+def test_record_text_offsets_refuse_what_does_not_match() -> None:
+    text = '{"caseId":"c","index":1,"contract":{"passed":true}}'
+    at = content_offset(text, '{"caseId":"c","index":1}')
+    assert at == 24
+    assert split_parts(text, at) == ({"caseId": "c", "index": 1}, '{"contract":{"passed":true}}')
+    # no content: the run fields are the whole record
+    assert content_offset('{"caseId":"c"}', '{"caseId":"c"}') == 14
+    assert split_parts('{"caseId":"c"}', 14) == ({"caseId": "c"}, "{}")
+    # run fields that are not the record's start (another encoder's spelling): 0, parse it
+    assert content_offset(text, '{"caseId":"c","index":2}') == 0
+    assert content_offset(text, '{"caseId":"c"') == 0
+    assert content_offset(text, "{}") == 0
+    # an offset inside a value, past a content field, out of range: the caller parses instead
+    assert split_parts(text, 5) is None
+    late = '{"caseId":"c","contract":{"passed":true},"index":1}'
+    assert split_parts(late, late.index('"index"')) is None  # content before the offset
+    assert split_parts(text, len(text) + 3) is None
+    assert split_parts(text, 0) is None
 
 
 def test_without_raw_text() -> None:

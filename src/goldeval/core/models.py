@@ -114,19 +114,21 @@ class JudgeRecord(Record):
 class AttemptRecord(Record):
     """One test item's outcome: a case × attempt (× model)."""
 
+    # The run fields first (goldeval.core.record_text.RUN_FIELDS): the record's JSON then
+    # starts with them, and the store splits it from the content without a parse.
     case_id: str
     index: int
     status: Status
     model: str | None = None
+    duration_ms: int = 0
+    tries: int | None = None
     contract: ContractResult | None = None
     retrieval: RetrievalResult | None = None
     graders: list[GraderOutcome] = Field(default_factory=list)
     judge: JudgeRecord | None = None
     tokens: TokenUsage = Field(default_factory=TokenUsage)
-    duration_ms: int = 0
     error_kind: str | None = None
     error_message: str | None = None
-    tries: int | None = None
     #: Live calls: ms waiting for the provider's limiter (adaptive concurrency, rate limits,
     #: Retry-After), apart from ``duration_ms``, which runs from send over every try.
     queue_ms: int | None = None

@@ -17,9 +17,11 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
+from goldeval.core.record_text import content_offset
 from goldeval.results.metrics import MetricsAccumulator
 from goldeval.results.rollup import RAW_FIELDS, Counters, roll_up, strip_raw
 from goldeval.results.run_folder import fsync_dir, refuse_link, temp_file
@@ -76,16 +78,38 @@ def attempt_payload(record: Any, keep_passing_output: bool) -> dict[str, Any]:
     JSON string (without the answer text of a passing attempt unless it is kept).
 
     One string rather than the nested record: xdist (execnet) serialises report attributes
-    value by value, and sending a nested record cost more than running the item.
+    value by value, and sending a nested record cost more than running the item. The string
+    puts the run fields first and ``contentAt`` says where the content begins
+    (goldeval.core.record_text), so the store takes the two apart without a parse.
     """
     status = record.status.value
-    exclude = {"output"} if status == "PASS" and not keep_passing_output else None
+    if status == "PASS" and not keep_passing_output and record.output is not None:
+        # Left out by setting it aside: pydantic's ``exclude`` cost as much as the dump.
+        output, record.output = record.output, None
+        try:
+            text = record.model_dump_json(by_alias=True, exclude_none=True)
+        finally:
+            record.output = output
+    else:
+        text = record.model_dump_json(by_alias=True, exclude_none=True)
+    # Where the run fields end (AttemptRecord declares them first); 0 (the store parses the
+    # record) should this spelling of them ever differ from pydantic's.
+    run = f'{{"caseId":{encode_basestring(record.case_id)},"index":{record.index}'
+    run += f',"status":"{status}"'
+    if record.model is not None:
+        run += f',"model":{encode_basestring(record.model)}'
+    if record.duration_ms is not None:
+        run += f',"durationMs":{record.duration_ms}'
+    if record.tries is not None:
+        run += f',"tries":{record.tries}'
+    at = content_offset(text, run + "}")
     return {
         "caseId": record.case_id,
         "index": record.index,
         "model": record.model,
         "status": status,
-        "record": record.model_dump_json(by_alias=True, exclude_none=True, exclude=exclude),
+        "record": text,
+        "contentAt": at,
     }
 
 
@@ -107,9 +131,18 @@ def attempt_entry(payload: dict[str, Any], keep_passing_output: bool = True) -> 
     )
 
 
+#: The raw fields as they appear in a record's JSON (a match may be a false alarm: a value).
+_RAW_KEYS = tuple(f'"{name}"' for name in RAW_FIELDS)
+
+
+def has_raw_text(text: str) -> bool:
+    """Whether a record's JSON may hold raw model text (``False``: it certainly does not)."""
+    return any(key in text for key in _RAW_KEYS)
+
+
 def without_raw_text(text: str) -> str:
     """The record JSON without the raw model text (the store never holds it)."""
-    if not any(f'"{name}"' in text for name in RAW_FIELDS):
+    if not has_raw_text(text):
         return text  # the usual case: nothing to drop, no parse
     record = json.loads(text)
     for name in RAW_FIELDS:

@@ -24,8 +24,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal, NamedTuple, cast
 
+from goldeval.core.record_text import split_parts
 from goldeval.store.migrations import (
     ATTEMPT_STATUSES,
     LATEST_VERSION,
@@ -55,8 +56,21 @@ RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"]
 
 AttemptKey = tuple[str, int, str]
 """(case id, attempt index, model) of an attempt; model is ``""`` when the run has none."""
-AttemptText = tuple[str, int, "str | None", str, str]
-"""(case id, attempt index, model or None, status, the record as compact JSON)."""
+
+
+class AttemptText(NamedTuple):
+    """An attempt record already serialised as compact JSON (the plugin's path)."""
+
+    case_id: str
+    attempt_index: int
+    model: str | None
+    status: str
+    #: the record as compact JSON, without raw model text
+    text: str
+    #: where the content begins when ``text`` is laid out run fields first
+    #: (goldeval.core.record_text); 0 when it is not known: the store parses the record.
+    content_at: int = 0
+
 
 ERROR = "ERROR"
 
@@ -251,10 +265,11 @@ class Store(ABC):
 
     def record_attempt_texts(self, run_id: str, rows: Iterable[AttemptText]) -> int:
         """:meth:`record_attempts` for records already serialised as compact JSON (without
-        raw model text): ``(case_id, index, model, status, record_json)`` per attempt. The
-        plugin's path: attempts reach the controller as JSON text. The key and status come
-        from the tuple; SQL stores parse the text once to set the per-run fields (duration,
-        tries) apart from the content they share with other runs."""
+        raw model text): an :class:`AttemptText` (or a plain ``(case_id, index, model,
+        status, record_json)`` tuple) per attempt. The plugin's path: attempts reach the
+        controller as JSON text. The key and status come from the tuple; SQL stores set the
+        per-run fields (duration, tries) apart from the content they share with other runs,
+        at ``content_at`` without a parse when it is given (goldeval.core.record_text)."""
         return self.record_attempts(run_id, [json.loads(row[4]) for row in rows])
 
     def record_batch(
@@ -521,12 +536,16 @@ def _case_texts(case_infos: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]
     ]
 
 
-def _attempts_of_texts(rows: Iterable[AttemptText]) -> list[_Attempt]:
+def _attempts_of_texts(rows: Iterable[AttemptText | tuple[Any, ...]]) -> list[_Attempt]:
     out: list[_Attempt] = []
-    for case_id, index, model, status, text in rows:
+    for row in rows:
+        case_id, index, model, status, text = row[:5]
         _check_status(case_id, index, status)
-        run_fields, content = split_record(json.loads(text))
-        out.append(_Attempt(case_id, index, model or "", status, run_fields, json_text(content)))
+        parts = split_parts(text, row[5]) if len(row) > 5 and row[5] else None
+        if parts is None:
+            run_fields, content = split_record(json.loads(text))
+            parts = run_fields, json_text(content)
+        out.append(_Attempt(case_id, index, model or "", status, *parts))
     return out
 
 

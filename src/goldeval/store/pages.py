@@ -30,15 +30,12 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from goldeval.core.record_text import RUN_FIELDS
+
 CASE = "case"
 ATTEMPT = "attempt"
 PAGE_KINDS = (CASE, ATTEMPT)
 
-#: Record fields kept per run (in the page), not in the shared content: the attempt's key,
-#: its status and the values that differ between two runs of the same answers.
-RUN_FIELDS = frozenset(
-    {"caseId", "case_id", "index", "model", "status", "durationMs", "duration_ms", "tries"}
-)
 
 _COMPACT = (",", ":")
 

@@ -13,7 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from goldeval.results.run_document import RUN_DOCUMENT, attempt_entry, without_raw_text
+from goldeval.results.run_document import (
+    RUN_DOCUMENT,
+    attempt_entry,
+    has_raw_text,
+    without_raw_text,
+)
 from goldeval.results.run_folder import summary as run_summary
 from goldeval.store import Store, StoreError, open_store, redact_url
 from goldeval.store.base import AttemptText
@@ -161,9 +166,15 @@ class RunRecorder:
         if entry.case_id not in self.pending_cases:
             case = payload.get("case") or self.case_info(entry.case_id)
             self.pending_cases[entry.case_id] = case
-        # Raw model text stays in the run folder artifacts, not in the store.
+        # Raw model text stays in the run folder artifacts, not in the store. Without it, the
+        # record's own layout lets the store split it without a parse (core.record_text).
+        content_at = payload.get("contentAt")
+        if type(content_at) is int and not has_raw_text(entry.text):
+            text, at = entry.text, content_at
+        else:
+            text, at = without_raw_text(entry.text), 0
         self.pending.append(
-            (entry.case_id, entry.index, entry.model, entry.status, without_raw_text(entry.text))
+            AttemptText(entry.case_id, entry.index, entry.model, entry.status, text, at)
         )
         now = time.monotonic()
         if self.immediate or len(self.pending) >= BATCH or now - self.last_flush > BATCH_SECONDS:
