@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,22 +21,37 @@ class Measure:
     rc: int
     #: user + system CPU seconds of the child: steadier than wall time on a shared machine
     cpu: float = 0.0
+    #: pytest's own clock ("N passed in S s"): the session without interpreter start and exit
+    session: float | None = None
+
+
+#: The last "in 12.34s" of pytest's summary line.
+_SESSION_SECONDS = re.compile(rb" in (\d+(?:\.\d+)?)s\b")
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Measure:
     """Run ``cmd`` and return wall seconds and the child's peak RSS (ru_maxrss of wait4)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(max(0, out.seek(0, os.SEEK_END) - 4096))
+        found = _SESSION_SECONDS.findall(out.read())
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Measure(wall, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime)
+    return Measure(
+        wall,
+        usage.ru_maxrss / 1024,
+        proc.returncode,
+        usage.ru_utime + usage.ru_stime,
+        float(found[-1]) if found else None,
+    )
 
 
 def best_of(
@@ -67,7 +84,7 @@ def alternate(
             this[name] = m
             print(
                 f"  round {i + 1} {name}: {m.wall:.1f} s wall, {m.cpu:.1f} s CPU,"
-                f" {m.rss_mb:.0f} MB",
+                f" {m.rss_mb:.0f} MB, pytest's clock {m.session} s",
                 file=sys.stderr,
                 flush=True,
             )
@@ -77,9 +94,15 @@ def alternate(
     return best, rounds
 
 
-def median_ratio(rounds: list[dict[str, Measure]], ours: str, reference: str) -> float:
-    """The median over rounds of ``ours.wall / reference.wall`` (paired, same round)."""
-    ratios = sorted(r[ours].wall / r[reference].wall for r in rounds)
+def median_ratio(
+    rounds: list[dict[str, Measure]], ours: str, reference: str, *, field: str = "wall"
+) -> float:
+    """The median over rounds of ``ours.wall / reference.wall`` (paired, same round), or of
+    another figure of the runs (``field="session"``: pytest's own clock)."""
+    ratios = sorted(
+        (getattr(r[ours], field) or 0.0) / (getattr(r[reference], field) or float("nan"))
+        for r in rounds
+    )
     mid = len(ratios) // 2
     return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 

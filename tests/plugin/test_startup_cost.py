@@ -171,3 +171,41 @@ def test_garbage_cycles_are_collected_not_frozen() -> None:
         objects.pytest_unconfigure(None)  # type: ignore[arg-type]
     assert gc.get_freeze_count() == 0
     assert kept.other.other is kept  # type: ignore[attr-defined]
+
+
+EXIT_CONFTEST = """
+import atexit, gc, json
+
+# Registered before the plugin's handler (a conftest loads first), so it runs after it.
+def _record_exit():
+    with open("exit.json", "w") as fh:
+        json.dump({"frozen": gc.get_freeze_count()}, fh)
+
+atexit.register(_record_exit)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "frozen_at_exit"),
+    [
+        (("--golden=generation-v1",), True),
+        (("--golden=generation-v1", "--collect-only", "-q"), True),
+        (("--golden=generation-v1", "-o", "golden_collect_at_exit=true"), False),
+        ((), False),  # not a golden session: the interpreter's exit is left alone
+    ],
+)
+def test_a_golden_session_freezes_everything_at_interpreter_exit(
+    pytester: pytest.Pytester, golden_project: Path, args: tuple[str, ...], frozen_at_exit: bool
+) -> None:
+    """CPython's exit-time full collections walk every object left (seconds after a large
+    session): a golden session freezes them first, unless the ini file asks for CPython's
+    way (docs/performance.md)."""
+    pytester.makeconftest(EXIT_CONFTEST)
+    pytester.makepyfile(test_other="def test_other():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    frozen = json.loads((golden_project / "exit.json").read_text())["frozen"]
+    if frozen_at_exit:
+        assert frozen > 10_000  # the modules, the session, its items and reports
+    else:
+        assert frozen == 0

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from goldeval.core.errors import DatasetError
-from goldeval.core.safe_files import ContainedFiles, contained_file
+from goldeval.core.safe_files import ContainedFiles, contained_file, read_regular_file
 from goldeval.dataset.case import GoldenCase, canonical_text, dataset_hash
 from goldeval.graders.applicability import Applicability
 from goldeval.graders.base import GradeContext
@@ -37,6 +38,25 @@ def folder(tmp_path: Path) -> Path:
     return dataset
 
 
+Fetch = Callable[[ContainedFiles, Path, str], "bytes | None"]
+
+
+def _through_file(files: ContainedFiles, folder: Path, name: str) -> bytes | None:
+    real = files.file(folder, name, what="recorded answer")
+    return None if real is None else read_regular_file(real)
+
+
+def _through_read(files: ContainedFiles, folder: Path, name: str) -> bytes | None:
+    return files.read(folder, name, what="recorded answer")
+
+
+@pytest.fixture(params=[_through_file, _through_read], ids=["file", "read"])
+def fetch(request: pytest.FixtureRequest) -> Fetch:
+    """Both ways of reading a fixture: resolve it with ``file`` then read it, or ``read``
+    (open without following a link, check the open file): the same answers everywhere."""
+    return request.param  # type: ignore[no-any-return]
+
+
 def test_plain_file_resolves_like_contained_file(folder: Path) -> None:
     files = ContainedFiles(folder)
     got = files.file(folder / "fixtures", "a.out.md", what="recorded answer")
@@ -46,52 +66,67 @@ def test_plain_file_resolves_like_contained_file(folder: Path) -> None:
     assert files.file(folder / "fixtures", "a.out.md", what="recorded answer") == got
 
 
-def test_missing_file_is_none(folder: Path) -> None:
-    assert ContainedFiles(folder).file(folder / "fixtures", "b.out.md", what="x") is None
+def test_plain_file_reads_its_bytes(folder: Path, fetch: Fetch) -> None:
+    files = ContainedFiles(folder)
+    assert fetch(files, folder / "fixtures", "a.out.md") == b"answer a"
+    assert fetch(files, folder / "fixtures", "a.out.md") == b"answer a"  # directory cached
 
 
-def test_link_out_of_the_folder_is_refused(folder: Path) -> None:
+def test_missing_file_is_none(folder: Path, fetch: Fetch) -> None:
+    assert fetch(ContainedFiles(folder), folder / "fixtures", "b.out.md") is None
+
+
+def test_link_out_of_the_folder_is_refused(folder: Path, fetch: Fetch) -> None:
     os.symlink(folder.parent / "secret.txt", folder / "fixtures" / "b.out.md")
     with pytest.raises(DatasetError, match="outside"):
-        ContainedFiles(folder).file(folder / "fixtures", "b.out.md", what="recorded answer")
+        fetch(ContainedFiles(folder), folder / "fixtures", "b.out.md")
 
 
-def test_link_inside_the_folder_is_followed(folder: Path) -> None:
+def test_link_inside_the_folder_is_followed(folder: Path, fetch: Fetch) -> None:
     os.symlink(folder / "inside.md", folder / "fixtures" / "b.out.md")
     got = ContainedFiles(folder).file(folder / "fixtures", "b.out.md", what="x")
     assert got == str((folder / "inside.md").resolve())
+    assert fetch(ContainedFiles(folder), folder / "fixtures", "b.out.md") == b"inside"
 
 
-def test_dangling_link_is_not_found_rather_than_absent(folder: Path) -> None:
+def test_dangling_link_is_not_found_rather_than_absent(folder: Path, fetch: Fetch) -> None:
     os.symlink(folder / "nowhere.md", folder / "fixtures" / "b.out.md")
     with pytest.raises(DatasetError, match="not found"):
-        ContainedFiles(folder).file(folder / "fixtures", "b.out.md", what="x")
+        fetch(ContainedFiles(folder), folder / "fixtures", "b.out.md")
 
 
-def test_fifo_is_refused_without_blocking(folder: Path) -> None:
+def test_fifo_is_refused_without_blocking(folder: Path, fetch: Fetch) -> None:
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs on this platform")
     os.mkfifo(folder / "fixtures" / "b.out.md")
     with pytest.raises(DatasetError, match="FIFO"):
-        ContainedFiles(folder).file(folder / "fixtures", "b.out.md", what="x")
+        fetch(ContainedFiles(folder), folder / "fixtures", "b.out.md")
 
 
-def test_fixtures_folder_swapped_for_a_link_out_is_noticed(folder: Path, tmp_path: Path) -> None:
+def test_directory_in_a_files_place_is_refused(folder: Path, fetch: Fetch) -> None:
+    (folder / "fixtures" / "b.out.md").mkdir()
+    with pytest.raises(DatasetError, match="directory"):
+        fetch(ContainedFiles(folder), folder / "fixtures", "b.out.md")
+
+
+def test_fixtures_folder_swapped_for_a_link_out_is_noticed(
+    folder: Path, tmp_path: Path, fetch: Fetch
+) -> None:
     files = ContainedFiles(folder)
-    assert files.file(folder / "fixtures", "a.out.md", what="x") is not None  # cached
+    assert fetch(files, folder / "fixtures", "a.out.md") is not None  # cached
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "a.out.md").write_text("not ours")
     (folder / "fixtures").rename(folder / "old-fixtures")
     os.symlink(outside, folder / "fixtures")
     with pytest.raises(DatasetError, match="outside"):
-        files.file(folder / "fixtures", "a.out.md", what="x")
+        fetch(files, folder / "fixtures", "a.out.md")
 
 
 @pytest.mark.parametrize("name", ["../secret.txt", "..", "sub/../../secret.txt"])
-def test_names_that_are_paths_take_the_full_check(folder: Path, name: str) -> None:
+def test_names_that_are_paths_take_the_full_check(folder: Path, name: str, fetch: Fetch) -> None:
     with pytest.raises(DatasetError):
-        ContainedFiles(folder).file(folder, name, what="x")
+        fetch(ContainedFiles(folder), folder, name)
 
 
 # -- Applicability: memoised by row shape, same answers as asking every grader ---------------

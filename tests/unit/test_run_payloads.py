@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from goldeval.results.run_document import (
     RunCollector,
     attempt_payload,
     without_raw_text,
+    write_run_json,
 )
 
 
@@ -230,3 +232,26 @@ def test_system_prompt_is_built_only_when_read() -> None:
         case=_case("c"), attempt=1, system="s", user="u", model=None, retrieved=[]
     )
     assert given.system == "s" and given.options == {}
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 1 << 20])
+@pytest.mark.parametrize("count", [0, 1, 3, 40])
+def test_run_json_splices_the_case_lines_in_as_the_cases_array(
+    tmp_path: Path, count: int, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run.json copies the cases file in pieces (not line by line): whatever the piece size,
+    the document reads back with every case, in order, and the layout of one case a line."""
+    import goldeval.results.run_document as run_document
+
+    cases = [{"caseId": f"c{i}", "text": 'é\n"x"' * (i % 4), "n": i} for i in range(count)]
+    cases_file = tmp_path / "cases.jsonl"
+    cases_file.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases))
+    splice = run_document._splice_lines
+    monkeypatch.setattr(run_document, "_splice_lines", lambda lines, out: splice(lines, out, chunk))
+    run = {"runId": "r", "cases": [], "metrics": {"a": 1}}
+    write_run_json(tmp_path / "run.json", run, cases_file)
+    text = (tmp_path / "run.json").read_text(encoding="utf-8")
+    assert json.loads(text) == {**run, "cases": cases}
+    case_lines = [ln for ln in text.splitlines() if ln.startswith('    {"caseId"')]
+    assert len(case_lines) == count
+    assert ('"cases": []' in text) == (count == 0)

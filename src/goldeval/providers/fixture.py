@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import DatasetError, ProviderError
-from goldeval.core.safe_files import ContainedFiles, read_regular_file
+from goldeval.core.safe_files import ContainedFiles
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 
 #: The sidecar's keys (camelCase, as in run.json).
@@ -122,16 +122,15 @@ class FixtureProvider(Provider):
             # Checked at collection for the selected rows; checked again here because a file
             # can be swapped for a link out (/proc/self/environ) or a FIFO mid-run, and a
             # conftest may override golden_case with a row the collection never saw.
-            real = self._files.file(self._folder, name, what="recorded answer")
-            if real is None:
+            data = self._files.read(self._folder, name, what="recorded answer")
+            if data is None:
                 path = self._folder / name
                 raise DatasetError(f"recorded answer {path} not found", path=path)
-            data = read_regular_file(real)
             side_name = f"{case_id}.out.json"
             side_text = None
-            side_real = self._files.file(self._folder, side_name, what="recorded answer sidecar")
-            if side_real is not None:
-                side_text = read_regular_file(side_real).decode("utf-8", errors="replace")
+            side = self._files.read(self._folder, side_name, what="recorded answer sidecar")
+            if side is not None:
+                side_text = side.decode("utf-8", errors="replace")
         except DatasetError as exc:
             raise ProviderError("PROVIDER_ERROR", f"cannot read fixture: {exc}") from None
         sidecar = None

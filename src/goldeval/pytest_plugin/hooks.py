@@ -67,10 +67,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.pluginmanager.register(ItemFixtures(state), "goldeval-item-fixtures")
     # The collector's view of the session's long-lived objects (items, reports): frozen batch
-    # by batch, unfrozen at unconfigure.
-    config.pluginmanager.register(
-        _submodule("long_lived").LongLivedObjects(), "goldeval-long-lived"
-    )
+    # by batch, unfrozen at unconfigure, and everything frozen at interpreter exit.
+    long_lived = _submodule("long_lived")
+    config.pluginmanager.register(long_lived.LongLivedObjects(), "goldeval-long-lived")
+    if not config.getini("golden_collect_at_exit"):
+        long_lived.skip_exit_collection()
     if not state.is_worker:
         # Listing items (--collect-only) is not a run: nothing is recorded, compared or
         # refused, so the controller and what it needs (verdict, reports, run documents) are

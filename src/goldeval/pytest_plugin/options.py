@@ -273,6 +273,14 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("golden_root", "folder holding the golden datasets", default="golden")
     parser.addini("golden_out", "run artifacts folder", default=".goldeval/runs")
     parser.addini(
+        "golden_collect_at_exit",
+        "run CPython's full garbage collections at interpreter exit after a golden session "
+        "(off by default: they walk every object left and find nothing; "
+        "docs/performance.md)",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
         "golden_junit_properties",
         "add per-attempt <properties> to --junitxml",
         type="bool",
