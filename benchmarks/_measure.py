@@ -96,13 +96,18 @@ def alternate(
 
 def median_ratio(
     rounds: list[dict[str, Measure]], ours: str, reference: str, *, field: str = "wall"
-) -> float:
+) -> float | None:
     """The median over rounds of ``ours.wall / reference.wall`` (paired, same round), or of
-    another figure of the runs (``field="session"``: pytest's own clock)."""
-    ratios = sorted(
-        (getattr(r[ours], field) or 0.0) / (getattr(r[reference], field) or float("nan"))
-        for r in rounds
-    )
+    another figure of the runs (``field="session"``: pytest's own clock). Rounds where either
+    run lacks the figure (pytest printed no clock) are left out; ``None`` if none is left."""
+    ratios = []
+    for r in rounds:
+        mine, theirs = getattr(r[ours], field), getattr(r[reference], field)
+        if mine is not None and theirs:
+            ratios.append(mine / theirs)
+    if not ratios:
+        return None
+    ratios.sort()
     mid = len(ratios) // 2
     return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 

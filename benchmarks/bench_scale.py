@@ -35,6 +35,10 @@ from _measure import run as run_once
 from generate import generate
 
 
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
 def metrics_of(root: Path) -> dict:
     run_dir = Path((root / ".goldeval/runs/LATEST").read_text().strip())
     doc = json.loads((run_dir / "run.json").read_text())
@@ -91,7 +95,7 @@ def main() -> None:
                     f"{label} {rows:,} rows wall, median of paired ratios",
                     f"{len(rounds)} rounds",
                     "",
-                    f"{median_ratio(rounds, 'ours', 'plain'):.2f}x",
+                    _ratio(median_ratio(rounds, "ours", "plain")),
                     wall_target,
                 )
             )
@@ -100,9 +104,9 @@ def main() -> None:
             out.append(
                 (
                     f"{label} {rows:,} rows in-session (pytest's clock), median ratio",
-                    f"{o.session} s",
-                    f"{p.session} s",
-                    f"{median_ratio(rounds, 'ours', 'plain', field='session'):.2f}x",
+                    f"{o.session} s" if o.session is not None else "n/a",
+                    f"{p.session} s" if p.session is not None else "n/a",
+                    _ratio(median_ratio(rounds, "ours", "plain", field="session")),
                     "(context)",
                 )
             )

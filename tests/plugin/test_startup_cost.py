@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,5 +208,58 @@ def test_a_golden_session_freezes_everything_at_interpreter_exit(
     frozen = json.loads((golden_project / "exit.json").read_text())["frozen"]
     if frozen_at_exit:
         assert frozen > 10_000  # the modules, the session, its items and reports
+    else:
+        assert frozen == 0
+
+
+NESTED_SESSIONS = """
+import atexit, gc, json, sys
+
+import pytest
+
+def _record_exit():
+    with open("exit.json", "w") as fh:
+        json.dump({"frozen": gc.get_freeze_count()}, fh)
+
+atexit.register(_record_exit)  # before any session, so it runs after the plugin's handler
+for args in json.loads(sys.argv[1]):
+    code = pytest.main(["-q", "-p", "no:cacheprovider", *args])
+    assert code == 0, (args, code)
+"""
+
+
+@pytest.mark.parametrize(
+    ("sessions", "frozen_at_exit"),
+    [
+        # A golden session run in-process by a host that is not one leaves the handler there.
+        ([["--golden=generation-v1"], ["test_other.py"]], True),
+        # A later golden session that asks for CPython's way takes it out again.
+        (
+            [
+                ["--golden=generation-v1"],
+                ["--golden=generation-v1", "-o", "golden_collect_at_exit=true"],
+            ],
+            False,
+        ),
+        ([["--golden=generation-v1"], ["--golden=generation-v1"]], True),
+    ],
+)
+def test_the_last_golden_session_of_a_process_decides_the_exit_freeze(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    sessions: list[list[str]],
+    frozen_at_exit: bool,
+) -> None:
+    """Sessions run by ``pytest.main`` in one process (pytester in-process, scripts): the exit
+    handler is process-wide, registered once, and ``golden_collect_at_exit = true`` undoes an
+    earlier session's registration (docs/performance.md)."""
+    pytester.makepyfile(test_other="def test_other():\n    pass\n")
+    script = golden_project / "nested.py"
+    script.write_text(NESTED_SESSIONS)
+    result = pytester.run(sys.executable, str(script), json.dumps(sessions))
+    assert result.ret == 0, (result.stdout.str() + result.stderr.str())[-2000:]
+    frozen = json.loads((golden_project / "exit.json").read_text())["frozen"]
+    if frozen_at_exit:
+        assert frozen > 10_000
     else:
         assert frozen == 0

@@ -234,7 +234,7 @@ def test_system_prompt_is_built_only_when_read() -> None:
     assert given.system == "s" and given.options == {}
 
 
-@pytest.mark.parametrize("chunk", [1, 5, 64, 1 << 20])
+@pytest.mark.parametrize("chunk", [1, 5, 7, 64, 1 << 20])
 @pytest.mark.parametrize("count", [0, 1, 3, 40])
 def test_run_json_splices_the_case_lines_in_as_the_cases_array(
     tmp_path: Path, count: int, chunk: int, monkeypatch: pytest.MonkeyPatch
@@ -255,3 +255,35 @@ def test_run_json_splices_the_case_lines_in_as_the_cases_array(
     case_lines = [ln for ln in text.splitlines() if ln.startswith('    {"caseId"')]
     assert len(case_lines) == count
     assert ('"cases": []' in text) == (count == 0)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 8, 1 << 16])
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [],
+        ["a"],
+        ["ab", "c"],
+        ["x" * 50],
+        ["x" * 50, "y", "z" * 9],
+        ["1234", "5678"],
+        ["é" * 20, "ü"],
+    ],
+)
+@pytest.mark.parametrize("last_newline", [True, False])
+def test_splicing_lines_is_the_same_whatever_the_piece_boundaries(
+    chunk: int, lines: list[str], last_newline: bool
+) -> None:
+    """Lines longer than a piece, pieces that end exactly on a newline, a last line without
+    its newline: the array items come out as if written line by line."""
+    import io
+
+    from goldeval.results.run_document import _splice_lines
+
+    text = "\n".join(lines) + ("\n" if lines and last_newline else "")
+    out = io.StringIO()
+    any_line = _splice_lines(io.StringIO(text), out, chunk)
+    assert any_line == bool(lines)
+    assert out.getvalue() == "".join(
+        ("\n    " if i == 0 else ",\n    ") + line for i, line in enumerate(lines)
+    )

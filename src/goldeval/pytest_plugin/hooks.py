@@ -70,8 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # by batch, unfrozen at unconfigure, and everything frozen at interpreter exit.
     long_lived = _submodule("long_lived")
     config.pluginmanager.register(long_lived.LongLivedObjects(), "goldeval-long-lived")
-    if not config.getini("golden_collect_at_exit"):
-        long_lived.skip_exit_collection()
+    long_lived.set_exit_collection(bool(config.getini("golden_collect_at_exit")))
     if not state.is_worker:
         # Listing items (--collect-only) is not a run: nothing is recorded, compared or
         # refused, so the controller and what it needs (verdict, reports, run documents) are

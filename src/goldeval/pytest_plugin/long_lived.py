@@ -16,12 +16,24 @@ runs several sessions (pytester, a long-lived IDE runner) gets its collector bac
 
 When the interpreter exits, CPython's finalisation runs full collections while it tears the
 modules down, each one walking every object still alive: after a 100,000-row session that was
-eleven seconds, a tenth of the run, spent finding no garbage worth the name (the plain
-reference pays it too). :func:`skip_exit_collection` freezes everything at exit (an
-``atexit`` handler, which runs before finalisation), so those collections walk nothing and the
-memory goes back to the system with the process. What is lost: reference cycles that became
-garbage after the last collection do not have their ``__del__`` run at exit (CPython does not
-promise it either). ``golden_collect_at_exit = true`` in the ini file keeps CPython's way.
+eleven seconds, a tenth of the run, spent finding next to nothing (the plain reference pays it
+too). :func:`set_exit_collection` freezes everything at exit instead (an ``atexit`` handler,
+which runs before finalisation), so those collections walk nothing and the memory goes back to
+the system with the process.
+
+What that loses: every object that is part of a reference cycle and still alive when the
+handler runs (whatever the garbage of the last moments, and whatever a module global or a
+class keeps in a cycle) is never finalised: its ``__del__`` and ``weakref`` callbacks do not
+run, and a buffered file held only through such a cycle is not flushed. Objects outside
+cycles are still freed, and finalised, as the modules are cleared. CPython does not promise
+``__del__`` for objects alive at exit either, but it usually runs them; code that must flush
+at exit should use ``atexit`` or a ``with`` block. ``golden_collect_at_exit = true`` in the
+ini file keeps CPython's way.
+
+The handler is process-wide: a golden session run in-process by another one (pytester's
+``runpytest_inprocess``, ``pytest.main`` from a script) registers it in the host process, and
+a non-golden host session leaves it there. A later golden session with
+``golden_collect_at_exit = true`` takes it out again.
 """
 
 from __future__ import annotations
@@ -87,8 +99,10 @@ class LongLivedObjects:
             self.frozen = False
 
 
-def skip_exit_collection() -> None:
-    """Freeze every object when the interpreter exits (see the module docstring). Registered
-    once per process however many sessions it runs (pytester)."""
+def set_exit_collection(collect: bool) -> None:
+    """Whether CPython's full collections run at interpreter exit (``collect``) or everything
+    is frozen first (see the module docstring). The last golden session of a process decides;
+    the handler is registered at most once however many sessions ask (pytester)."""
     atexit.unregister(gc.freeze)
-    atexit.register(gc.freeze)
+    if not collect:
+        atexit.register(gc.freeze)

@@ -376,24 +376,31 @@ def _splice_lines(lines: TextIO, out: TextIO, chunk: int = 1 << 16) -> bool:
     In pieces of 64 Ki characters with one ``replace`` each, not a Python step per line (a
     second at 100,000 cases). Pieces, not the whole file: the text is copied three times on
     its way, and a megabyte piece of non-ASCII text (four bytes a character) showed in the
-    run's peak memory. Every line of ``lines`` ends with a newline (see :func:`build_run`).
+    run's peak memory. The unfinished line at the end of a piece is kept as a list of pieces
+    and written as it is (it holds no newline), so a line longer than a piece costs no more
+    than a short one: each character is looked at once. Every line of ``lines`` ends with a
+    newline (see :func:`build_run`).
     """
-    carry, sep = "", "\n    "
+    carry: list[str] = []  # the start of a line that has not ended yet
+    sep, first = ",\n    ", "\n    "
+    before = first  # what goes before the next line
     while piece := lines.read(chunk):
-        text = carry + piece
-        cut = text.rfind("\n")
+        cut = piece.rfind("\n")
         if cut < 0:
-            carry = text
+            carry.append(piece)
             continue
-        carry = text[cut + 1 :]
-        out.write(sep)
-        out.write(text[:cut].replace("\n", ",\n    "))
-        sep = ",\n    "
+        out.write(before)
+        for part in carry:
+            out.write(part)
+        out.write(piece[:cut].replace("\n", sep))
+        before = sep
+        carry = [piece[cut + 1 :]] if cut + 1 < len(piece) else []
     if carry:  # a last line without its newline
-        out.write(sep)
-        out.write(carry)
-        sep = ",\n    "
-    return sep != "\n    "
+        out.write(before)
+        for part in carry:
+            out.write(part)
+        before = sep
+    return before is sep
 
 
 #: Suffixes of run ids: a random start per process (processes started in the same millisecond
