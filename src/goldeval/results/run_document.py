@@ -382,25 +382,23 @@ def _splice_lines(lines: TextIO, out: TextIO, chunk: int = 1 << 16) -> bool:
     newline (see :func:`build_run`).
     """
     carry: list[str] = []  # the start of a line that has not ended yet
-    sep, first = ",\n    ", "\n    "
-    before = first  # what goes before the next line
+    sep = ",\n    "
+    before = "\n    "  # what goes before the next line: no comma before the first
     while piece := lines.read(chunk):
         cut = piece.rfind("\n")
         if cut < 0:
             carry.append(piece)
             continue
         out.write(before)
-        for part in carry:
-            out.write(part)
+        out.writelines(carry)
         out.write(piece[:cut].replace("\n", sep))
         before = sep
         carry = [piece[cut + 1 :]] if cut + 1 < len(piece) else []
     if carry:  # a last line without its newline
         out.write(before)
-        for part in carry:
-            out.write(part)
+        out.writelines(carry)
         before = sep
-    return before is sep
+    return before == sep
 
 
 #: Suffixes of run ids: a random start per process (processes started in the same millisecond
