@@ -1,0 +1,238 @@
+"""The budget module: every computation whose size or duration an input decides goes through here.
+
+A dataset, a provider's answer, an imported file and a prompt template are inputs anyone can
+write. Each of them can ask for unbounded work: a body that never ends, JSON nested 100,000
+deep, a 3 GiB fixture, a template with nested ``range(100000)`` loops, a YAML alias bomb. The
+rule (issue 32) is one mechanism, not one patch per example:
+
+- every limit is a :class:`LimitSpec` in :data:`LIMITS` (name, default, the option or ini key
+  that changes it, what it bounds); docs/reliability.md's table is tested against it;
+- every check raises :class:`LimitExceeded` (a :class:`~goldeval.core.errors.GoldevalError`
+  that names the limit, the value met and how to raise the limit), never a RecursionError,
+  MemoryError or a hang;
+- the helpers below are the only way the project parses JSON from outside, reads an input
+  file, or waits on something an input decides (:class:`Deadline`).
+
+Callers turn :class:`LimitExceeded` into what their surface needs: a provider into ERROR
+``RESPONSE_TOO_LARGE`` / ``PARSER_ERROR``, a dataset file into a usage error naming the file,
+``goldeval import`` into exit 4 with nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from goldeval.core.errors import GoldevalError
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class LimitSpec:
+    """One bound: its name, default, where it is changed, and what it bounds."""
+
+    name: str
+    default: int | float
+    unit: str
+    #: The option (``--golden-...``) and/or ini key (``golden_...``) that changes it, as shown in
+    #: docs ("" when it is fixed); tests/unit/test_limits.py checks each name exists.
+    setting: str
+    bounds: str
+
+
+class LimitExceeded(GoldevalError):
+    """An input asked for more than a limit allows. ``limit`` is the :class:`LimitSpec` name."""
+
+    def __init__(self, limit: str, message: str, **where: Any) -> None:
+        spec = LIMITS_BY_NAME.get(limit)
+        hint = where.pop("hint", None)
+        if hint is None and spec is not None and spec.setting:
+            hint = f"the limit is {spec.name}; raise it with {spec.setting} if this is expected"
+        super().__init__(message, hint=hint, **where)
+        self.limit = limit
+
+
+#: Every limit of the project. docs/reliability.md ("Limits") lists each one; a test keeps the
+#: two in step.
+LIMITS: tuple[LimitSpec, ...] = (
+    LimitSpec(
+        "json_depth",
+        64,
+        "levels",
+        "",
+        "nesting of any JSON read from outside (provider bodies, sidecars, baselines, run.json, "
+        "imported cells): deeper is a parser error, never a RecursionError",
+    ),
+    LimitSpec(
+        "file_bytes",
+        256 * MiB,
+        "bytes",
+        "",
+        "any one input file read whole (rows, manifest, rubric, calibration, pack chunk, "
+        "baseline, run.json, imported file); checked with fstat on the open file before reading",
+    ),
+    LimitSpec(
+        "fixture_bytes",
+        16 * MiB,
+        "bytes",
+        "",
+        "one recorded answer (<id>.out.md) or its sidecar (<id>.out.json)",
+    ),
+    LimitSpec(
+        "image_bytes",
+        5 * MiB,
+        "bytes",
+        "",
+        "one image of a conversation row, a file or a data URL (decoded size)",
+    ),
+)
+
+LIMITS_BY_NAME: dict[str, LimitSpec] = {spec.name: spec for spec in LIMITS}
+
+
+def markdown_table() -> str:
+    """The table of docs/reliability.md ("Limits"), generated from :data:`LIMITS`."""
+    lines = ["| limit | default | changed with | bounds |", "| --- | --- | --- | --- |"]
+    for spec in LIMITS:
+        shown = (
+            describe_bytes(spec.default)
+            if spec.unit == "bytes"
+            else f"{spec.default:g} {spec.unit}"
+        )
+        setting = spec.setting or "fixed"
+        lines.append(f"| `{spec.name}` | {shown} | {setting} | {spec.bounds} |")
+    return "\n".join(lines)
+
+
+def default(name: str) -> int | float:
+    """The default value of limit ``name``."""
+    return LIMITS_BY_NAME[name].default
+
+
+def describe_bytes(n: int | float) -> str:
+    """``32 MiB``, ``512 KiB``, ``900 bytes``: sizes in messages."""
+    if n >= MiB and n % MiB == 0:
+        return f"{int(n // MiB)} MiB"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{int(n // 1024)} KiB"
+    return f"{int(n)} bytes"
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+
+def json_depth_exceeds(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests deeper than ``max_depth`` containers.
+
+    Iterative, so checking a hostile document cannot itself overflow the stack.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node  # type: ignore[assignment]
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
+def loads_json(
+    text: str | bytes,
+    *,
+    what: str = "JSON",
+    max_depth: int | None = None,
+    **where: Any,
+) -> Any:
+    """``json.loads`` with a depth bound; the only parser of JSON that comes from outside.
+
+    Raises :class:`LimitExceeded` (limit ``json_depth``) for a document nested deeper than
+    ``max_depth`` (default: the ``json_depth`` limit), including one so deep that the standard
+    parser would raise RecursionError; a malformed document raises ``ValueError`` as
+    ``json.loads`` does (``json.JSONDecodeError``), so existing ``except ValueError`` handlers
+    keep working.
+    """
+    limit = int(default("json_depth")) if max_depth is None else max_depth
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise LimitExceeded(
+            "json_depth", f"{what} is nested deeper than {limit} levels", **where
+        ) from None
+    if json_depth_exceeds(value, limit):
+        raise LimitExceeded("json_depth", f"{what} is nested deeper than {limit} levels", **where)
+    return value
+
+
+# -- sizes ----------------------------------------------------------------------------------
+
+
+def check_size(size: int, limit: int, *, what: str, name: str, **where: Any) -> None:
+    """Raise :class:`LimitExceeded` (limit ``name``) when ``size`` is over ``limit`` bytes."""
+    if size > limit:
+        raise LimitExceeded(
+            name,
+            f"{what} is {describe_bytes(size)}, over the limit of {describe_bytes(limit)}",
+            **where,
+        )
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` when the provider reports none: characters / 4, rounded up.
+
+    The usual rule of thumb for English with BPE tokenizers; runs mark such counts as
+    estimated. A budget that cannot see its input must not be silently off.
+    """
+    return math.ceil(len(text) / 4) if text else 0
+
+
+# -- time -----------------------------------------------------------------------------------
+
+
+class Deadline:
+    """A wall-clock bound on one piece of work (a provider call: connect + whole body).
+
+    ``Deadline(None)`` never expires. :meth:`remaining` is what a blocking wait may still take;
+    :meth:`check` raises ``on_expired()`` once the time is up.
+    """
+
+    __slots__ = ("_clock", "_end", "seconds")
+
+    def __init__(
+        self, seconds: float | None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._end = None if seconds is None else clock() + max(0.0, seconds)
+
+    @classmethod
+    def earliest(cls, *deadlines: Deadline | None) -> Deadline:
+        """The deadline that ends first of ``deadlines`` (None entries ignored)."""
+        ends = [d for d in deadlines if d is not None and d._end is not None]
+        if not ends:
+            return cls(None)
+        first = min(ends, key=lambda d: d._end or 0.0)
+        return first
+
+    def remaining(self) -> float | None:
+        if self._end is None:
+            return None
+        return max(0.0, self._end - self._clock())
+
+    def expired(self) -> bool:
+        return self._end is not None and self._clock() >= self._end
+
+    def check(self, on_expired: Callable[[], BaseException]) -> None:
+        if self.expired():
+            raise on_expired()
