@@ -69,3 +69,15 @@ def run_cli(
         timeout=120,
         env=env,
     )
+
+
+def decide_run_exit(
+    run: Any, comparison: Any = None, gate: Any = None, *, pytest_status: int = 0, **facts: Any
+) -> Any:
+    """The one exit decision for a run document (``RunOutcome.from_run`` → ``decide_exit``)."""
+    from goldeval.verdict.exit_codes import decide_exit
+    from goldeval.verdict.outcome import RunOutcome
+
+    return decide_exit(
+        RunOutcome.from_run(run, comparison, gate, pytest_status=pytest_status, **facts)
+    )

@@ -10,8 +10,11 @@ import pytest
 from tests.docs.mdcode import blocks, file_block
 from tests.helpers import ROOT
 
-DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md",
-        *sorted((ROOT / "examples").glob("*/README.md"))]
+DOCS = [
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "README.md",
+    *sorted((ROOT / "examples").glob("*/README.md")),
+]
 LINK = re.compile(r"\]\((?P<target>[^)\s#]+)(?:#(?P<anchor>[^)\s]+))?\)")
 
 
@@ -30,8 +33,12 @@ FILE_BLOCKS = _file_blocks()
 
 def test_docs_carry_file_blocks() -> None:
     paths = {path for _, path, _ in FILE_BLOCKS}
-    assert {"examples/custom-grader/snake_case_grader.py", "examples/quickstart/conftest.py",
-            "gateway_provider.py", "conftest.py"} <= paths
+    assert {
+        "examples/custom-grader/snake_case_grader.py",
+        "examples/quickstart/conftest.py",
+        "gateway_provider.py",
+        "conftest.py",
+    } <= paths
 
 
 @pytest.mark.parametrize(
@@ -72,27 +79,12 @@ def test_relative_links_resolve(doc: Path) -> None:
     assert not broken, f"broken links in {doc.name}: {broken}"
 
 
-def _docstring_exit_rows() -> list[tuple[str, str, str]]:
-    import goldeval.verdict.exit_codes
+def test_exit_code_table_is_the_code_s_table() -> None:
+    """docs/methodology.md's precedence table is the one table of goldeval.verdict.exit_codes."""
+    from goldeval.verdict.exit_codes import RULES, markdown_table
 
-    rows: list[list[str]] = []
-    for line in (goldeval.verdict.exit_codes.__doc__ or "").splitlines():
-        m = re.match(r"^\s{0,2}(\d+)\s{2,}(.+?)\s{2,}(\S+)\s*$", line)
-        if m:
-            rows.append([m[1], m[2], m[3]])
-        elif rows and line.startswith("     ") and line.strip()[:1] not in ("", "="):
-            rows[-1][1] += " " + line.strip()
-    return [(n, " ".join(c.replace("``", "").split()), e) for n, c, e in rows]
-
-
-def _doc_exit_rows() -> list[tuple[str, str, str]]:
     text = (ROOT / "docs" / "methodology.md").read_text(encoding="utf-8")
     section = text.split("## 7. Exit codes", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| (\d+) \| (.+?) \| (\S+) \|$", section, re.MULTILINE)
-    return [(n, " ".join(c.replace("`", "").split()), e) for n, c, e in rows]
-
-
-def test_exit_code_table_is_the_code_s_table() -> None:
-    code_rows = _docstring_exit_rows()
-    assert len(code_rows) >= 10
-    assert _doc_exit_rows() == code_rows
+    table = section.split("-->", 1)[1].split("<!-- exit-table:end -->", 1)[0].strip()
+    assert len(RULES) >= 10
+    assert table == markdown_table()

@@ -292,9 +292,9 @@ def _run(*attempts: tuple[str, str | None]) -> dict:
 def test_decide_exit_gives_4_when_no_retry_can_fix_the_errors(
     attempts: list[tuple[str, str | None]], code: int
 ) -> None:
-    from goldeval.verdict.exit_codes import decide_exit
+    from tests.helpers import decide_run_exit
 
-    decision = decide_exit(_run(*attempts), None, None, pytest_status=0)
+    decision = decide_run_exit(_run(*attempts), None, None, pytest_status=0)
     assert decision.code == code, decision
     if code == 4:
         assert decision.reason.startswith("configuration error") and "retrying will not help" in (

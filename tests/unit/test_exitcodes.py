@@ -24,8 +24,8 @@ from goldeval.verdict.exit_codes import (
     OK,
     USAGE,
     ExitDecision,
-    decide_exit,
 )
+from tests.helpers import decide_run_exit
 from goldeval.verdict.gate import GateResult, GateRule, RuleKind, attach_gate, evaluate
 
 # ------------------------------------------------------------------------------------------
@@ -99,20 +99,20 @@ def test_constants() -> None:
     assert (exitcodes.INTERRUPTED, exitcodes.INTERNAL_ERROR) == (2, 3)
 
 
-def test_docstring_table_names_every_code() -> None:
-    doc = exitcodes.__doc__ or ""
-    for text in ("2/3/4", " 65", " 75", "COMPARISON_INVALID", "nothing was graded"):
-        assert text in doc
+def test_the_table_names_every_code() -> None:
+    table = exitcodes.markdown_table()
+    for text in ("2/3/4", "| 65 |", "| 75 |", "COMPARISON_INVALID", "nothing was graded"):
+        assert text in table
 
 
-# Row 1: pytest's own INTERRUPTED / INTERNAL_ERROR / USAGE_ERROR are kept.
+# Row 4: pytest's own INTERRUPTED / INTERNAL_ERROR / USAGE_ERROR are kept.
 
 
 @pytest.mark.parametrize("status", [2, 3, 4])
 def test_row1_pytest_status_kept(status: int) -> None:
     run = make_run({"a": "ERROR"})
     invalid = compare(None, run)
-    decision = decide_exit(run, invalid, FAILED_GATE, pytest_status=status)
+    decision = decide_run_exit(run, invalid, FAILED_GATE, pytest_status=status)
     assert decision.code == status
     assert f"(exit {status})" in decision.reason
 
@@ -150,7 +150,7 @@ def test_row2_every_protocol_mismatch_exits_65(key: str) -> None:
     run = make_run({"a": "PASS", "b": "PASS"}, **{**base, key: CHANGED[key]})
     comparison = compare(baseline, run)
     assert comparison.decision is Decision.COMPARISON_INVALID
-    decision = decide_exit(run, comparison, PASSED_GATE, pytest_status=0)
+    decision = decide_run_exit(run, comparison, PASSED_GATE, pytest_status=0)
     assert decision.code == COMPARISON_INVALID == 65
     assert decision.reason.startswith(f"comparison invalid: {key} ") or (
         key == "datasetHash" and "version bump" in decision.reason
@@ -160,7 +160,7 @@ def test_row2_every_protocol_mismatch_exits_65(key: str) -> None:
 def test_row2_reason_counts_further_reasons() -> None:
     baseline = make_run({"a": "PASS"})
     run = make_run({"a": "PASS"}, attempts=2, graderConfigHash="x")
-    decision = decide_exit(run, compare(baseline, run), None, pytest_status=1)
+    decision = decide_run_exit(run, compare(baseline, run), None, pytest_status=1)
     assert decision == ExitDecision(
         65, "comparison invalid: attempts mismatch: baseline 1 vs candidate 2 (+1 more)"
     )
@@ -171,14 +171,20 @@ def test_row2_reason_counts_further_reasons() -> None:
 
 def test_row3_empty_selection() -> None:
     run = make_run({})
-    decision = decide_exit(run, None, None, pytest_status=5)
+    decision = decide_run_exit(run, None, None, pytest_status=0)
     assert decision.code == GATE_FAILED
     assert decision.reason.startswith("nothing was graded")
 
 
+def test_pytest_no_tests_is_kept_unless_a_resumed_key_graded_everything() -> None:
+    assert decide_run_exit(make_run({}), pytest_status=5).code == NO_TESTS
+    resumed = decide_run_exit(make_run({"a": "PASS"}), pytest_status=5, resumed_all=True)
+    assert resumed.code == OK
+
+
 def test_row3_all_skipped_even_without_a_gate() -> None:
     run = make_run({"a": "SKIPPED", "b": ["SKIPPED", "SKIPPED"]})
-    decision = decide_exit(run, None, None, pytest_status=0)
+    decision = decide_run_exit(run, None, None, pytest_status=0)
     assert decision == ExitDecision(1, "nothing was graded: all 3 attempts skipped")
 
 
@@ -191,7 +197,7 @@ def test_row4_every_attempt_error() -> None:
         assert metric_value(run, name) is None
     gate = evaluate(run, {"thresholds": {"overallPassRate": 1.0}})
     assert not gate.passed
-    decision = decide_exit(run, None, gate, pytest_status=1)
+    decision = decide_run_exit(run, None, gate, pytest_status=1)
     assert decision.code == INFRA == 75
     assert decision.reason == "infrastructure failure: all 3 attempts ERROR, no quality verdict"
 
@@ -201,7 +207,7 @@ def test_row4_every_attempt_error() -> None:
 
 def test_row5_only_error_cases_beat_a_failed_gate() -> None:
     run = make_run({"a": ["PASS", "ERROR"], "b": "SKIPPED"})
-    decision = decide_exit(run, None, FAILED_GATE, pytest_status=1)
+    decision = decide_run_exit(run, None, FAILED_GATE, pytest_status=1)
     assert decision.code == INFRA
     assert "no case reached PASS/FAIL" in decision.reason
 
@@ -211,13 +217,13 @@ def test_row5_only_error_cases_beat_a_failed_gate() -> None:
 
 def test_row6_failed_gate() -> None:
     run = make_run({"a": "PASS", "b": "FAIL"})
-    decision = decide_exit(run, None, FAILED_GATE, pytest_status=1)
+    decision = decide_run_exit(run, None, FAILED_GATE, pytest_status=1)
     assert decision == ExitDecision(1, "GATE FAIL: removed.x")
 
 
 def test_row6_failed_gate_beats_infrastructure_errors() -> None:
     run = make_run({"a": "PASS", "b": "FAIL", "c": "ERROR"})
-    assert decide_exit(run, None, FAILED_GATE, pytest_status=1).code == GATE_FAILED
+    assert decide_run_exit(run, None, FAILED_GATE, pytest_status=1).code == GATE_FAILED
 
 
 def test_row6_regression_decision_without_gate_object() -> None:
@@ -226,7 +232,7 @@ def test_row6_regression_decision_without_gate_object() -> None:
         compare(baseline, run), evaluate(run, {"allowedRegression": 0.0}, baseline)
     )
     assert comparison.decision is Decision.REGRESSION
-    assert decide_exit(run, comparison, None, pytest_status=0).code == GATE_FAILED
+    assert decide_run_exit(run, comparison, None, pytest_status=0).code == GATE_FAILED
 
 
 # Row 7: any attempt ERROR → 75 even when the gate passes.
@@ -234,7 +240,7 @@ def test_row6_regression_decision_without_gate_object() -> None:
 
 def test_row7_partial_errors_with_passing_gate() -> None:
     run = make_run({"a": "PASS", "b": "ERROR"})
-    decision = decide_exit(run, None, PASSED_GATE, pytest_status=0)
+    decision = decide_run_exit(run, None, PASSED_GATE, pytest_status=0)
     assert decision.code == INFRA
     assert decision.reason == (
         "infrastructure errors: 1 of 2 attempts ERROR; the run is not a quality verdict, retry it"
@@ -243,7 +249,7 @@ def test_row7_partial_errors_with_passing_gate() -> None:
 
 def test_row7_errors_without_a_gate() -> None:
     run = make_run({"a": "FAIL", "b": "ERROR"})
-    assert decide_exit(run, None, None, pytest_status=1).code == INFRA
+    assert decide_run_exit(run, None, None, pytest_status=1).code == INFRA
 
 
 # Row 8: ordinary test failures without a gate → 1.
@@ -251,12 +257,20 @@ def test_row7_errors_without_a_gate() -> None:
 
 def test_row8_item_failures_without_gate() -> None:
     run = make_run({"a": "PASS", "b": "FAIL"})
-    assert decide_exit(run, None, None, pytest_status=1) == ExitDecision(1, "test failures")
+    assert decide_run_exit(run, None, None, pytest_status=1) == ExitDecision(
+        1, "1 FAIL attempt(s) and no gate to weigh them"
+    )
+    assert decide_run_exit(run, pytest_status=1, other_failures=True) == ExitDecision(
+        1, "test failures"
+    )
 
 
 def test_row8_item_failures_with_passing_gate() -> None:
     run = make_run({"a": "PASS", "b": "FAIL"})
-    assert decide_exit(run, None, PASSED_GATE, pytest_status=1).code == GATE_FAILED
+    # The gate weighs the failed golden items; only a failing test of the user's own gives 1.
+    assert decide_run_exit(run, None, PASSED_GATE, pytest_status=1).code == OK
+    mixed = decide_run_exit(run, None, PASSED_GATE, pytest_status=1, other_failures=True)
+    assert mixed.code == GATE_FAILED
 
 
 # Rows 9 and 10.
@@ -264,17 +278,17 @@ def test_row8_item_failures_with_passing_gate() -> None:
 
 def test_row9_other_pytest_status_kept() -> None:
     run = make_run({"a": "PASS"})
-    assert decide_exit(run, None, None, pytest_status=7).code == 7
+    assert decide_run_exit(run, None, None, pytest_status=7).code == 7
 
 
 def test_row10_ok() -> None:
     run = make_run({"a": "PASS"})
-    assert decide_exit(run, None, PASSED_GATE, pytest_status=0) == ExitDecision(
+    assert decide_run_exit(run, None, PASSED_GATE, pytest_status=0) == ExitDecision(
         0, "GATE PASS: 1 rule passed"
     )
-    assert decide_exit(run, None, None, pytest_status=0).code == OK
+    assert decide_run_exit(run, None, None, pytest_status=0).code == OK
     baseline = make_run({"a": "PASS"})
-    assert decide_exit(run, compare(baseline, run), PASSED_GATE, pytest_status=0).code == OK
+    assert decide_run_exit(run, compare(baseline, run), PASSED_GATE, pytest_status=0).code == OK
 
 
 def test_fixture_gate_with_incomparable_baseline_still_exits_65() -> None:
@@ -283,4 +297,4 @@ def test_fixture_gate_with_incomparable_baseline_still_exits_65() -> None:
     comparison = compare(baseline, run)
     gate = evaluate(run, {"thresholds": {"overallPassRate": 1.0}}, baseline, comparison)
     assert gate.passed
-    assert decide_exit(run, comparison, gate, pytest_status=0).code == COMPARISON_INVALID
+    assert decide_run_exit(run, comparison, gate, pytest_status=0).code == COMPARISON_INVALID

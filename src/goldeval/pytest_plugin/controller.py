@@ -29,11 +29,17 @@ from goldeval.pytest_plugin.decision import (
     preflight_baseline_file,
     save_requested_baseline,
 )
+from goldeval.pytest_plugin.ending import (
+    SessionEnding,
+    apply_exit,
+    record_ending,
+    session_ending,
+)
 from goldeval.pytest_plugin.params import is_golden_nodeid, param_of, parse_golden_nodeid
 from goldeval.pytest_plugin.protocol import protocol_for
 from goldeval.pytest_plugin.recording import ProtocolMismatch, begin_recording
 from goldeval.pytest_plugin.recording import preflight as preflight_store
-from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_HINT, RERUN_KIND, GoldenSession
+from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
 from goldeval.results.evidence import inventory, write_manifest
@@ -46,14 +52,13 @@ from goldeval.results.run_document import (
     write_run_json,
 )
 from goldeval.results.run_folder import ArtifactError
-from goldeval.verdict.exit_codes import COMPARISON_INVALID, GATE_FAILED, INFRA, OK, decide_exit
-
-KEEP_STATUSES = (
-    pytest.ExitCode.INTERRUPTED,
-    pytest.ExitCode.INTERNAL_ERROR,
-    pytest.ExitCode.USAGE_ERROR,
-    pytest.ExitCode.NO_TESTS_COLLECTED,
+from goldeval.verdict.exit_codes import (
+    ExitDecision,
+    decide_exit,
+    refused_before_run,
+    worst,
 )
+from goldeval.verdict.outcome import FinalisationFault, RunOutcome
 
 
 class Controller:
@@ -93,7 +98,7 @@ class Controller:
         try:
             preflight_store(self.state)
         except ProtocolMismatch as exc:
-            self._refuse(session.config, COMPARISON_INVALID, str(exc))
+            self._refuse(session.config, refused_before_run(str(exc)))
         try:
             preflight_baseline_file(self.state)
         except ConfigError as exc:
@@ -101,9 +106,9 @@ class Controller:
         except BaselineError as exc:
             if exc.message.startswith("comparison invalid"):
                 self._refuse(
-                    session.config, COMPARISON_INVALID, f"{exc.message} (baseline {exc.path})"
+                    session.config, refused_before_run(f"{exc.message} (baseline {exc.path})")
                 )
-            self._refuse(session.config, COMPARISON_INVALID, f"baseline rejected: {exc}")
+            self._refuse(session.config, refused_before_run(f"baseline rejected: {exc}"))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -142,22 +147,22 @@ class Controller:
             self.refused = True
             raise pytest.UsageError(str(exc)) from None
         except BaselineError as exc:
-            self._refuse(config, COMPARISON_INVALID, f"baseline rejected: {exc}")
+            self._refuse(config, refused_before_run(f"baseline rejected: {exc}"))
         if reason is not None:
-            self._refuse(config, COMPARISON_INVALID, reason)
+            self._refuse(config, refused_before_run(reason))
 
-    def _refuse(self, config: pytest.Config, code: int, reason: str) -> None:
+    def _refuse(self, config: pytest.Config, decision: ExitDecision) -> None:
+        """End the session before any item ran: the only exit status set before a run."""
         self.refused = True
-        line = f"goldeval decision: exit {code} — {reason} (refused before any item ran)"
-        if code == COMPARISON_INVALID:
-            line += (
-                "; to run this selection anyway, report without gating (--golden-no-gate) or "
-                "capture a baseline for it (--golden-save-baseline=PATH)"
-            )
+        line = (
+            f"goldeval decision: exit {decision.code} — {decision.reason} (refused before any "
+            "item ran); to run this selection anyway, report without gating (--golden-no-gate) "
+            "or capture a baseline for it (--golden-save-baseline=PATH)"
+        )
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(line, red=True, bold=True)
-        pytest.exit(reason, returncode=code)
+        pytest.exit(decision.reason, returncode=decision.code)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
@@ -349,177 +354,107 @@ def merge_previous(state: GoldenSession) -> None:
         state.collector.add({"case": info, "attempt": attempt})
 
 
-def _ended_by_user(status: int, state: GoldenSession, interrupt: BaseException | None) -> bool:
-    """A real interruption (Ctrl-C, SIGTERM), as opposed to a run loop stopped on purpose.
-
-    pytest turns ``session.shouldstop`` (``--sw``, a plugin) into ``Session.Interrupted`` and
-    xdist turns ``-x``/``--maxfail`` into its own ``Interrupted``; both subclass
-    KeyboardInterrupt and give pytest's status 2, but nobody pressed Ctrl-C: those runs are
-    stopped early (INCOMPLETE), not INTERRUPTED.
-    """
-    if status != pytest.ExitCode.INTERRUPTED:
-        return False
-    if state.signal_received is not None or interrupt is None:
-        return True
-    if isinstance(interrupt, pytest.Session.Interrupted):
-        return False
-    if type(interrupt).__module__.startswith("xdist"):
-        return "keyboard-interrupt" in str(interrupt)  # a worker got Ctrl-C
-    return type(interrupt) is KeyboardInterrupt
-
-
-def _stop_reason(session: pytest.Session, interrupt: BaseException | None) -> str:
-    for why in (session.shouldfail, session.shouldstop, interrupt):
-        text = str(why or "").strip()
-        if text and text != "True":
-            return text
-    return "the session stopped before running every selected item"
-
-
 def finish_session(
     state: GoldenSession, session: pytest.Session, controller: Controller | None = None
 ) -> None:
+    """Build, decide, write and record the run; set the exit status from the one verdict."""
     state.close()
-    status = session.exitstatus
     if session.config.option.collectonly:
         return  # listing items is not a run: nothing recorded, exit status untouched
-    if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+    if session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         return
-    interrupt = controller.interrupt if controller is not None else None
-    interrupted = _ended_by_user(int(status), state, interrupt)
-    if not len(state.collector) and status == pytest.ExitCode.INTERRUPTED:
-        if (
-            interrupted
+    ending = session_ending(
+        state,
+        session,
+        interrupt=controller.interrupt if controller is not None else None,
+        expected=controller.expected if controller is not None else None,
+        duplicates=list(controller.duplicates) if controller is not None else [],
+    )
+    if not len(state.collector) and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        nothing_to_record = (
+            ending.interrupted
             or controller is None
             or controller.expected is None
             or controller.collection_errors
-        ):
-            if state.signal_received:
-                # Terminated before any attempt was graded: still infrastructure, retry.
-                session.exitstatus = INFRA
-            return  # collection errors, or stopped before any attempt: nothing to record
+        )
+        if nothing_to_record:
+            # Collection errors, or stopped before any attempt: nothing to record; a signal
+            # before any attempt was graded is still infrastructure (retry).
+            if ending.signal:
+                outcome = RunOutcome(pytest_status=ending.pytest_status, **ending.outcome_facts())
+                apply_exit(session, decide_exit(outcome))
+            return
     if state.dataset is None:
         try:
             state.load()  # an xdist controller does not collect: load identity here
         except GoldevalError:
             return
-    # Every selected golden item must report; counted before earlier sessions are merged.
-    expected = controller.expected if controller is not None else None
-    not_run = max(0, expected - len(state.collector)) if expected is not None else 0
-    stopped_early = not interrupted and (
-        not_run > 0 or (expected is None and (bool(session.shouldstop) or bool(session.shouldfail)))
-    )
-    stop_reason = _stop_reason(session, interrupt) if stopped_early else ""
-    if status == pytest.ExitCode.INTERRUPTED and not interrupted:
-        # Not Ctrl-C: decide as pytest would have without the stop (failures give 1).
-        status = pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK
-    duplicates = list(controller.duplicates) if controller is not None else []
-    live = state.settings.mode is not Mode.FIXTURE
     merge_previous(state)
     if state.settings.mode is Mode.RECORD:
         state.recorded = record_fixtures(state)
-
-    def unfinished(run: dict[str, Any], code: int, reason: str) -> tuple[int, str]:
-        """Early stop, reruns, SIGTERM: never COMPLETED, never exit 0 (see docs)."""
-        notes = run.setdefault("notes", [])
-        if duplicates:
-            if run.get("status") == "COMPLETED":
-                run["status"] = "INCOMPLETE"
-            run["duplicateAttempts"] = duplicates[:50]
-            shown = ", ".join(duplicates[:3]) + (" ..." if len(duplicates) > 3 else "")
-            code = 4
-            reason = (
-                f"{len(duplicates)} golden attempts reported twice ({shown}): a rerun or "
-                f"repeat plugin ran them again; {RERUN_HINT}"
-            )
-            notes.append(reason)
-        elif stopped_early:
-            run["status"] = "INCOMPLETE"
-            run["incomplete"] = True
-            run["stoppedEarly"] = {"reason": stop_reason, "attemptsNotRun": not_run}
-            note = (
-                f"stopped early ({stop_reason}): {not_run} selected attempts never ran; "
-                "the run is INCOMPLETE"
-            )
-            notes.append(note)
-            # Exit 1, as --golden-deadline: the run is not a verdict. A comparison made invalid
-            # by the attempts that never ran (a shorter selection) says nothing more; 4 and 75
-            # (configuration, infrastructure) are more telling and stay.
-            if code in (OK, GATE_FAILED, COMPARISON_INVALID):
-                code, reason = 1, note
-        if state.signal_received and interrupted:
-            key = state.settings.run_key
-            reason = f"terminated by {state.signal_received}: the run is INTERRUPTED; " + (
-                f"rerun with --golden-run-key={key} to resume it" if key else "retry it"
-            )
-            code = INFRA
-            notes.append(reason)
-        if code != run.get("exitDecision", {}).get("code"):
-            run["exitDecision"] = {"code": code, "reason": reason}
-        return code, reason
-
     models = state.collector.models()
     if len(models) > 1:
-        # Several models side by side: one run per model, reported together, never gated.
-        codes = []
-        state.benchmark = []
-        for model in models:
-            run, run_dir = build_for(state, model, interrupted, multi=True)
+        finish_side_by_side(state, session, ending, models)
+    else:
+        finish_one_run(state, session, ending, models[0] if models else None)
 
-            verdict = decide_exit(run, None, None, pytest_status=int(status))
-            run["exitDecision"] = {"code": verdict.code, "reason": verdict.reason}
-            run.setdefault("notes", []).append(
-                "models side by side (--golden-models): no baseline, no gate"
-            )
-            run_code, _ = unfinished(run, verdict.code, verdict.reason)
-            write_run(state, run, run_dir)
-            state.benchmark.append(run)
-            codes.append(run_code)
-        code = max(codes)
-        state.exit_reason = f"{len(models)} models side by side, worst exit {code}"
-        state.run = {
-            **state.benchmark[0],
-            "exitDecision": {"code": code, "reason": state.exit_reason},
-        }
-        forced = bool(duplicates or stopped_early or state.signal_received)
-        if code != int(session.exitstatus) and (status not in KEEP_STATUSES or forced):
-            session.exitstatus = code
-        return
-    only_model = models[0] if models else None
-    run, run_dir = build_for(state, only_model or None, interrupted, multi=False)
 
+def finish_side_by_side(
+    state: GoldenSession, session: pytest.Session, ending: SessionEnding, models: list[str]
+) -> None:
+    """Several models side by side: one run per model, reported together, never gated."""
+    decisions = []
+    state.benchmark = []
+    for model in models:
+        run, run_dir = build_for(state, model, ending.interrupted, multi=True)
+        run.setdefault("notes", []).append(
+            "models side by side (--golden-models): no baseline, no gate"
+        )
+        outcome = RunOutcome.from_run(
+            run, pytest_status=ending.pytest_status, **ending.outcome_facts()
+        )
+        decision = decide_exit(outcome)
+        record_ending(run, ending, decision)
+        write_run(state, run, run_dir)
+        state.benchmark.append(run)
+        decisions.append(decision)
+    overall = worst(decisions, "models side by side")
+    state.exit_reason = overall.reason
+    state.run = {**state.benchmark[0], "exitDecision": overall._asdict()}
+    apply_exit(session, overall)
+
+
+def finish_one_run(
+    state: GoldenSession, session: pytest.Session, ending: SessionEnding, model: str | None
+) -> None:
+    """One run: built, decided (with the store's facts), written, recorded, maybe saved."""
+    run, run_dir = build_for(state, model, ending.interrupted, multi=False)
     recorder = state.recorder
     resumed_all = (
-        status == pytest.ExitCode.NO_TESTS_COLLECTED
+        ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
         and recorder is not None
         and recorder.resumed
         and bool(run.get("attemptsTotal"))
     )
-    # A resumed run key with nothing left to do gets the whole run's verdict, not "no tests".
-    decision = decide(state, run, 0 if resumed_all else int(status), live=live)
-    run.update(decision.run_fields)
-    forced = False
     if recorder is not None:
         recorder.flush()
         if recorder.conflict:
             # Another process created the key's run under another protocol after preflight.
-            run.setdefault("notes", []).append(recorder.conflict)
-            run["exitDecision"] = {"code": COMPARISON_INVALID, "reason": recorder.conflict}
-            decision.code, decision.reason = COMPARISON_INVALID, recorder.conflict
-            decision.save_baseline = False
-            forced = True
-        elif recorder.error and decision.code not in (COMPARISON_INVALID,):
+            ending.facts["store_conflict"] = recorder.conflict
+        elif recorder.error:
             # What was graded is kept (run folder); the run is not a complete record.
-            run["status"] = "INTERRUPTED"
-            reason = f"{recorder.error}; the run is incomplete, retry it"
-            run.setdefault("notes", []).append(reason)
-            run["exitDecision"] = {"code": INFRA, "reason": reason}
-            decision.code, decision.reason = INFRA, reason
-    if duplicates or stopped_early or (interrupted and state.signal_received):
-        code, reason = unfinished(run, decision.code, decision.reason)
-        forced = forced or code != decision.code or bool(duplicates) or stopped_early
-        decision.code, decision.reason = code, reason
-        decision.save_baseline = False
+            ending.facts["store_error"] = recorder.error
+    live = state.settings.mode is not Mode.FIXTURE
+    decision = decide(
+        state,
+        run,
+        ending.pytest_status,
+        live=live,
+        resumed_all=resumed_all,
+        **ending.outcome_facts(),
+    )
+    run.update(decision.run_fields)
+    record_ending(run, ending, decision.exit)
     write_run(state, run, run_dir)
     if recorder is not None:
         recorder.finish(run, state.artifact_inventory)
@@ -528,15 +463,7 @@ def finish_session(
         run.update(decision.run_fields)
     state.run = run
     state.exit_reason = decision.reason
-    if decision.code != int(session.exitstatus) and (
-        status not in KEEP_STATUSES or resumed_all or forced
-    ):
-        session.exitstatus = decision.code
-    elif status in KEEP_STATUSES and decision.code != int(status):
-        # pytest's own status stands (e.g. 5: every item deselected): say so, not ours.
-        kept = f"pytest exit status {int(status)} kept ({pytest.ExitCode(status).name})"
-        run["exitDecision"] = {"code": int(status), "reason": kept}
-        state.exit_reason = kept
+    apply_exit(session, decision.exit)
     state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
 
 
@@ -735,9 +662,9 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
 
 
 def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: BaseException) -> str:
-    """Roll back this process's records of the run (marked FAILED/INTERRUPTED), set exit 75
-    (4 for an artifact path goldeval refuses to write through) and return the one-line
-    reason for the terminal."""
+    """Roll back this process's records of the run (marked FAILED/INTERRUPTED), set the exit
+    status the verdict gives a finalisation fault (75; 4 for an artifact path goldeval refuses
+    to write through; pytest's 2/3/4 never downgraded) and return the one-line reason."""
     fin = finalisation(state)
     interrupted = (
         session.exitstatus == pytest.ExitCode.INTERRUPTED
@@ -745,22 +672,17 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
         or isinstance(exc, KeyboardInterrupt)
     )
     status = "INTERRUPTED" if interrupted else "FAILED"
-    code = 4 if isinstance(exc, ArtifactError) else INFRA
-    kept = (
-        pytest.ExitCode.INTERRUPTED,
-        pytest.ExitCode.INTERNAL_ERROR,
-        pytest.ExitCode.USAGE_ERROR,
-    )
-    if session.exitstatus in kept:
-        code = int(session.exitstatus)  # never downgraded (style guide 12)
     if isinstance(exc, OSError):
         what = f"{exc.strerror or type(exc).__name__}" + (
             f": {exc.filename}" if exc.filename else ""
         )
     else:
         what = str(exc)
-    action = "fix the path and rerun" if isinstance(exc, ArtifactError) else "retry once fixed"
-    reason = f"could not finish the run ({what}); it is marked {status} (exit {code}), {action}"
+    path_refused = isinstance(exc, ArtifactError)
+    action = "fix the path and rerun" if path_refused else "retry once fixed"
+    fault = FinalisationFault(f"could not finish the run ({what})", path_refused=path_refused)
+    code, _ = decide_exit(RunOutcome(pytest_status=int(session.exitstatus), finalisation=fault))
+    reason = f"{fault.reason}; it is marked {status} (exit {code}), {action}"
     recorder = state.recorder
     run_id = recorder.run_id if recorder is not None and recorder.run_id else state.run_id
     left = fin.rollback(state.settings.out_dir, run_id, status, code, reason, recorder)
@@ -770,7 +692,7 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
         state.run["status"] = status
         state.run["exitDecision"] = {"code": code, "reason": reason}
     state.exit_reason = reason
-    session.exitstatus = code
+    apply_exit(session, ExitDecision(code, reason))
     return reason
 
 

@@ -21,9 +21,14 @@ from goldeval.verdict.comparison import (
     compare,
     protocol_differences,
 )
-from goldeval.verdict.decide import capture_summary, policy_from_manifest
+from goldeval.verdict.decide import (
+    Verdict,
+    baseline_rejected,
+    capture_summary,
+    policy_from_manifest,
+)
 from goldeval.verdict.decide import decide as decide_verdict
-from goldeval.verdict.exit_codes import COMPARISON_INVALID, GATE_FAILED
+from goldeval.verdict.exit_codes import ExitDecision
 from goldeval.verdict.gate import GatePolicy
 
 if TYPE_CHECKING:
@@ -32,11 +37,24 @@ if TYPE_CHECKING:
 
 @dataclass
 class Decision:
-    code: int
-    reason: str
+    """The verdict on the session's run, with the fields it writes into run.json."""
+
+    verdict: Verdict
     run_fields: dict[str, Any] = field(default_factory=dict)
     #: The run should be saved as a baseline once run.json is on disk.
     save_baseline: bool = False
+
+    @property
+    def code(self) -> int:
+        return self.verdict.code
+
+    @property
+    def reason(self) -> str:
+        return self.verdict.reason
+
+    @property
+    def exit(self) -> ExitDecision:
+        return self.verdict.exit_decision
 
 
 def policy_for(state: GoldenSession, live: bool) -> GatePolicy | None:
@@ -68,9 +86,12 @@ def find_baseline(
 
 
 def decide(
-    state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool
+    state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool, **facts: Any
 ) -> Decision:
-    """The session's options and dataset → :func:`goldeval.verdict.decide.decide`."""
+    """The session's options and dataset → :func:`goldeval.verdict.decide.decide`.
+
+    ``facts``: how the session ended (:class:`goldeval.verdict.outcome.RunOutcome` fields).
+    """
     # Where the run came from, so that `goldeval gate/compare` started anywhere find the same
     # gate policy and baselines (see docs/methodology.md, "Gating a saved run").
     fields: dict[str, Any] = {
@@ -86,10 +107,10 @@ def decide(
             (None, None, None) if capture else find_baseline(state, run, live)
         )
     except BaselineError as exc:
-        reason = f"baseline rejected: {exc}"
-        fields["exitDecision"] = {"code": COMPARISON_INVALID, "reason": reason}
-        fields["notes"] = [*notes, reason]
-        return Decision(COMPARISON_INVALID, reason, fields)
+        rejected = baseline_rejected(f"baseline rejected: {exc}")
+        fields.update(rejected.run_fields())
+        fields["notes"] = [*notes, rejected.reason]
+        return Decision(rejected, fields)
     if path is not None:
         fields["baselinePath"] = str(path)
     verdict = decide_verdict(
@@ -102,12 +123,11 @@ def decide(
         capture=capture,
         pytest_status=pytest_status,
         other_failures=bool(state.other_failures),
+        **facts,
     )
     fields.update(verdict.run_fields())
     fields["notes"] = [*notes, *verdict.notes]
-    return Decision(
-        verdict.code, verdict.reason, fields, save_baseline=capture and verdict.code == 0
-    )
+    return Decision(verdict, fields, save_baseline=capture and verdict.code == 0)
 
 
 def save_requested_baseline(
@@ -120,17 +140,19 @@ def save_requested_baseline(
     if not save_path.is_absolute():
         save_path = Path(state.config.invocation_params.dir) / save_path
     notes = list(run.get("notes") or [])
-    code, reason = decision.code, decision.reason
+    verdict = decision.verdict
     try:
         full = json.loads(run_json.read_text(encoding="utf-8"))
         save_baseline(full, save_path, force=state.settings.force_save_baseline)
         notes.append(f"baseline saved to {save_path}")
-        reason = f"baseline captured: {capture_summary(run)}, saved to {save_path}"
+        verdict = verdict.with_reason(
+            f"baseline captured: {capture_summary(run)}, saved to {save_path}"
+        )
     except BaselineError as exc:
-        code, reason = GATE_FAILED, f"baseline not saved: {exc}"
-        notes.append(reason)
-    fields = {"notes": notes, "exitDecision": {"code": code, "reason": reason}}
-    return Decision(code, reason, fields)
+        verdict = verdict.redecide(baseline_not_saved=str(exc))
+        notes.append(verdict.reason)
+    fields = {"notes": notes, "exitDecision": {"code": verdict.code, "reason": verdict.reason}}
+    return Decision(verdict, fields)
 
 
 # ------------------------------------------------------------------------------------------

@@ -19,8 +19,7 @@ from goldeval.server.settings import ServiceSettings
 from goldeval.server.worker import run_workers, start_workers
 from goldeval.store import StoreError, open_store, redact_url
 from goldeval.store.base import url_password
-
-USAGE = 4
+from goldeval.verdict.exit_codes import USAGE
 
 
 def settings_from(args: argparse.Namespace, store_url: str, root: str) -> ServiceSettings:

@@ -40,6 +40,7 @@ from goldeval.server.settings import ServiceSettings
 from goldeval.store import Store, StoreError, open_store, redact_url
 from goldeval.store.queue import RunQueue, ServiceRun
 from goldeval.store.views import run_document
+from goldeval.verdict.exit_codes import INFRA, USAGE
 
 #: Starts pytest with SIGTERM as its parent-death signal (Linux; elsewhere a no-op).
 _LAUNCHER = (
@@ -50,7 +51,7 @@ _LAUNCHER = (
     "except Exception:\n"
     "    pass\n"
     "if os.getppid() != int(os.environ.pop('GOLDEVAL_WORKER_PID', '0') or os.getppid()):\n"
-    "    sys.exit(75)\n"
+    f"    sys.exit({INFRA})\n"
     "os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])\n"
 )
 _LOG_TAIL = 4000
@@ -195,7 +196,7 @@ class Worker:
             resolved = datasets.resolve(settings, job.dataset_id)
             baseline = self._baseline(job, queue)
         except GoldevalError as exc:
-            queue.finish(job.id, self.name, "FAILED", exit_code=4, error=one_line(str(exc)))
+            queue.finish(job.id, self.name, "FAILED", exit_code=USAGE, error=one_line(str(exc)))
             logs.event("run failed", logging.WARNING, run_id=job.id, error=one_line(str(exc)))
             return
         log_path = settings.work_dir / f"{job.id}.log"

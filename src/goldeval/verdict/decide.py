@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from goldeval.dataset.manifest import Manifest
-from goldeval.verdict.comparison import ComparisonResult, attempt_counts, compare
+from goldeval.verdict.comparison import ComparisonResult, Decision, attempt_counts, compare
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit
 from goldeval.verdict.gate import GatePolicy, GateResult, attach_gate, evaluate
+from goldeval.verdict.outcome import RunOutcome
 
 NO_GATE_NOTE = "--golden-no-gate: metrics reported, exit status not gated"
 CAPTURE_NOTE = "capture run: the gate is not applied when saving a baseline"
@@ -33,6 +34,21 @@ class Verdict:
     gate: GateResult | None = None
     #: Lines to add to the run's notes, in order.
     notes: list[str] = field(default_factory=list)
+    #: What the decision weighed; re-ask :func:`decide_exit` with facts learnt later
+    #: (``verdict.redecide(finalisation=...)``).
+    outcome: RunOutcome = field(default_factory=RunOutcome)
+
+    def with_reason(self, reason: str) -> Verdict:
+        """The same decision said more precisely (a capture names where it was saved)."""
+        return Verdict(
+            self.code, reason, self.comparison, self.gate, list(self.notes), self.outcome
+        )
+
+    def redecide(self, **facts: Any) -> Verdict:
+        """This verdict with facts learnt after it (a store error, a finalisation fault)."""
+        outcome = self.outcome.with_(**facts)
+        code, reason = decide_exit(outcome)
+        return Verdict(code, reason, self.comparison, self.gate, list(self.notes), outcome)
 
     @property
     def exit_decision(self) -> ExitDecision:
@@ -47,6 +63,14 @@ class Verdict:
             fields["qualityGate"] = self.gate.dump()
         fields["exitDecision"] = {"code": self.code, "reason": self.reason}
         return fields
+
+
+def baseline_rejected(reason: str) -> Verdict:
+    """A baseline that cannot be used (unreadable, tampered): the comparison is invalid."""
+    comparison = ComparisonResult(decision=Decision.COMPARISON_INVALID, invalid_reasons=[reason])
+    outcome = RunOutcome(comparison=comparison, cases_total=1)
+    code, _ = decide_exit(outcome)
+    return Verdict(code, reason, None, None, [], outcome)
 
 
 def policy_from_manifest(manifest: Manifest, live: bool) -> GatePolicy | None:
@@ -91,6 +115,7 @@ def decide(
     pytest_status: int = 0,
     other_failures: bool = False,
     comparison: ComparisonResult | None = None,
+    **facts: Any,
 ) -> Verdict:
     """The verdict on ``run``.
 
@@ -102,7 +127,9 @@ def decide(
     incomparable baseline is reported, not fatal). ``capture``: a baseline capture run (not
     gated; FAILs are recorded as they are). ``pytest_status``: pytest's own exit status (the CLI
     passes 1 when the run has FAIL attempts); ``other_failures``: a test that is not a golden
-    item failed, which no gate may turn into a pass.
+    item failed, which no gate may turn into a pass. ``facts``: more of
+    :class:`~goldeval.verdict.outcome.RunOutcome` (a signal, a store error, ...) known to the
+    caller; the run document's own facts are read from it.
     """
     notes: list[str] = []
     if comparison is None and baseline is not None:
@@ -122,32 +149,18 @@ def decide(
             comparison = attach_gate(comparison, gate)
     elif not gate_enabled:
         notes.append(NO_GATE_NOTE)
-    run_view = dict(run)
-    if comparison is not None:
-        run_view["comparison"] = comparison.dump()
-    if gate is not None:
-        run_view["qualityGate"] = gate.dump()
-    if (gate is not None or capture) and pytest_status == 1 and not other_failures:
-        # Failed golden items are what the gate weighs: with a gate, it decides, not pytest's
-        # "some test failed"; a capture run records FAILs as they are (a live baseline with red
-        # rows expects them). The user's own failing tests still give 1.
-        pytest_status = 0
-    decision = decide_exit(
-        run_view, comparison if gate_enabled else None, gate, pytest_status=pytest_status
+    outcome = RunOutcome.from_run(
+        run,
+        comparison,
+        gate,
+        pytest_status=pytest_status,
+        gate_enabled=gate_enabled,
+        capture=capture,
+        other_failures=other_failures,
+        capture_summary=capture_summary(run) if capture else None,
+        **facts,
     )
-    code, reason = decision.code, decision.reason
-    if (
-        code == 1
-        and reason == "test failures"
-        and gate is None
-        and not other_failures
-        and attempt_counts(run).failed
-    ):
-        reason = f"{attempt_counts(run).failed} FAIL attempt(s) and no gate to weigh them"
+    code, reason = decide_exit(outcome)
     if capture and code != 0:
         notes.append(f"baseline not saved: {reason}")
-    elif capture:
-        # Not "every graded attempt ok": a capture records FAILs as they are; the line says
-        # what is being captured.
-        reason = "baseline capture (not gated): " + capture_summary(run)
-    return Verdict(code, reason, comparison, gate, notes)
+    return Verdict(code, reason, comparison, gate, notes, outcome)

@@ -1,55 +1,37 @@
-"""The session's exit status, decided once on the controller after the run.
+"""The session's exit status, decided once from a :class:`~goldeval.verdict.outcome.RunOutcome`.
 
 pytest's own codes are reused where they mean the same thing; the two codes pytest has no word
 for come from BSD ``sysexits.h``: 65 (EX_DATAERR: the baseline is not comparable) and 75
 (EX_TEMPFAIL: infrastructure errors, retry the run). The reference's codes map as
 0→0, 1 (usage)→4, 2 (gate failed)→1, 3 (infrastructure)→75, 4 (comparison invalid)→65.
 
-:func:`decide_exit` applies the first matching row:
-
-===  ==================================================================  =====
- #   Condition                                                           Exit
-===  ==================================================================  =====
- 1   pytest exited INTERRUPTED (2), INTERNAL_ERROR (3) or USAGE_ERROR    2/3/4
-     (4): kept as it is
- 2   the baseline comparison is COMPARISON_INVALID                       65
- 3   nothing was graded: ``casesTotal`` is 0 (empty selection), or no    1
-     PASS/FAIL attempt and no ERROR attempt (everything skipped)
- 4   every attempt ERROR (no PASS/FAIL attempt, at least one ERROR)      75/4*
- 5   no case reached PASS/FAIL and some case is ERROR (reference rule)   75/4*
- 6   the quality gate failed (or the comparison says REGRESSION)         1
- 7   any attempt ERROR: the run is not a quality verdict, retry it       75/4*
- 8   pytest exited 1 (test failures; e.g. no gate configured)            1
- 9   pytest exited with another non-zero status                          kept
- 10  otherwise                                                           0
-===  ==================================================================  =====
+:func:`decide_exit` applies the first matching rule of :data:`RULES`, the one precedence table
+of the project: pytest, every ``goldeval`` command, the service and its run page all ask it,
+and docs/methodology.md's table is generated from it (:func:`markdown_table`). This module and
+the rest of ``goldeval.verdict`` are the only places an exit code is written as a number
+(tests/unit/test_exit_policy.py).
 
 75/4*: when an ERROR attempt has a kind that no retry can fix (``CONTEXT_LENGTH``,
 ``MODEL_NOT_FOUND``, ``NOT_FOUND``, ``BAD_REQUEST``, ``AUTH_FAILED``, ``CONFIG_ERROR``,
-``GRADER_TIMEOUT``: :data:`goldeval.core.errors.NON_RETRYABLE_KINDS`), rows 4, 5 and 7 give 4,
+``GRADER_TIMEOUT``, ...: :data:`goldeval.core.errors.NON_RETRYABLE_KINDS`), those rules give 4,
 "configuration error: retrying will not help", instead of 75: 75 tells a CI job to run again,
-and an identical rerun would end the same way. A run mixing such errors with retryable ones
-also gives 4: it cannot become a complete verdict until the model, configuration or rows
-change. Exit 4 is pytest's usage error, which is what these are: a wrong model name, a prompt
-too long for the chosen model, a wrong key or URL, a pathological pattern in a row.
+and an identical rerun would end the same way.
 
-Before the table is applied, the plugin passes pytest's status 1 as 0 when a gate (or a
-baseline capture) is in play and every failed item is a golden attempt: the gate weighs failed
-golden items, so a run whose gate passes exits 0; the user's own failing tests still give 1.
-
-Without a gate (``--golden-no-gate`` or no policy) row 6 never matches: failing items still
-give pytest's 1 (row 8) and infrastructure errors still give 75 (row 7).
+With a gate (or a baseline capture) pytest's status 1 counts only when a test that is not a
+golden attempt failed: the gate weighs the failed golden items, so a run whose gate passes
+exits 0; the user's own failing tests still give 1.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
-from goldeval.core.errors import is_retryable
-from goldeval.verdict.comparison import ComparisonResult, Decision, attempt_counts, cases_total
-from goldeval.verdict.gate import GateResult
+from goldeval.verdict.comparison import Decision
+
+if TYPE_CHECKING:
+    from goldeval.verdict.outcome import RunOutcome
 
 OK = 0
 #: pytest's TESTS_FAILED, reused on purpose: a failed gate is a failed test run.
@@ -57,7 +39,7 @@ GATE_FAILED = 1
 #: pytest's INTERRUPTED and INTERNAL_ERROR, passed through.
 INTERRUPTED = 2
 INTERNAL_ERROR = 3
-#: pytest's USAGE_ERROR.
+#: pytest's USAGE_ERROR: a user mistake (an option, a file, a command's arguments).
 USAGE = 4
 #: pytest's NO_TESTS_COLLECTED.
 NO_TESTS = 5
@@ -80,33 +62,21 @@ class ExitDecision(NamedTuple):
     reason: str
 
 
-def _case_statuses(run: Mapping[str, Any]) -> list[str]:
-    cases = run.get("cases")
-    if not isinstance(cases, list):
-        return []
-    return [str(c.get("status")) for c in cases if isinstance(c, Mapping)]
+@dataclass(frozen=True)
+class Rule:
+    """One row of the precedence table: a condition and what it gives."""
+
+    condition: str
+    gives: str
+    decide: Callable[[RunOutcome], ExitDecision | None]
 
 
-def _non_retryable(run: Mapping[str, Any]) -> Counter[str]:
-    """Kinds of the ERROR attempts that a retry cannot fix, with their counts."""
-    kinds: Counter[str] = Counter()
-    cases = run.get("cases")
-    for case in cases if isinstance(cases, list) else []:
-        attempts = case.get("attempts") if isinstance(case, Mapping) else None
-        for attempt in attempts if isinstance(attempts, list) else []:
-            if not isinstance(attempt, Mapping) or attempt.get("status") != "ERROR":
-                continue
-            kind = attempt.get("errorKind")
-            if isinstance(kind, str) and not is_retryable(kind):
-                kinds[kind] += 1
-    return kinds
-
-
-def _infra(run: Mapping[str, Any], reason: str) -> ExitDecision:
+def _infra(outcome: RunOutcome, reason: str) -> ExitDecision:
     """Exit 75 for ``reason``, or 4 when some ERROR is of a kind a retry cannot fix."""
-    fixed = _non_retryable(run)
+    fixed = outcome.non_retryable
     if not fixed:
-        return ExitDecision(INFRA, reason)
+        again = f" ({outcome.rerun_command})" if outcome.rerun_command else ""
+        return ExitDecision(INFRA, reason + again)
     kinds = ", ".join(f"{kind} ({n})" for kind, n in sorted(fixed.items()))
     return ExitDecision(
         CONFIG_ERROR,
@@ -115,53 +85,266 @@ def _infra(run: Mapping[str, Any], reason: str) -> ExitDecision:
     )
 
 
-def decide_exit(
-    run: Mapping[str, Any],
-    comparison: ComparisonResult | None,
-    gate: GateResult | None,
-    *,
-    pytest_status: int,
-) -> ExitDecision:
-    """The exit code and a one-line human reason; see the module docstring for the table."""
-    if pytest_status in _PYTEST_KEPT:
-        return ExitDecision(pytest_status, f"{_PYTEST_KEPT[pytest_status]} (exit {pytest_status})")
-    if comparison is not None and comparison.decision is Decision.COMPARISON_INVALID:
-        reasons = comparison.invalid_reasons or ["baseline not comparable"]
-        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        return ExitDecision(COMPARISON_INVALID, f"comparison invalid: {reasons[0]}{more}")
-    counts = attempt_counts(run)
-    if cases_total(run) == 0:
+def _duplicates(o: RunOutcome) -> ExitDecision | None:
+    if not o.duplicates:
+        return None
+    shown = ", ".join(o.duplicates[:3]) + (" ..." if len(o.duplicates) > 3 else "")
+    return ExitDecision(
+        USAGE,
+        f"{len(o.duplicates)} golden attempts reported twice ({shown}): a rerun or repeat "
+        f"plugin ran them again; {RERUN_HINT}",
+    )
+
+
+#: What to do instead of a rerun plugin (``--reruns``, ``--count``).
+RERUN_HINT = (
+    "goldeval counts every attempt once: use --golden-attempts=N for repeated attempts and "
+    "--golden-retries=N for provider retries, not --reruns/--count"
+)
+
+
+def _store_conflict(o: RunOutcome) -> ExitDecision | None:
+    return ExitDecision(COMPARISON_INVALID, o.store_conflict) if o.store_conflict else None
+
+
+def _signal(o: RunOutcome) -> ExitDecision | None:
+    if not o.signal:
+        return None
+    again = o.rerun_command or "retry it"
+    return ExitDecision(
+        INFRA, f"terminated by {o.signal}: the run is INTERRUPTED; to resume it: {again}"
+    )
+
+
+def _pytest_kept(o: RunOutcome) -> ExitDecision | None:
+    if o.pytest_status in _PYTEST_KEPT:
+        status = o.pytest_status
+        return ExitDecision(status, f"{_PYTEST_KEPT[status]} (exit {status})")
+    return None
+
+
+def _no_tests_kept(o: RunOutcome) -> ExitDecision | None:
+    if o.pytest_status == NO_TESTS and not o.resumed_all:
+        return ExitDecision(NO_TESTS, "pytest exit status 5 kept (NO_TESTS_COLLECTED)")
+    return None
+
+
+def _finalisation(o: RunOutcome) -> ExitDecision | None:
+    fault = o.finalisation
+    if fault is None:
+        return None
+    return ExitDecision(USAGE if fault.path_refused else INFRA, fault.reason)
+
+
+def _comparison_invalid(o: RunOutcome) -> ExitDecision | None:
+    cmp = o.comparison
+    if not o.gate_enabled or cmp is None or cmp.decision is not Decision.COMPARISON_INVALID:
+        return None
+    if o.stopped_early is not None:
+        return None  # a shorter selection says nothing more than "stopped early"
+    reasons = cmp.invalid_reasons or ["baseline not comparable"]
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return ExitDecision(COMPARISON_INVALID, f"comparison invalid: {reasons[0]}{more}")
+
+
+def _store_error(o: RunOutcome) -> ExitDecision | None:
+    if not o.store_error:
+        return None
+    return ExitDecision(INFRA, f"{o.store_error}; the run is INCOMPLETE in the store, retry it")
+
+
+def _nothing_selected(o: RunOutcome) -> ExitDecision | None:
+    if o.cases_total == 0:
         return ExitDecision(GATE_FAILED, "nothing was graded: no golden case selected")
-    if counts.quality == 0 and counts.error == 0:
-        return ExitDecision(GATE_FAILED, f"nothing was graded: all {counts.total} attempts skipped")
-    if counts.quality == 0:
+    return None
+
+
+def _all_skipped(o: RunOutcome) -> ExitDecision | None:
+    a = o.attempts
+    if a.quality == 0 and a.error == 0:
+        return ExitDecision(GATE_FAILED, f"nothing was graded: all {a.total} attempts skipped")
+    return None
+
+
+def _all_error(o: RunOutcome) -> ExitDecision | None:
+    a = o.attempts
+    if a.quality == 0 and a.error > 0:
         return _infra(
-            run, f"infrastructure failure: all {counts.error} attempts ERROR, no quality verdict"
+            o, f"infrastructure failure: all {a.error} attempts ERROR, no quality verdict"
         )
-    statuses = _case_statuses(run)
-    if "ERROR" in statuses and not any(s in ("PASS", "FAIL") for s in statuses):
-        n_error = statuses.count("ERROR")
+    return None
+
+
+def _no_case_graded(o: RunOutcome) -> ExitDecision | None:
+    if o.cases_error and not o.cases_graded:
         return _infra(
-            run, f"infrastructure failure: {n_error} cases ERROR and no case reached PASS/FAIL"
+            o,
+            f"infrastructure failure: {o.cases_error} cases ERROR and no case reached PASS/FAIL",
         )
-    if gate is not None and not gate.passed:
-        return ExitDecision(GATE_FAILED, gate.summary_line())
-    if comparison is not None and comparison.decision is Decision.REGRESSION:
+    return None
+
+
+def _stopped_early(o: RunOutcome) -> ExitDecision | None:
+    stop = o.stopped_early
+    if stop is None or o.attempts.error:
+        return None
+    return ExitDecision(
+        GATE_FAILED,
+        f"stopped early ({stop.reason}): {stop.attempts_not_run} selected attempts never ran; "
+        "the run is INCOMPLETE",
+    )
+
+
+def _gate_failed(o: RunOutcome) -> ExitDecision | None:
+    if o.gate is not None and not o.gate.passed:
+        return ExitDecision(GATE_FAILED, o.gate.summary_line())
+    cmp = o.comparison
+    if o.gate_enabled and cmp is not None and cmp.decision is Decision.REGRESSION:
         return ExitDecision(GATE_FAILED, "regression against the baseline")
-    if counts.error > 0:
-        return _infra(
-            run,
-            f"infrastructure errors: {counts.error} of {counts.total} attempts ERROR; "
-            "the run is not a quality verdict, retry it",
+    return None
+
+
+def _any_error(o: RunOutcome) -> ExitDecision | None:
+    a = o.attempts
+    if a.error == 0:
+        return None
+    return _infra(
+        o,
+        f"infrastructure errors: {a.error} of {a.total} attempts ERROR; the run is not a "
+        "quality verdict, retry it",
+    )
+
+
+def _test_failures(o: RunOutcome) -> ExitDecision | None:
+    if o.pytest_status != GATE_FAILED or (o.gated and not o.other_failures):
+        return None
+    if not o.gated and not o.other_failures and o.attempts.failed:
+        return ExitDecision(
+            GATE_FAILED, f"{o.attempts.failed} FAIL attempt(s) and no gate to weigh them"
         )
-    if pytest_status == 1:
-        return ExitDecision(GATE_FAILED, "test failures")
-    if pytest_status != OK:
-        return ExitDecision(pytest_status, f"pytest exit status {pytest_status}")
-    if run.get("incomplete"):
-        # Without a gate (--golden-no-gate) nothing else stops an incomplete run (deadline,
-        # budget) from exiting 0: exit 0 means every selected attempt was graded.
-        return ExitDecision(GATE_FAILED, "run incomplete: not every selected attempt was started")
-    if gate is not None:
-        return ExitDecision(OK, gate.summary_line())
+    return ExitDecision(GATE_FAILED, "test failures")
+
+
+def _pytest_other(o: RunOutcome) -> ExitDecision | None:
+    if o.pytest_status in (OK, GATE_FAILED, NO_TESTS):
+        return None
+    return ExitDecision(o.pytest_status, f"pytest exit status {o.pytest_status}")
+
+
+def _not_started(o: RunOutcome) -> ExitDecision | None:
+    parts = []
+    if o.not_started_deadline:
+        parts.append(f"{o.not_started_deadline} not started before the run deadline")
+    if o.not_started_budget:
+        parts.append(f"{o.not_started_budget} not started over the token/cost budget")
+    if not parts:
+        return None
+    return ExitDecision(GATE_FAILED, f"run INCOMPLETE: selected attempts {'; '.join(parts)}")
+
+
+def _baseline_not_saved(o: RunOutcome) -> ExitDecision | None:
+    if o.baseline_not_saved:
+        return ExitDecision(GATE_FAILED, f"baseline not saved: {o.baseline_not_saved}")
+    return None
+
+
+def _passed(o: RunOutcome) -> ExitDecision | None:
+    if o.capture:
+        return ExitDecision(
+            OK, "baseline capture (not gated): " + (o.capture_summary or "no FAIL recorded")
+        )
+    if o.gate is not None:
+        return ExitDecision(OK, o.gate.summary_line())
     return ExitDecision(OK, "every graded attempt ok (no gate)")
+
+
+#: The precedence table: the first rule that matches decides. "75/4*": see the module doc.
+RULES: tuple[Rule, ...] = (
+    Rule("a golden attempt was reported twice (a rerun or repeat plugin)", "4", _duplicates),
+    Rule("another process recorded the run key under another protocol", "65", _store_conflict),
+    Rule("the run was terminated by a signal (SIGTERM, SIGINT): INTERRUPTED", "75", _signal),
+    Rule(
+        "pytest exited INTERRUPTED (2), INTERNAL_ERROR (3) or USAGE_ERROR (4): kept as it is",
+        "2/3/4",
+        _pytest_kept,
+    ),
+    Rule(
+        "finishing the run failed (a full disk, the store at the end); 4 for an artifact path "
+        "goldeval refuses to write through",
+        "75/4",
+        _finalisation,
+    ),
+    Rule(
+        "pytest exited 5 (no tests collected or all deselected), unless an earlier session of "
+        "the run key graded the run: kept",
+        "5",
+        _no_tests_kept,
+    ),
+    Rule(
+        "the baseline comparison is COMPARISON_INVALID (unless the run stopped early)",
+        "65",
+        _comparison_invalid,
+    ),
+    Rule("the store failed while the run was recorded", "75", _store_error),
+    Rule("nothing was graded: no golden case selected", "1", _nothing_selected),
+    Rule(
+        "nothing was graded: no PASS/FAIL attempt and no ERROR attempt (everything skipped)",
+        "1",
+        _all_skipped,
+    ),
+    Rule("every attempt ERROR (no PASS/FAIL attempt, at least one ERROR)", "75/4*", _all_error),
+    Rule(
+        "no case reached PASS/FAIL and some case is ERROR (reference rule)",
+        "75/4*",
+        _no_case_graded,
+    ),
+    Rule(
+        "stopped early (-x, --maxfail, a plugin's stop) and no attempt ERROR: INCOMPLETE",
+        "1",
+        _stopped_early,
+    ),
+    Rule("the quality gate failed (or the comparison says REGRESSION)", "1", _gate_failed),
+    Rule("any attempt ERROR: the run is not a quality verdict, retry it", "75/4*", _any_error),
+    Rule(
+        "pytest exited 1: a test that is not a golden attempt failed, or FAIL attempts with no "
+        "gate to weigh them",
+        "1",
+        _test_failures,
+    ),
+    Rule("pytest exited with another non-zero status", "kept", _pytest_other),
+    Rule(
+        "selected attempts were not started (the run deadline, the token/cost budget): INCOMPLETE",
+        "1",
+        _not_started,
+    ),
+    Rule("the requested baseline could not be saved", "1", _baseline_not_saved),
+    Rule("otherwise: every selected attempt graded, the gate passed", "0", _passed),
+)
+
+
+def decide_exit(outcome: RunOutcome) -> ExitDecision:
+    """The exit code and a one-line human reason: the first rule of :data:`RULES` that matches."""
+    for rule in RULES:
+        decision = rule.decide(outcome)
+        if decision is not None:
+            return decision
+    raise AssertionError("the last rule always matches")  # pragma: no cover
+
+
+def worst(decisions: Sequence[ExitDecision], what: str) -> ExitDecision:
+    """Several runs decided together (models side by side): the highest code, and why."""
+    top = max(decisions, key=lambda d: d.code)
+    return ExitDecision(top.code, f"{len(decisions)} {what}, worst exit {top.code}: {top.reason}")
+
+
+def refused_before_run(reason: str) -> ExitDecision:
+    """The run is refused before any item ran because its comparison is already invalid."""
+    return ExitDecision(COMPARISON_INVALID, reason)
+
+
+def markdown_table() -> str:
+    """docs/methodology.md's precedence table, generated from :data:`RULES`."""
+    lines = ["| # | condition | exit |", "|---|---|---|"]
+    for number, rule in enumerate(RULES, 1):
+        lines.append(f"| {number} | {rule.condition} | {rule.gives} |")
+    return "\n".join(lines)

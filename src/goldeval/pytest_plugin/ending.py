@@ -1,0 +1,166 @@
+"""How a session ended, as facts for the one verdict (``goldeval.verdict``), and the exit status.
+
+The controller gathers what happened (early stop, signal, reruns, the store, a resumed key)
+into keyword facts of :class:`~goldeval.verdict.outcome.RunOutcome`; ``verdict`` decides the
+code and reason; :func:`apply_exit` is the one place a finished session's exit status is set
+(tests/unit/test_exit_policy.py keeps it so). Nothing here chooses an exit code.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from goldeval.core.settings import MASK, redact_url
+from goldeval.verdict.exit_codes import ExitDecision
+from goldeval.verdict.outcome import StoppedEarly
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.state import GoldenSession
+
+
+@dataclass
+class SessionEnding:
+    """What ended the session, known before the run document is built."""
+
+    #: pytest's status, a stop that was not Ctrl-C turned back into 1 (failures) or 0.
+    pytest_status: int
+    #: Ctrl-C or SIGTERM, as opposed to a run loop stopped on purpose (-x, --maxfail).
+    interrupted: bool
+    stopped_early: StoppedEarly | None = None
+    duplicates: tuple[str, ...] = ()
+    signal: str | None = None
+    rerun_command: str | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def outcome_facts(self) -> dict[str, Any]:
+        """Keyword facts for ``RunOutcome`` / ``verdict.decide``."""
+        return {
+            "stopped_early": self.stopped_early,
+            "duplicates": self.duplicates,
+            "signal": self.signal,
+            "rerun_command": self.rerun_command,
+            **self.facts,
+        }
+
+
+def ended_by_user(status: int, state: GoldenSession, interrupt: BaseException | None) -> bool:
+    """A real interruption (Ctrl-C, SIGTERM), as opposed to a run loop stopped on purpose.
+
+    pytest turns ``session.shouldstop`` (``--sw``, a plugin) into ``Session.Interrupted`` and
+    xdist turns ``-x``/``--maxfail`` into its own ``Interrupted``; both subclass
+    KeyboardInterrupt and give pytest's status 2, but nobody pressed Ctrl-C: those runs are
+    stopped early (INCOMPLETE), not INTERRUPTED.
+    """
+    if status != pytest.ExitCode.INTERRUPTED:
+        return False
+    if state.signal_received is not None or interrupt is None:
+        return True
+    if isinstance(interrupt, pytest.Session.Interrupted):
+        return False
+    if type(interrupt).__module__.startswith("xdist"):
+        return "keyboard-interrupt" in str(interrupt)  # a worker got Ctrl-C
+    return type(interrupt) is KeyboardInterrupt
+
+
+def stop_reason(session: pytest.Session, interrupt: BaseException | None) -> str:
+    for why in (session.shouldfail, session.shouldstop, interrupt):
+        text = str(why or "").strip()
+        if text and text != "True":
+            return text
+    return "the session stopped before running every selected item"
+
+
+def rerun_command(state: GoldenSession) -> str:
+    """The command that retries this run: the same arguments, the run key kept.
+
+    Credentials given on the command line are masked (the line is printed and stored).
+    """
+    s = state.settings
+    secrets = [v for v in (s.provider.api_key, s.provider.password) if v]
+    args = []
+    for arg in state.config.invocation_params.args:
+        text = str(arg)
+        for secret in secrets:
+            text = text.replace(secret, MASK)
+        if s.provider.base_url and s.provider.base_url in text:
+            text = text.replace(s.provider.base_url, redact_url(s.provider.base_url))
+        args.append(text)
+    if s.run_key and not any(a.startswith("--golden-run-key") for a in args):
+        args.append(f"--golden-run-key={s.run_key}")
+    return "rerun: " + shlex.join(["pytest", *args])
+
+
+def session_ending(
+    state: GoldenSession,
+    session: pytest.Session,
+    *,
+    interrupt: BaseException | None,
+    expected: int | None,
+    duplicates: list[str],
+) -> SessionEnding:
+    """The facts of how ``session`` ended (before earlier sessions of a run key are merged)."""
+    status = int(session.exitstatus)
+    interrupted = ended_by_user(status, state, interrupt)
+    not_run = max(0, expected - len(state.collector)) if expected is not None else 0
+    early = not interrupted and (
+        not_run > 0 or (expected is None and (bool(session.shouldstop) or bool(session.shouldfail)))
+    )
+    if status == pytest.ExitCode.INTERRUPTED and not interrupted:
+        # Not Ctrl-C: decide as pytest would have without the stop (failures give 1).
+        status = pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK
+    return SessionEnding(
+        pytest_status=int(status),
+        interrupted=interrupted,
+        stopped_early=StoppedEarly(stop_reason(session, interrupt), not_run) if early else None,
+        duplicates=tuple(duplicates),
+        signal=state.signal_received if interrupted else None,
+        rerun_command=rerun_command(state),
+    )
+
+
+def record_ending(run: dict[str, Any], ending: SessionEnding, decision: ExitDecision) -> None:
+    """Write how the session ended and its decision into the run document.
+
+    An unfinished run is never COMPLETED: reruns and early stops make it INCOMPLETE, a signal
+    INTERRUPTED; the fields are what ``RunOutcome.from_run`` reads back, so ``goldeval gate``
+    on the saved run decides the same.
+    """
+    notes = run.setdefault("notes", [])
+    if ending.duplicates:
+        if run.get("status") == "COMPLETED":
+            run["status"] = "INCOMPLETE"
+        run["duplicateAttempts"] = list(ending.duplicates[:50])
+    if ending.stopped_early is not None:
+        stop = ending.stopped_early
+        run["status"] = "INCOMPLETE"
+        run["incomplete"] = True
+        run["stoppedEarly"] = {"reason": stop.reason, "attemptsNotRun": stop.attempts_not_run}
+        notes.append(
+            f"stopped early ({stop.reason}): {stop.attempts_not_run} selected attempts never "
+            "ran; the run is INCOMPLETE"
+        )
+    if ending.signal:
+        run["status"] = "INTERRUPTED"
+        run["incomplete"] = True
+        run["interruptedBy"] = ending.signal
+    store_error = ending.facts.get("store_error")
+    if store_error:
+        run["status"] = "INTERRUPTED"
+        run["storeError"] = store_error
+    conflict = ending.facts.get("store_conflict")
+    if conflict:
+        run["storeConflict"] = conflict
+    if (ending.duplicates or ending.signal or store_error or conflict) and decision.reason not in (
+        notes
+    ):
+        notes.append(decision.reason)
+    run["exitDecision"] = {"code": decision.code, "reason": decision.reason}
+
+
+def apply_exit(session: pytest.Session, decision: ExitDecision) -> None:
+    """Set the finished session's exit status: the only place it is set (after the run)."""
+    session.exitstatus = decision.code

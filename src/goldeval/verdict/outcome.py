@@ -1,0 +1,173 @@
+"""What happened in a run, typed: the one input of :func:`goldeval.verdict.exit_codes.decide_exit`.
+
+Every surface that shows a verdict (pytest's exit status, ``goldeval gate``/``compare``, the
+service's API and run page, the site) builds a :class:`RunOutcome` and asks ``decide_exit``;
+none computes a code or a label itself (issue 31). A run document carries the session facts
+this needs (``stoppedEarly``, ``duplicateAttempts``, ``interruptedBy``, ``storeError``, ...),
+so a saved run regated later gets the same code and reason as the session that wrote it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from goldeval.core.errors import is_retryable
+from goldeval.verdict.comparison import AttemptCounts, ComparisonResult, attempt_counts, cases_total
+from goldeval.verdict.gate import GateResult
+
+
+@dataclass(frozen=True)
+class StoppedEarly:
+    """The run loop stopped before every selected item ran (``-x``, ``--maxfail``, a plugin)."""
+
+    reason: str
+    attempts_not_run: int
+
+
+@dataclass(frozen=True)
+class FinalisationFault:
+    """Writing the finished run failed (a full disk, a store failing at the end)."""
+
+    reason: str
+    #: An artifact path goldeval refuses to write through (a link out of the project): the
+    #: user must fix the path, a retry cannot help.
+    path_refused: bool = False
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Everything the exit decision weighs, and nothing else."""
+
+    #: pytest's own exit status, after a stop that was not Ctrl-C (``-x`` under xdist) was
+    #: turned back into what pytest would have said without it (1 with failures, else 0).
+    pytest_status: int = 0
+    cases_total: int = 0
+    attempts: AttemptCounts = field(default_factory=lambda: AttemptCounts(0, 0, 0, 0, 0))
+    #: Cases whose status is ERROR, and whether any case reached PASS/FAIL.
+    cases_error: int = 0
+    cases_graded: int = 0
+    #: ERROR attempts of kinds no retry can fix, with their counts.
+    non_retryable: Mapping[str, int] = field(default_factory=dict)
+    comparison: ComparisonResult | None = None
+    gate: GateResult | None = None
+    #: ``--golden-no-gate`` / ``--no-gate``: an incomparable baseline is reported, not fatal.
+    gate_enabled: bool = True
+    #: A baseline capture run (not gated; FAILs are recorded as they are).
+    capture: bool = False
+    #: A test that is not a golden item failed: no gate may turn it into a pass.
+    other_failures: bool = False
+    stopped_early: StoppedEarly | None = None
+    #: The signal that ended the run (``SIGTERM``); None when none did.
+    signal: str | None = None
+    #: Golden attempts reported twice (a rerun or repeat plugin), as "case attempt N".
+    duplicates: tuple[str, ...] = ()
+    #: Another process recorded the run key under another protocol.
+    store_conflict: str | None = None
+    #: The store failed while the run was recorded (what was graded is kept in the folder).
+    store_error: str | None = None
+    finalisation: FinalisationFault | None = None
+    #: Selected attempts never started: the run deadline passed, or the token/cost budget.
+    not_started_deadline: int = 0
+    not_started_budget: int = 0
+    #: Saving the requested baseline failed after the run.
+    baseline_not_saved: str | None = None
+    #: A resumed run key with nothing left to run: pytest's "no tests" is not the verdict.
+    resumed_all: bool = False
+    #: The command that retries the run (named by the 75 reason), e.g. with its run key.
+    rerun_command: str | None = None
+    #: What the capture line says (``10 cases, 2 FAIL (...)``), for capture runs.
+    capture_summary: str | None = None
+
+    @property
+    def gated(self) -> bool:
+        """A gate (or a capture) weighs the failed golden items instead of pytest's 1."""
+        return self.gate is not None or self.capture
+
+    @property
+    def incomplete(self) -> bool:
+        return bool(
+            self.stopped_early
+            or self.signal
+            or self.not_started_deadline
+            or self.not_started_budget
+        )
+
+    @classmethod
+    def from_run(
+        cls,
+        run: Mapping[str, Any],
+        comparison: ComparisonResult | None = None,
+        gate: GateResult | None = None,
+        **facts: Any,
+    ) -> RunOutcome:
+        """The outcome of a run document (run.json shape), plus session facts as keywords.
+
+        Facts the document records itself (``stoppedEarly``, ``duplicateAttempts``,
+        ``interruptedBy``, ``storeError``, ``notStartedBeforeDeadline``, ...) are read from it;
+        a keyword given here wins.
+        """
+        counts = attempt_counts(run)
+        statuses = _case_statuses(run)
+        recorded: dict[str, Any] = {
+            "cases_total": cases_total(run),
+            "attempts": counts,
+            "cases_error": statuses.count("ERROR"),
+            "cases_graded": sum(1 for s in statuses if s in ("PASS", "FAIL")),
+            "non_retryable": dict(_non_retryable(run)),
+            "comparison": comparison,
+            "gate": gate,
+            "not_started_deadline": _int(run.get("notStartedBeforeDeadline")),
+            "not_started_budget": _int(run.get("notStartedOverBudget")),
+        }
+        stopped = run.get("stoppedEarly")
+        if isinstance(stopped, Mapping):
+            recorded["stopped_early"] = StoppedEarly(
+                str(stopped.get("reason") or "stopped early"),
+                _int(stopped.get("attemptsNotRun")),
+            )
+        duplicates = run.get("duplicateAttempts")
+        if isinstance(duplicates, list) and duplicates:
+            recorded["duplicates"] = tuple(str(d) for d in duplicates)
+        for key, name in (
+            ("interruptedBy", "signal"),
+            ("storeError", "store_error"),
+            ("storeConflict", "store_conflict"),
+        ):
+            value = run.get(key)
+            if isinstance(value, str) and value:
+                recorded[name] = value
+        recorded.update(facts)
+        return cls(**recorded)
+
+    def with_(self, **changes: Any) -> RunOutcome:
+        """A copy with ``changes`` (facts learnt later, e.g. a finalisation fault)."""
+        return replace(self, **changes)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _case_statuses(run: Mapping[str, Any]) -> list[str]:
+    cases = run.get("cases")
+    if not isinstance(cases, list):
+        return []
+    return [str(c.get("status")) for c in cases if isinstance(c, Mapping)]
+
+
+def _non_retryable(run: Mapping[str, Any]) -> Counter[str]:
+    """Kinds of the ERROR attempts that a retry cannot fix, with their counts."""
+    kinds: Counter[str] = Counter()
+    cases = run.get("cases")
+    for case in cases if isinstance(cases, list) else []:
+        attempts = case.get("attempts") if isinstance(case, Mapping) else None
+        for attempt in attempts if isinstance(attempts, list) else []:
+            if not isinstance(attempt, Mapping) or attempt.get("status") != "ERROR":
+                continue
+            kind = attempt.get("errorKind")
+            if isinstance(kind, str) and not is_retryable(kind):
+                kinds[kind] += 1
+    return kinds
