@@ -14,9 +14,9 @@ import errno
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,7 +109,9 @@ def staging(golden_root: Path, name: str, terminate: _Terminate) -> Iterator[Pat
     created_root = not golden_root.exists()
     try:
         golden_root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.import-{os.getpid()}-", dir=golden_root))
+        # not mkdtemp: its 0700 would become the dataset folder's mode; mkdir honours umask
+        tmp = golden_root / f".{name}.import-{os.getpid()}-{secrets.token_hex(6)}"
+        tmp.mkdir()
     except OSError as exc:
         raise _cannot_write(golden_root, exc) from None
     try:
