@@ -394,3 +394,39 @@ def test_folder_of_a_killed_import_is_cleaned_by_the_next(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert f"removed {left.name}, left by an import that was killed" in done.stdout
     assert [p.name for p in (tmp_path / "golden").iterdir()] == [NAME]
+
+
+@pytest.mark.parametrize(
+    "name,text,said",
+    [
+        (
+            "big.json",
+            '[{"input": "a", "expected_output": "b", "n": ' + "1" * 5000 + "}]",
+            "big.json:1: not valid JSON",
+        ),
+        (
+            "bin.yaml",
+            "tests:\n  - vars: {question: hi, b: !!binary aGVsbG8=}\n",
+            "bin.yaml:2: vars.b: holds a bytes value",
+        ),
+        (
+            "assert.yaml",
+            "tests:\n  - vars: {question: hi}\n    assert: 5\n",
+            "assert.yaml:2: assert: must be a list",
+        ),
+        ("tag.yaml", "tests: !!python/object:os.system {}\n", "tag.yaml:1: not valid YAML"),
+    ],
+    ids=["huge-int", "yaml-binary", "assert-not-a-list", "yaml-python-tag"],
+)
+def test_other_values_no_reader_can_hold(tmp_path: Path, name: str, text: str, said: str) -> None:
+    src = tmp_path / name
+    src.write_text(text, encoding="utf-8")
+    _refused(_import(tmp_path, src), tmp_path, said)
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    src = tmp_path / "rows.csv"
+    os.mkfifo(src)
+    started = time.monotonic()
+    _refused(_import(tmp_path, src), tmp_path, "rows.csv: not a regular file")
+    assert time.monotonic() - started < 20

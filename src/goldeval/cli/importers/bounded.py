@@ -17,11 +17,12 @@ import csv
 import datetime
 import math
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -34,26 +35,54 @@ _REDUCE_HINT = "split the file or trim it; the limits are listed in docs/reliabi
 # --------------------------------------------------------------------------- files
 
 
+def open_input(path: Path) -> BinaryIO:
+    """``path`` opened for reading after ``fstat`` on the open descriptor says it is a regular
+    file within ``file_bytes``. Opened non-blocking: a FIFO would otherwise wait for a writer
+    forever before any check could run."""
+    limit = int(default("file_bytes"))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    fh = os.fdopen(fd, "rb")
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise import_error(
+                str(path),
+                None,
+                "not a regular file",
+                "import a file (or a Hugging Face folder), not a pipe or device",
+            )
+        check_size(
+            info.st_size, limit, what="the file", name="file_bytes", path=path, hint=_REDUCE_HINT
+        )
+    except BaseException:
+        fh.close()
+        raise
+    return fh
+
+
 def read_input(path: Path) -> bytes:
     """The bytes of ``path``, refused before reading when over ``file_bytes``."""
     limit = int(default("file_bytes"))
-    try:
-        with path.open("rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            check_size(
-                size, limit, what="the file", name="file_bytes", path=path, hint=_REDUCE_HINT
-            )
+    with open_input(path) as fh:
+        try:
             data = fh.read(limit + 1)
-    except OSError as exc:
-        raise import_error(
-            str(path),
-            None,
-            f"cannot read it ({exc.strerror or exc})",
-            "check the path and its permissions",
-        ) from None
-    # a pipe or a device reports no size: what was read counts
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+    # the file may have grown since fstat: what was read counts too
     check_size(len(data), limit, what="the file", name="file_bytes", path=path, hint=_REDUCE_HINT)
     return data
+
+
+def _unreadable(path: Path, exc: OSError) -> Exception:
+    return import_error(
+        str(path),
+        None,
+        f"cannot read it ({exc.strerror or exc})",
+        "check the path and its permissions",
+    )
 
 
 def read_text(path: Path, *, encoding: str = "utf-8") -> str:

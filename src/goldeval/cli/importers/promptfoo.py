@@ -40,6 +40,8 @@ def _yaml_items(text: str, path: Path) -> tuple[Any, list[int]]:
     Composed once by the bounded loader (aliases, nesting and expanded size counted)."""
     try:
         node, data = load_yaml(text, path)
+    except ValueError as exc:  # a constructor's own error, e.g. an int of 5000 digits
+        raise import_error(str(path), None, f"not valid YAML ({exc})", "fix the value") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -142,7 +144,15 @@ def read_promptfoo(path: Path, report: ImportReport) -> list[Row]:
         for k in ("options", "metadata", "threshold", "provider"):
             if k in test:
                 report.dropped[f"{k} (no golden equivalent)"] += 1
-        for m, assertion in enumerate(test.get("assert") or []):
+        asserts = test.get("assert") or []
+        if not isinstance(asserts, list):
+            raise import_error(
+                where,
+                "assert",
+                "must be a list of assertions",
+                "write `assert: [{type: contains, value: ...}]`",
+            )
+        for m, assertion in enumerate(asserts):
             _pf_assert(row, assertion, f"assert[{m}]", report)
         if not row.expect:
             raise import_error(

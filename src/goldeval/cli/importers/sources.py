@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from goldeval.cli.importers.bounded import (
     csv_field_limit,
     json_data,
+    open_input,
     read_text,
 )
 from goldeval.cli.importers.mapping import map_record, slug, tags_of
@@ -221,10 +221,7 @@ def _arrow_table(path: Path) -> list[dict[str, Any]]:
         ) from None
     limit = int(default("file_bytes"))
     try:
-        with path.open("rb") as fh:
-            check_size(
-                os.fstat(fh.fileno()).st_size, limit, what="the file", name="file_bytes", path=path
-            )
+        with open_input(path) as fh:
             if path.suffix == ".parquet":
                 parquet = pq.ParquetFile(fh)
                 meta = parquet.metadata
@@ -313,6 +310,10 @@ def _decode_at(
     except json.JSONDecodeError as exc:
         raise import_error(
             f"{path}:{exc.lineno}", None, f"not valid JSON ({exc.msg})", "fix the JSON syntax"
+        ) from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
+        raise import_error(
+            f"{path}:{line}", None, f"not valid JSON ({exc})", "fix the value"
         ) from None
     if json_depth_exceeds(item, limit):
         raise deep
