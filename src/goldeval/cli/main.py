@@ -467,7 +467,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         golden_root = (find_project_root(cwd) or cwd) / "golden"
     report = import_dataset(
-        Path(args.source), args.name, golden_root, fmt=args.format, split=args.split
+        Path(args.source), args.name, golden_root, fmt=args.format, split=args.split,
+        strict_ids=args.strict_ids,
     )
     for line in report.lines():
         print(line)
@@ -708,6 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="source format (default: from the name: .csv, a folder or .jsonl, .yaml, .json)",
     )
     p.add_argument("--split", default=None, help="Hugging Face: one split of a DatasetDict")
+    p.add_argument(
+        "--strict-ids", action="store_true", help="refuse the import if any id must be renamed"
+    )
     p.add_argument(
         "--golden-root", default=None, help="datasets folder (default: <project root>/golden)"
     )

@@ -236,3 +236,45 @@ class Deadline:
     def check(self, on_expired: Callable[[], BaseException]) -> None:
         if self.expired():
             raise on_expired()
+
+
+# -- goldeval import (issue 32) -------------------------------------------------------------
+# The importer reads another tool's files (CSV, promptfoo YAML); these bound what one of them
+# can ask for. Fixed: an import that needs more is an unusual file to split or trim.
+
+IMPORT_LIMITS: tuple[LimitSpec, ...] = (
+    LimitSpec(
+        "import_csv_field",
+        MiB,
+        "bytes",
+        "",
+        "one CSV field read by `goldeval import` (counted in characters, as csv.field_size_limit "
+        "counts them): longer is an error naming file:line:column",
+    ),
+    LimitSpec(
+        "import_yaml_aliases",
+        100,
+        "aliases",
+        "",
+        "aliases (`*name`) in one promptfoo YAML file read by `goldeval import`",
+    ),
+    LimitSpec(
+        "import_yaml_nodes",
+        500000,
+        "nodes",
+        "",
+        "YAML nodes of one promptfoo file counted with every alias expanded (an alias bomb "
+        "stops here while the file is composed, before anything is built); the expanded text "
+        "is bounded by `file_bytes` too",
+    ),
+    LimitSpec(
+        "import_yaml_depth",
+        64,
+        "levels",
+        "",
+        "nesting of one promptfoo YAML file read by `goldeval import`",
+    ),
+)
+
+LIMITS += IMPORT_LIMITS
+LIMITS_BY_NAME.update((spec.name, spec) for spec in IMPORT_LIMITS)
