@@ -25,8 +25,8 @@ from goldeval.verdict.exit_codes import (
     USAGE,
     ExitDecision,
 )
-from tests.helpers import decide_run_exit
 from goldeval.verdict.gate import GateResult, GateRule, RuleKind, attach_gate, evaluate
+from tests.helpers import decide_run_exit
 
 # ------------------------------------------------------------------------------------------
 # Builder (same shape as run.json; kept local so each test module stands alone)
