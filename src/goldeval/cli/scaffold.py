@@ -30,6 +30,9 @@ gate:
   fixture:                 # recorded answers: everything must pass
     thresholds:
       overallPassRate: 1.0
+    # Gate on the comparison with the committed baseline too: a case that passed there and
+    # fails now (a new failure) fails the run even when the thresholds above still hold.
+    # allowedRegression: 0.0
 """
 
 _ROWS = [

@@ -52,6 +52,7 @@ from goldeval.results.run_document import (
     write_run_json,
 )
 from goldeval.results.run_folder import ArtifactError
+from goldeval.verdict.comparison import comparison_label
 from goldeval.verdict.exit_codes import (
     ExitDecision,
     decide_exit,
@@ -723,11 +724,14 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     cmp = run.get("comparison")
     if cmp:
         baseline = run.get("baselinePath")
+        label, why = comparison_label(cmp)
         tr.write_line(
-            f"  baseline: {one_line(cmp.get('decision'))}"
+            f"  baseline: {one_line(label)}"
             + (f" vs {one_line(baseline)}" if baseline else "")
             + ("" if run.get("qualityGate") else " (no gate applied)")
         )
+        if why:
+            tr.write_line(f"    {one_line(why)}")
         for reason in cmp.get("invalidReasons") or []:
             tr.write_line(f"    {one_line(reason)}")
         for line in report_md.comparison_case_lines(cmp):

@@ -18,6 +18,7 @@ import pytest
 
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports.junit import write_dashboard_junit_runs
+from goldeval.verdict.comparison import comparison_label
 
 _XML_KEY: Any
 try:
@@ -60,7 +61,9 @@ class JunitGlue:
             "golden.dataset": (run.get("protocol") or {}).get("datasetId"),
             "golden.overallPassRate": metric.get("rate"),
             "golden.verdict": (run.get("qualityGate") or {}).get("verdict"),
-            "golden.comparison": (run.get("comparison") or {}).get("decision"),
+            "golden.comparison": comparison_label(run.get("comparison"))[0]
+            if run.get("comparison")
+            else None,
             "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
         }
         for name, value in values.items():

@@ -21,6 +21,7 @@ from typing import Any
 from goldeval.core.rates import GRADER_PREFIX
 from goldeval.reports.labels import rate_label, shown_rates
 from goldeval.reports.templating import esc, render, status_class
+from goldeval.verdict.comparison import comparison_label
 
 __all__ = [
     "MAX_TEXT",
@@ -156,8 +157,10 @@ def comparison_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
                 "direction": d.get("direction"),
             }
         )
+    label, why = comparison_label(cmp)
     return {
-        "decision": cmp.get("decision"),
+        "decision": label,
+        "decision_note": why,
         "baseline_path": run.get("baselinePath"),
         "reasons": list(cmp.get("invalidReasons") or []),
         "deltas": deltas,

@@ -29,6 +29,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string  # type: ignore[
 
 from goldeval.core.textsafe import one_line
 from goldeval.results.run_folder import atomic_write
+from goldeval.verdict.comparison import comparison_label
 from goldeval.verdict.gate import MAXIMUM_METRICS
 
 _ABSOLUTE_DETAIL = re.compile(r"^\s*(-?[0-9.]+)\s*(>=|<=|<|>)\s*(-?[0-9.]+)\s*$")
@@ -207,8 +208,9 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
         tc.add_skipped_info(message="no baseline to compare with")
     else:
         decision = str(comparison.get("decision"))
+        label, why = comparison_label(comparison)
         baseline = run.get("baselinePath") or comparison.get("baselineRunId") or "baseline"
-        tc.stdout = f"{decision} vs {one_line(baseline)}"
+        tc.stdout = f"{label} vs {one_line(baseline)}" + (f": {why}" if why else "")
         if decision == "COMPARISON_INVALID":
             reasons = _dedupe(str(r) for r in comparison.get("invalidReasons") or []) or [decision]
             tc.add_failure_info(
@@ -226,7 +228,7 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
         "golden.attempts": protocol.get("attempts"),
         "golden.model": protocol.get("model") or run.get("model"),
         "golden.verdict": gate.get("verdict"),
-        "golden.comparison": (comparison or {}).get("decision"),
+        "golden.comparison": comparison_label(comparison)[0] if comparison else None,
         "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
     }
     return TestSuite(

@@ -8,6 +8,7 @@ from typing import Any
 from goldeval.core.textsafe import one_line
 from goldeval.reports.labels import RATE_LABELS, shown_rates, shows_weighted_score
 from goldeval.results.metrics import format_rate, rate_value
+from goldeval.verdict.comparison import comparison_label
 
 #: How many case ids a terminal line names before "and N more".
 NAMED_CASES = 10
@@ -225,7 +226,10 @@ def _prompt_lines(case: Mapping[str, Any]) -> list[str]:
 
 
 def render_comparison(cmp: Mapping[str, Any]) -> str:
-    out = ["## Regression", "", f"- Decision: **{cmp.get('decision')}**"]
+    label, why = comparison_label(cmp)
+    out = ["## Regression", "", f"- Decision: **{label}**"]
+    if why:
+        out.append(f"- {md_escape(why)}")
     for reason in cmp.get("invalidReasons") or []:
         out.append(f"- Invalid: {md_escape(reason)}")
     if cmp.get("decision") == "COMPARISON_INVALID":

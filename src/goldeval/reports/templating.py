@@ -76,7 +76,14 @@ def status_class(status: Any) -> str:
         "COMPARISON_INVALID",
     ):
         return "goldeval-fail"
-    if word in ("ERROR", "NEW_ERROR", "UNCHANGED_ERROR", "INTERRUPTED", "INCOMPLETE"):
+    if word in (
+        "ERROR",
+        "NEW_ERROR",
+        "UNCHANGED_ERROR",
+        "INTERRUPTED",
+        "INCOMPLETE",
+        "NEW_FAILURES_NOT_GATED",
+    ):
         return "goldeval-error"
     return "goldeval-skipped"
 

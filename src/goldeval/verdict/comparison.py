@@ -788,3 +788,32 @@ def compare(
         mcnemar=mcnemar(counts[CaseClass.NEW_FAILURE.value], counts[CaseClass.RECOVERED.value]),
         **common,
     )
+
+
+#: The label of a comparable comparison that found new failures the gate did not weigh.
+NEW_FAILURES_NOT_GATED = "NEW_FAILURES_NOT_GATED"
+
+
+def comparison_label(cmp: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """What every surface shows for a comparison (dumped form): a label and, when the label
+    needs one, a sentence saying why.
+
+    Never ``NO_REGRESSION`` when the comparison found new failures: a gate of thresholds only
+    (or no gate) does not weigh them, so the label says what the comparison found, that the
+    gate does not weigh it, and how to make it (``allowedRegression``).
+    """
+    if not cmp:
+        return "no baseline", None
+    decision = str(cmp.get("decision") or "")
+    if decision != Decision.NO_REGRESSION.value:
+        return decision, None
+    counts = cmp.get("counts") or {}
+    new = counts.get(CaseClass.NEW_FAILURE.value, 0) if isinstance(counts, Mapping) else 0
+    if not new:
+        return decision, None
+    gated = cmp.get("qualityGate") is not None
+    return NEW_FAILURES_NOT_GATED, (
+        f"the comparison found {new} new failure{'s' if new != 1 else ''}; "
+        + ("the gate does not weigh them" if gated else "no gate weighs them")
+        + " (add allowedRegression: 0.0 to the mode's gate in dataset.yaml to fail on them)"
+    )
