@@ -43,12 +43,14 @@ class PromptTemplates(BaseModel):
 
 
 class TemplateProblem(Exception):
-    """A template that does not parse or render; ``field`` names it (``prompt.user``)."""
+    """A template that does not parse or render; ``field`` names it (``prompt.user``).
+    ``undefined``: the render failed on a variable the row does not define."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, undefined: bool = False) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.undefined = undefined
 
 
 #: Faults of a render that cost a whole budget to find (or a deep stack): remembered per row,
@@ -78,6 +80,12 @@ def _template_line(tb: TracebackType | None) -> int | None:
     return line
 
 
+def _is_undefined(exc: BaseException) -> bool:
+    from jinja2.exceptions import UndefinedError
+
+    return isinstance(exc, UndefinedError)
+
+
 def _fault_message(exc: BaseException) -> str:
     """What went wrong in a render, for the row's TEMPLATE_ERROR."""
     from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
@@ -89,7 +97,7 @@ def _fault_message(exc: BaseException) -> str:
     if isinstance(exc, TemplateError):
         return str(exc)
     if isinstance(exc, LimitExceeded):
-        return f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        return f"{exc.message} ({exc.hint or f'limit {exc.limit}, see docs/reliability.md'})"
     if isinstance(exc, RecursionError):
         return "a macro or recursive loop calls itself too deeply (RecursionError)"
     if isinstance(exc, MemoryError):
@@ -129,7 +137,8 @@ class CompiledTemplates:
         (``prompt.user`` does not apply to a conversation row: it carries its own turns).
 
         A name used only with a fallback (``{{ tone | default("warm") }}``) is not missing:
-        the template is tried on the row first, and only a failed render counts.
+        the template is tried on the row first, and only a render failing on an undefined
+        name counts (any other fault is the row's TEMPLATE_ERROR when it runs).
         """
         known = BUILTIN_NAMES | set(case.vars)
         out = []
@@ -141,8 +150,9 @@ class CompiledTemplates:
                 continue
             try:
                 self.render(part, case)
-            except TemplateProblem:
-                out += [(f"prompt.{part}", name) for name in unknown]
+            except TemplateProblem as exc:
+                if exc.undefined:
+                    out += [(f"prompt.{part}", name) for name in unknown]
         return out
 
     def render(
@@ -157,7 +167,7 @@ class CompiledTemplates:
         key = (part, case.id, case.prompt, tuple(c.get("id") for c in chunks), pack is None)
         known = self._faults.get(key)
         if known is not None:
-            raise TemplateProblem(known.field, known.message)
+            raise TemplateProblem(known.field, known.message, undefined=known.undefined)
         template = self._compiled[part]
         context = self._context(case, chunks, pack)
         try:
@@ -165,7 +175,9 @@ class CompiledTemplates:
         except Exception as exc:
             line = _template_line(exc.__traceback__)
             at = f"template line {line}: " if line is not None else ""
-            problem = TemplateProblem(f"prompt.{part}", at + _fault_message(exc))
+            problem = TemplateProblem(
+                f"prompt.{part}", at + _fault_message(exc), undefined=_is_undefined(exc)
+            )
             if isinstance(exc, _COSTLY_FAULTS):
                 self._faults[key] = problem
         raise problem from None
