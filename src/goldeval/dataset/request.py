@@ -32,8 +32,6 @@ REQUEST_KEYS = (
 )
 ROLES = ("system", "user", "assistant", "tool")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
-#: An image part may be at most this big (it travels in every request): the ``image_bytes`` limit.
-MAX_IMAGE_BYTES = int(default("image_bytes"))
 
 
 class _Strict(BaseModel):
