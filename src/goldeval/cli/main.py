@@ -364,6 +364,7 @@ def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
 
 
 def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
+    from goldeval.core.safe_files import read_regular_file
     from goldeval.core.settings import provider_from_env
     from goldeval.dataset.case import GoldenCase
     from goldeval.judge.parse import build_judge_messages, parse_judge_output
@@ -374,7 +375,9 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
     settings = provider_from_env(args.provider, args.judge_model, args.base_url)
     provider = make_http_provider(settings)
     rubric_path = folder / "rubric.md"
-    rubric = rubric_path.read_text(encoding="utf-8") if rubric_path.is_file() else DEFAULT_RUBRIC
+    rubric = (
+        read_regular_file(rubric_path).decode("utf-8") if rubric_path.is_file() else DEFAULT_RUBRIC
+    )
     cases = {c.id: c for c in _dataset_cases(folder, args.root)}
 
     def predict(row: Any) -> Any:
@@ -382,7 +385,11 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
         candidate = row.candidate
         if candidate is None:
             fixture = folder / "fixtures" / f"{row.case_id}.out.md"
-            candidate = fixture.read_text(encoding="utf-8") if fixture.is_file() else ""
+            candidate = (
+                read_regular_file(fixture, limit="fixture_bytes").decode("utf-8", "replace")
+                if fixture.is_file()
+                else ""
+            )
         system, user = build_judge_messages(
             rubric, case.id, case.prompt, case.expect, list(case.must_not), [], candidate
         )

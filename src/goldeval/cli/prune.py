@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.core.limits import loads_json
+from goldeval.core.safe_files import check_file_size, read_fd
 from goldeval.results.run_folder import lock_fd
 from goldeval.store import Store, StoreError, open_store
 
@@ -164,10 +166,11 @@ def _read_small(path: Path, what: str) -> str:
             ) from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise GoldevalError(f"{what} is not a regular file", path=path)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read().decode("utf-8")
+        check_file_size(st.st_size, path)
+        return read_fd(fd, st, path=path).decode("utf-8")
     finally:
         os.close(fd)
 
@@ -197,7 +200,7 @@ def protected_runs(runs_dir: Path, baselines_dir: Path) -> Protected:
         for path in sorted(baselines_dir.glob("*.json")):
             _no_link(path, "baseline")
             try:
-                doc = json.loads(_read_small(path, "baseline"))
+                doc = loads_json(_read_small(path, "baseline"), what="the baseline")
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise GoldevalError(
                     f"cannot read baseline to protect its run: {exc}",
@@ -216,7 +219,7 @@ def protected_runs(runs_dir: Path, baselines_dir: Path) -> Protected:
 
 def _run_id_of(summary: Path) -> str | None:
     try:
-        doc = json.loads(_read_small(summary, "summary.json"))
+        doc = loads_json(_read_small(summary, "summary.json"), what="summary.json")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, GoldevalError):
         return None
     value = doc.get("runId") if isinstance(doc, dict) else None
@@ -227,7 +230,7 @@ def _started(folder: Path) -> datetime:
     """When the folder's run started: summary.json's timestamp, else the folder's mtime."""
     summary = folder / "summary.json"
     try:
-        doc = json.loads(_read_small(summary, "summary.json"))
+        doc = loads_json(_read_small(summary, "summary.json"), what="summary.json")
         stamp = doc.get("timestamp") if isinstance(doc, dict) else None
         if isinstance(stamp, str):
             when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))

@@ -90,6 +90,37 @@ LIMITS: tuple[LimitSpec, ...] = (
         "",
         "one image of a conversation row, a file or a data URL (decoded size)",
     ),
+    LimitSpec(
+        "template_seconds",
+        3,
+        "seconds",
+        "",
+        "wall-clock time of one prompt template render (prompt.system / prompt.user)",
+    ),
+    LimitSpec(
+        "template_output_chars",
+        4_000_000,
+        "characters",
+        "",
+        "the text one template render produces, and any one string, list or captured block "
+        "built while rendering",
+    ),
+    LimitSpec(
+        "template_loop_iterations",
+        1_000_000,
+        "iterations",
+        "",
+        "loop iterations of one template render, all loops together; also the largest "
+        "`range()` a template may build",
+    ),
+    LimitSpec(
+        "template_repeat",
+        1_000_000,
+        "characters",
+        "",
+        "what one repetition or padding in a template may produce (`'x' * n`, `[..] * n`, "
+        "`center`/`ljust`/format widths, `**` digits)",
+    ),
 )
 
 LIMITS_BY_NAME: dict[str, LimitSpec] = {spec.name: spec for spec in LIMITS}
@@ -102,6 +133,8 @@ def markdown_table() -> str:
         shown = (
             describe_bytes(spec.default)
             if spec.unit == "bytes"
+            else f"{spec.default:,} {spec.unit}"
+            if isinstance(spec.default, int)
             else f"{spec.default:g} {spec.unit}"
         )
         setting = spec.setting or "fixed"

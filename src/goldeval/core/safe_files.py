@@ -14,6 +14,27 @@ import stat
 from pathlib import Path
 
 from goldeval.core.errors import DatasetError
+from goldeval.core.limits import LimitExceeded, check_size, default
+
+
+class InputFileTooLarge(LimitExceeded, DatasetError):
+    """An input file over its size limit: a :class:`LimitExceeded` (``limit`` names the
+    :class:`~goldeval.core.limits.LimitSpec`) that callers handling a bad dataset file as a
+    :class:`DatasetError` report as one, naming the file."""
+
+
+def check_file_size(
+    size: int, path: Path | str, *, limit: str = "file_bytes", max_bytes: int | None = None
+) -> None:
+    """Raise :class:`InputFileTooLarge` when a file of ``size`` bytes is over ``max_bytes``
+    (default: the limit ``limit``)."""
+    bound = int(default(limit)) if max_bytes is None else max_bytes
+    if size > bound:
+        try:
+            check_size(size, bound, what="the file", name=limit, path=path)
+        except LimitExceeded as exc:
+            raise InputFileTooLarge(limit, exc.message, path=path, hint=exc.hint) from None
+
 
 _KIND_NAMES = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -136,7 +157,15 @@ class ContainedFiles:
                 return f"{real_dir}{os.sep}{name}"
         return str(contained_file(Path(path), self.root, what=what))
 
-    def read(self, folder: Path, name: str, *, what: str) -> bytes | None:
+    def read(
+        self,
+        folder: Path,
+        name: str,
+        *,
+        what: str,
+        limit: str = "file_bytes",
+        max_bytes: int | None = None,
+    ) -> bytes | None:
         """The bytes of ``folder/name`` with the checks of :meth:`file` and
         :func:`read_regular_file`; ``None`` if there is no such file (not even a dangling link).
 
@@ -145,7 +174,10 @@ class ContainedFiles:
         file is a regular one: one ``open`` and one ``fstat`` instead of two ``lstat`` calls
         before them (and no exception raised and caught for a sidecar that is not there). A
         link, a special file or anything unusual is closed unread and takes :meth:`file`.
+        The size is checked against ``max_bytes`` (default: the limit ``limit``) with that
+        same ``fstat``: :class:`InputFileTooLarge` before anything is read.
         """
+        bound = int(default(limit)) if max_bytes is None else max_bytes
         if _NOFOLLOW and not _unusual_name(name):
             real_dir = self._real_dir(folder)
             if real_dir is not None:
@@ -159,14 +191,23 @@ class ContainedFiles:
                     try:
                         st = os.fstat(fd)
                         if stat.S_ISREG(st.st_mode):
-                            return read_fd(fd, st)
+                            if st.st_size > bound:
+                                check_file_size(
+                                    st.st_size,
+                                    f"{folder}{os.sep}{name}",
+                                    limit=limit,
+                                    max_bytes=bound,
+                                )
+                            return read_fd(fd, st, max_bytes=bound, limit=limit)
                     except OSError as exc:
                         path = f"{folder}{os.sep}{name}"
                         raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
                     finally:
                         os.close(fd)
         real = self.file(folder, name, what=what)
-        return None if real is None else read_regular_file(real)
+        if real is None:
+            return None
+        return read_regular_file(real, limit=limit, max_bytes=bound)
 
 
 #: Flags of every read here: never block (a FIFO), never become the controlling terminal.
@@ -180,12 +221,17 @@ def _unusual_name(name: str) -> bool:
     return os.sep in name or bool(os.altsep and os.altsep in name) or name in (".", "..", "")
 
 
-def read_regular_file(path: Path | str) -> bytes:
+def read_regular_file(
+    path: Path | str, *, limit: str = "file_bytes", max_bytes: int | None = None
+) -> bytes:
     """The bytes of ``path``, refusing anything but a regular file without ever blocking.
 
     Opened with ``O_NONBLOCK`` and checked with ``fstat`` on the open descriptor: a FIFO swapped
-    in after the collection-time check neither hangs the run nor gets read.
+    in after the collection-time check neither hangs the run nor gets read, and a file over
+    ``max_bytes`` (default: the limit ``limit``, ``file_bytes``) raises
+    :class:`InputFileTooLarge` before a byte is read.
     """
+    bound = int(default(limit)) if max_bytes is None else max_bytes
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError as exc:
@@ -199,14 +245,22 @@ def read_regular_file(path: Path | str) -> bytes:
                 path=path,
                 hint="replace it with an ordinary file",
             )
-        return read_fd(fd, st)
+        check_file_size(st.st_size, path, limit=limit, max_bytes=bound)
+        return read_fd(fd, st, max_bytes=bound, limit=limit, path=path)
     except OSError as exc:
         raise DatasetError(f"cannot read: {exc.strerror}", path=path) from None
     finally:
         os.close(fd)
 
 
-def read_fd(fd: int, known: os.stat_result | None = None) -> bytes:
+def read_fd(
+    fd: int,
+    known: os.stat_result | None = None,
+    *,
+    max_bytes: int | None = None,
+    limit: str = "file_bytes",
+    path: Path | str = "",
+) -> bytes:
     """Everything left to read from an open file descriptor (opened without following links).
 
     The first read asks for the file's size plus one byte; a short read of a regular file is
@@ -214,20 +268,27 @@ def read_fd(fd: int, known: os.stat_result | None = None) -> bytes:
     and a file that grew meanwhile is read on in 64 KiB pieces. Asking for a large buffer on
     every read made each one allocate (and, in a large process, page in) that buffer: for
     thousands of small fixtures that was most of the reading time (docs/performance.md).
+    A file that grows past ``max_bytes`` while being read (or a pipe) raises
+    :class:`InputFileTooLarge` once more than that has been read, not at the end.
     """
     try:
         st = known if known is not None else os.fstat(fd)
         want, regular = st.st_size + 1, stat.S_ISREG(st.st_mode)
     except OSError:
         want, regular = _CHUNK, False
+    bound = int(default(limit)) if max_bytes is None else max_bytes
     chunks = []
+    total = 0
     while True:
         chunk = os.read(fd, want)
         if not chunk:
             break
         chunks.append(chunk)
+        total += len(chunk)
         if len(chunk) < want and regular:
             break  # a short read of a regular file is its end: no confirming read
+        if total > bound:
+            check_file_size(total, path, limit=limit, max_bytes=bound)
         want = _CHUNK if len(chunk) == want else 1
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 

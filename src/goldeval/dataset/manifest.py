@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 
 from goldeval.core.errors import DatasetError
+from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.rates import GRADER_PREFIX, RATE_NAMES
 from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.dataset.domain import ContractConfig, RetrieverConfig
@@ -111,11 +112,13 @@ def read_manifest(path: Path) -> Manifest:
     data: Any
     try:
         if path.suffix == ".json":
-            data = json.loads(text)
+            data = loads_json(text, what="the manifest")
         else:
             data = yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise _parse_error(exc, path) from None
+    except LimitExceeded as exc:
+        raise DatasetError(f"invalid JSON: {exc.message}", path=path) from None
     except RecursionError:
         raise DatasetError(
             f"invalid {path.suffix[1:].upper()}: nested too deeply", path=path

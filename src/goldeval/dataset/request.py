@@ -15,6 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
+from goldeval.core.errors import DatasetError
+from goldeval.core.limits import LimitExceeded, check_size, default
+from goldeval.core.safe_files import InputFileTooLarge, read_regular_file
+
 #: The request options a dataset or a row may set.
 REQUEST_KEYS = (
     "temperature",
@@ -28,8 +32,6 @@ REQUEST_KEYS = (
 )
 ROLES = ("system", "user", "assistant", "tool")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
-#: An image part read from a file may be at most this big (it travels in every request).
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
 
 
 class _Strict(BaseModel):
@@ -225,15 +227,35 @@ def _part(part: Any, folder: Path) -> tuple[dict[str, Any], str | None]:
     if set(part) - {"type", "path", "url"} or ("path" in part) == ("url" in part):
         return {}, 'an image part is {"type": "image", "path": "<file>"} or {"url": "data:..."}'
     if "url" in part:
-        url = part["url"]
-        if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
-            return {}, "url must be a data URL (data:image/png;base64,...)"
-        try:
-            base64.b64decode(url.split(",", 1)[1], validate=True)
-        except (binascii.Error, ValueError):
-            return {}, "the data URL's base64 does not decode"
-        return {"type": "image", "url": url}, None
-    rel = part["path"]
+        return _data_url_image(part["url"])
+    return _file_image(part["path"], folder)
+
+
+def _data_url_image(url: Any) -> tuple[dict[str, Any], str | None]:
+    """An image part given as a data URL: one of :data:`IMAGE_TYPES`, at most ``image_bytes``
+    decoded (checked on the base64 length, before decoding: a 30 MB URL is not decoded)."""
+    header, _, payload = url.partition(",") if isinstance(url, str) else ("", "", "")
+    if not header.startswith("data:") or not header.endswith(";base64"):
+        return {}, "url must be a data URL (data:image/png;base64,...)"
+    mime = header[len("data:") : -len(";base64")].lower()
+    if mime not in IMAGE_TYPES:
+        return {}, f"the data URL is {mime or 'untyped'}, not a png, jpeg, gif or webp image"
+    limit = int(default("image_bytes"))
+    size = len(payload) // 4 * 3 - (payload.endswith("=") + payload.endswith("=="))
+    try:
+        check_size(size, limit, what="the data URL's image", name="image_bytes")
+    except LimitExceeded as exc:
+        return {}, exc.message + " (use a smaller image)"
+    try:
+        base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return {}, "the data URL's base64 does not decode"
+    return {"type": "image", "url": url}, None
+
+
+def _file_image(rel: Any, folder: Path) -> tuple[dict[str, Any], str | None]:
+    """An image part read from a file of the dataset folder: a regular file inside it, one of
+    :data:`IMAGE_TYPES` by its name, its size checked (``fstat``) before it is read."""
     if not isinstance(rel, str) or not rel:
         return {}, "path must be a file name inside the dataset folder"
     path = (folder / rel).resolve()
@@ -244,8 +266,11 @@ def _part(part: Any, folder: Path) -> tuple[dict[str, Any], str | None]:
     mime = mimetypes.guess_type(path.name)[0]
     if mime not in IMAGE_TYPES:
         return {}, f"{rel!r} is not a png, jpeg, gif or webp image"
-    data = path.read_bytes()
-    if len(data) > MAX_IMAGE_BYTES:
-        return {}, f"{rel!r} is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB"
+    try:
+        data = read_regular_file(path, limit="image_bytes")
+    except InputFileTooLarge as exc:
+        return {}, f"{rel!r}: {exc.message} (use a smaller image)"
+    except DatasetError as exc:
+        return {}, f"{rel!r}: {exc.message}"
     url = f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
     return {"type": "image", "url": url, "path": rel}, None

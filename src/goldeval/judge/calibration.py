@@ -12,7 +12,6 @@ Neither is ever scored as an accept or a reject.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ from typing import Any, TypeAlias
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from goldeval.core.errors import DatasetError
+from goldeval.core.limits import LimitExceeded, loads_json
+from goldeval.core.safe_files import InputFileTooLarge, read_regular_file
 from goldeval.core.stats import cohen_kappa, wilson
 from goldeval.judge.parse import DEFAULT_TOKENS, JudgeDecision, JudgeResult, parse_judge_output
 
@@ -104,12 +105,12 @@ def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
     Any problem raises :class:`goldeval.core.errors.DatasetError` naming the file, line and field.
     """
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            lines = handle.read().splitlines()
-    except OSError as exc:
-        raise DatasetError(
-            f"cannot read calibration file: {exc.strerror or exc}", path=path
-        ) from exc
+        # Bounded (file_bytes, fstat before reading) and never blocking on a FIFO.
+        lines = read_regular_file(os.fspath(path)).decode("utf-8-sig").splitlines()
+    except InputFileTooLarge:
+        raise
+    except DatasetError as exc:
+        raise DatasetError(f"calibration file: {exc.message}", path=path) from None
     except UnicodeDecodeError as exc:
         raise DatasetError("calibration file is not UTF-8", path=path) from exc
     rows: list[CalibrationRow] = []
@@ -118,8 +119,10 @@ def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
         if not line.strip() or line.startswith("#"):
             continue
         try:
-            data = json.loads(line)
-        except (ValueError, RecursionError) as exc:
+            data = loads_json(line, what="the row")
+        except LimitExceeded as exc:
+            raise DatasetError(exc.message, path=path, line=number) from None
+        except ValueError as exc:
             raise DatasetError(
                 f"not valid JSON: {exc}", path=path, line=number, hint="one JSON object per line"
             ) from exc

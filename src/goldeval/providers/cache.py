@@ -13,6 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from goldeval.core.errors import GoldevalError
+from goldeval.core.limits import loads_json
+from goldeval.core.safe_files import read_regular_file
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall, resolve
 
 
@@ -48,8 +51,10 @@ class CachedProvider(Provider):
     def complete(self, request: ProviderRequest) -> Answer:
         path = self.folder / f"{self.key(request)}.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            # A cache file is ours, but a damaged or planted one must not crash the run: a
+            # bounded read and a depth-bounded parse, anything wrong is a miss.
+            data = loads_json(read_regular_file(path).decode("utf-8"), what="a cache entry")
+        except (OSError, ValueError, GoldevalError):
             data = None
         if isinstance(data, dict) and "text" in data:
             self.hits += 1

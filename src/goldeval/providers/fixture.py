@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import DatasetError, ProviderError
-from goldeval.core.safe_files import ContainedFiles
+from goldeval.core.limits import LimitExceeded, loads_json
+from goldeval.core.safe_files import ContainedFiles, InputFileTooLarge
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 
 #: The sidecar's keys (camelCase, as in run.json).
@@ -62,7 +63,9 @@ def parse_sidecar(text: str, where: str) -> dict[str, Any]:
     """Check a sidecar's JSON; errors name the file, line and field (``DatasetError``)."""
     fix = "fix the file or delete it (then re-record with --golden-mode=record)"
     try:
-        data = json.loads(text)
+        data = loads_json(text, what="the sidecar")
+    except LimitExceeded as exc:
+        raise DatasetError(f"{where}: {exc.message}; {fix}") from None
     except ValueError as exc:
         line = getattr(exc, "lineno", None)
         at = f" line {line}" if line else ""
@@ -122,15 +125,22 @@ class FixtureProvider(Provider):
             # Checked at collection for the selected rows; checked again here because a file
             # can be swapped for a link out (/proc/self/environ) or a FIFO mid-run, and a
             # conftest may override golden_case with a row the collection never saw.
-            data = self._files.read(self._folder, name, what="recorded answer")
+            data = self._files.read(
+                self._folder, name, what="recorded answer", limit="fixture_bytes"
+            )
             if data is None:
                 path = self._folder / name
                 raise DatasetError(f"recorded answer {path} not found", path=path)
             side_name = f"{case_id}.out.json"
             side_text = None
-            side = self._files.read(self._folder, side_name, what="recorded answer sidecar")
+            side = self._files.read(
+                self._folder, side_name, what="recorded answer sidecar", limit="fixture_bytes"
+            )
             if side is not None:
                 side_text = side.decode("utf-8", errors="replace")
+        except InputFileTooLarge as exc:
+            # The file's size is wrong: a rerun cannot help (exit 4, not 75).
+            raise ProviderError("CONFIG_ERROR", f"cannot replay fixture: {exc}") from None
         except DatasetError as exc:
             raise ProviderError("PROVIDER_ERROR", f"cannot read fixture: {exc}") from None
         sidecar = None

@@ -19,6 +19,7 @@ import pytest
 
 from goldeval.core.errors import BaselineError, ConfigError, DatasetError, GoldevalError
 from goldeval.core.models import Mode
+from goldeval.core.safe_files import read_regular_file
 from goldeval.core.textsafe import one_line
 from goldeval.pipeline.attempt import case_facts
 from goldeval.providers.fixture import dumps_sidecar, fixture_path, sidecar_path
@@ -584,6 +585,22 @@ def build_for(
     return run, run_dir
 
 
+#: What a recorded file that cannot be read (over the fixture limit, not a regular file) is
+#: compared as: no answer equals it, so re-recording replaces it (with --golden-overwrite-fixtures).
+_UNREADABLE_RECORDING = "\x00(unreadable recorded file)"
+
+
+def _recorded_text(path: Path) -> str | None:
+    """The text of a fixture or sidecar about to be re-recorded; None when there is none.
+    Read bounded (``fixture_bytes``, fstat before reading): a 3 GiB file is not loaded."""
+    if not path.is_file():
+        return None
+    try:
+        return read_regular_file(path, limit="fixture_bytes").decode("utf-8", errors="replace")
+    except DatasetError:
+        return _UNREADABLE_RECORDING
+
+
 def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
     """Record mode: write answers as fixtures (controller only), never silently overwriting.
 
@@ -601,8 +618,7 @@ def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
         case_id = case["caseId"]
         path = fixture_path(ds.dir, case_id)
         side = sidecar_path(ds.dir, case_id)
-        old = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
-        old_side = side.read_text(encoding="utf-8", errors="replace") if side.is_file() else None
+        old, old_side = _recorded_text(path), _recorded_text(side)
         sidecar = first.get("recordedAnswer")
         new_side = dumps_sidecar(sidecar) if sidecar else None
         if old == first["output"] and old_side == new_side:

@@ -215,7 +215,7 @@ def _datasets_hint(config: pytest.Config) -> str | None:
                     match = version_line.search(text)
                     if match:
                         version = match.group(1)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # deep JSON: the folder's name stands
             pass
         found.append(version)
     if not found:

@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from goldeval.core.errors import BaselineError
+from goldeval.core.errors import BaselineError, GoldevalError
+from goldeval.core.limits import loads_json
 from goldeval.core.rates import LOWER_IS_BETTER
+from goldeval.core.safe_files import read_regular_file
 from goldeval.core.textsafe import one_line
 from goldeval.reports.html import (
     comparison_classes,
@@ -82,8 +84,8 @@ def load_runs(runs_root: Path, warnings: list[str] | None = None) -> list[dict[s
         return runs
     for path in sorted(root.glob("*/run.json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            doc = loads_json(read_regular_file(path).decode("utf-8"), what="run.json")
+        except (OSError, UnicodeDecodeError, ValueError, GoldevalError) as exc:
             if warnings is not None:
                 warnings.append(f"{path}: skipped, unreadable ({exc})")
             continue

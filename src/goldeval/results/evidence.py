@@ -16,6 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from goldeval.core.errors import GoldevalError
+from goldeval.core.limits import loads_json
+from goldeval.core.safe_files import read_regular_file
 from goldeval.results.run_folder import atomic_write
 
 MANIFEST = "manifest.json"
@@ -98,10 +101,10 @@ def verify_run_dir(run_dir: Path) -> list[str]:
             "(a partial or failed run; rerun it)"
         ]
     try:
-        doc = json.loads(manifest_path.read_text(encoding="utf-8"))
+        doc = loads_json(read_regular_file(manifest_path).decode("utf-8"), what="the manifest")
         listed = {e["path"]: e for e in doc["artifacts"]}
         manifest_id = doc.get("runId")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, GoldevalError) as exc:
         return [f"{manifest_path}: unreadable manifest ({type(exc).__name__})"]
     problems = []
     root = run_dir.resolve()

@@ -8,8 +8,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from goldeval.core.errors import BaselineError
+from goldeval.core.errors import BaselineError, DatasetError
+from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.rates import RATE_NAMES
+from goldeval.core.safe_files import read_regular_file
 from goldeval.results.documents import validate_run_document
 from goldeval.results.metrics import compute_metrics
 from goldeval.results.run_folder import (
@@ -153,17 +155,25 @@ def check_integrity(doc: Any, path: Path) -> None:
             )
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+def _read_document(path: Path) -> bytes:
+    """A baseline's or saved run's bytes: a regular file (a FIFO does not hang the gate),
+    its size checked (``file_bytes``) with fstat before it is read."""
+    if not (path.exists() or path.is_symlink()):
         raise BaselineError(
             "baseline file not found", path=path, hint="save one with --golden-save-baseline"
-        ) from None
-    except OSError as exc:
-        raise BaselineError(f"cannot read: {exc.strerror}", path=path) from None
+        )
     try:
-        doc = json.loads(raw.decode("utf-8-sig"))
+        return read_regular_file(path)
+    except DatasetError as exc:  # too large, not a regular file, unreadable
+        raise BaselineError(exc.message, path=path, hint=exc.hint) from None
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    raw = _read_document(path)
+    try:
+        doc = loads_json(raw.decode("utf-8-sig"), what="the document")
+    except LimitExceeded as exc:
+        raise BaselineError(f"invalid JSON: {exc.message}", path=path) from None
     except UnicodeDecodeError:
         raise BaselineError("not valid UTF-8", path=path) from None
     except json.JSONDecodeError as exc:

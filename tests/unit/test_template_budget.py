@@ -1,0 +1,168 @@
+"""The prompt templates' budget (issue 32): properties over random sizes, and each fault kind.
+
+Whatever sizes a template asks for, a render either returns exactly the text it should or
+raises a :class:`TemplateProblem` naming one of the template limits; nothing else escapes
+(no RecursionError, MemoryError, OverflowError, no hang).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from goldeval.core.limits import default
+from goldeval.dataset.case import GoldenCase
+from goldeval.dataset.templates import CompiledTemplates, PromptTemplates, TemplateProblem
+
+ITERATIONS = int(default("template_loop_iterations"))
+OUTPUT = int(default("template_output_chars"))
+REPEAT = int(default("template_repeat"))
+TEMPLATE_LIMITS = (
+    "template_seconds",
+    "template_output_chars",
+    "template_loop_iterations",
+    "template_repeat",
+)
+
+
+def _render(source: str, **variables: Any) -> str:
+    case = GoldenCase(id="r1", prompt="p", expect={}, vars=variables)
+    return CompiledTemplates(PromptTemplates(user=source)).render("user", case)
+
+
+def _assert_limit(problem: TemplateProblem) -> str:
+    assert problem.field == "prompt.user"
+    named = [name for name in TEMPLATE_LIMITS if f"limit {name}," in problem.message]
+    assert named, problem.message
+    assert problem.message.startswith("template line 1: "), problem.message
+    return named[0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    outer=st.integers(min_value=0, max_value=1_100),
+    inner=st.integers(min_value=0, max_value=1_100),
+    width=st.one_of(
+        st.integers(min_value=0, max_value=50), st.integers(min_value=0, max_value=10**12)
+    ),
+)
+def test_random_loop_and_repeat_sizes_render_or_hit_a_limit(
+    outer: int, inner: int, width: int
+) -> None:
+    source = "{% for i in range(a) %}{% for j in range(b) %}{{ 'x' * w }}{% endfor %}{% endfor %}"
+    fits = (
+        outer + outer * inner <= ITERATIONS
+        and (width <= REPEAT or outer * inner == 0)
+        and outer * inner * width <= OUTPUT
+    )
+    try:
+        text = _render(source, a=outer, b=inner, w=width)
+    except TemplateProblem as problem:
+        limit = _assert_limit(problem)
+        # The wall clock may stop any render on a loaded machine; every other limit only one
+        # that asks for more than it allows.
+        assert limit == "template_seconds" or not fits, problem.message
+    else:
+        assert fits
+        assert text == "x" * (outer * inner * width)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=0, max_value=10**12), st.sampled_from(["range", "center", "pow"]))
+def test_random_sizes_of_ranges_widths_and_powers(size: int, kind: str) -> None:
+    source = {
+        "range": "{{ range(n) | length }}",
+        "center": "{{ 'x' | center(n) | length }}",
+        "pow": "{{ (10 ** n) > 0 }}",
+    }[kind]
+    limit = {"range": ITERATIONS, "center": REPEAT, "pow": REPEAT}[kind]
+    try:
+        text = _render(source, n=size)
+    except TemplateProblem as problem:
+        assert size > limit, problem.message
+        _assert_limit(problem)
+    else:
+        assert size <= limit
+        assert text == {"range": str(size), "center": str(max(size, 1)), "pow": "True"}[kind]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(min_value=1, max_value=5_000))
+def test_random_macro_depths_render_or_are_a_recursion_problem(depth: int) -> None:
+    source = (
+        "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{% else %}.{% endif %}{% endmacro %}{{ m(d) }}"
+    )
+    try:
+        assert _render(source, d=depth) == "."
+    except TemplateProblem as problem:
+        assert "calls itself too deeply (RecursionError)" in problem.message
+
+
+def _raise(kind: type[BaseException]) -> Any:
+    def call() -> None:
+        raise kind("from the test")
+
+    return call
+
+
+@pytest.mark.parametrize("kind", [MemoryError, OverflowError, LookupError, RuntimeError])
+def test_any_fault_of_a_render_is_a_template_problem(kind: type[BaseException]) -> None:
+    with pytest.raises(TemplateProblem) as info:
+        _render("ok\n{{ boom() }}", boom=_raise(kind))
+    assert info.value.message.startswith("template line 2: ")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% set x = 'ab' %}" + "{% set x = x ~ x %}" * 40,
+        "{% set l = [1] %}{% for i in range(60) %}{{ l.extend(l) }}{% endfor %}",
+        "{{ range(1000000) | join('x' * 1000000) }}",
+        "{{ ('x' * 100000) | replace('x', 'y' * 100000) }}",
+        "{{ 'x'.ljust(10**10) }}",
+        "{{ '{:>10000000000}'.format(1) }}",
+        "{{ lipsum(10**9) }}",
+        "{% set x = 10**100000 %}" + "{% set x = x * x %}" * 30,
+        "{% set c %}{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}{% endset %}{{ c }}",
+    ],
+    ids=[
+        "concat-doubling",
+        "extend",
+        "join",
+        "replace",
+        "ljust",
+        "format",
+        "lipsum",
+        "int-squaring",
+        "captured-block",
+    ],
+)
+def test_each_way_to_grow_is_bounded(source: str) -> None:
+    with pytest.raises(TemplateProblem) as info:
+        _render(source)
+    _assert_limit(info.value)
+
+
+def test_ordinary_templates_still_render() -> None:
+    source = (
+        "{% for k, v in {'a': 1}.items() %}{{ k }}{{ v }}{% endfor %}|"
+        "{% for i in range(3) %}{{ loop.index }}/{{ loop.length }}{% if loop.last %}!{% endif %}"
+        "{% endfor %}|{% for i in [] %}x{% else %}empty{% endfor %}|"
+        "{{ '%-4s|%5.2f' % ('ab', 3.14159) }}|{{ '{:>3}'.format('x') }}|"
+        "{{ 'a b' | replace(' ', '_') }}"
+        "|{{ [1, 2] | join(', ') }}|{{ 'x' | center(3) }}|{{ ('ab' * 2) ~ 'c' }}|{{ 2 ** 10 }}"
+    )
+    assert _render(source) == "a1|1/32/33/3!|empty|ab  | 3.14|  x|a_b|1, 2| x |ababc|1024"
+
+
+def test_a_costly_fault_is_not_paid_again_for_the_same_row() -> None:
+    templates = CompiledTemplates(PromptTemplates(user="{{ 'x' * 10**10 }}"))
+    case = GoldenCase(id="r1", prompt="p", expect={})
+    with pytest.raises(TemplateProblem) as first:
+        templates.render("user", case)
+    with pytest.raises(TemplateProblem) as again:
+        templates.render("user", case)
+    assert again.value.message == first.value.message
