@@ -55,3 +55,74 @@ def test_init_writes_the_allowed_regression_line_commented(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     manifest = (tmp_path / "golden/my-bot/dataset.yaml").read_text(encoding="utf-8")
     assert "# allowedRegression: 0.0" in manifest
+
+
+# ------------------------------------------------------------------ one code on every surface
+#
+# Each outcome is produced by a real pytest run; then the saved run is gated again by
+# `goldeval gate` (and compared with the committed baseline by `goldeval compare` where the run
+# is comparable): the code and the reason must be the ones the session decided.
+
+LIVE = ["--golden-mode=live", "--golden-model=fake-llm:latest", "-p", "no:cacheprovider"]
+
+
+def _outcome_args(name: str, project: Path, llm: object) -> tuple[list[str], bool]:
+    """The pytest arguments that produce outcome ``name``, and whether the run is gated."""
+    from goldeval.testing.llm_server import Fault
+
+    base = getattr(llm, "base_url", "")
+    live = [*LIVE, f"--golden-base-url={base}", "--golden-no-gate", "--golden-retries=0"]
+    if name == "pass":
+        return [], True
+    if name in ("regression", "stopped early (-x)"):
+        (project / HAPPY).write_text("RAG: po-chain, seed-account\n// Invalid password\n")
+        return (["-x"] if name.endswith("(-x)") else []), True
+    if name == "provider down":
+        llm.set_fault(Fault.status(503))  # type: ignore[attr-defined]
+        return live, False
+    if name == "auth error":
+        llm.set_fault(Fault.status(401))  # type: ignore[attr-defined]
+        return live, False
+    if name == "deadline":
+        llm.set_fault(Fault.hang(60))  # type: ignore[attr-defined]
+        return [*live, "--golden-timeout=2", "--golden-concurrency=2", "--golden-deadline=1"], False
+    if name == "budget":
+        return [*live, "--golden-max-tokens=1"], False
+    raise AssertionError(name)
+
+
+OUTCOMES = {
+    "pass": 0,
+    "regression": 1,
+    "stopped early (-x)": 1,
+    "provider down": 75,
+    "auth error": 4,
+    "deadline": 75,
+    "budget": 1,
+}
+
+
+@pytest.mark.parametrize("name", list(OUTCOMES))
+def test_every_surface_gives_the_session_s_code_and_reason(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, llm: object, name: str
+) -> None:
+    args, gated = _outcome_args(name, golden_project, llm)
+    result = pytester.runpytest("--golden=generation-v1", *args)
+    out = result.stdout.str()
+    assert result.ret == OUTCOMES[name], out
+    run_json = run_files.latest_dir() / "run.json" if name != "stopped early (-x)" else None
+    if run_json is None:  # an early stop is not LATEST: take its folder
+        (run_dir,) = [d for d in run_files.runs.iterdir() if d.is_dir()]
+        run_json = run_dir / "run.json"
+    import json
+
+    decision = json.loads(run_json.read_text(encoding="utf-8"))["exitDecision"]
+    assert decision["code"] == result.ret
+    result.stdout.fnmatch_lines([f"goldeval decision: exit {result.ret} — *"])
+    gate = run_cli("gate", str(run_json), *([] if gated else ["--no-gate"]), cwd=golden_project)
+    assert gate.returncode == result.ret, gate.stdout + gate.stderr
+    assert decision["reason"].split(";")[0] in gate.stdout + gate.stderr
+    if gated:
+        shown = run_cli("compare", "baselines/generation-v1.json", str(run_json),
+                        cwd=golden_project)
+        assert shown.returncode == result.ret, shown.stdout + shown.stderr
