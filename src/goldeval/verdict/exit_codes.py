@@ -26,7 +26,8 @@ for come from BSD ``sysexits.h``: 65 (EX_DATAERR: the baseline is not comparable
 
 75/4*: when an ERROR attempt has a kind that no retry can fix (``CONTEXT_LENGTH``,
 ``MODEL_NOT_FOUND``, ``NOT_FOUND``, ``BAD_REQUEST``, ``AUTH_FAILED``, ``CONFIG_ERROR``,
-``GRADER_TIMEOUT``: :data:`goldeval.core.errors.NON_RETRYABLE_KINDS`), rows 4, 5 and 7 give 4,
+``GRADER_TIMEOUT``, ``TEMPLATE_ERROR``, ``PARSER_ERROR``, ``RESPONSE_TOO_LARGE``:
+:data:`goldeval.core.errors.NON_RETRYABLE_KINDS`), rows 4, 5 and 7 give 4,
 "configuration error: retrying will not help", instead of 75: 75 tells a CI job to run again,
 and an identical rerun would end the same way. A run mixing such errors with retryable ones
 also gives 4: it cannot become a complete verdict until the model, configuration or rows

@@ -100,6 +100,7 @@ FaultKind: TypeAlias = Literal[
     "slow_drip",
     "endless_stream",
     "truncated_stream",
+    "deep_json",
 ]
 
 
@@ -201,9 +202,9 @@ class Fault:
 
     @classmethod
     def deep_json(cls, depth: int = 100_000, status: int = 200) -> Fault:
-        """Answer ``status`` with a JSON object nested ``depth`` levels deep."""
-        body = ('{"error":' * depth + "1" + "}" * depth).encode()
-        return cls.status(status, body=body)
+        """Answer ``status`` with a JSON object nested ``depth`` levels deep; a streamed 200
+        sends it as the stream's first event (SSE ``data:`` / an NDJSON line)."""
+        return cls("deep_json", status_code=status, body=depth)
 
     @classmethod
     def latency(cls, seconds: float) -> Fault:

@@ -127,11 +127,33 @@ def _truncated_stream(h: Handler, fault: Fault, record: RecordedRequest) -> None
     h.send(200, body, _stream_type(record))
 
 
+def _streamed(record: RecordedRequest) -> bool:
+    """Whether the request asked for a stream (Ollama streams unless told not to)."""
+    body = record.json if isinstance(record.json, dict) else {}
+    if record.protocol == "ollama":
+        return body.get("stream", True) is not False
+    return body.get("stream") is True
+
+
+def _deep_json(h: Handler, fault: Fault, record: RecordedRequest) -> None:
+    """A JSON object nested ``fault.body`` levels deep, as the body or a stream's event."""
+    depth = int(fault.body)
+    document = b'{"error":' * depth + b"1" + b"}" * depth
+    if fault.status_code == 200 and _streamed(record):
+        if record.protocol == "openai":
+            h.send(200, b"data: " + document + b"\n\n", "text/event-stream")
+        else:
+            h.send(200, document + b"\n", "application/x-ndjson")
+        return
+    h.send(fault.status_code, document, "application/json")
+
+
 #: Faults that write the whole response themselves (the request is not answered normally).
 _BODY_FAULTS: dict[str, Callable[[Handler, Fault, RecordedRequest], None]] = {
     "slow_drip": _slow_drip,
     "endless_stream": _endless_stream,
     "truncated_stream": _truncated_stream,
+    "deep_json": _deep_json,
 }
 
 # --------------------------------------------------------------------------- HTTP plumbing
