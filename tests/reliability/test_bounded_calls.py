@@ -9,9 +9,11 @@ arrive. The bounded reader, the line splitter and the watchdog have unit tests a
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -512,3 +514,31 @@ def test_docs_name_the_new_kinds_and_options() -> None:
         "PARSER_ERROR",
     ):
         assert word in doc, word
+
+
+def test_a_cancelled_alarm_keeps_nothing_alive() -> None:
+    """Cancelled alarms wait in the heap until their due time (the whole-call bound, minutes):
+    they must not hold the response (and its request body) of every finished call."""
+
+    class Held:
+        def run(self) -> None:
+            raise AssertionError("never called")
+
+    held = Held()
+    ref = weakref.ref(held)
+    alarm = Watchdog().arm(Deadline(600), held.run)
+    del held
+    gc.collect()
+    assert ref() is not None  # armed: the action keeps its target
+    alarm.cancel()
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_bad_max_response_bytes_ini_value_is_a_usage_error(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    pytester.makeini("[pytest]\ngolden_max_response_bytes = lots\n")
+    result = pytester.runpytest(*LIVE, "--golden-base-url=http://127.0.0.1:9")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*golden_max_response_bytes = 'lots'*whole number of bytes*"])

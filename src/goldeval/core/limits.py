@@ -300,6 +300,10 @@ def read_bounded(
         yield chunk
 
 
+def _nothing() -> None:
+    return None
+
+
 class Alarm:
     """One armed watchdog action; :meth:`cancel` it once the guarded work has ended."""
 
@@ -316,6 +320,9 @@ class Alarm:
         never runs (it runs under the same lock), so the guarded resource may be reused."""
         with self._lock:
             self.cancelled = True
+            # The alarm waits in the watchdog's heap until its due time: it must not keep
+            # what the action holds (a response, its request body) alive until then.
+            self._action = _nothing
             return self.fired
 
     def fire(self) -> None:
