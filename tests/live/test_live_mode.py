@@ -159,8 +159,9 @@ def test_fault_classes_end_as_error_kinds(
         "api-login-wrong-password-401",
     )
     result.assert_outcomes(errors=1)
-    # a 400 is BAD_REQUEST: a retry cannot fix it, so exit 4, not 75 (issue 15)
-    assert result.ret == (4 if kind == "BAD_REQUEST" else 75)
+    # a 400 is BAD_REQUEST: a retry cannot fix it, so exit 4, not 75 (issue 15); nor can a
+    # body that is not JSON: PARSER_ERROR (issue 32)
+    assert result.ret == (4 if kind in ("BAD_REQUEST", "PARSER_ERROR") else 75)
     attempt = run_files.latest()["cases"][0]["attempts"][0]
     assert attempt["status"] == "ERROR"
     assert (attempt["errorKind"], attempt["tries"]) == (kind, tries)

@@ -51,8 +51,8 @@ def test_a_provider_that_stalls_forever_is_a_quick_timeout_error(
 def test_deadline_ends_a_run_where_every_call_hangs(
     pytester: pytest.Pytester, llm: FakeLLMServer, run_files: RunFiles
 ) -> None:
-    """--golden-deadline stops STARTING attempts; a call already in flight still runs to its
-    read timeout (here 2 s), so the run ends after deadline + timeout, not after the hang."""
+    """--golden-deadline stops starting attempts, and cuts the calls in flight at the
+    deadline (issue 32), so the run ends after the deadline, not after the hang."""
     llm.set_fault(Fault.hang(60))
     start = time.monotonic()
     result = pytester.runpytest(*LIVE, f"--golden-base-url={llm.base_url}",

@@ -68,6 +68,11 @@ NON_RETRYABLE_KINDS = frozenset(
         "CONFIG_ERROR",  # the provider cannot call at all as configured (no model, ...)
         "GRADER_TIMEOUT",  # a grader (a row's regex) ran over its time budget
         "TEMPLATE_ERROR",  # the manifest's prompt template does not render for this row
+        # The provider's body cannot be read as an answer (not UTF-8, not JSON, nested past
+        # the json_depth limit, a malformed tool call): the built-in providers never retry it
+        # (issue 32: the same server answers the same bytes again).
+        "PARSER_ERROR",
+        "RESPONSE_TOO_LARGE",  # the body is over the response_bytes limit (issue 32)
     }
 )
 
@@ -81,9 +86,10 @@ class ProviderError(Exception):
     """An infrastructure failure of a provider: the attempt is ERROR, never FAIL.
 
     ``kind`` is one of the reference's error kinds (MODEL_UNAVAILABLE, HTTP_ERROR, RATE_LIMIT,
-    TIMEOUT, EMPTY_RESPONSE, PARSER_ERROR, PROVIDER_ERROR, JUDGE_ERROR, RETRIEVER_MISS) or one
-    of :data:`NON_RETRYABLE_KINDS`. ``message`` says what happened, without the number of
-    tries: ``tries`` carries it, and whoever shows the error adds it once.
+    TIMEOUT, TRUNCATED_STREAM, EMPTY_RESPONSE, PROVIDER_ERROR, JUDGE_ERROR, RETRIEVER_MISS) or
+    one of :data:`NON_RETRYABLE_KINDS` (PARSER_ERROR and RESPONSE_TOO_LARGE among them).
+    ``message`` says what happened, without the number of tries: ``tries`` carries it, and
+    whoever shows the error adds it once.
     Messages must never contain credentials: providers build them from redacted URLs.
     """
 

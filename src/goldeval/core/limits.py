@@ -20,10 +20,13 @@ Callers turn :class:`LimitExceeded` into what their surface needs: a provider in
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import math
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,3 +314,141 @@ IMPORT_LIMITS: tuple[LimitSpec, ...] = (
 
 LIMITS += IMPORT_LIMITS
 LIMITS_BY_NAME.update((spec.name, spec) for spec in IMPORT_LIMITS)
+# -- provider calls (issue 32): whole-call time, response size, a watchdog that cuts a read ---
+#
+# httpx bounds each socket read (--golden-timeout), not a whole call: a body sent one byte
+# every few seconds, or a stream that never ends, is never a read timeout. A provider call
+# therefore runs under a Deadline (the whole-call bound, and the run deadline), its body is
+# read through read_bounded (size and time checked between pieces), and a Watchdog cuts the
+# blocking read itself when the deadline passes between two pieces.
+
+_PROVIDER_LIMITS: tuple[LimitSpec, ...] = (
+    LimitSpec(
+        "response_bytes",
+        32 * MiB,
+        "bytes",
+        "`--golden-max-response-bytes`, `golden_max_response_bytes`",
+        "one provider response body, plain or streamed, as decoded (chat, judge, embeddings, "
+        "error bodies): a declared Content-Length over it is refused before reading, a body "
+        "growing past it is cut; ERROR RESPONSE_TOO_LARGE (exit 4)",
+    ),
+    LimitSpec(
+        "call_seconds",
+        185,
+        "seconds",
+        "`--golden-call-timeout`",
+        "one try of a provider call, whole: connect, send, wait, and the whole body or "
+        "stream; default the connect timeout (5 s) + --golden-timeout (180 s); never past "
+        "--golden-deadline; ERROR TIMEOUT (retried)",
+    ),
+)
+LIMITS = (*LIMITS, *_PROVIDER_LIMITS)
+LIMITS_BY_NAME.update({spec.name: spec for spec in _PROVIDER_LIMITS})
+
+
+def read_bounded(
+    chunks: Iterable[bytes],
+    *,
+    max_bytes: int,
+    deadline: Deadline,
+    what: str,
+) -> Iterator[bytes]:
+    """``chunks`` passed on while their total stays within ``max_bytes`` and ``deadline``
+    has not passed; raises :class:`LimitExceeded` (``response_bytes`` / ``call_seconds``)
+    at the first piece over either. Nothing past the cap is kept: the caller holds at most
+    ``max_bytes`` plus one piece."""
+    seen = 0
+    for chunk in chunks:
+        seen += len(chunk)
+        if seen > max_bytes:
+            raise LimitExceeded(
+                "response_bytes",
+                f"{what} is over the limit of {describe_bytes(max_bytes)} "
+                f"({describe_bytes(seen)} read so far)",
+            )
+        if deadline.expired():
+            raise LimitExceeded(
+                "call_seconds", f"{what} did not end within {deadline.seconds or 0:g}s"
+            )
+        yield chunk
+
+
+def _nothing() -> None:
+    return None
+
+
+class Alarm:
+    """One armed watchdog action; :meth:`cancel` it once the guarded work has ended."""
+
+    __slots__ = ("_action", "_lock", "cancelled", "fired")
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self._action = action
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self.fired = False
+
+    def cancel(self) -> bool:
+        """Disarm; returns whether the action already ran. Once this returns, the action
+        never runs (it runs under the same lock), so the guarded resource may be reused."""
+        with self._lock:
+            self.cancelled = True
+            # The alarm waits in the watchdog's heap until its due time: it must not keep
+            # what the action holds (a response, its request body) alive until then.
+            self._action = _nothing
+            return self.fired
+
+    def fire(self) -> None:
+        with self._lock:
+            if self.cancelled or self.fired:
+                return
+            self.fired = True
+            try:
+                self._action()
+            except Exception:  # an action is best effort (the socket may be closed already)
+                pass
+
+
+class Watchdog:
+    """One daemon thread running actions when their :class:`Deadline` passes, unless
+    cancelled first: it cuts a read that blocks past its deadline (a socket shut down)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Alarm]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, deadline: Deadline, action: Callable[[], None]) -> Alarm:
+        alarm = Alarm(action)
+        remaining = deadline.remaining()
+        if remaining is None:
+            return alarm  # never expires: nothing to watch
+        with self._cond:
+            heapq.heappush(self._heap, (self._clock() + remaining, next(self._order), alarm))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="goldeval-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        return alarm
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap:
+                    self._cond.wait()
+                due, _, alarm = self._heap[0]
+                wait = due - self._clock()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+            if not alarm.cancelled:
+                alarm.fire()
+
+
+#: The process's watchdog (its thread starts on the first armed alarm).
+WATCHDOG = Watchdog()

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 from goldeval.core.errors import ConfigError
+from goldeval.core.limits import Deadline, default
 from goldeval.core.models import Mode
 
 
@@ -42,6 +43,19 @@ class ProviderSettings:
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: Ask for streamed answers (Ollama NDJSON, OpenAI SSE) and record time to first token.
     stream: bool = False
+    #: The whole of one try (connect, send, wait, whole body or stream), ``--golden-call-timeout``;
+    #: None: connect_timeout + read_timeout (limit ``call_seconds``, goldeval.core.limits).
+    call_timeout: float | None = None
+    #: Largest response body read (limit ``response_bytes``, ``--golden-max-response-bytes``).
+    max_response_bytes: int = int(default("response_bytes"))
+    #: The run deadline (``--golden-deadline``): no call outlives it. None: no run deadline.
+    run_deadline: Deadline | None = field(default=None, repr=False, compare=False)
+
+    def whole_call_seconds(self) -> float:
+        """The bound on one try, whole (see :attr:`call_timeout`)."""
+        if self.call_timeout is not None:
+            return self.call_timeout
+        return self.connect_timeout + self.read_timeout
 
     def __repr__(self) -> str:
         # Not the dataclass repr: base_url may carry ``?key=...`` (kept for the calls), and

@@ -109,6 +109,22 @@ def add_options(parser: pytest.Parser) -> None:
         help="read timeout per model call (default OLLAMA_TIMEOUT_MINUTES or 180 s)",
     )
     add(
+        "--golden-call-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="bound on one try of a model call, whole: connect, wait and the whole body or "
+        "stream (default: connect timeout + --golden-timeout); never past --golden-deadline",
+    )
+    add(
+        "--golden-max-response-bytes",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="largest model response body read (default 32 MiB; ini golden_max_response_bytes); "
+        "a bigger one is ERROR RESPONSE_TOO_LARGE",
+    )
+    add(
         "--golden-retries",
         type=_non_negative_int,
         default=None,
@@ -269,6 +285,12 @@ def add_options(parser: pytest.Parser) -> None:
         "prices per model, one per line: MODEL = INPUT OUTPUT (per 1k tokens)",
         type="linelist",
         default=[],
+    )
+    parser.addini(
+        "golden_max_response_bytes",
+        "largest model response body read, in bytes (default 32 MiB; "
+        "--golden-max-response-bytes wins)",
+        default=None,
     )
     parser.addini("golden_root", "folder holding the golden datasets", default="golden")
     parser.addini("golden_out", "run artifacts folder", default=".goldeval/runs")

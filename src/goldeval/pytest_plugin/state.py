@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from goldeval.core import limits
 from goldeval.core.errors import GoldevalError, ProviderError
 from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
@@ -123,6 +124,8 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
     if timeout is not None:
         provider.read_timeout = float(timeout)
     provider.retries = int(_opt(config, "golden_retries", provider.retries))
+    provider.call_timeout = _opt(config, "golden_call_timeout")
+    provider.max_response_bytes = _max_response_bytes(config)
     provider.max_concurrency = int(_opt(config, "golden_concurrency", 8))
     provider.adaptive = _opt(config, "golden_concurrency_mode", "adaptive") == "adaptive"
     provider.rpm = _opt(config, "golden_rpm")
@@ -182,6 +185,25 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
     )
 
 
+def _max_response_bytes(config: pytest.Config) -> int:
+    """``--golden-max-response-bytes``, else the ini key, else the limit's default."""
+    typed = _opt(config, "golden_max_response_bytes")
+    if typed is not None:
+        return int(typed)
+    raw = config.getini("golden_max_response_bytes")
+    if raw in (None, ""):
+        return int(limits.default("response_bytes"))
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(
+            f"golden_max_response_bytes = {raw!r}: must be a whole number of bytes, at least 1"
+        )
+    return value
+
+
 def _cache_dir(config: pytest.Config) -> Path | None:
     value = _opt(config, "golden_cache")
     if not value:
@@ -235,6 +257,10 @@ class GoldenSession:
         self.deadline_at = (
             self.started_monotonic + self.settings.deadline if self.settings.deadline else None
         )
+        if self.settings.deadline:
+            # Calls in flight end by the run deadline too, not only the starting of attempts
+            # (the HTTP providers read it; started with deadline_at, to the microsecond).
+            self.settings.provider.run_deadline = limits.Deadline(self.settings.deadline)
         self.is_worker = hasattr(config, "workerinput")
         self.run: dict[str, Any] | None = None
         self.exit_reason: str | None = None
@@ -539,6 +565,9 @@ class GoldenSession:
         settings.read_timeout = s.provider.read_timeout
         settings.connect_timeout = s.provider.connect_timeout
         settings.retries = s.provider.retries
+        settings.call_timeout = s.provider.call_timeout
+        settings.max_response_bytes = s.provider.max_response_bytes
+        settings.run_deadline = s.provider.run_deadline
         self._judge_settings = settings
         return settings
 

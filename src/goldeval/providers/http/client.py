@@ -13,16 +13,18 @@ raised outside of the ``except`` block that caught the httpx exception, so it ca
 
 from __future__ import annotations
 
+import codecs
 import email.utils
 import functools
 import json
 import math
 import random
 import re
+import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timezone
 from typing import Any
@@ -31,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from goldeval.core.errors import ConfigError, ProviderError
+from goldeval.core.limits import WATCHDOG, Deadline, LimitExceeded, loads_json, read_bounded
 from goldeval.core.settings import (
     ProviderSettings,
     mask_secrets,
@@ -361,14 +364,17 @@ class HTTPProvider(Provider):
         total = max(0, self.settings.retries) + 1
         limiter = self.limiter
         estimate = limiter.estimate_tokens(len(payload)) if limiter is not None else 0.0
+        run_deadline = self.settings.run_deadline
         while True:
             stats.tries += 1
             permit: Permit | None = limiter.acquire(estimate) if limiter is not None else None
             if permit is not None:
                 stats.queue_s += permit.queue_s
             sent = time.perf_counter()
+            # The whole try is bounded, and never outlives the run deadline.
+            deadline = Deadline.earliest(Deadline(self.settings.whole_call_seconds()), run_deadline)
             try:
-                outcome, ttft = self._try_once(payload, parse, streamed)
+                outcome, ttft = self._try_once(payload, parse, streamed, deadline)
             finally:
                 took = time.perf_counter() - sent
                 stats.busy_s += took
@@ -398,7 +404,7 @@ class HTTPProvider(Provider):
                         answer_tokens=tokens_out,
                     )
                 return outcome, stats.tries
-            if not outcome.retryable or stats.tries >= total:
+            if not outcome.retryable or stats.tries >= total or _passed(run_deadline):
                 # The number of tries travels as ``tries``; whoever shows the error adds it
                 # once (a suffix here made "after 4 tries ... (after 4 tries)").
                 error = ProviderError(outcome.kind, self._scrub(outcome.message), tries=stats.tries)
@@ -408,6 +414,8 @@ class HTTPProvider(Provider):
             if limiter is not None and outcome.retry_after is not None:
                 continue  # the limiter holds every caller until Retry-After has passed
             pause = self._delay(stats.tries, outcome.retry_after)
+            left = run_deadline.remaining() if run_deadline is not None else None
+            pause = pause if left is None else min(pause, left)
             self._sleep(pause)
             stats.busy_s += pause
 
@@ -443,23 +451,32 @@ class HTTPProvider(Provider):
         payload: bytes,
         parse: Callable[[dict[str, Any]], Any] | None = None,
         streamed: bool = False,
+        deadline: Deadline | None = None,
     ) -> tuple[Any, float | None]:
-        """One try: ``(result or Failure, seconds from send to the first streamed piece)``."""
+        """One try: ``(result or Failure, seconds from send to the first streamed piece)``.
+
+        The try ends by ``deadline`` (default: the whole-call bound): every httpx timeout is
+        capped at the time left, the body is read through :func:`read_bounded`, and the
+        watchdog shuts the socket down if a read still blocks when the time is up.
+        """
         url = self.endpoint
+        if deadline is None:
+            deadline = Deadline(self.settings.whole_call_seconds())
+        if deadline.expired():
+            return self._expired(deadline), None
         start = time.perf_counter()
-        ttft: float | None = None
         try:
-            if streamed:
-                with self._client.stream("POST", url, content=payload) as response:
-                    if not 200 <= response.status_code < 300:
-                        response.read()
-                        return self._status_failure(response), None
-                    assembled, first = self._read_stream(response)
-                    ttft = first - start if first is not None else None
-            else:
-                response = self._client.post(url, content=payload)
-                assembled = None
+            with self._client.stream(
+                "POST", url, content=payload, timeout=self._timeouts(deadline)
+            ) as response:
+                alarm = WATCHDOG.arm(deadline, functools.partial(_cut, response))
+                try:
+                    outcome, first = self._read_response(response, parse, streamed, deadline)
+                finally:
+                    alarm.cancel()
         except httpx.HTTPError as exc:
+            if deadline.expired():
+                return self._expired(deadline), None
             return self._transport_failure(exc), None
         except httpx.InvalidURL as exc:
             return Failure(
@@ -473,35 +490,120 @@ class HTTPProvider(Provider):
             return Failure(
                 "PROVIDER_ERROR", f"{self.name} provider is closed", retryable=False
             ), None
-        if assembled is not None:
-            return self._outcome(assembled, url, parse), ttft
-        if not 200 <= response.status_code < 300:
-            return self._status_failure(response), None
+        return outcome, (first - start if first is not None else None)
+
+    def _timeouts(self, deadline: Deadline) -> httpx.Timeout:
+        """This client's timeouts, none longer than the time ``deadline`` leaves."""
+        s = self.settings
+        left = deadline.remaining()
+
+        def cap(seconds: float) -> float:
+            return seconds if left is None else max(0.001, min(seconds, left))
+
+        return httpx.Timeout(
+            connect=cap(s.connect_timeout),
+            read=cap(s.read_timeout),
+            write=cap(s.read_timeout),
+            pool=cap(s.connect_timeout + s.read_timeout),
+        )
+
+    def _read_response(
+        self,
+        response: httpx.Response,
+        parse: Callable[[dict[str, Any]], Any] | None,
+        streamed: bool,
+        deadline: Deadline,
+    ) -> tuple[Any, float | None]:
+        """The answered try as a result or a Failure, the body read within the bounds;
+        ``perf_counter`` time of the first streamed piece, when there is one."""
+        url = self.endpoint
+        cap = self.settings.max_response_bytes
+        what = f"the response from {redact_url(url)}"
+        declared = _declared_length(response)
+        if declared is not None and declared > cap:
+            return self._too_large(
+                LimitExceeded(
+                    "response_bytes",
+                    f"{what} declares {declared} bytes (Content-Length), over the limit of "
+                    f"{cap} bytes",
+                )
+            ), None
+        chunks = read_bounded(response.iter_bytes(), max_bytes=cap, deadline=deadline, what=what)
+        first: float | None = None
         try:
-            text = response.content.decode("utf-8")
+            if not 200 <= response.status_code < 300:
+                return self._status_failure(response, b"".join(chunks)), None
+            if streamed:
+                assembled, first = self._read_stream(iter_lines(chunks))
+                return self._outcome(assembled, url, parse), first
+            body = b"".join(chunks)
+            return self._plain_outcome(body, url, parse), None
+        except LimitExceeded as exc:
+            return self._limit_failure(exc, deadline), first
+
+    def _plain_outcome(
+        self, body: bytes, url: str, parse: Callable[[dict[str, Any]], Any] | None
+    ) -> Any:
+        """A whole (non-streamed) 2xx body as a result or a Failure."""
+        try:
+            text = body.decode("utf-8")
         except UnicodeDecodeError:
             return Failure(
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not valid UTF-8",
                 retryable=False,
-            ), None
+            )
         try:
-            data = json.loads(text)
+            data = loads_json(text, what=f"the response from {redact_url(url)}")
         except ValueError:
             return Failure(
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not JSON: "
                 f"{_excerpt(self._scrub(text)) or '<empty>'!r}",
                 retryable=False,
-            ), None
+            )
         if not isinstance(data, dict):
             return Failure(
                 "PARSER_ERROR",
                 f"response from {redact_url(url)} is not a JSON object: "
                 f"{_excerpt(self._scrub(text))!r}",
                 retryable=False,
-            ), None
-        return self._outcome(data, url, parse), None
+            )
+        return self._outcome(data, url, parse)
+
+    def _limit_failure(self, exc: LimitExceeded, deadline: Deadline) -> Failure:
+        """A limit met while reading a response, as the ERROR kind it means."""
+        if exc.limit == "call_seconds":
+            return self._expired(deadline)
+        if exc.limit == "response_bytes":
+            return self._too_large(exc)
+        # json_depth: a document no parser should follow; the same body again is no better.
+        return Failure("PARSER_ERROR", self._scrub(str(exc)), retryable=False)
+
+    def _too_large(self, exc: LimitExceeded) -> Failure:
+        return Failure(
+            "RESPONSE_TOO_LARGE",
+            f"{exc.message} — raise --golden-max-response-bytes (golden_max_response_bytes) "
+            "if the model really answers this much",
+            retryable=False,
+        )
+
+    def _expired(self, deadline: Deadline) -> Failure:
+        """TIMEOUT for a try cut by its whole-call bound or by the run deadline."""
+        url = redact_url(self.endpoint)
+        run = self.settings.run_deadline
+        if run is not None and deadline is run:
+            message = (
+                f"call to {url} cut at the run deadline (--golden-deadline="
+                f"{run.seconds or 0:g}s) before a complete response"
+            )
+        else:
+            message = (
+                f"no complete response from {url} within {deadline.seconds or 0:g}s (the "
+                "whole-call bound: connect, wait and the whole body or stream) — raise "
+                "--golden-call-timeout or --golden-timeout"
+            )
+        return Failure("TIMEOUT", message, retryable=True)
 
     def _outcome(
         self,
@@ -524,12 +626,23 @@ class HTTPProvider(Provider):
             outcome.cost = self._cost(outcome.input_tokens, outcome.output_tokens)
         return outcome
 
-    def _read_stream(
-        self, response: httpx.Response
-    ) -> tuple[dict[str, Any] | Failure, float | None]:
-        """A streamed answer assembled into the protocol's non-streamed JSON shape, and the
-        ``perf_counter`` time its first piece arrived. Each protocol module implements it."""
+    def _read_stream(self, lines: Iterable[str]) -> tuple[dict[str, Any] | Failure, float | None]:
+        """A streamed answer (its ``lines``, read within the call's bounds) assembled into the
+        protocol's non-streamed JSON shape, and the ``perf_counter`` time its first piece
+        arrived. Each protocol module implements it. A stream that ends without saying why
+        the model stopped is a :meth:`_truncated` failure."""
         raise NotImplementedError
+
+    def _truncated(self, pieces: int) -> Failure:
+        """TRUNCATED_STREAM: the stream ended without a finish reason (llama.cpp's server cuts
+        an older stream when a new one arrives). Retried, and a sign of overload."""
+        return Failure(
+            "TRUNCATED_STREAM",
+            f"stream from {redact_url(self.endpoint)} ended after {pieces} piece"
+            f"{'' if pieces == 1 else 's'} without a finish reason (cut by the server: "
+            "overloaded, or another request took its slot)",
+            retryable=True,
+        )
 
     def _bad_stream(self, line: str) -> Failure:
         return Failure(
@@ -596,14 +709,18 @@ class HTTPProvider(Provider):
             retryable=False,
         )
 
-    def _status_failure(self, response: httpx.Response) -> Failure:
+    def _status_failure(self, response: httpx.Response, raw: bytes | None = None) -> Failure:
+        """A non-2xx answer as a Failure; ``raw`` is its body, read within the call's bounds
+        (default: ``response.content``, for a response already read)."""
         status = response.status_code
         url = redact_url(self.endpoint)
-        body = response.content.decode("utf-8", errors="replace")
+        body = (response.content if raw is None else raw).decode("utf-8", errors="replace")
         shown = body
         code = ""
         try:
-            data = json.loads(body)
+            data = loads_json(body, what=f"the HTTP {status} body from {url}")
+        except LimitExceeded as exc:
+            return Failure("PARSER_ERROR", self._scrub(str(exc)), retryable=False)
         except ValueError:
             pass
         else:
@@ -698,7 +815,9 @@ class HTTPProvider(Provider):
                 parsed: Any = {}
             elif isinstance(args, str):
                 try:
-                    parsed = json.loads(args)
+                    parsed = loads_json(args, what=f"tool call {name!r} arguments")
+                except LimitExceeded as exc:
+                    return Failure("PARSER_ERROR", str(exc), retryable=False)
                 except ValueError:
                     return Failure(
                         "PARSER_ERROR",
@@ -739,9 +858,59 @@ def _refused(exc: BaseException) -> bool:
 
 
 def _overload(failure: Failure) -> bool:
-    """A sign of too many calls in flight: a timeout, a 429 or a 503 (see :mod:`.limiter`)."""
-    if failure.kind == "TIMEOUT":
+    """A sign of too many calls in flight: a timeout, a stream cut short, a 429 or a 503
+    (see :mod:`.limiter`)."""
+    if failure.kind in ("TIMEOUT", "TRUNCATED_STREAM"):
         return True
     return failure.kind in ("RATE_LIMIT", "HTTP_ERROR") and (
         "HTTP 429" in failure.message or "HTTP 503" in failure.message
     )
+
+
+def _passed(deadline: Deadline | None) -> bool:
+    return deadline is not None and deadline.expired()
+
+
+def _declared_length(response: httpx.Response) -> int | None:
+    """The body size a response declares (Content-Length), when it declares a valid one."""
+    raw = response.headers.get("content-length")
+    if raw is None:
+        return None
+    try:
+        return int(raw.split(",")[0].strip())
+    except ValueError:
+        return None
+
+
+def _cut(response: httpx.Response) -> None:
+    """Shut down ``response``'s socket: a read blocked on it returns at once (the watchdog's
+    action when a call's deadline passes between two pieces of its body)."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        # socket.socket's own shutdown, not ssl.SSLSocket's (that one also drops the TLS
+        # object under the reading thread): the read sees end of file and fails.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def iter_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a streamed body (UTF-8, ``\n`` or ``\r\n`` ends), piece by piece.
+
+    A line is held only until its end arrives; ``chunks`` is already size-bounded, so a line
+    that never ends cannot grow past the response limit.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending: list[str] = []
+    for chunk in chunks:
+        text = decoder.decode(chunk)
+        if "\n" not in text:
+            pending.append(text)
+            continue
+        parts = text.split("\n")
+        parts[0] = "".join(pending) + parts[0]
+        pending = [parts.pop()]
+        for line in parts:
+            yield line.removesuffix("\r")
+    tail = "".join(pending) + decoder.decode(b"", final=True)
+    if tail:
+        yield tail.removesuffix("\r")

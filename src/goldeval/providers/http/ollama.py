@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
+from goldeval.core.limits import loads_json
 from goldeval.providers.base import Answer, ProviderRequest
 from goldeval.providers.http.client import (
     Failure,
@@ -96,25 +97,26 @@ class OllamaProvider(HTTPProvider):
             finish_reason=finish_reason_of(data.get("done_reason")),
         )
 
-    def _read_stream(
-        self, response: httpx.Response
-    ) -> tuple[dict[str, Any] | Failure, float | None]:
-        """NDJSON: one object per line, ``message.content`` pieces, counts on the ``done`` one."""
+    def _read_stream(self, lines: Iterable[str]) -> tuple[dict[str, Any] | Failure, float | None]:
+        """NDJSON: one object per line, ``message.content`` pieces, counts on the ``done`` one.
+        A stream that ends with no ``done: true`` line was cut short."""
         first: float | None = None
         pieces: list[str] = []
         calls: list[Any] = []
-        final: dict[str, Any] = {}
-        for line in response.iter_lines():
+        final: dict[str, Any] | None = None
+        events = 0
+        for line in lines:
             if not line.strip():
                 continue
             try:
-                chunk = json.loads(line)
+                chunk = loads_json(line, what="a streamed line")
             except ValueError:
                 return self._bad_stream(line), first
             if not isinstance(chunk, dict):
                 return self._bad_stream(line), first
             if chunk.get("error") is not None:
                 return {"error": chunk["error"]}, first
+            events += 1
             message = chunk.get("message")
             if isinstance(message, dict):
                 content = text_content(message.get("content"))
@@ -127,6 +129,8 @@ class OllamaProvider(HTTPProvider):
                     calls.extend(more)
             if chunk.get("done"):
                 final = chunk
+        if final is None:
+            return self._truncated(events), first
         assembled: dict[str, Any] = {
             **final,
             "message": {"role": "assistant", "content": "".join(pieces)},

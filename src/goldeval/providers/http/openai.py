@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from typing import Any
 
-import httpx
-
+from goldeval.core.limits import loads_json
 from goldeval.providers.base import Answer, ProviderRequest
 from goldeval.providers.http.client import (
     Failure,
@@ -93,30 +93,31 @@ class OpenAIProvider(HTTPProvider):
             else None,
         )
 
-    def _read_stream(
-        self, response: httpx.Response
-    ) -> tuple[dict[str, Any] | Failure, float | None]:
+    def _read_stream(self, lines: Iterable[str]) -> tuple[dict[str, Any] | Failure, float | None]:
         """Server-sent events: ``data: {chunk}`` lines with ``choices[0].delta`` pieces, tool
-        calls in pieces by ``index``, usage in the last chunk, then ``data: [DONE]``."""
+        calls in pieces by ``index``, usage in the last chunk, then ``data: [DONE]``. A stream
+        with no ``finish_reason`` (``[DONE]`` or its end without one) was cut short."""
         first: float | None = None
         pieces: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: Any = None
         reason: Any = None
-        for line in response.iter_lines():
+        events = 0
+        for line in lines:
             if not line.startswith("data:"):
                 continue  # blank separators, comments (": keep-alive"), event names
             data = line[5:].strip()
             if data == "[DONE]":
                 break
             try:
-                chunk = json.loads(data)
+                chunk = loads_json(data, what="a streamed event")
             except ValueError:
                 return self._bad_stream(line), first
             if not isinstance(chunk, dict):
                 return self._bad_stream(line), first
             if chunk.get("error") is not None:
                 return {"error": chunk["error"]}, first
+            events += 1
             if isinstance(chunk.get("usage"), dict):
                 usage = chunk["usage"]
             choices = chunk.get("choices")
@@ -151,6 +152,8 @@ class OpenAIProvider(HTTPProvider):
                             call["function"]["arguments"] += args
                         elif isinstance(args, dict):
                             call["function"]["arguments"] = args
+        if not finish_reason_of(reason):
+            return self._truncated(events), first
         message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
         if calls:
             message["tool_calls"] = [calls[i] for i in sorted(calls)]

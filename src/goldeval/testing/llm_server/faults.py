@@ -90,7 +90,17 @@ class Reply:
 
 
 FaultKind: TypeAlias = Literal[
-    "status", "hang", "drop", "invalid_json", "empty_content", "error_field", "latency"
+    "status",
+    "hang",
+    "drop",
+    "invalid_json",
+    "empty_content",
+    "error_field",
+    "latency",
+    "slow_drip",
+    "endless_stream",
+    "truncated_stream",
+    "deep_json",
 ]
 
 
@@ -170,6 +180,31 @@ class Fault:
     def error_field(cls, message: str | dict[str, Any]) -> Fault:
         """Answer 200 with ``{"error": message}`` (Ollama reports some failures this way)."""
         return cls("error_field", message=message)
+
+    @classmethod
+    def slow_drip(cls, declared: int = 100 * 1024 * 1024, every: float = 2.0) -> Fault:
+        """Answer 200 declaring a ``declared``-byte body (Content-Length), then send one byte
+        every ``every`` seconds: never a read timeout, and never done."""
+        return cls("slow_drip", seconds=every, body=declared)
+
+    @classmethod
+    def endless_stream(cls, every: float = 0.2) -> Fault:
+        """A 200 stream (OpenAI SSE / Ollama NDJSON, chunked) sending a content piece every
+        ``every`` seconds and never its end."""
+        return cls("endless_stream", seconds=every)
+
+    @classmethod
+    def truncated_stream(cls) -> Fault:
+        """A stream cut after its first piece: OpenAI ``data: [DONE]`` with no finish reason,
+        Ollama NDJSON with no ``done: true`` line (llama.cpp's server ends an older stream so
+        when a new request takes its slot)."""
+        return cls("truncated_stream")
+
+    @classmethod
+    def deep_json(cls, depth: int = 100_000, status: int = 200) -> Fault:
+        """Answer ``status`` with a JSON object nested ``depth`` levels deep; a streamed 200
+        sends it as the stream's first event (SSE ``data:`` / an NDJSON line)."""
+        return cls("deep_json", status_code=status, body=depth)
 
     @classmethod
     def latency(cls, seconds: float) -> Fault:
