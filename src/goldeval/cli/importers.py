@@ -140,7 +140,9 @@ def map_record(record: dict[str, Any], where: str, report: ImportReport) -> Row:
     prompt_key = _first(record, PROMPT_NAMES)
     if prompt_key is None:
         raise _err(
-            where, None, f"no prompt: none of the columns {', '.join(PROMPT_NAMES)} has a value",
+            where,
+            None,
+            f"no prompt: none of the columns {', '.join(PROMPT_NAMES)} has a value",
             "add a prompt column (or rename yours to `prompt`)",
         )
     row.prompt = _text(record[prompt_key])
@@ -191,8 +193,12 @@ def _tags(value: Any, where: str) -> list[str]:
         if not tag[0].isalpha():
             tag = "t_" + tag
         if not TAG.match(tag):
-            raise _err(where, "tags", f"tag {item!r} cannot be a pytest marker name",
-                       "use letters, digits and _ (starting with a letter), 64 at most")
+            raise _err(
+                where,
+                "tags",
+                f"tag {item!r} cannot be a pytest marker name",
+                "use letters, digits and _ (starting with a letter), 64 at most",
+            )
         tags.append(tag)
     return tags
 
@@ -204,8 +210,12 @@ def read_csv(path: Path, report: ImportReport) -> list[Row]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise _err(str(path), None, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
-                   "save the file as UTF-8 CSV") from None
+        raise _err(
+            str(path),
+            None,
+            f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+            "save the file as UTF-8 CSV",
+        ) from None
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
         raise _err(str(path), None, "no header line", "the first line must name the columns")
@@ -215,8 +225,12 @@ def read_csv(path: Path, report: ImportReport) -> list[Row]:
         where = f"{path}:{line + 1}"
         line = reader.line_num
         if None in record:
-            raise _err(where, None, "more values than header columns",
-                       "quote values that contain commas, or add the missing column names")
+            raise _err(
+                where,
+                None,
+                "more values than header columns",
+                "quote values that contain commas, or add the missing column names",
+            )
         rows.append(map_record(dict(record), where, report))
     return rows
 
@@ -231,16 +245,22 @@ def _hf_files(folder: Path, split: str | None) -> list[tuple[Path, str | None]]:
             raise _err(str(info), None, "not valid JSON", "re-save the dataset") from None
         if split is not None:
             if split not in splits:
-                raise _err(str(info), "splits", f"no split {split!r} (have {', '.join(splits)})",
-                           "pass --split with one of those names")
+                raise _err(
+                    str(info),
+                    "splits",
+                    f"no split {split!r} (have {', '.join(splits)})",
+                    "pass --split with one of those names",
+                )
             splits = [split]
         found = []
         for name in splits:
             found += [(p, name) for p, _ in _hf_files(folder / name, None)]
         return found
     files = sorted(
-        p for p in folder.iterdir()
-        if p.is_file() and p.suffix in (".jsonl", ".json", ".arrow", ".parquet")
+        p
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.suffix in (".jsonl", ".json", ".arrow", ".parquet")
         and p.name not in ("dataset_info.json", "state.json", "dataset_dict.json")
     )
     return [(p, None) for p in files]
@@ -252,7 +272,9 @@ def _arrow_records(path: Path) -> Iterator[dict[str, Any]]:
         import pyarrow.parquet as pq  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError:
         raise _err(
-            str(path), None, f"reading {path.suffix} files needs pyarrow, which is not installed",
+            str(path),
+            None,
+            f"reading {path.suffix} files needs pyarrow, which is not installed",
             "pip install pyarrow, or export the dataset as JSON lines "
             "(dataset.to_json('rows.jsonl')) and import that folder or file",
         ) from None
@@ -275,15 +297,23 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield n, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise _err(f"{path}:{n}", None, f"not valid JSON ({exc.msg})",
-                           "Hugging Face JSON exports hold one object per line") from None
+                raise _err(
+                    f"{path}:{n}",
+                    None,
+                    f"not valid JSON ({exc.msg})",
+                    "Hugging Face JSON exports hold one object per line",
+                ) from None
 
 
 def read_hf(path: Path, report: ImportReport, split: str | None) -> list[Row]:
     files = [(path, None)] if path.is_file() else _hf_files(path, split)
     if not files:
-        raise _err(str(path), None, "no data files (*.jsonl, *.json, *.arrow, *.parquet)",
-                   "point at the folder of dataset.save_to_disk() or dataset.to_json()")
+        raise _err(
+            str(path),
+            None,
+            "no data files (*.jsonl, *.json, *.arrow, *.parquet)",
+            "point at the folder of dataset.save_to_disk() or dataset.to_json()",
+        )
     rows = []
     for file, split_name in files:
         if file.suffix in (".arrow", ".parquet"):
@@ -328,8 +358,12 @@ def _yaml_items(text: str, path: Path) -> tuple[Any, list[int]]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
-        raise _err(f"{path}{line}", None, f"not valid YAML ({getattr(exc, 'problem', exc)})",
-                   "fix the YAML syntax") from None
+        raise _err(
+            f"{path}{line}",
+            None,
+            f"not valid YAML ({getattr(exc, 'problem', exc)})",
+            "fix the YAML syntax",
+        ) from None
     lines: list[int] = []
     seq = node
     if isinstance(node, yaml.MappingNode):
@@ -359,14 +393,20 @@ def read_promptfoo(path: Path, report: ImportReport) -> list[Row]:
         elif isinstance(prompts, str):
             template = prompts
         elif prompts:
-            report.notes.append("several prompts in the config: each row takes its prompt "
-                                "from its vars (prompt/question/input/query)")
+            report.notes.append(
+                "several prompts in the config: each row takes its prompt "
+                "from its vars (prompt/question/input/query)"
+            )
         default = data.get("defaultTest")
         if default:
             report.dropped["defaultTest (apply it to the rows by hand)"] += 1
     if not isinstance(tests, list):
-        raise _err(str(path), "tests", "no list of tests",
-                   "a promptfoo test file is a YAML list of tests, or a config with `tests:`")
+        raise _err(
+            str(path),
+            "tests",
+            "no list of tests",
+            "a promptfoo test file is a YAML list of tests, or a config with `tests:`",
+        )
     rows = []
     for n, test in enumerate(tests):
         where = f"{path}:{lines[n]}" if n < len(lines) else f"{path} test {n + 1}"
@@ -374,23 +414,35 @@ def read_promptfoo(path: Path, report: ImportReport) -> list[Row]:
             raise _err(where, None, "a test must be a mapping", "write `- vars: {...}`")
         variables = test.get("vars") or {}
         if not isinstance(variables, dict):
-            raise _err(where, "vars", "must be a mapping of names to values",
-                       "write `vars: {question: ...}`")
+            raise _err(
+                where,
+                "vars",
+                "must be a mapping of names to values",
+                "write `vars: {question: ...}`",
+            )
         row = Row(where=where)
         if template is not None:
             row.prompt = _render(template, variables)
             missing = re.findall(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", row.prompt)
             if missing:
-                raise _err(where, f"vars.{missing[0]}", "the prompt uses it but the test has no "
-                           "such var", f"add `{missing[0]}` to the test's vars")
+                raise _err(
+                    where,
+                    f"vars.{missing[0]}",
+                    "the prompt uses it but the test has no such var",
+                    f"add `{missing[0]}` to the test's vars",
+                )
             report.mapped["prompts[0] + vars -> prompt (rendered)"] += 1
             row.metadata["vars"] = variables
         else:
             key = _first(variables, PROMPT_NAMES)
             if key is None:
-                raise _err(where, "vars", f"no prompt: none of {', '.join(PROMPT_NAMES)} is set "
-                           "and the file has no single prompt template",
-                           "add `prompt:` to vars, or import the promptfooconfig with `prompts:`")
+                raise _err(
+                    where,
+                    "vars",
+                    f"no prompt: none of {', '.join(PROMPT_NAMES)} is set "
+                    "and the file has no single prompt template",
+                    "add `prompt:` to vars, or import the promptfooconfig with `prompts:`",
+                )
             row.prompt = _text(variables[key])
             report.mapped[f"vars.{key} -> prompt"] += 1
             rest = {k: v for k, v in variables.items() if k != key}
@@ -407,8 +459,12 @@ def read_promptfoo(path: Path, report: ImportReport) -> list[Row]:
         for m, assertion in enumerate(test.get("assert") or []):
             _pf_assert(row, assertion, f"assert[{m}]", report)
         if not row.expect:
-            raise _err(where, "assert", "no assertion that goldeval can grade",
-                       "add a contains/equals/regex/is-json assertion, or write expect by hand")
+            raise _err(
+                where,
+                "assert",
+                "no assertion that goldeval can grade",
+                "add a contains/equals/regex/is-json assertion, or write expect by hand",
+            )
         rows.append(row)
     return rows
 
@@ -425,13 +481,15 @@ def _pf_assert(row: Row, assertion: Any, fld: str, report: ImportReport) -> None
         row.expect.setdefault("not_regex", [])
         if not isinstance(row.expect["not_regex"], list):
             row.expect["not_regex"] = [row.expect["not_regex"]]
-        row.expect["not_regex"].append(("(?i)" if base == "icontains" else "") + re.escape(
-            str(value)))
+        row.expect["not_regex"].append(
+            ("(?i)" if base == "icontains" else "") + re.escape(str(value))
+        )
         report.mapped[f"assert {kind} -> expect.not_regex"] += 1
         return
     if target is None or negate:
-        report.dropped[f"assert {kind} (no goldeval grader; grade it by hand or with a "
-                       "grader of your own)"] += 1
+        report.dropped[
+            f"assert {kind} (no goldeval grader; grade it by hand or with a grader of your own)"
+        ] += 1
         return
     if target == "contains":
         # every substring must occur: one escaped pattern each (regex: each must match)
@@ -469,33 +527,43 @@ def _json_array_items(text: str, path: Path) -> list[tuple[int, Any]]:
     """The items of a top-level JSON array, each with the line it starts on."""
     decoder = json.JSONDecoder()
     pos = len(text) - len(text.lstrip())
-    if not text[pos:pos + 1] == "[":
+    if not text[pos : pos + 1] == "[":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise _err(f"{path}:{exc.lineno}", None, f"not valid JSON ({exc.msg})",
-                       "fix the JSON syntax") from None
+            raise _err(
+                f"{path}:{exc.lineno}", None, f"not valid JSON ({exc.msg})", "fix the JSON syntax"
+            ) from None
         goldens = data.get("goldens") if isinstance(data, dict) else None
         if isinstance(goldens, list):
             return [(1, g) for g in goldens]
-        raise _err(str(path), None, "expected a JSON list of goldens",
-                   "save the dataset with EvaluationDataset.save_as(file_type='json')")
+        raise _err(
+            str(path),
+            None,
+            "expected a JSON list of goldens",
+            "save the dataset with EvaluationDataset.save_as(file_type='json')",
+        )
     pos += 1
     items: list[tuple[int, Any]] = []
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":
             pos += 1
         if pos >= len(text):
-            raise _err(f"{path}:{text.count(chr(10)) + 1}", None, "unterminated list",
-                       "fix the JSON syntax")
+            raise _err(
+                f"{path}:{text.count(chr(10)) + 1}",
+                None,
+                "unterminated list",
+                "fix the JSON syntax",
+            )
         if text[pos] == "]":
             return items
         line = text.count("\n", 0, pos) + 1
         try:
             item, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise _err(f"{path}:{exc.lineno}", None, f"not valid JSON ({exc.msg})",
-                       "fix the JSON syntax") from None
+            raise _err(
+                f"{path}:{exc.lineno}", None, f"not valid JSON ({exc.msg})", "fix the JSON syntax"
+            ) from None
         items.append((line, item))
 
 
@@ -510,7 +578,7 @@ def read_deepeval(path: Path, report: ImportReport) -> list[Row]:
     for line, golden in _json_array_items(path.read_text(encoding="utf-8"), path):
         where = f"{path}:{line}"
         if not isinstance(golden, dict):
-            raise _err(where, None, "a golden must be an object", "write {\"input\": ...}")
+            raise _err(where, None, "a golden must be an object", 'write {"input": ...}')
         if not isinstance(golden.get("input"), str) or not golden["input"].strip():
             raise _err(where, "input", "missing or not text", "every golden needs an input")
         row = Row(where=where, prompt=golden["input"])
@@ -534,40 +602,64 @@ def read_deepeval(path: Path, report: ImportReport) -> list[Row]:
             report.mapped["expected_output -> fixtures/<id>.out.md"] += 1
         expected_tools = golden.get("expected_tools")
         if expected_tools:
-            row.expect["tool_calls"] = [_de_tool(t, where, "expected_tools") for t in
-                                        expected_tools]
+            row.expect["tool_calls"] = [
+                _de_tool(t, where, "expected_tools") for t in expected_tools
+            ]
             report.mapped["expected_tools -> expect.tool_calls"] += 1
         tools_called = golden.get("tools_called")
         if tools_called:
-            row.sidecar = {"toolCalls": [_de_tool(t, where, "tools_called") for t in
-                                         tools_called]}
+            row.sidecar = {"toolCalls": [_de_tool(t, where, "tools_called") for t in tools_called]}
             row.fixture = row.fixture or ""
             report.mapped["tools_called -> fixtures/<id>.out.json toolCalls"] += 1
-        for key in ("context", "retrieval_context", "additional_metadata", "comments",
-                    "source_file"):
+        for key in (
+            "context",
+            "retrieval_context",
+            "additional_metadata",
+            "comments",
+            "source_file",
+        ):
             if golden.get(key) not in (None, "", [], {}):
                 row.metadata[key] = golden[key]
                 report.mapped[f"{key} -> metadata.{key}"] += 1
-        known = {"input", "name", "id", "expected_output", "actual_output", "expected_tools",
-                 "tools_called", "context", "retrieval_context", "additional_metadata",
-                 "comments", "source_file"}
+        known = {
+            "input",
+            "name",
+            "id",
+            "expected_output",
+            "actual_output",
+            "expected_tools",
+            "tools_called",
+            "context",
+            "retrieval_context",
+            "additional_metadata",
+            "comments",
+            "source_file",
+        }
         for key in golden:
             if key not in known and golden[key] not in (None, "", [], {}):
                 report.dropped[f"{key} (not a golden field)"] += 1
         if not row.expect:
-            raise _err(where, "expected_output", "no expected output or expected tools",
-                       "add expected_output (or expected_tools), or write expect by hand")
+            raise _err(
+                where,
+                "expected_output",
+                "no expected output or expected tools",
+                "add expected_output (or expected_tools), or write expect by hand",
+            )
         rows.append(row)
     return rows
 
 
 def _de_tool(tool: Any, where: str, fld: str) -> dict[str, Any]:
     if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-        raise _err(where, fld, "each tool call needs a name", "write {\"name\": ...}")
+        raise _err(where, fld, "each tool call needs a name", 'write {"name": ...}')
     args = tool.get("input_parameters") or tool.get("arguments") or {}
     if not isinstance(args, dict):
-        raise _err(where, f"{fld}.input_parameters", "must be an object",
-                   "write the arguments as a JSON object")
+        raise _err(
+            where,
+            f"{fld}.input_parameters",
+            "must be an object",
+            "write the arguments as a JSON object",
+        )
     return {"name": tool["name"], "arguments": args}
 
 
@@ -586,8 +678,12 @@ def _assign_ids(rows: list[Row]) -> None:
         if not SAFE_ID.match(base):
             slug = _slug(base)
             if not SAFE_ID.match(slug):
-                raise _err(row.where, "id", f"{base!r} cannot be a case id",
-                           "use letters, digits, '.', '_' or '-' (128 at most)")
+                raise _err(
+                    row.where,
+                    "id",
+                    f"{base!r} cannot be a case id",
+                    "use letters, digits, '.', '_' or '-' (128 at most)",
+                )
             base = slug
         case_id, k = base, 2
         while case_id in seen:
@@ -608,18 +704,24 @@ def detect_format(path: Path) -> str:
         return "deepeval"
     if suffix == ".jsonl":
         return "hf"
-    raise GoldevalError(f"{path}: cannot tell the format from the name; pass --format "
-                        f"({', '.join(FORMATS)})")
+    raise GoldevalError(
+        f"{path}: cannot tell the format from the name; pass --format ({', '.join(FORMATS)})"
+    )
 
 
 def import_dataset(
-    source: Path, name: str, golden_root: Path, fmt: str | None = None,
+    source: Path,
+    name: str,
+    golden_root: Path,
+    fmt: str | None = None,
     split: str | None = None,
 ) -> ImportReport:
     """Build ``golden_root/name`` from ``source``; nothing is written on any error."""
     if not _NAME.match(name):
-        raise GoldevalError(f"dataset name {name!r}: use lower-case letters, digits, '-' or "
-                            "'_', starting with a letter (e.g. support-bot)")
+        raise GoldevalError(
+            f"dataset name {name!r}: use lower-case letters, digits, '-' or "
+            "'_', starting with a letter (e.g. support-bot)"
+        )
     if not source.exists():
         raise GoldevalError(f"{source}: no such file or folder")
     fmt = fmt or detect_format(source)
@@ -653,8 +755,12 @@ def import_dataset(
         _write(tmp, name, source, fmt, rows, report)
         # The plugin's own loader: an imported row the plugin would refuse is refused here.
         try:
-            load_dataset(tmp, project_root=golden_root.parent, graders=builtin_graders(),
-                         require_fixtures=False)
+            load_dataset(
+                tmp,
+                project_root=golden_root.parent,
+                graders=builtin_graders(),
+                require_fixtures=False,
+            )
         except GoldevalError as exc:
             raise _at_source(exc, rows) from None
         os.rename(tmp, target)
@@ -669,14 +775,15 @@ def import_dataset(
     return report
 
 
-def _write(folder: Path, name: str, source: Path, fmt: str, rows: list[Row],
-           report: ImportReport) -> None:
+def _write(
+    folder: Path, name: str, source: Path, fmt: str, rows: list[Row], report: ImportReport
+) -> None:
     version = f"{name}-v1"
     manifest = (
         f"# Imported by `goldeval import` from {source.name} ({fmt}); review the rows.\n"
         f"version: {version}\nname: {name}\n"
         f"description: {json.dumps(f'Imported from {source.name} ({fmt}).')}\n"
-        f"changelog:\n  - \"{version}: imported {len(rows)} rows.\"\npack: none\n"
+        f'changelog:\n  - "{version}: imported {len(rows)} rows."\npack: none\n'
     )
     (folder / "dataset.yaml").write_text(manifest, encoding="utf-8")
     with (folder / f"{name}.jsonl").open("w", encoding="utf-8") as fh:
@@ -690,12 +797,15 @@ def _write(folder: Path, name: str, source: Path, fmt: str, rows: list[Row],
         (folder / "fixtures" / f"{row.id}.out.md").write_text(row.fixture, encoding="utf-8")
         if row.sidecar:
             (folder / "fixtures" / f"{row.id}.out.json").write_text(
-                dumps_sidecar(row.sidecar), encoding="utf-8")
+                dumps_sidecar(row.sidecar), encoding="utf-8"
+            )
     report.fixtures = len(with_fixture)
     missing = len(rows) - len(with_fixture)
     if missing:
-        report.notes.append(f"{missing} row(s) have no answer in the source: record their "
-                            f"fixtures with pytest --golden={version} --golden-mode=record")
+        report.notes.append(
+            f"{missing} row(s) have no answer in the source: record their "
+            f"fixtures with pytest --golden={version} --golden-mode=record"
+        )
 
 
 def _at_source(exc: GoldevalError, rows: list[Row]) -> GoldevalError:

@@ -74,6 +74,7 @@ class Controller:
         self.worker_pids: list[int] = []
         #: Collection errors (serial, or forwarded by xdist from its workers).
         self.collection_errors = 0
+        self.session: pytest.Session | None = None
         state.on_signal.append(self._forward_signal)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -88,6 +89,7 @@ class Controller:
         # key of another dataset is a usage error, another protocol under the key is 65; a
         # missing --golden-baseline is a usage error, a damaged one 65. Listing items
         # (--collect-only) runs nothing, reads no store and compares nothing.
+        self.session = session
         if session.config.option.collectonly:
             return
         try:
@@ -145,6 +147,11 @@ class Controller:
             self._refuse(config, COMPARISON_INVALID, f"baseline rejected: {exc}")
         if reason is not None:
             self._refuse(config, COMPARISON_INVALID, reason)
+        if builtin_provider_answers(self.session):
+            refused = self.state.model_refusal()
+            if refused is not None:
+                self.refused = True
+                raise pytest.UsageError(refused)
 
     def _refuse(self, config: pytest.Config, code: int, reason: str) -> None:
         self.refused = True
@@ -267,6 +274,32 @@ class Controller:
             terminalreporter.write_line(f"goldeval: error: {self.final_error}", red=True, bold=True)
             return
         print_summary(self.state, terminalreporter)
+
+
+def builtin_provider_answers(session: pytest.Session | None) -> bool:
+    """Whether the plugin's own ``golden_provider`` fixture answers the golden items (no
+    conftest overrides it with the team's own app, whose model names are its business).
+
+    Serial runs ask for the first golden item's definitions; an xdist controller collects
+    nothing and looks at the definitions it loaded (the rootdir's conftest.py among them).
+    No public API lists them (pinned by tests/unit/test_pytest_internals.py).
+    """
+    manager = getattr(session, "_fixturemanager", None)
+    if session is None or manager is None:
+        return False
+    items = [item for item in getattr(session, "items", ()) if param_of(item) is not None]
+    if items:
+        found = manager.getfixturedefs("golden_provider", items[0])
+        defs = list(found or ())[-1:]  # the one the item uses
+    else:
+        defs = list(getattr(manager, "_arg2fixturedefs", {}).get("golden_provider") or ())
+    return bool(defs) and all(
+        getattr(getattr(d, "func", None), "__module__", None) == _PLUGIN_FIXTURES for d in defs
+    )
+
+
+#: The module of the plugin's own fixtures (golden_provider among them).
+_PLUGIN_FIXTURES = "goldeval.pytest_plugin.hooks"
 
 
 @contextmanager
@@ -617,12 +650,14 @@ def build_for(
         extra["incomplete"] = True
         extra["notStartedOverBudget"] = state.skipped_by_budget
     judge_errors = 0
+    served: set[str] = set()
 
     fin = finalisation(state)
 
     def on_case(case: dict[str, Any]) -> None:
         nonlocal judge_errors
         judge_errors += sum(1 for a in case["attempts"] if (a.get("judge") or {}).get("error"))
+        served.update(a["servedModel"] for a in case["attempts"] if a.get("servedModel"))
         fin.unsynced += len(artifacts.write_case(run_dir, case, s.artifacts))
 
     # A folder of its own, created exclusively (a clash draws a new id); a run key's folder
@@ -646,6 +681,7 @@ def build_for(
         status=run_status,
         extra=extra,
     )
+    note_served_models(run, served)
     if protocol["judgeEnabled"]:
         run["judgeErrors"] = judge_errors
         if judge_model and judge_model == model:
@@ -654,6 +690,19 @@ def build_for(
                 f"judge model {judge_model} is the generator model: self-preference risk"
             )
     return run, run_dir
+
+
+def note_served_models(run: dict[str, Any], served: set[str]) -> None:
+    """The models the servers said answered, in the run's configuration: ``servedModel`` when
+    they all named one, ``servedModels`` when several. The protocol's ``model`` stays the
+    name asked for, so runs and baselines keep comparing as before."""
+    configuration = run.get("configuration")
+    if not served or not isinstance(configuration, dict):
+        return
+    if len(served) == 1:
+        configuration["servedModel"] = next(iter(served))
+    else:
+        configuration["servedModels"] = sorted(served)
 
 
 def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:

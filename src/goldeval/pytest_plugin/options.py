@@ -226,6 +226,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="judge calls per attempt (stability = majority share)",
     )
     add(
+        "--golden-judge-max-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="max_tokens of every judge call (default: the golden_judge_max_tokens ini key, "
+        "else 512)",
+    )
+    add(
         "--golden-cache",
         default=None,
         metavar="DIR",
@@ -269,6 +277,11 @@ def add_options(parser: pytest.Parser) -> None:
         "prices per model, one per line: MODEL = INPUT OUTPUT (per 1k tokens)",
         type="linelist",
         default=[],
+    )
+    parser.addini(
+        "golden_judge_max_tokens",
+        "max_tokens of every judge call (the verdict JSON is small; default 512)",
+        default="",
     )
     parser.addini("golden_root", "folder holding the golden datasets", default="golden")
     parser.addini("golden_out", "run artifacts folder", default=".goldeval/runs")

@@ -16,6 +16,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
+from goldeval.providers.http.models_list import refusal, served_model_of
 
 
 class OpenAIProvider(HTTPProvider):
@@ -30,6 +31,16 @@ class OpenAIProvider(HTTPProvider):
         if self._root.endswith("/v1"):
             return self._url("/chat/completions")
         return self._url("/v1/chat/completions")
+
+    @property
+    def models_endpoint(self) -> str:
+        """``GET`` lists the models the server serves (``{"data": [{"id"}]}``)."""
+        if self._root.endswith("/v1"):
+            return self._url("/models")
+        return self._url("/v1/models")
+
+    def model_refusal(self, model: str) -> str | None:
+        return refusal(self, self.models_endpoint, model)
 
     def _extra_headers(self) -> dict[str, str]:
         key = (self.settings.api_key or "").strip()
@@ -91,6 +102,7 @@ class OpenAIProvider(HTTPProvider):
             finish_reason=finish_reason_of(first.get("finish_reason"))
             if isinstance(first, dict)
             else None,
+            served_model=served_model_of(data.get("model")),
         )
 
     def _read_stream(
@@ -103,6 +115,7 @@ class OpenAIProvider(HTTPProvider):
         calls: dict[int, dict[str, Any]] = {}
         usage: Any = None
         reason: Any = None
+        served: Any = None
         for line in response.iter_lines():
             if not line.startswith("data:"):
                 continue  # blank separators, comments (": keep-alive"), event names
@@ -119,6 +132,7 @@ class OpenAIProvider(HTTPProvider):
                 return {"error": chunk["error"]}, first
             if isinstance(chunk.get("usage"), dict):
                 usage = chunk["usage"]
+            served = chunk.get("model", served)
             choices = chunk.get("choices")
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
                 continue
@@ -159,6 +173,8 @@ class OpenAIProvider(HTTPProvider):
         }
         if usage is not None:
             assembled["usage"] = usage
+        if served is not None:
+            assembled["model"] = served
         return assembled, first
 
 
