@@ -280,9 +280,10 @@ def builtin_provider_answers(session: pytest.Session | None) -> bool:
     """Whether the plugin's own ``golden_provider`` fixture answers the golden items (no
     conftest overrides it with the team's own app, whose model names are its business).
 
-    Serial runs ask for the first golden item's definitions; an xdist controller collects
-    nothing and looks at the definitions it loaded (the rootdir's conftest.py among them).
-    No public API lists them (pinned by tests/unit/test_pytest_internals.py).
+    Serial runs ask for the first golden item's definitions (no public API lists them;
+    pinned by tests/unit/test_pytest_internals.py); an xdist controller collects nothing and
+    looks at the plugins and conftest modules it loaded (the rootdir's conftest.py among
+    them; a conftest only the workers load is not seen: documented in docs/reliability.md).
     """
     manager = getattr(session, "_fixturemanager", None)
     if session is None or manager is None:
@@ -291,10 +292,15 @@ def builtin_provider_answers(session: pytest.Session | None) -> bool:
     if items:
         found = manager.getfixturedefs("golden_provider", items[0])
         defs = list(found or ())[-1:]  # the one the item uses
-    else:
-        defs = list(getattr(manager, "_arg2fixturedefs", {}).get("golden_provider") or ())
-    return bool(defs) and all(
-        getattr(getattr(d, "func", None), "__module__", None) == _PLUGIN_FIXTURES for d in defs
+        return bool(defs) and all(
+            getattr(getattr(d, "func", None), "__module__", None) == _PLUGIN_FIXTURES for d in defs
+        )
+    # An xdist controller has parsed no fixtures: any plugin or conftest module it loaded
+    # (the rootdir's conftest.py among them) that defines golden_provider overrides ours.
+    return not any(
+        getattr(plugin, "golden_provider", None) is not None
+        and getattr(plugin, "__name__", None) != _PLUGIN_FIXTURES
+        for plugin in session.config.pluginmanager.get_plugins()
     )
 
 
