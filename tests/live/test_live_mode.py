@@ -18,7 +18,7 @@ def _comparable(run: dict) -> dict:
     for case in doc["cases"]:
         case.pop("model", None)
         for a in case["attempts"]:
-            for key in ("tokens", "tries", "model", "finishReason"):  # live-only facts
+            for key in ("tokens", "tries", "model", "finishReason", "servedModel"):  # live-only
                 a.pop(key, None)
     return {
         "cases": doc["cases"],

@@ -286,8 +286,31 @@ def test_openai_embeddings_and_models(server: FakeLLMServer, client: httpx.Clien
     assert data["data"][0]["embedding"] == embed_text("a b")
     single = client.post("/v1/embeddings", json={"model": "m", "input": "a b"}).json()
     assert single["data"][0]["embedding"] == embed_text("a b")
+    # No list of models given: no list offered (a client may use any name), as a server
+    # without one; offered once asked for, or once models are given.
+    assert client.get("/v1/models").status_code == 404
+    server.list_models = True
     models = client.get("/v1/models").json()
     assert [m["id"] for m in models["data"]] == list(llm_server.DEFAULT_MODELS)
+    assert [r.path for r in server.listings] == ["/v1/models", "/v1/models"]
+    assert all(r.path != "/v1/models" for r in server.requests)
+
+
+def test_model_lists_are_served_apart_and_any_model_answers(client: httpx.Client) -> None:
+    with FakeLLMServer(models=["only-model"]) as srv, httpx.Client(base_url=srv.base_url) as c:
+        srv.set_fault(Fault.status(500))
+        srv.latency = 5.0
+        start = time.monotonic()
+        assert [m["name"] for m in c.get("/api/tags").json()["models"]] == ["only-model"]
+        assert time.monotonic() - start < 2  # no latency, no fault, no slot for the list
+        srv.set_fault(None)
+        srv.latency = 0.0
+        srv.served_model = "only-model"
+        body = {**OPENAI_BODY, "model": "gpt-9-nonexistent"}
+        answer = c.post("/v1/chat/completions", json=body).json()
+        assert answer["model"] == "only-model"  # any name is answered, by the one it serves
+        srv.list_models = False
+        assert c.get("/v1/models").status_code == 404
 
 
 # --------------------------------------------------------------------------- answers
@@ -437,7 +460,10 @@ def test_persistent_fault_and_script_precedence(
     for _ in range(3):
         r = client.post("/api/chat", json=OLLAMA_BODY)
         assert (r.status_code, r.headers["retry-after"]) == (503, "2")
-    assert client.get("/api/tags").status_code == 503
+    assert client.get("/").status_code == 503
+    # The model lists are served apart from the calls: no fault, no script, no latency
+    # (404 here: no list of models was given, so none is offered).
+    assert client.get("/api/tags").status_code == 404
     server.set_fault(None)
     assert client.post("/api/chat", json=OLLAMA_BODY).status_code == 200
 
@@ -467,7 +493,7 @@ def test_stop_interrupts_a_hang() -> None:
 
         def call() -> None:
             try:
-                c.get("/api/tags", timeout=10)
+                c.get("/", timeout=10)
             except httpx.HTTPError as exc:
                 errors.append(exc)
 
@@ -522,7 +548,7 @@ def test_latency_fault_and_global_latency(server: FakeLLMServer, client: httpx.C
     assert time.monotonic() - start >= 0.18
     server.latency = 0.2
     start = time.monotonic()
-    assert client.get("/api/tags").status_code == 200
+    assert client.get("/").status_code == 200
     assert time.monotonic() - start >= 0.18
 
 
@@ -532,7 +558,7 @@ def test_reset(server: FakeLLMServer, client: httpx.Client) -> None:
     server.set_fault(Fault.status(500))
     server.script([Fault.drop()])
     with pytest.raises(httpx.TransportError):
-        client.get("/api/tags")
+        client.get("/")
     server.reset()
     assert server.request_count == 0 and server.requests == [] and server.max_in_flight == 0
     assert server.fault is None and len(server.faults) == 0 and server.latency == 0

@@ -452,3 +452,25 @@ class Watchdog:
 
 #: The process's watchdog (its thread starts on the first armed alarm).
 WATCHDOG = Watchdog()
+# -- live calls: what bounds the judge and the model-list probe (issue 32 / 31: bound-budget) --
+
+LIMITS = (
+    *LIMITS,
+    LimitSpec(
+        "judge_max_tokens",
+        512,
+        "tokens",
+        "--golden-judge-max-tokens / golden_judge_max_tokens",
+        "max_tokens sent with every judge call (its answer is a small JSON verdict); judge "
+        "calls also wait on the generation limiter and spend --golden-max-tokens",
+    ),
+    LimitSpec(
+        "model_list_seconds",
+        10,
+        "seconds",
+        "",
+        "the one GET /v1/models or /api/tags before a live run's first call; slower counts as "
+        "a server that offers no list",
+    ),
+)
+LIMITS_BY_NAME.update({spec.name: spec for spec in LIMITS})

@@ -98,6 +98,9 @@ class TokenUsage(Record):
     output_tokens: int | None = None
     total_tokens: int | None = None
     estimated_cost: float | None = None
+    #: True when the provider reported no usage and the counts are characters / 4
+    #: (goldeval.core.limits.estimate_tokens): a budget still sees the call.
+    estimated: bool | None = None
 
 
 class JudgeRecord(Record):
@@ -146,6 +149,9 @@ class AttemptRecord(Record):
     finish_reason: str | None = None
     #: The messages sent, for a failing attempt of a row with a template or a conversation.
     prompt_messages: list[dict[str, Any]] | None = None
+    #: The model the server says answered (the response's ``model`` field), when it says so
+    #: and it differs from ``model`` (the name asked for, which keeps runs comparable).
+    served_model: str | None = None
 
 
 class Rate(BaseModel):

@@ -249,6 +249,8 @@ class RunSettings:
     judge: bool = False
     judge_model: str | None = None
     judge_repetitions: int = 1
+    #: max_tokens of every judge call (``--golden-judge-max-tokens``, limit judge_max_tokens).
+    judge_max_tokens: int = 512
     cache_dir: Path | None = None
     overwrite_fixtures: bool = False
     experiment: str | None = None

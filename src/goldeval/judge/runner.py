@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from goldeval.core import limits
 from goldeval.core.errors import ProviderError
 from goldeval.core.models import AttemptRecord, JudgeRecord, Status, TokenUsage
+from goldeval.core.settings import ProviderSettings
 from goldeval.dataset.case import GoldenCase
 from goldeval.judge.parse import (
     JudgeDecision,
@@ -16,6 +18,7 @@ from goldeval.judge.parse import (
     parse_judge_output,
 )
 from goldeval.providers.base import Answer, Provider, ProviderRequest, resolve
+from goldeval.providers.budget import Budget, estimate_usage
 
 DEFAULT_RUBRIC = (
     "You grade one candidate answer against the case's expectations. Judge only what the "
@@ -25,10 +28,23 @@ DEFAULT_RUBRIC = (
 
 @dataclass
 class Judge:
+    """Calls the judge model for an attempt graded PASS or FAIL.
+
+    Every call carries ``max_tokens`` (the verdict is a small JSON object: the
+    ``judge_max_tokens`` limit, 512 unless ``--golden-judge-max-tokens`` says otherwise), so a
+    judge that rambles cannot hold a one-slot server past the read timeout. Its tokens (the
+    reported ones, else estimated) spend the run's ``budget``: judge calls of an attempt
+    already started always run, so the budget stops the *next* attempts.
+    """
+
     provider: Provider
     model: str | None
     rubric: str
     repetitions: int = 1
+    max_tokens: int = int(limits.default("judge_max_tokens"))
+    budget: Budget | None = None
+    #: The judge's settings, for the price of estimated tokens (None: no price).
+    settings: ProviderSettings | None = None
 
     def judge(
         self, case: GoldenCase, record: AttemptRecord, answer: Answer, retrieved: Sequence[str]
@@ -57,6 +73,7 @@ class Judge:
                 user=user,
                 model=self.model,
                 retrieved=list(retrieved),
+                options={"max_tokens": self.max_tokens},
             )
             try:
                 reply = resolve(self.provider.complete(request))
@@ -69,6 +86,7 @@ class Judge:
                     tokens=usage.dump(),
                 )
                 return
+            self._spend(reply, request)
             usage.add(reply)
             raw = reply.text
             last = parse_judge_output(reply.text)
@@ -88,6 +106,12 @@ class Judge:
         if self.repetitions > 1:
             record.judge_stability = judge_stability(decisions)
 
+    def _spend(self, reply: Answer, request: ProviderRequest) -> None:
+        """Estimate the tokens of a reply without usage; count them against the budget."""
+        estimate_usage(reply, request, self.settings, self.model)
+        if self.budget is not None:
+            self.budget.spend_answer(reply)
+
 
 class _Usage:
     """The judge calls' tokens, summed over repetitions; unknown stays unknown."""
@@ -95,12 +119,14 @@ class _Usage:
     def __init__(self) -> None:
         self.input: int | None = None
         self.output: int | None = None
+        self.estimated = False
 
     def add(self, reply: Answer) -> None:
         if reply.input_tokens is not None:
             self.input = (self.input or 0) + reply.input_tokens
         if reply.output_tokens is not None:
             self.output = (self.output or 0) + reply.output_tokens
+        self.estimated = self.estimated or reply.tokens_estimated
 
     def dump(self) -> TokenUsage | None:
         if self.input is None and self.output is None:
@@ -109,4 +135,5 @@ class _Usage:
             input_tokens=self.input,
             output_tokens=self.output,
             total_tokens=(self.input or 0) + (self.output or 0),
+            estimated=self.estimated or None,
         )

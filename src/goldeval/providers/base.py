@@ -45,6 +45,10 @@ class Answer:
     ttft_ms: int | None = None
     #: Why the model stopped (``stop``, ``length``, ``tool_calls``, ...), when the protocol says.
     finish_reason: str | None = None
+    #: The counts above are estimates (characters / 4): the provider reported no usage.
+    tokens_estimated: bool = False
+    #: The model the server says answered (the response's ``model`` field), when it says so.
+    served_model: str | None = None
     #: Set by the plugin: the pytest item this answer belongs to and the (pipeline, param)
     #: that grade it (not part of the API).
     _item: Any = field(default=None, repr=False, compare=False)
@@ -174,6 +178,12 @@ class Provider(abc.ABC):
 
     @abc.abstractmethod
     def complete(self, request: ProviderRequest) -> Answer: ...
+
+    def model_refusal(self, model: str) -> str | None:
+        """Why ``model`` cannot be used, when the server lists its models and not this one;
+        None otherwise (the default: a provider that cannot tell). Asked once, before the
+        first call of a live run (the HTTP providers ask ``/v1/models`` or ``/api/tags``)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release pooled connections."""

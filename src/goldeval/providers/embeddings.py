@@ -41,8 +41,12 @@ from typing import Any
 import httpx
 
 from goldeval.core.errors import ConfigError, ProviderError
+from goldeval.core.limits import estimate_tokens
 from goldeval.core.settings import ProviderSettings, redact_url
+from goldeval.providers.budget import Meter, current_meter
 from goldeval.providers.http import HTTPProvider
+from goldeval.providers.http.client import token_count
+from goldeval.providers.http.limiter import CallLimiter
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -78,6 +82,17 @@ DEFAULT_RETRIES = 3
 #: context limit anyway; a 10 MB answer must not become a 10 MB request).
 MAX_INPUT_CHARS = 32_000
 _KIND = "EMBEDDING_ERROR"
+
+
+def _usage(data: Any) -> int | None:
+    """The input tokens an embeddings answer reports: OpenAI ``usage.prompt_tokens``,
+    Ollama ``prompt_eval_count``; None when it reports none."""
+    if not isinstance(data, dict):
+        return None
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        return token_count(usage.get("prompt_tokens"))
+    return token_count(data.get("prompt_eval_count"))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -255,6 +270,17 @@ class EmbeddingClient:
         self._transport = _EmbeddingTransport(kind, settings)
         #: The base URL without userinfo or trailing slash, credentials masked: safe to show.
         self.base_url = self._transport.base_url
+        #: A run's account (budget, limiters by server), when a run installed one.
+        self._meter: Meter | None = current_meter()
+        if self._meter is not None:
+            self._meter.share(self._transport, self._own_limiter)
+
+    def _own_limiter(self) -> CallLimiter | None:
+        """A limiter for an embedding server the generation provider does not ask."""
+        meter = self._meter
+        if meter is None or meter.concurrency is None:
+            return None
+        return CallLimiter(meter.concurrency)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -293,10 +319,15 @@ class EmbeddingClient:
         url = self.endpoint
         payload = json.dumps({"model": self.model, "input": inputs}).encode("utf-8")
         failure: ProviderError | None = None
+        usage: list[int | None] = []
+
+        def parse(data: Any) -> list[list[float]]:
+            vectors = self._parse(data, url)
+            usage.append(_usage(data))
+            return vectors
+
         try:
-            vectors, _tries = self._transport.request_json(
-                payload, lambda data: self._parse(data, url)
-            )
+            vectors, _tries = self._transport.request_json(payload, parse)
         except ProviderError as exc:
             failure = exc
         if failure is not None and failure.kind == _KIND:
@@ -306,9 +337,19 @@ class EmbeddingClient:
             raise ProviderError(
                 _KIND, f"{failure.kind}{after}: {failure.message}", tries=failure.tries
             )
+        self._spend(usage[-1] if usage else None, inputs)
         if len(vectors) != len(inputs):
             raise self._fail(f"{url} returned {len(vectors)} embeddings for {len(inputs)} inputs")
         return list(vectors)
+
+    def _spend(self, tokens: int | None, inputs: Sequence[str]) -> None:
+        """Count the call's tokens (reported, else characters / 4) against the run's budget."""
+        if self._meter is None:
+            return
+        if tokens is None:
+            self._meter.budget.spend(estimate_tokens("".join(inputs)), None, estimated=True)
+        else:
+            self._meter.budget.spend(tokens, None)
 
     def _parse(self, data: Any, url: str) -> list[list[float]]:
         if not isinstance(data, dict):

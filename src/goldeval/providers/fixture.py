@@ -39,6 +39,8 @@ def answer_sidecar(answer: Answer) -> dict[str, Any] | None:
         data["toolCalls"] = [call.dump() for call in answer.tool_calls]
     if answer.finish_reason is not None:
         data["finishReason"] = answer.finish_reason
+    if answer.tokens_estimated:
+        return data or None  # estimates are not the provider's usage: never recorded as such
     if answer.input_tokens is not None:
         data["inputTokens"] = answer.input_tokens
     if answer.output_tokens is not None:

@@ -81,6 +81,7 @@ class Controller:
         self.worker_pids: list[int] = []
         #: Collection errors (serial, or forwarded by xdist from its workers).
         self.collection_errors = 0
+        self.session: pytest.Session | None = None
         state.on_signal.append(self._forward_signal)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -95,6 +96,7 @@ class Controller:
         # key of another dataset is a usage error, another protocol under the key is 65; a
         # missing --golden-baseline is a usage error, a damaged one 65. Listing items
         # (--collect-only) runs nothing, reads no store and compares nothing.
+        self.session = session
         if session.config.option.collectonly:
             return
         try:
@@ -152,6 +154,11 @@ class Controller:
             self._refuse(config, refused_before_run(f"baseline rejected: {exc}"))
         if reason is not None:
             self._refuse(config, refused_before_run(reason))
+        if builtin_provider_answers(self.session):
+            refused = self.state.model_refusal()
+            if refused is not None:
+                self.refused = True
+                raise pytest.UsageError(refused)
 
     def _refuse(self, config: pytest.Config, decision: ExitDecision) -> None:
         """End the session before any item ran: the only exit status set before a run."""
@@ -274,6 +281,38 @@ class Controller:
             terminalreporter.write_line(f"goldeval: error: {self.final_error}", red=True, bold=True)
             return
         print_summary(self.state, terminalreporter)
+
+
+def builtin_provider_answers(session: pytest.Session | None) -> bool:
+    """Whether the plugin's own ``golden_provider`` fixture answers the golden items (no
+    conftest overrides it with the team's own app, whose model names are its business).
+
+    Serial runs ask for the first golden item's definitions (no public API lists them;
+    pinned by tests/unit/test_pytest_internals.py); an xdist controller collects nothing and
+    looks at the plugins and conftest modules it loaded (the rootdir's conftest.py among
+    them; a conftest only the workers load is not seen: documented in docs/reliability.md).
+    """
+    manager = getattr(session, "_fixturemanager", None)
+    if session is None or manager is None:
+        return False
+    items = [item for item in getattr(session, "items", ()) if param_of(item) is not None]
+    if items:
+        found = manager.getfixturedefs("golden_provider", items[0])
+        defs = list(found or ())[-1:]  # the one the item uses
+        return bool(defs) and all(
+            getattr(getattr(d, "func", None), "__module__", None) == _PLUGIN_FIXTURES for d in defs
+        )
+    # An xdist controller has parsed no fixtures: any plugin or conftest module it loaded
+    # (the rootdir's conftest.py among them) that defines golden_provider overrides ours.
+    return not any(
+        getattr(plugin, "golden_provider", None) is not None
+        and getattr(plugin, "__name__", None) != _PLUGIN_FIXTURES
+        for plugin in session.config.pluginmanager.get_plugins()
+    )
+
+
+#: The module of the plugin's own fixtures (golden_provider among them).
+_PLUGIN_FIXTURES = "goldeval.pytest_plugin.hooks"
 
 
 @contextmanager
@@ -546,12 +585,14 @@ def build_for(
         extra["incomplete"] = True
         extra["notStartedOverBudget"] = state.skipped_by_budget
     judge_errors = 0
+    served: set[str] = set()
 
     fin = finalisation(state)
 
     def on_case(case: dict[str, Any]) -> None:
         nonlocal judge_errors
         judge_errors += sum(1 for a in case["attempts"] if (a.get("judge") or {}).get("error"))
+        served.update(a["servedModel"] for a in case["attempts"] if a.get("servedModel"))
         fin.unsynced += len(artifacts.write_case(run_dir, case, s.artifacts))
 
     # A folder of its own, created exclusively (a clash draws a new id); a run key's folder
@@ -575,6 +616,7 @@ def build_for(
         status=run_status,
         extra=extra,
     )
+    note_served_models(run, served)
     if protocol["judgeEnabled"]:
         run["judgeErrors"] = judge_errors
         if judge_model and judge_model == model:
@@ -599,6 +641,19 @@ def _recorded_text(path: Path) -> str | None:
         return read_regular_file(path, limit="fixture_bytes").decode("utf-8", errors="replace")
     except DatasetError:
         return _UNREADABLE_RECORDING
+
+
+def note_served_models(run: dict[str, Any], served: set[str]) -> None:
+    """The models the servers said answered, in the run's configuration: ``servedModel`` when
+    they all named one, ``servedModels`` when several. The protocol's ``model`` stays the
+    name asked for, so runs and baselines keep comparing as before."""
+    configuration = run.get("configuration")
+    if not served or not isinstance(configuration, dict):
+        return
+    if len(served) == 1:
+        configuration["servedModel"] = next(iter(served))
+    else:
+        configuration["servedModels"] = sorted(served)
 
 
 def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:

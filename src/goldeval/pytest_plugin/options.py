@@ -242,6 +242,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="judge calls per attempt (stability = majority share)",
     )
     add(
+        "--golden-judge-max-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="max_tokens of every judge call (default: the golden_judge_max_tokens ini key, "
+        "else 512)",
+    )
+    add(
         "--golden-cache",
         default=None,
         metavar="DIR",
@@ -291,6 +299,11 @@ def add_options(parser: pytest.Parser) -> None:
         "largest model response body read, in bytes (default 32 MiB; "
         "--golden-max-response-bytes wins)",
         default=None,
+    )
+    parser.addini(
+        "golden_judge_max_tokens",
+        "max_tokens of every judge call (the verdict JSON is small; default 512)",
+        default="",
     )
     parser.addini("golden_root", "folder holding the golden datasets", default="golden")
     parser.addini("golden_out", "run artifacts folder", default=".goldeval/runs")

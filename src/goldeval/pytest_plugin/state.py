@@ -36,7 +36,13 @@ from goldeval.pipeline.attempt import (
 )
 from goldeval.pipeline.retriever import LexicalRetriever
 from goldeval.providers.base import Answer, Provider, as_provider, resolve
-from goldeval.providers.budget import Budget, parse_prices
+from goldeval.providers.budget import (
+    Budget,
+    Meter,
+    estimate_usage,
+    install_meter,
+    parse_prices,
+)
 from goldeval.providers.cache import CachedProvider
 from goldeval.providers.fixture import FixtureProvider, answer_sidecar
 from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
@@ -173,6 +179,7 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
         judge=bool(_opt(config, "golden_judge", False)) and mode is not Mode.FIXTURE,
         judge_model=_opt(config, "golden_judge_model"),
         judge_repetitions=int(_opt(config, "golden_judge_repetitions", 1)),
+        judge_max_tokens=_judge_max_tokens(config),
         overwrite_fixtures=bool(_opt(config, "golden_overwrite_fixtures", False)),
         cache_dir=_cache_dir(config),
         experiment=_opt(config, "golden_experiment"),
@@ -202,6 +209,26 @@ def _max_response_bytes(config: pytest.Config) -> int:
             f"golden_max_response_bytes = {raw!r}: must be a whole number of bytes, at least 1"
         )
     return value
+
+
+def _judge_max_tokens(config: pytest.Config) -> int:
+    """``--golden-judge-max-tokens``, else the ini key, else the judge_max_tokens limit."""
+    value = _opt(config, "golden_judge_max_tokens")
+    if value is not None:
+        return int(value)
+    raw = str(config.getini("golden_judge_max_tokens") or "").strip()
+    if not raw:
+        return int(limits.default("judge_max_tokens"))
+    try:
+        number = int(raw)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise pytest.UsageError(
+            f"golden_judge_max_tokens = {raw!r} in the ini file is not a whole number of 1 or "
+            "more (max_tokens of every judge call)"
+        )
+    return number
 
 
 def _cache_dir(config: pytest.Config) -> Path | None:
@@ -271,6 +298,11 @@ class GoldenSession:
         #: Attempts SKIPPED (reason budget), counted by the controller from every report.
         self.skipped_by_budget = 0
         self.budget = _process_budget(self.settings)
+        #: The budget and the limiters every live call of this process shares (generation,
+        #: judge, embeddings); installed for the embedding clients the graders make.
+        self.meter = Meter(self.budget, concurrency=self.settings.provider.max_concurrency)
+        install_meter(self.meter)
+        config.add_cleanup(lambda: install_meter(None))
         #: failed reports of items that are not golden attempts (the user's own tests)
         self.other_failures = 0
         self._cached: dict[int, Provider] = {}
@@ -292,6 +324,7 @@ class GoldenSession:
             # An unknown provider is a usage error now, not an ERROR on every attempt later
             # (which would exit 75 and be retried forever).
             self._provider = self._make_provider()
+            self.meter.share(self._provider)
         if self.settings.judge:
             self.judge_provider()  # a bad judge option is a usage error now, not per item
         if self.settings.rerun_errors and not self.settings.run_key:
@@ -452,6 +485,26 @@ class GoldenSession:
             )
         return provider  # type: ignore[no-any-return]
 
+    def model_refusal(self) -> str | None:
+        """Live runs: why a model of the run cannot be used on its server, else None.
+
+        The built-in provider asks the server's model list once (``/v1/models``, ``/api/tags``;
+        goldeval.providers.http.models_list); a server without a list, or a provider that
+        cannot tell, refuses nothing. Only asked when the plugin's own provider will answer
+        (see Controller._preflight).
+        """
+        if self.settings.mode is Mode.FIXTURE or self._provider is None:
+            return None
+        check = getattr(self._provider, "model_refusal", None)
+        if not callable(check):
+            return None
+        models: list[str | None] = [*self.settings.models] or [self.settings.provider.model]
+        for model in models:
+            reason = check(model) if model else None
+            if isinstance(reason, str) and reason:
+                return reason
+        return None
+
     def default_retriever(self) -> Any:
 
         dataset = self.load()
@@ -498,6 +551,9 @@ class GoldenSession:
                 self.judge_settings().model,
                 self.load().rubric or DEFAULT_RUBRIC,
                 self.settings.judge_repetitions,
+                max_tokens=self.settings.judge_max_tokens,
+                budget=self.budget,
+                settings=self.judge_settings(),
             )
         return self._judge
 
@@ -516,6 +572,8 @@ class GoldenSession:
                     f"unknown judge provider {judge_settings.name!r}: use ollama, openai, or "
                     "register one with the pytest_goldeval_make_provider hook"
                 )
+            # The judge waits on the generation limiter when it asks the same server.
+            self.meter.share(provider)
             try:
                 self._judge_provider = as_provider(provider)
             except TypeError:
@@ -568,6 +626,11 @@ class GoldenSession:
         settings.call_timeout = s.provider.call_timeout
         settings.max_response_bytes = s.provider.max_response_bytes
         settings.run_deadline = s.provider.run_deadline
+        # A limiter of its own when the judge asks another server (Meter.share gives it the
+        # generation one when it asks the same server); the prices are the run's.
+        settings.max_concurrency = s.provider.max_concurrency
+        settings.adaptive = s.provider.adaptive
+        settings.prices = s.provider.prices
         self._judge_settings = settings
         return settings
 
@@ -650,11 +713,12 @@ def _call(
         if getattr(exc, "duration_ms", None) is None:  # the HTTP providers set their own
             exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
         return exc
-    if budget.active and isinstance(answer, Answer):
-        tokens = None
-        if answer.input_tokens is not None or answer.output_tokens is not None:
-            tokens = (answer.input_tokens or 0) + (answer.output_tokens or 0)
-        budget.spend(tokens, answer.cost)
+    if isinstance(answer, Answer) and state.settings.mode is not Mode.FIXTURE:
+        # No usage in the answer (a stream without it, a plain callable): estimated, so the
+        # budget still sees the call and the run says the figure is an estimate.
+        estimate_usage(answer, req, state.settings.provider, model)
+        if budget.active:
+            budget.spend_answer(answer)
     return answer
 
 

@@ -123,12 +123,13 @@ def render(run: Mapping[str, Any]) -> str:
     out += _live_lines(m, "| {} | {} / {} ms | |")
     tokens = m.get("tokens") or {}
     if tokens:
+        note = _estimate_note(tokens)
         out.append(
             f"| Tokens in/out/total | {tokens.get('inputTokens', 'n/a')} / "
-            f"{tokens.get('outputTokens', 'n/a')} / {tokens.get('totalTokens', 'n/a')} | |"
+            f"{tokens.get('outputTokens', 'n/a')} / {tokens.get('totalTokens', 'n/a')} | {note} |"
         )
         if "estimatedCost" in tokens:
-            out.append(f"| Estimated cost | {tokens['estimatedCost']:.4f} | |")
+            out.append(f"| Estimated cost | {tokens['estimatedCost']:.4f} | {note} |")
     out += ["", "## Failures / taxonomy", ""]
     failures = [c for c in run.get("cases", []) if c.get("status") in ("FAIL", "ERROR")]
     if not failures:
@@ -298,6 +299,15 @@ def summary_table(run: Mapping[str, Any]) -> list[str]:
     lines.append(f"  {'Latency avg / p95':<26} {lat.get('avgMs', 0)} / {lat.get('p95Ms', 0)} ms")
     lines += _live_lines(m, "  {:<26} {} / {} ms")
     return lines
+
+
+def _estimate_note(tokens: dict[str, Any]) -> str:
+    """What the token figures are when some of them are estimates (no usage reported)."""
+    if tokens.get("estimated") is not True:
+        return ""
+    n = tokens.get("estimatedAttempts")
+    which = f"{n} attempt{'' if n == 1 else 's'}" if isinstance(n, int) else "some attempts"
+    return f"estimated for {which}: no usage reported, counted as characters / 4"
 
 
 def _live_lines(m: Mapping[str, Any], form: str) -> list[str]:

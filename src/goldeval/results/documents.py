@@ -57,6 +57,23 @@ class RateDoc(_Doc):
     rate: float | None = None
 
 
+class TokensDoc(_Doc):
+    """Tokens of one attempt or of the run (``metrics.tokens``); null counts are unknown.
+
+    ``estimated``: some counts are characters / 4 because the provider reported no usage
+    (the budget counts them all the same); ``estimatedAttempts`` says how many attempts of
+    the run. ``judge``: the judge calls' own totals (run level).
+    """
+
+    input_tokens: int | None = Field(default=None, alias="inputTokens")
+    output_tokens: int | None = Field(default=None, alias="outputTokens")
+    total_tokens: int | None = Field(default=None, alias="totalTokens")
+    estimated_cost: float | None = Field(default=None, alias="estimatedCost")
+    estimated: bool | None = None
+    estimated_attempts: int | None = Field(default=None, alias="estimatedAttempts")
+    judge: dict[str, Any] | None = None
+
+
 class Attempt(_Doc):
     #: Absent in the reference's own baselines (the case carries it).
     case_id: str | None = Field(default=None, alias="caseId")
@@ -66,7 +83,9 @@ class Attempt(_Doc):
     contract: dict[str, Any] | None = None
     retrieval: dict[str, Any] | None = None
     graders: list[dict[str, Any]] = Field(default_factory=list)
-    tokens: dict[str, Any] | None = None
+    tokens: TokensDoc | None = None
+    #: The model the server said answered (its response's ``model`` field), when it said so.
+    served_model: str | None = Field(default=None, alias="servedModel")
     duration_ms: float | None = Field(default=None, alias="durationMs")
     tries: int | None = None
     error_kind: str | None = Field(default=None, alias="errorKind")
@@ -111,6 +130,11 @@ class Configuration(_Doc):
     mode: str | None = None
     golden_mode: str | None = Field(default=None, alias="goldenMode")
     model: str | None = None
+    #: The model every answering server named, when they all named the same one (the
+    #: ``model`` above stays the name asked for: baselines compare on it).
+    served_model: str | None = Field(default=None, alias="servedModel")
+    #: The names, when the servers named several.
+    served_models: list[str] | None = Field(default=None, alias="servedModels")
     judge_model: str | None = Field(default=None, alias="judgeModel")
     judge_enabled: bool | None = Field(default=None, alias="judgeEnabled")
     repetitions: int | None = None
@@ -139,7 +163,7 @@ class Metrics(_Doc):
     graders: dict[str, RateDoc] | None = None
     slices: dict[str, RateDoc] | None = None
     latency: dict[str, Any] | None = None
-    tokens: dict[str, Any] | None = None
+    tokens: TokensDoc | None = None
     unstable_case_rate: RateDoc | None = Field(default=None, alias="unstableCaseRate")
     weighted_score: float | None = Field(default=None, alias="weightedScore")
     weighted_score_formula: str | None = Field(default=None, alias="weightedScoreFormula")
@@ -277,9 +301,7 @@ def validate_run_document(doc: Any, path: Path) -> RunDocument:
         else:
             want = _EXPECTED.get(first["type"])
             value = first.get("input")
-            message = (
-                f"must be {want}, got {_kind(value)}" if want is not None else first["msg"]
-            )
+            message = f"must be {want}, got {_kind(value)}" if want is not None else first["msg"]
             if first["type"] == "finite_number":
                 message = f"must be a number, got {value!r}"
         raise BaselineError(

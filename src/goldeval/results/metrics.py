@@ -24,6 +24,8 @@ WEIGHT_TERMS = (
     ("layer", "layerAccuracy"),
     ("rag", "ragAccuracy"),
 )
+
+
 def _round_half_up(value: float) -> int:
     return math.floor(value + 0.5)
 
@@ -84,6 +86,8 @@ class MetricsAccumulator:
         self.judge = {"accept": 0, "reject": 0, "pending": 0, "errors": 0}
         self.judged = False
         self.judge_tokens = _JudgeTokens()
+        #: Attempts whose tokens are estimates (the provider reported no usage).
+        self.tok_estimated = 0
         self.judge_pending = _CaseNames()
         self.judge_errors = _CaseNames()
 
@@ -111,6 +115,8 @@ class MetricsAccumulator:
                 self.tok_in = _add(self.tok_in, tk.get("inputTokens"))
                 self.tok_out = _add(self.tok_out, tk.get("outputTokens"))
                 self.tok_total = _add(self.tok_total, tk.get("totalTokens"))
+                if tk.get("estimated") is True:
+                    self.tok_estimated += 1
                 if tk.get("estimatedCost") is not None:
                     self.cost = (self.cost or 0.0) + tk["estimatedCost"]
                 elif status != "SKIPPED":
@@ -207,6 +213,10 @@ class MetricsAccumulator:
             tokens["totalTokens"] = self.tok_total
         if self.cost is not None and self.cost_known:
             tokens["estimatedCost"] = self.cost
+        if self.tok_estimated:
+            # Some counts are characters / 4, not the provider's usage: say so, and how many.
+            tokens["estimated"] = True
+            tokens["estimatedAttempts"] = self.tok_estimated
         if self.judge_tokens.counted:
             # The judge's calls, labelled apart: the totals above stay the model's own.
             tokens["judge"] = self.judge_tokens.dump()
@@ -331,6 +341,7 @@ class _JudgeTokens:
 
     def __init__(self) -> None:
         self.counted = False
+        self.estimated = False
         self.values: dict[str, int] = {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
 
     def add(self, tokens: Mapping[str, Any]) -> None:
@@ -339,6 +350,10 @@ class _JudgeTokens:
             if isinstance(value, int):
                 self.values[key] += value
                 self.counted = True
+        self.estimated = self.estimated or tokens.get("estimated") is True
 
-    def dump(self) -> dict[str, int]:
-        return dict(self.values)
+    def dump(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.values)
+        if self.estimated:
+            out["estimated"] = True
+        return out

@@ -129,7 +129,6 @@ _RUN_KEY: tuple[str, ...] = (
 _DROP_STATUS_INDEX: tuple[str, ...] = ("DROP INDEX IF EXISTS attempts_run_status",)
 
 
-
 def _service_runs(json_type: str, ts_type: str) -> tuple[str, ...]:
     return (
         "CREATE TABLE service_runs ("
@@ -156,6 +155,7 @@ def _service_runs(json_type: str, ts_type: str) -> tuple[str, ...]:
         "CREATE INDEX service_runs_status ON service_runs (status, created_at, id)",
         "CREATE INDEX service_runs_dataset ON service_runs (dataset_id, created_at, id)",
     )
+
 
 def _pages(id_type: str, bytes_type: str, ts_type: str) -> tuple[str, ...]:
     return (

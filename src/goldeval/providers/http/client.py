@@ -43,6 +43,7 @@ from goldeval.core.settings import (
     url_secrets,
 )
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
+from goldeval.providers.budget import cost_of
 from goldeval.providers.http.limiter import CallLimiter, Permit
 
 __all__ = [
@@ -775,21 +776,7 @@ class HTTPProvider(Provider):
     def _cost(
         self, tokens_in: int | None, tokens_out: int | None, model: str | None = None
     ) -> float | None:
-        p_in = self.settings.price_per_1k_input
-        p_out = self.settings.price_per_1k_output
-        per_model = self.settings.prices.get(model or self.settings.model or "")
-        if per_model is not None:
-            p_in, p_out = per_model
-        if p_in is None and p_out is None:
-            return None
-        cost = 0.0
-        for price, tokens in ((p_in, tokens_in), (p_out, tokens_out)):
-            if price is None:
-                continue
-            if tokens is None:
-                return None
-            cost += tokens / 1000.0 * price
-        return cost
+        return cost_of(self.settings, tokens_in, tokens_out, model)
 
     def _scrub(self, message: str) -> str:
         return mask_secrets(message, self._secrets)

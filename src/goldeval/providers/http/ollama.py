@@ -17,6 +17,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
+from goldeval.providers.http.models_list import refusal, served_model_of
 
 
 class OllamaProvider(HTTPProvider):
@@ -30,6 +31,14 @@ class OllamaProvider(HTTPProvider):
     @property
     def endpoint(self) -> str:
         return self._url("/api/chat")
+
+    @property
+    def models_endpoint(self) -> str:
+        """``GET`` lists the models pulled on the server (``{"models": [{"name"}]}``)."""
+        return self._url("/api/tags")
+
+    def model_refusal(self, model: str) -> str | None:
+        return refusal(self, self.models_endpoint, model)
 
     def _auth(self, user: str | None, password: str | None) -> httpx.Auth | None:
         if user is not None and user.strip() and password is not None:
@@ -95,6 +104,7 @@ class OllamaProvider(HTTPProvider):
             input_tokens=token_count(data.get("prompt_eval_count")),
             output_tokens=token_count(data.get("eval_count")),
             finish_reason=finish_reason_of(data.get("done_reason")),
+            served_model=served_model_of(data.get("model")),
         )
 
     def _read_stream(self, lines: Iterable[str]) -> tuple[dict[str, Any] | Failure, float | None]:

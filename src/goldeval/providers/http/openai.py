@@ -16,6 +16,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
+from goldeval.providers.http.models_list import refusal, served_model_of
 
 
 class OpenAIProvider(HTTPProvider):
@@ -30,6 +31,16 @@ class OpenAIProvider(HTTPProvider):
         if self._root.endswith("/v1"):
             return self._url("/chat/completions")
         return self._url("/v1/chat/completions")
+
+    @property
+    def models_endpoint(self) -> str:
+        """``GET`` lists the models the server serves (``{"data": [{"id"}]}``)."""
+        if self._root.endswith("/v1"):
+            return self._url("/models")
+        return self._url("/v1/models")
+
+    def model_refusal(self, model: str) -> str | None:
+        return refusal(self, self.models_endpoint, model)
 
     def _extra_headers(self) -> dict[str, str]:
         key = (self.settings.api_key or "").strip()
@@ -91,6 +102,7 @@ class OpenAIProvider(HTTPProvider):
             finish_reason=finish_reason_of(first.get("finish_reason"))
             if isinstance(first, dict)
             else None,
+            served_model=served_model_of(data.get("model")),
         )
 
     def _read_stream(self, lines: Iterable[str]) -> tuple[dict[str, Any] | Failure, float | None]:
@@ -103,6 +115,7 @@ class OpenAIProvider(HTTPProvider):
         usage: Any = None
         reason: Any = None
         events = 0
+        served: Any = None
         for line in lines:
             if not line.startswith("data:"):
                 continue  # blank separators, comments (": keep-alive"), event names
@@ -120,6 +133,7 @@ class OpenAIProvider(HTTPProvider):
             events += 1
             if isinstance(chunk.get("usage"), dict):
                 usage = chunk["usage"]
+            served = chunk.get("model", served)
             choices = chunk.get("choices")
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
                 continue
@@ -162,6 +176,8 @@ class OpenAIProvider(HTTPProvider):
         }
         if usage is not None:
             assembled["usage"] = usage
+        if served is not None:
+            assembled["model"] = served
         return assembled, first
 
 

@@ -170,6 +170,8 @@ class Server(http.server.ThreadingHTTPServer):
     allow_reuse_address = True
     fake: FakeLLMServer
     routes: Mapping[tuple[str, str], Route]
+    #: Routes served apart from the model's calls (FakeLLMServer.listings).
+    listing_routes: frozenset[tuple[str, str]] = frozenset()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # The default prints a traceback to stderr; peers vanishing is routine here.
@@ -285,9 +287,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body=body,
             query=query,
         )
+        route_key = (self.command, path.rstrip("/") or "/")
+        if route_key in cast(Server, self.server).listing_routes:
+            self._serve_listing(route_key, record)
+            return
         fake._begin(record)
         try:
-            route = cast(Server, self.server).routes.get((self.command, path.rstrip("/") or "/"))
+            route = cast(Server, self.server).routes.get(route_key)
             if route is None:
                 self.send_json(404, error_body(protocol, 404, f"404 page not found: {path}"))
                 return
@@ -296,6 +302,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             fake._end()
+
+    def _serve_listing(self, key: tuple[str, str], record: RecordedRequest) -> None:
+        """A model list: recorded apart, answered at once (404 when lists are off)."""
+        fake = self.fake
+        fake._listed(record)
+        route = cast(Server, self.server).routes.get(key)
+        if route is None or not fake.offers_model_list:
+            path = record.path
+            self.send_json(404, error_body(record.protocol, 404, f"404 page not found: {path}"))
+            return
+        route(self, record, None, False)
 
     def _serve(self, route: Route, record: RecordedRequest) -> None:
         fake = self.fake

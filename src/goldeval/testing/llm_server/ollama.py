@@ -38,7 +38,7 @@ def ollama_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
             calls.append({"function": {"name": name, "arguments": args}})
         message["tool_calls"] = calls
     final: dict[str, Any] = {
-        "model": body["model"],
+        "model": h.fake.answered_model(body["model"]),
         "created_at": now_iso(),
         "message": message,
         "done": True,
@@ -59,7 +59,7 @@ def ollama_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
     lines = []
     for piece in pieces:
         chunk = {
-            "model": body["model"],
+            "model": h.fake.answered_model(body["model"]),
             "created_at": final["created_at"],
             "message": {"role": "assistant", "content": piece},
             "done": False,
@@ -67,7 +67,7 @@ def ollama_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
         lines.append(json.dumps(chunk))
     if "tool_calls" in message:
         chunk = {
-            "model": body["model"],
+            "model": h.fake.answered_model(body["model"]),
             "created_at": final["created_at"],
             "message": {
                 "role": "assistant",
@@ -77,7 +77,11 @@ def ollama_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
             "done": False,
         }
         lines.append(json.dumps(chunk))
-    lines.append(json.dumps({**final, "message": {"role": "assistant", "content": ""}}))
+    last = {**final, "message": {"role": "assistant", "content": ""}}
+    if not h.fake.usage_in_streams:
+        for key in ("prompt_eval_count", "eval_count"):
+            last.pop(key)
+    lines.append(json.dumps(last))
     data = [(line + "\n").encode("utf-8") for line in lines]
     # One piece per content chunk; the tool-call and final lines go with the last one.
     h.send_stream(reply.status, group(data, 0, len(pieces)), "application/x-ndjson", reply.headers)

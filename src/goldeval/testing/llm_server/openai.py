@@ -59,7 +59,7 @@ def openai_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
             "id": completion_id,
             "object": "chat.completion",
             "created": created,
-            "model": body["model"],
+            "model": h.fake.answered_model(body["model"]),
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
             "usage": usage,
         }
@@ -76,14 +76,14 @@ def openai_chat(h: Handler, record: RecordedRequest, override: Reply | None, emp
         "id": completion_id,
         "object": "chat.completion.chunk",
         "created": created,
-        "model": body["model"],
+        "model": h.fake.answered_model(body["model"]),
     }
     events = [
         {**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas
     ]
     events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]})
     opts = body.get("stream_options")
-    if isinstance(opts, dict) and opts.get("include_usage"):
+    if isinstance(opts, dict) and opts.get("include_usage") and fake.usage_in_streams:
         events.append({**base, "choices": [], "usage": usage})
     data = [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
     # The role event goes with the first content piece, the closing events with the last.

@@ -11,6 +11,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 from goldeval.testing.llm_server import ollama, openai
 from goldeval.testing.llm_server.faults import (
@@ -24,6 +25,10 @@ from goldeval.testing.llm_server.faults import (
 from goldeval.testing.llm_server.fixtures import fixture_responder, prompt_lookup
 from goldeval.testing.llm_server.handler import Drop, Handler, Route, Server
 from goldeval.testing.llm_server.wire import DEFAULT_MODELS, EMBEDDING_DIM
+
+#: The model lists (``GET /api/tags``, ``GET /v1/models``): served apart from the calls (see
+#: FakeLLMServer.listings), as real servers answer them while their slots are busy.
+LISTING_ROUTES = frozenset({("GET", "/api/tags"), ("GET", "/v1/models")})
 
 #: Which protocol function answers which (method, path).
 ROUTES: dict[tuple[str, str], Route] = {
@@ -52,7 +57,7 @@ class FakeLLMServer:
         *,
         responder: Responder | None = None,
         latency: float = 0.0,
-        models: Sequence[str] = DEFAULT_MODELS,
+        models: Sequence[str] | None = None,
         embedding_dim: int = EMBEDDING_DIM,
         capacity: int | None = None,
         rate_limit: float | None = None,
@@ -64,7 +69,19 @@ class FakeLLMServer:
         self.responder: Responder = responder or default_responder
         #: Extra seconds added to every request (a slow model).
         self.latency = float(latency)
-        self.models: list[str] = list(models)
+        # What GET /api/tags and GET /v1/models list (the ``models`` property). The server
+        # answers chat and embedding calls for ANY model name whatever it lists, as
+        # llama.cpp's server with one model does; a client that wants to know asks the list.
+        self._models: list[str] = list(DEFAULT_MODELS if models is None else models)
+        #: Whether the model lists are offered: True / False, or None (the default): offered
+        #: once a list of models was given (``models=`` or assigning :attr:`models`), else
+        #: they answer 404, as a server without one, so a client may use any name.
+        self.list_models: bool | None = None if models is None else True
+        #: The model answers say served (their ``model`` field); None: the name asked for.
+        self.served_model: str | None = None
+        #: False: streamed answers carry no token counts, even when the client asks for them
+        #: (llama.cpp's server; OpenAI ``stream_options.include_usage`` ignored).
+        self.usage_in_streams = True
         self.embedding_dim = embedding_dim
         #: Capacity mode: at most this many requests are served at a time (latency, faults
         #: and answer included); the others wait in arrival order, as on a llama.cpp server
@@ -81,6 +98,7 @@ class FakeLLMServer:
         self._fault: Fault | None = None
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        self._listings: list[RecordedRequest] = []
         self._errors: list[BaseException] = []
         self._in_flight = 0
         self._max_in_flight = 0
@@ -107,6 +125,7 @@ class FakeLLMServer:
         httpd = Server((self.host, self._requested_port), Handler)
         httpd.fake = self
         httpd.routes = ROUTES
+        httpd.listing_routes = LISTING_ROUTES
         host, port = httpd.server_address[:2]
         host_str = host.decode() if isinstance(host, bytes) else str(host)
         if ":" in host_str:
@@ -247,6 +266,41 @@ class FakeLLMServer:
             return list(self._requests)
 
     @property
+    def listings(self) -> list[RecordedRequest]:
+        """The model-list requests (``GET /api/tags``, ``GET /v1/models``), in arrival order.
+
+        Kept apart from :attr:`requests`: a client asking the list before its first call
+        must not shift the calls' count, and the list is served without the script, the
+        faults, the latency or the capacity slots, which program the model's calls.
+        """
+        with self._lock:
+            return list(self._listings)
+
+    @property
+    def models(self) -> list[str]:
+        """The models the lists name (DEFAULT_MODELS unless given)."""
+        return self._models
+
+    @models.setter
+    def models(self, names: Sequence[str]) -> None:
+        self._models = list(names)
+        if self.list_models is None:
+            self.list_models = True  # a list given is a list offered
+
+    @property
+    def offers_model_list(self) -> bool:
+        """Whether ``GET /api/tags`` and ``GET /v1/models`` answer (see :attr:`list_models`)."""
+        return bool(self.list_models)
+
+    def _listed(self, record: RecordedRequest) -> None:
+        with self._lock:
+            self._listings.append(record)
+
+    def answered_model(self, asked: Any) -> Any:
+        """The ``model`` an answer names: :attr:`served_model` when set, else the one asked."""
+        return self.served_model if self.served_model is not None else asked
+
+    @property
     def request_count(self) -> int:
         with self._lock:
             return len(self._requests)
@@ -277,6 +331,7 @@ class FakeLLMServer:
         """Back to a fresh state: records, counters, script, faults, latency and responder."""
         with self._lock:
             self._requests.clear()
+            self._listings.clear()
             self._errors.clear()
             self._max_in_flight = self._in_flight
             self.faults.clear()
@@ -288,6 +343,9 @@ class FakeLLMServer:
         self.capacity = None
         self.rate_limit = None
         self.stream_interval = 0.0
+        self.list_models = None
+        self.served_model = None
+        self.usage_in_streams = True
         self.responder = default_responder
 
     # -- load modes ------------------------------------------------------------------------
