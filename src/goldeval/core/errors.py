@@ -68,8 +68,11 @@ NON_RETRYABLE_KINDS = frozenset(
         "CONFIG_ERROR",  # the provider cannot call at all as configured (no model, ...)
         "GRADER_TIMEOUT",  # a grader (a row's regex) ran over its time budget
         "TEMPLATE_ERROR",  # the manifest's prompt template does not render for this row
+        "SECRET_IN_ANSWER",  # record mode: the answer echoed a credential of the run
     }
 )
+#: Record mode refused an answer that held a secret the run knows (goldeval.core.secrets).
+SECRET_IN_ANSWER = "SECRET_IN_ANSWER"
 
 
 def is_retryable(kind: str | None) -> bool:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from goldeval.core.errors import ProviderError
 from goldeval.core.models import AttemptRecord, JudgeRecord, Status, TokenUsage
+from goldeval.core.secrets import SecretMasker
 from goldeval.dataset.case import GoldenCase
 from goldeval.judge.parse import (
     JudgeDecision,
@@ -15,7 +16,7 @@ from goldeval.judge.parse import (
     judge_stability,
     parse_judge_output,
 )
-from goldeval.providers.base import Answer, Provider, ProviderRequest, resolve
+from goldeval.providers.base import Answer, Provider, ProviderRequest, masked_answer, resolve
 
 DEFAULT_RUBRIC = (
     "You grade one candidate answer against the case's expectations. Judge only what the "
@@ -29,6 +30,9 @@ class Judge:
     model: str | None
     rubric: str
     repetitions: int = 1
+    #: The session's secrets: the judge's reply is stored (reasons, raw output) like an
+    #: answer, so it is masked like one (goldeval.core.secrets).
+    masker: SecretMasker = field(default_factory=SecretMasker)
 
     def judge(
         self, case: GoldenCase, record: AttemptRecord, answer: Answer, retrieved: Sequence[str]
@@ -65,10 +69,11 @@ class Judge:
                 after = f" after {exc.tries} tries" if exc.tries > 1 else ""
                 record.judge = JudgeRecord(
                     decision="PENDING",
-                    error=f"JUDGE_ERROR: {exc.kind}{after}: {exc.message}",
+                    error=f"JUDGE_ERROR: {exc.kind}{after}: {self.masker.mask(exc.message)}",
                     tokens=usage.dump(),
                 )
                 return
+            reply = masked_answer(reply, self.masker)
             usage.add(reply)
             raw = reply.text
             last = parse_judge_output(reply.text)
