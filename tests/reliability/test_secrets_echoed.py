@@ -243,3 +243,42 @@ def test_record_mode_writes_nothing_for_a_row_that_echoed_a_key_in_one_attempt(
     run = RunFiles(echo_project).latest()
     attempts = run["cases"][0]["attempts"]
     assert sorted(str(a.get("errorKind")) for a in attempts) == ["None", SECRET_IN_ANSWER]
+
+
+def test_an_app_under_test_that_echoes_a_key_in_fixture_mode_is_masked(
+    pytester: pytest.Pytester, echo_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conftest ``golden_provider`` calls the app in any mode, fixture mode included: its
+    answers are screened there too (only replayed fixtures are not)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for row in ROWS:  # fixture mode checks that every selected row has one
+        (echo_project / "golden" / "echo" / "fixtures" / f"{row['id']}.out.md").write_text("x")
+    pytester.makeconftest(
+        """
+        import os
+        import pytest
+        from goldeval.providers.base import Answer, ToolCall
+
+        @pytest.fixture(scope="session")
+        def golden_provider():
+            def app(case):
+                key = os.environ["OPENAI_API_KEY"]
+                return Answer(f"header: my key is {key}",
+                              tool_calls=[ToolCall("call_api", {"auth": key})])
+            return app
+        """
+    )
+    result = pytester.runpytest(
+        "--golden=echo-v1",
+        "--golden-no-gate",
+        "-p",
+        "no:cacheprovider",
+        "--golden-artifacts=always",
+        "--junitxml=junit.xml",
+        "-v",
+    )
+    outputs = [result.stdout.str(), result.stderr.str()]
+    assert result.ret in (0, 1), outputs[0][-3000:]
+    assert leaks(echo_project, outputs, [KEY]) == []
+    shown = (RunFiles(echo_project).latest_dir() / "cases" / "content" / "output.md").read_text()
+    assert shown == "header: my key is ***"

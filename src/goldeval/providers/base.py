@@ -56,7 +56,7 @@ def masked_answer(answer: Answer, masker: SecretMasker) -> Answer:
     """``answer`` with every secret ``masker`` knows replaced by ``***`` in all it carries
     (text, tool-call names and arguments, model, finish reason): a copy when anything was
     masked, ``answer`` itself when nothing was, so ``result is not answer`` says a secret was
-    found. Free with an empty masker (fixture mode knows no secrets)."""
+    found. Free with an empty masker (a run given no credentials)."""
     if not masker:
         return answer
     mask = masker.mask

@@ -405,12 +405,10 @@ class GoldenSession:
     @property
     def masker(self) -> SecretMasker:
         """The secrets this run knows, masked in every answer (goldeval.core.secrets), built
-        once per process. Empty in fixture mode: no model is called, the answers are the
-        committed fixtures (which record mode screened), so masking costs nothing there."""
+        once per process. Also in fixture mode: a conftest ``golden_provider`` may call an
+        app there (replayed fixtures themselves are not screened, see :func:`_call`)."""
         if self._masker is None:
-            self._masker = SecretMasker(
-                () if self.settings.mode is Mode.FIXTURE else self._known_secrets()
-            )
+            self._masker = SecretMasker(self._known_secrets())
         return self._masker
 
     def _known_secrets(self) -> list[str]:
@@ -660,7 +658,9 @@ def _call(
         if answer.input_tokens is not None or answer.output_tokens is not None:
             tokens = (answer.input_tokens or 0) + (answer.output_tokens or 0)
         budget.spend(tokens, answer.cost)
-    if not isinstance(answer, Answer):
+    if not isinstance(answer, Answer) or isinstance(provider, FixtureProvider):
+        # A replayed fixture is a committed file, screened when it was recorded: fixture
+        # runs pay nothing for masking.
         return answer
     try:
         # Every answer enters the run here: masked before anything grades or keeps it.
