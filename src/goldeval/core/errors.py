@@ -73,8 +73,11 @@ NON_RETRYABLE_KINDS = frozenset(
         # (issue 32: the same server answers the same bytes again).
         "PARSER_ERROR",
         "RESPONSE_TOO_LARGE",  # the body is over the response_bytes limit (issue 32)
+        "SECRET_IN_ANSWER",  # record mode: the answer echoed a credential of the run
     }
 )
+#: Record mode refused an answer that held a secret the run knows (goldeval.core.secrets).
+SECRET_IN_ANSWER = "SECRET_IN_ANSWER"
 
 
 def is_retryable(kind: str | None) -> bool:

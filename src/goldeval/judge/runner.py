@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from goldeval.core import limits
 from goldeval.core.errors import ProviderError
 from goldeval.core.models import AttemptRecord, JudgeRecord, Status, TokenUsage
+from goldeval.core.secrets import SecretMasker
 from goldeval.core.settings import ProviderSettings
 from goldeval.dataset.case import GoldenCase
 from goldeval.judge.parse import (
@@ -17,7 +18,7 @@ from goldeval.judge.parse import (
     judge_stability,
     parse_judge_output,
 )
-from goldeval.providers.base import Answer, Provider, ProviderRequest, resolve
+from goldeval.providers.base import Answer, Provider, ProviderRequest, masked_answer, resolve
 from goldeval.providers.budget import Budget, estimate_usage
 
 DEFAULT_RUBRIC = (
@@ -45,6 +46,9 @@ class Judge:
     budget: Budget | None = None
     #: The judge's settings, for the price of estimated tokens (None: no price).
     settings: ProviderSettings | None = None
+    #: The session's secrets: the judge's reply is stored (reasons, raw output) like an
+    #: answer, so it is masked like one (goldeval.core.secrets).
+    masker: SecretMasker = field(default_factory=SecretMasker)
 
     def judge(
         self, case: GoldenCase, record: AttemptRecord, answer: Answer, retrieved: Sequence[str]
@@ -82,10 +86,11 @@ class Judge:
                 after = f" after {exc.tries} tries" if exc.tries > 1 else ""
                 record.judge = JudgeRecord(
                     decision="PENDING",
-                    error=f"JUDGE_ERROR: {exc.kind}{after}: {exc.message}",
+                    error=f"JUDGE_ERROR: {exc.kind}{after}: {self.masker.mask(exc.message)}",
                     tokens=usage.dump(),
                 )
                 return
+            reply = masked_answer(reply, self.masker)
             self._spend(reply, request)
             usage.add(reply)
             raw = reply.text

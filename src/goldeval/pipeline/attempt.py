@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from goldeval.core.errors import ProviderError
+from goldeval.core.errors import SECRET_IN_ANSWER, ProviderError
 from goldeval.core.models import (
     AttemptRecord,
     CaseInfo,
@@ -21,6 +21,7 @@ from goldeval.core.models import (
     TokenUsage,
     Violation,
 )
+from goldeval.core.secrets import SecretMasker
 from goldeval.core.textsafe import one_line
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.profiles import JAVA_SYSTEM_INTRO, Profile, get_profile
@@ -32,7 +33,7 @@ from goldeval.graders.base import GradeContext, Grader
 from goldeval.graders.budget import GraderTimeout, budget, grader_timeout
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.retrieval import grade_retrieval
-from goldeval.providers.base import Answer, ProviderRequest
+from goldeval.providers.base import Answer, ProviderRequest, masked_answer
 
 #: The java-autotest profile's system prompt intro (kept here under its old name).
 SYSTEM_INTRO = JAVA_SYSTEM_INTRO
@@ -95,6 +96,11 @@ class Pipeline:
     graders: list[Grader]
     retriever: Retriever
     model: str | None = None
+    #: The session's secrets (goldeval.core.secrets): masked in every answer by :meth:`screen`
+    #: and in every error message (goldeval.pytest_plugin.state skips replayed fixtures).
+    masker: SecretMasker = field(default_factory=SecretMasker)
+    #: Record mode: an answer that held a secret is an ERROR (SECRET_IN_ANSWER), not a fixture.
+    refuse_secrets: bool = False
     _retrieved: dict[str, list[str]] = field(default_factory=dict)
     _templates: CompiledTemplates | None = field(default=None, init=False)
     _profile: Profile | None = field(default=None, init=False)
@@ -230,6 +236,29 @@ class Pipeline:
             messages=messages,
         )
 
+    def screen(self, case: GoldenCase, answer: Answer) -> Answer:
+        """The provider's answer as the run may keep it: every secret the run knows masked
+        (text, tool-call arguments, model, finish reason), before anything grades, stores,
+        reports or records it. The graders read the masked answer: a row's expectations never
+        contain the run's live key, and graders that send the answer on (judge, embeddings)
+        must not carry it to another server.
+
+        In record mode an answer that held a secret raises ``ProviderError(SECRET_IN_ANSWER)``
+        (an ERROR no retry fixes, exit 4): its fixture would put the key into a file meant for
+        git, and a fixture with ``***`` in place of the key would not be what the model said.
+        """
+        masked = masked_answer(answer, self.masker)
+        if masked is not answer and self.refuse_secrets:
+            raise ProviderError(
+                SECRET_IN_ANSWER,
+                f"the answer for row {case.id} (line {case.line}) contains a credential this "
+                "run uses (API key, token or password, masked here); record mode writes no "
+                "fixture for the row: find why the model or app echoes it (a prompt or pack "
+                "document holding it, a proxy repeating headers) and record again",
+                tries=answer.tries,
+            )
+        return masked
+
     # -- records ---------------------------------------------------------------------------
 
     def _base(self, case: GoldenCase, attempt: int, model: str | None) -> dict[str, Any]:
@@ -345,7 +374,8 @@ class Pipeline:
             status=Status.ERROR,
             retrieval=self.retrieval_for(case),
             error_kind=error.kind,
-            error_message=error.message,
+            # The HTTP clients mask their own credentials; a plugin's provider may not.
+            error_message=self.masker.mask(error.message),
             tries=error.tries,
             duration_ms=duration_ms,
         )

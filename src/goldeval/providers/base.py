@@ -7,10 +7,11 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from goldeval.core.errors import ProviderError
+from goldeval.core.secrets import SecretMasker
 
 if TYPE_CHECKING:
     import asyncio
@@ -53,6 +54,25 @@ class Answer:
     #: that grade it (not part of the API).
     _item: Any = field(default=None, repr=False, compare=False)
     _graded_with: Any = field(default=None, repr=False, compare=False)
+
+
+def masked_answer(answer: Answer, masker: SecretMasker) -> Answer:
+    """``answer`` with every secret ``masker`` knows replaced by ``***`` in all it carries
+    (text, tool-call names and arguments, model, finish reason): a copy when anything was
+    masked, ``answer`` itself when nothing was, so ``result is not answer`` says a secret was
+    found. Free with an empty masker (a run given no credentials)."""
+    if not masker:
+        return answer
+    mask = masker.mask
+    calls = [ToolCall(mask(t.name), masker.mask_data(t.arguments)) for t in answer.tool_calls]
+    masked = replace(
+        answer,
+        text=None if answer.text is None else masker.mask(answer.text),
+        tool_calls=calls,
+        model=None if answer.model is None else masker.mask(answer.model),
+        finish_reason=None if answer.finish_reason is None else masker.mask(answer.finish_reason),
+    )
+    return answer if masked == answer else masked
 
 
 class ProviderRequest:

@@ -2,6 +2,10 @@
 
 The key covers provider, model, parameters, messages and the attempt number, so repeated
 attempts of one case stay distinct answers instead of one cached answer counted N times.
+
+An answer that holds a secret the run knows (goldeval.core.secrets) is not cached: the cache
+folder is a file on disk like any artifact, and storing it masked would let a record-mode rerun
+write ``***`` into a fixture instead of refusing the row.
 """
 
 from __future__ import annotations
@@ -16,12 +20,27 @@ from typing import Any
 from goldeval.core.errors import GoldevalError
 from goldeval.core.limits import loads_json
 from goldeval.core.safe_files import read_regular_file
-from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall, resolve
+from goldeval.core.secrets import SecretMasker
+from goldeval.providers.base import (
+    Answer,
+    Provider,
+    ProviderRequest,
+    ToolCall,
+    masked_answer,
+    resolve,
+)
 
 
 class CachedProvider(Provider):
-    def __init__(self, inner: Provider, folder: Path, params: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        inner: Provider,
+        folder: Path,
+        params: dict[str, Any],
+        masker: SecretMasker | None = None,
+    ) -> None:
         self.inner = inner
+        self.masker = masker or SecretMasker()
         self.folder = folder
         self.params = params
         self.name = inner.name
@@ -73,6 +92,8 @@ class CachedProvider(Provider):
                 finish_reason=data.get("finishReason"),
             )
         answer: Answer = resolve(self.inner.complete(request))
+        if masked_answer(answer, self.masker) is not answer:
+            return answer  # never on disk; the pipeline masks it (or refuses it when recording)
         record = {
             "text": answer.text,
             "toolCalls": [t.dump() for t in answer.tool_calls],

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from goldeval.core.errors import DatasetError, ProviderError
+from goldeval.core.errors import SECRET_IN_ANSWER, DatasetError, ProviderError
 from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.safe_files import ContainedFiles, InputFileTooLarge
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
@@ -30,6 +30,16 @@ def fixture_path(dataset_dir: Path, case_id: str) -> Path:
 def sidecar_path(dataset_dir: Path, case_id: str) -> Path:
     """``fixtures/<id>.out.json``: what the answer held besides its text."""
     return dataset_dir / "fixtures" / f"{case_id}.out.json"
+
+
+def recordable_attempt(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The attempt (run.json form) record mode writes as a row's fixture: the first with an
+    output. None when no attempt has one, or when any attempt's answer held a secret the run
+    knows (``SECRET_IN_ANSWER``): a row whose model echoed a key once gets no fixture, not
+    even a clean answer of another attempt, so the refusal always shows as a missing file."""
+    if any(a.get("errorKind") == SECRET_IN_ANSWER for a in attempts):
+        return None
+    return next((a for a in attempts if a.get("output") is not None), None)
 
 
 def answer_sidecar(answer: Answer) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from goldeval.core.models import Mode
 from goldeval.core.safe_files import read_regular_file
 from goldeval.core.textsafe import one_line
 from goldeval.pipeline.attempt import case_facts
-from goldeval.providers.fixture import dumps_sidecar, fixture_path, sidecar_path
+from goldeval.providers.fixture import dumps_sidecar, fixture_path, recordable_attempt, sidecar_path
 from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
 from goldeval.pytest_plugin.decision import (
     decide,
@@ -667,7 +667,7 @@ def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
     ds = state.load()
     changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
     for case in state.collector.iter_cases():
-        first = next((a for a in case["attempts"] if a.get("output") is not None), None)
+        first = recordable_attempt(case["attempts"])  # none for a row that echoed a secret
         if first is None:
             continue
         case_id = case["caseId"]

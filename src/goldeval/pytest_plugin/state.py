@@ -19,6 +19,7 @@ import pytest
 from goldeval.core import limits
 from goldeval.core.errors import GoldevalError, ProviderError
 from goldeval.core.models import AttemptRecord, Mode, Status
+from goldeval.core.secrets import SecretMasker, run_secrets
 from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.manifest import find_manifest, read_manifest
@@ -312,6 +313,7 @@ class GoldenSession:
         self._judge: Any = None
         self._judge_settings: ProviderSettings | None = None
         self._judge_provider: Provider | None = None
+        self._masker: SecretMasker | None = None
         self.run_dir: Path | None = None
         self.benchmark: list[dict[str, Any]] | None = None
         self.recorded: dict[str, list[str]] | None = None
@@ -459,6 +461,28 @@ class GoldenSession:
     def tag_markers(self) -> set[str]:
         return {tag for case in self.load().cases for tag in case.tags}
 
+    @property
+    def masker(self) -> SecretMasker:
+        """The secrets this run knows, masked in every answer (goldeval.core.secrets), built
+        once per process. Also in fixture mode: a conftest ``golden_provider`` may call an
+        app there (replayed fixtures themselves are not screened, see :func:`_call`)."""
+        if self._masker is None:
+            self._masker = SecretMasker(self._known_secrets())
+        return self._masker
+
+    def _known_secrets(self) -> list[str]:
+        similarity = self.load().manifest.grader_options.get("similarity") or {}
+        key_env, embed_url = similarity.get("api_key_env"), similarity.get("base_url")
+        providers = [self.settings.provider]
+        if self.settings.judge:
+            providers.append(self.judge_settings())
+        return run_secrets(
+            providers,
+            os.environ,
+            urls=[self.settings.store, embed_url if isinstance(embed_url, str) else None],
+            key_variables=[key_env] if isinstance(key_env, str) and key_env else [],
+        )
+
     # -- items -----------------------------------------------------------------------------
 
     def default_provider(self) -> Provider:
@@ -522,6 +546,7 @@ class GoldenSession:
                 provider,
                 self.settings.cache_dir,
                 {"temperature": self.settings.provider.temperature},
+                self.masker,
             )
             self._cached[id(provider)] = cached
         return cached
@@ -554,6 +579,7 @@ class GoldenSession:
                 max_tokens=self.settings.judge_max_tokens,
                 budget=self.budget,
                 settings=self.judge_settings(),
+                masker=self.masker,
             )
         return self._judge
 
@@ -644,7 +670,13 @@ class GoldenSession:
         key = (id(graders), id(retriever))
         pipe = self._pipelines.get(key)
         if pipe is None:
-            pipe = Pipeline(self.load(), list(graders), as_retriever(retriever))
+            pipe = Pipeline(
+                self.load(),
+                list(graders),
+                as_retriever(retriever),
+                masker=self.masker,
+                refuse_secrets=self.settings.mode is Mode.RECORD,
+            )
             self._pipelines[key] = pipe
         return pipe
 
@@ -719,7 +751,16 @@ def _call(
         estimate_usage(answer, req, state.settings.provider, model)
         if budget.active:
             budget.spend_answer(answer)
-    return answer
+    if not isinstance(answer, Answer) or isinstance(provider, FixtureProvider):
+        # A replayed fixture is a committed file, screened when it was recorded: fixture
+        # runs pay nothing for masking.
+        return answer
+    try:
+        # Every answer enters the run here: masked before anything grades or keeps it.
+        return pipeline.screen(param.case, answer)
+    except ProviderError as exc:  # record mode refused an answer holding a secret
+        exc.duration_ms = answer.duration_ms  # type: ignore[attr-defined]
+        return exc
 
 
 def _utf8_clean(text: str) -> bool:
@@ -774,7 +815,8 @@ def obtain_answer(
         state.records[item].queue_ms = getattr(outcome, "queue_ms", None)
         pytest.fail(
             f"golden case {case.id} attempt {param.attempt}: ERROR {outcome.kind} after "
-            f"{outcome.tries} tr{'y' if outcome.tries == 1 else 'ies'}: {outcome.message}\n"
+            f"{outcome.tries} tr{'y' if outcome.tries == 1 else 'ies'}: "
+            f"{state.records[item].error_message}\n"
             + (
                 "(infrastructure, not a quality verdict: retry the run)"
                 if outcome.retryable

@@ -1,0 +1,124 @@
+"""The run's secret masker: credentials the run knows, masked in every answer (issue 32).
+
+A model can echo a credential in an ordinary 200 answer (a proxy that repeats the
+``Authorization`` header, an app under test that prints its environment, a key pasted into a
+pack document). The HTTP client masks error bodies (:func:`goldeval.core.settings.secret_forms`);
+this module masks the answers: the plugin builds one :class:`SecretMasker` per session from
+every credential the run was given (:func:`run_secrets`), and the answer is masked where it
+enters the pipeline (:meth:`goldeval.pipeline.attempt.Pipeline.screen`), before anything grades,
+stores, reports or records it.
+
+Only secrets the run knows are masked, not credential *shapes* (``Bearer ...``, ``sk-...``): a
+pattern would also rewrite example tokens in legitimate answers (code that sets an
+``Authorization`` header) and so change what the graders read, and a key the run does not
+hold is not this run's leak.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from goldeval.core.settings import MASK, ProviderSettings, secret_forms, url_secrets
+
+#: Values shorter than this are not masked in answers. An answer is ordinary prose and code:
+#: masking a short password ("admin", "ollama", "1234") would replace ordinary words, change
+#: what the graders read and make reports unreadable, and a value that short is guessed, not
+#: leaked. Error bodies still mask every value of 3 characters or more (``secret_forms``).
+MIN_SECRET_LENGTH = 8
+
+#: Environment variables whose value is an API key (the provider's, the judge's, the
+#: embeddings'): read by goldeval.core.settings, pytest_plugin.state and providers.embeddings.
+KEY_VARIABLES = ("OPENAI_API_KEY", "GOLDEVAL_JUDGE_API_KEY", "GOLDEVAL_EMBED_API_KEY")
+#: (user, password) environment variables: the password and its ``Basic`` token.
+PASSWORD_VARIABLES = (
+    ("OLLAMA_USER", "OLLAMA_PASSWORD"),
+    ("GOLDEVAL_JUDGE_USER", "GOLDEVAL_JUDGE_PASSWORD"),
+)
+#: Environment variables holding a URL: its userinfo password and credential parameters
+#: (``?key=``, ``?access_token=``...) are secrets; GOLDEVAL_STORE may be a PostgreSQL URL.
+URL_VARIABLES = ("OLLAMA_HOST", "OPENAI_BASE_URL", "GOLDEVAL_EMBED_URL", "GOLDEVAL_STORE")
+#: The evaluation service's API keys (``KEY:ROLE,...``): in the environment of a run the
+#: service started (goldeval.server.worker copies its environment).
+SERVICE_KEYS_VARIABLE = "GOLDEVAL_API_KEYS"
+
+
+class SecretMasker:
+    """Replaces every known secret by ``***``: one compiled alternation, longest first, so a
+    secret that contains another is masked whole. Falsy (and free) when it knows none."""
+
+    __slots__ = ("_pattern", "size")
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
+        #: How many forms are masked (shown in tests and debugging, never the values).
+        self.size = len(kept)
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def __repr__(self) -> str:  # never the secrets
+        return f"<SecretMasker {self.size} form(s)>"
+
+    def found(self, text: str) -> bool:
+        """Whether ``text`` holds a known secret."""
+        return self._pattern is not None and self._pattern.search(text) is not None
+
+    def mask(self, text: str) -> str:
+        """``text`` with every known secret replaced by ``***`` (``text`` itself if none)."""
+        if self._pattern is None or self._pattern.search(text) is None:
+            return text
+        return self._pattern.sub(MASK, text)
+
+    def mask_data(self, value: Any) -> Any:
+        """JSON-like data (tool-call arguments) with every string masked, keys included.
+        Returns ``value`` itself when nothing in it changed."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict):
+            masked = {self.mask_data(k): self.mask_data(v) for k, v in value.items()}
+            return value if masked == value else masked
+        if isinstance(value, (list, tuple)):
+            items = [self.mask_data(v) for v in value]
+            return value if items == list(value) else type(value)(items)
+        return value
+
+
+def _service_keys(text: str) -> list[str]:
+    """The keys of ``KEY:ROLE,...`` (goldeval.server.auth.KeyRing's format)."""
+    items = (i.strip() for i in text.replace("\n", ",").split(","))
+    return [i.rpartition(":")[0].strip() for i in items if ":" in i]
+
+
+def run_secrets(
+    providers: Iterable[ProviderSettings],
+    environ: Mapping[str, str],
+    *,
+    urls: Iterable[str | None] = (),
+    key_variables: Iterable[str] = (),
+) -> list[str]:
+    """Every form of every credential the run was given, to build its :class:`SecretMasker`.
+
+    ``providers``: the generation and judge settings (key, user/password and their ``Basic``
+    token, credential values of the base URL). ``environ``: the credential variables the
+    project reads (:data:`KEY_VARIABLES`, :data:`PASSWORD_VARIABLES`, :data:`URL_VARIABLES`,
+    :data:`SERVICE_KEYS_VARIABLE`), also when the run does not use them (a judge key in the
+    environment of a run without ``--golden-judge`` is still a key). ``urls``: other
+    configured URLs (``--golden-store``, the embeddings' base URL). ``key_variables``: further
+    variables named as holding a key (``grader_options.similarity.api_key_env``).
+    """
+    found: list[str] = []
+    for s in providers:
+        found += secret_forms(s.user, s.password, s.api_key, url_secrets(s.base_url or ""))
+    for user_var, password_var in PASSWORD_VARIABLES:
+        found += secret_forms(environ.get(user_var), environ.get(password_var), None)
+    for name in (*KEY_VARIABLES, *key_variables):
+        found += secret_forms(None, None, environ.get(name))
+    for url in (*urls, *(environ.get(name) for name in URL_VARIABLES)):
+        found += secret_forms(None, None, None, url_secrets(url or ""))
+    found += secret_forms(None, None, None, _service_keys(environ.get(SERVICE_KEYS_VARIABLE, "")))
+    return found

@@ -1,0 +1,162 @@
+"""The run's secret masker (goldeval.core.secrets): what it masks, what it collects, and that
+it costs nothing when it knows no secret (fixture mode)."""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+
+import pytest
+
+from goldeval.core.secrets import (
+    KEY_VARIABLES,
+    MIN_SECRET_LENGTH,
+    URL_VARIABLES,
+    SecretMasker,
+    run_secrets,
+)
+from goldeval.core.settings import ProviderSettings
+from goldeval.providers import embeddings
+from goldeval.providers.base import Answer, ToolCall, masked_answer
+from goldeval.providers.fixture import recordable_attempt
+
+KEY = "sk-unit-PLANTED-0123456789abcdef"
+
+
+def test_masks_every_occurrence_longest_first() -> None:
+    masker = SecretMasker([KEY, KEY[:10]])
+    assert masker.mask(f"a {KEY} b {KEY[:10]} c {KEY}") == "a *** b *** c ***"
+    assert masker.found(f"x{KEY}x") and not masker.found("nothing here")
+
+
+def test_regex_characters_in_a_secret_are_literal() -> None:
+    secret = "p.a+ss(w)o*rd[1]"
+    masker = SecretMasker([secret])
+    assert masker.mask(f"<{secret}>") == "<***>"
+    assert masker.mask("pXa+ss(w)o*rd[1]") == "pXa+ss(w)o*rd[1]"
+
+
+def test_values_shorter_than_the_minimum_are_not_masked() -> None:
+    short = "x" * (MIN_SECRET_LENGTH - 1)
+    masker = SecretMasker([short, "admin", ""])
+    assert not masker and masker.size == 0
+    assert masker.mask(f"{short} admin") == f"{short} admin"
+
+
+def test_an_empty_masker_returns_its_input_untouched_and_costs_nothing() -> None:
+    masker = SecretMasker()
+    text = "y" * 1_000_000
+    data = {"a": [text, {"b": text}]}
+    assert masker.mask(text) is text and masker.mask_data(data) is data
+    answer = Answer(text=text, tool_calls=[ToolCall("f", data)])
+    assert masked_answer(answer, masker) is answer
+    start = time.perf_counter()
+    for _ in range(100_000):
+        masked_answer(answer, masker)
+    assert time.perf_counter() - start < 1.0  # an early return, not a scan of 1 MB
+
+
+def test_mask_data_masks_values_and_keys_at_any_depth() -> None:
+    masker = SecretMasker([KEY])
+    data = {"h": {"Authorization": f"Bearer {KEY}"}, KEY: [1, KEY, {"x": (KEY, True)}]}
+    assert masker.mask_data(data) == {
+        "h": {"Authorization": "Bearer ***"},
+        "***": [1, "***", {"x": ("***", True)}],
+    }
+    clean = {"a": ["b", 1, None]}
+    assert masker.mask_data(clean) is clean
+
+
+def test_masked_answer_covers_text_tool_calls_model_and_finish_reason() -> None:
+    masker = SecretMasker([KEY])
+    answer = Answer(
+        text=f"key {KEY}",
+        tool_calls=[ToolCall(f"f{KEY}", {"k": KEY}), ToolCall("g", {"n": 1})],
+        model=f"m-{KEY}",
+        finish_reason=KEY,
+        input_tokens=3,
+        tries=2,
+    )
+    masked = masked_answer(answer, masker)
+    assert masked is not answer and answer.text == f"key {KEY}"  # the original is untouched
+    assert masked.text == "key ***" and masked.model == "m-***" and masked.finish_reason == "***"
+    assert masked.tool_calls == [ToolCall("f***", {"k": "***"}), ToolCall("g", {"n": 1})]
+    assert (masked.input_tokens, masked.tries) == (3, 2)
+    assert KEY not in repr(masked)
+    clean = Answer(text="fine", tool_calls=[ToolCall("g", {"n": 1})])
+    assert masked_answer(clean, masker) is clean
+
+
+def test_masker_repr_never_shows_a_secret() -> None:
+    assert KEY not in repr(SecretMasker([KEY])) and "1 form" in repr(SecretMasker([KEY]))
+
+
+def _masks(secrets: list[str], value: str) -> bool:
+    return SecretMasker(secrets).mask(f"<{value}>") == "<***>"
+
+
+def test_run_secrets_collects_provider_settings() -> None:
+    provider = ProviderSettings(
+        name="ollama",
+        user="someuser",
+        password="pw-PLANTED-42@x",
+        base_url="http://h:1/v1?api-key=q-PLANTED-7788&region=eu",
+    )
+    judge = ProviderSettings(name="openai", api_key=KEY)
+    secrets = run_secrets([provider, judge], {})
+    basic = base64.b64encode(b"someuser:pw-PLANTED-42@x").decode()
+    for value in ("pw-PLANTED-42@x", "pw-PLANTED-42%40x", basic, "q-PLANTED-7788", KEY):
+        assert _masks(secrets, value), value
+    assert not _masks(secrets, "someuser") and not _masks(secrets, "eu")
+
+
+def test_run_secrets_collects_the_credential_variables_the_project_reads() -> None:
+    environ = {
+        "OPENAI_API_KEY": "env-openai-PLANTED",
+        "GOLDEVAL_JUDGE_API_KEY": "env-judge-PLANTED",
+        "GOLDEVAL_EMBED_API_KEY": "env-embed-PLANTED",
+        "MY_EMBED_KEY": "env-named-PLANTED",
+        "OLLAMA_USER": "u",
+        "OLLAMA_PASSWORD": "env-ollama-pw-PLANTED",
+        "GOLDEVAL_JUDGE_PASSWORD": "env-judge-pw-PLANTED",
+        "OLLAMA_HOST": "http://x:host-pw-PLANTED@h:1",
+        "GOLDEVAL_STORE": "postgresql://u:store-pw-PLANTED@db/goldeval",
+        "GOLDEVAL_EMBED_URL": "http://e/?token=embed-url-PLANTED",
+        "GOLDEVAL_API_KEYS": "service-key-PLANTED-1:EVAL,service-key-PLANTED-2:ADMIN",
+        "HOME": "/home/someone-not-secret",
+    }
+    secrets = run_secrets(
+        [],
+        environ,
+        urls=["sqlite:///x", None, "http://o/?sig=opt-url-PLANTED"],
+        key_variables=["MY_EMBED_KEY"],
+    )
+    for name, value in environ.items():
+        planted = re.findall(r"[\w-]*PLANTED[\w-]*", value)
+        for secret in planted:
+            assert _masks(secrets, secret.removesuffix(":EVAL").removesuffix(":ADMIN")), name
+    assert _masks(secrets, base64.b64encode(b"u:env-ollama-pw-PLANTED").decode())
+    assert _masks(secrets, "opt-url-PLANTED")
+    assert not _masks(secrets, "/home/someone-not-secret") and not _masks(secrets, "EVAL")
+
+
+def test_the_embeddings_variables_are_known() -> None:
+    # core cannot import providers: the names are listed twice, kept equal here
+    assert embeddings.ENV_API_KEY in KEY_VARIABLES
+    assert embeddings.ENV_URL in URL_VARIABLES
+
+
+@pytest.mark.parametrize(
+    "kinds,chosen",
+    [
+        ([None, None], 0),
+        (["SECRET_IN_ANSWER", None], None),
+        ([None, "SECRET_IN_ANSWER"], None),
+        (["TIMEOUT", None], 1),
+    ],
+)
+def test_recordable_attempt(kinds: list[str | None], chosen: int | None) -> None:
+    attempts = [{"errorKind": k} if k else {"output": f"answer {n}"} for n, k in enumerate(kinds)]
+    got = recordable_attempt(attempts)
+    assert got is (None if chosen is None else attempts[chosen])
