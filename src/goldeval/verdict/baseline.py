@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from goldeval.core.errors import BaselineError
+from goldeval.core.errors import BaselineError, BaselineMissing
 from goldeval.core.rates import RATE_NAMES
 from goldeval.results.documents import validate_run_document
 from goldeval.results.metrics import compute_metrics
@@ -157,11 +157,11 @@ def load_baseline(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise BaselineError(
+        raise BaselineMissing(
             "baseline file not found", path=path, hint="save one with --golden-save-baseline"
         ) from None
     except OSError as exc:
-        raise BaselineError(f"cannot read: {exc.strerror}", path=path) from None
+        raise BaselineMissing(f"cannot read: {exc.strerror}", path=path) from None
     try:
         doc = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:

@@ -47,7 +47,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from goldeval.core.errors import is_retryable
+from goldeval.core.errors import ExitKind, GoldevalError, is_retryable
 from goldeval.verdict.comparison import ComparisonResult, Decision, attempt_counts, cases_total
 from goldeval.verdict.gate import GateResult
 
@@ -165,3 +165,15 @@ def decide_exit(
     if gate is not None:
         return ExitDecision(OK, gate.summary_line())
     return ExitDecision(OK, "every graded attempt ok (no gate)")
+
+
+# -- errors that stop a command ------------------------------------------------------------
+
+#: The exit status of each kind of :class:`~goldeval.core.errors.GoldevalError`.
+_CODE_FOR_KIND = {ExitKind.USAGE: USAGE, ExitKind.NOT_COMPARABLE: COMPARISON_INVALID}
+
+
+def code_for_error(exc: GoldevalError) -> int:
+    """The exit status of a command stopped by ``exc``: its class's ``exit_kind`` mapped here,
+    so no caller chooses a code by the exception's class or name."""
+    return _CODE_FOR_KIND[exc.exit_kind]
