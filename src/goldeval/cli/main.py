@@ -401,12 +401,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"written to {out}")
     if decision.code == exit_codes.GATE_FAILED:
         for d in report.disagreements:
-            print(
-                one_line(
-                    f"  disagreement {d.row_id} ({d.case_id}): human {d.human.value}, "
-                    f"judge {d.predicted.value}"
-                )
-            )
+            line = f"disagreement {d.row_id} ({d.case_id}): human {d.human.value}, judge "
+            print("  " + one_line(line + d.predicted.value))
     print(f"goldeval decision: exit {decision.code} — {one_line(decision.reason)}")
     return decision.code
 
