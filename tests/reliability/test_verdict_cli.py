@@ -539,3 +539,172 @@ def test_no_damaged_field_crashes_gate_or_compare(
                     assert "goldeval: " in err or "comparison invalid" in out, (key, value)
                 tried += 1
     assert tried > 500
+
+
+# -- 4. issue 31: one way to name a saved run, usage errors exit 4, cut-short runs --------
+
+
+@pytest.fixture
+def two_runs(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> tuple[Path, Path]:
+    """A passing run (exit 0), then a regressed run under run key ``k-regressed`` (exit 1),
+    which LATEST points at: the folders of both."""
+    assert pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1").ret == 0
+    good = run_files.latest_dir()
+    (golden_project / HAPPY).write_text("RAG: po-chain, seed-account\n// nothing useful\n")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=generation-v1", "--golden-run-key=k-regressed"
+    )
+    assert result.ret == 1, result.stdout.str()
+    bad = run_files.latest_dir()
+    assert bad != good
+    return good, bad
+
+
+def _json_decision(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout)["exitDecision"]  # type: ignore[no-any-return]
+
+
+def test_gate_finds_the_run_by_every_kind_of_reference(
+    two_runs: tuple[Path, Path], golden_project: Path
+) -> None:
+    good, bad = two_runs
+    runs = golden_project / ".goldeval" / "runs"
+    references: list[list[str]] = [
+        [],  # the latest run
+        ["LATEST"],
+        [str(runs / "LATEST")],
+        [".goldeval/runs/LATEST/run.json"],  # LATEST is a file: read as the folder it names
+        [str(bad)],
+        [str(bad / "run.json")],
+        [bad.name],  # a run id: the folder's name under the runs folder
+        [".goldeval/runs"],  # the runs folder: its latest run
+        ["k-regressed"],  # a run key, from the store
+        [bad.name, "--runs", str(golden_project / "nowhere")],  # the run id, from the store
+        ["--run-key", "k-regressed"],
+    ]
+    decisions = []
+    for args in references:
+        proc = _cli("gate", *args, "--json", cwd=golden_project)
+        assert proc.returncode == 1, (args, proc.stdout[-2000:], proc.stderr)
+        decisions.append(_json_decision(proc))
+    assert decisions[0]["code"] == 1 and "GATE FAIL" in decisions[0]["reason"]
+    assert all(d == decisions[0] for d in decisions), decisions
+    # The other run, named by its id, is the other verdict: the names are not all "LATEST".
+    proc = _cli("gate", good.name, "--json", cwd=golden_project)
+    assert proc.returncode == 0 and _json_decision(proc)["code"] == 0
+    # compare takes the same references for both sides
+    proc = _cli("compare", good.name, "LATEST", "--json", cwd=golden_project)
+    assert proc.returncode == 1 and _json_decision(proc) == decisions[0]
+    proc = _cli("compare", str(good), "k-regressed", cwd=golden_project)
+    assert proc.returncode == 1 and "REGRESSION" in proc.stdout
+
+
+def test_show_takes_the_same_references(two_runs: tuple[Path, Path], golden_project: Path) -> None:
+    good, bad = two_runs
+    for args in ([], ["LATEST"], [str(bad)], [bad.name], ["k-regressed"]):
+        proc = _cli("show", *args, cwd=golden_project)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert f"- Run: {bad.name}" in proc.stdout, args
+    proc = _cli("show", str(good / "run.json"), cwd=golden_project)
+    assert proc.returncode == 0 and f"- Run: {good.name}" in proc.stdout
+
+
+def test_nothing_matching_is_a_usage_error_listing_what_is_accepted(
+    golden_project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    proc = _cli("gate", "no-such-run", cwd=golden_project)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    for accepted in ("run.json", "run folder", "LATEST", "run id", "run key"):
+        assert accepted in proc.stderr, accepted
+    # No run yet: no LATEST, said so (not "invalid JSON", not "Is a directory").
+    for command in ("gate", "show"):
+        proc = _cli(command, cwd=golden_project)
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        assert "no latest run" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gate", "--bogus"],  # unknown option
+        ["gate", "missing.json"],  # a file that is not there
+        ["compare", "baselines/generation-v1.json"],  # compare needs two runs
+        ["compare", "missing.json", "baselines/generation-v1.json"],
+        ["compare", "baselines/generation-v1.json", "missing.json"],
+        ["gate", "golden"],  # a folder without run.json
+        ["gate", "--run-key", "nope"],  # no store
+        ["show", "nope"],
+        ["site", "--out", "site"],  # no runs folder: nothing to render, not "gate failed"
+        ["calibrate", "--golden", "no-such-dataset"],
+    ],
+)
+def test_usage_errors_exit_4(
+    argv: list[str],
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(golden_project)
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert code == 4, (argv, err)
+    assert "goldeval" in err and "Traceback" not in err
+
+
+def test_site_outside_a_project_exits_4(tmp_path_factory: pytest.TempPathFactory) -> None:
+    proc = _cli("site", "--out", "site", cwd=_elsewhere(tmp_path_factory))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "no runs folder" in proc.stderr
+
+
+@pytest.fixture
+def stopped_run(pytester: pytest.Pytester, golden_project: Path) -> Path:
+    """A run stopped by -x at its first failure: INCOMPLETE, fewer cases than selected."""
+    (golden_project / HAPPY).write_text("RAG: po-chain, seed-account\n// nothing useful\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1", "-x")
+    assert result.ret == 1, result.stdout.str()
+    (run_json,) = (golden_project / ".goldeval" / "runs").glob("*/run.json")
+    run = json.loads(run_json.read_text(encoding="utf-8"))
+    assert run["status"] == "INCOMPLETE" and run["stoppedEarly"]["attemptsNotRun"] > 0
+    return run_json.parent
+
+
+def test_a_run_stopped_early_is_explained_as_the_run_says(
+    stopped_run: Path, golden_project: Path
+) -> None:
+    run = json.loads((stopped_run / "run.json").read_text(encoding="utf-8"))
+    not_run = run["stoppedEarly"]["attemptsNotRun"]
+    for argv in (
+        ["gate", str(stopped_run)],
+        ["gate", stopped_run.name, "--no-gate"],
+        ["compare", "baselines/generation-v1.json", str(stopped_run)],
+    ):
+        proc = _cli(*argv, cwd=golden_project)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 1, (argv, out)  # as pytest said: never 65, never 0
+        assert f"stopped early (stopping after 1 failures): {not_run} selected attempts " in (
+            _decision(proc)
+        )
+        assert "run INCOMPLETE: stopped early" in out
+        assert "mismatch" not in out and "deadline" not in out, out
+        assert "COMPARISON_INVALID" not in out and "comparison invalid" not in out
+
+
+def test_an_interrupted_run_keeps_its_own_reason(good_run: Path, golden_project: Path) -> None:
+    run = json.loads(good_run.read_text(encoding="utf-8"))
+    run["status"] = "INTERRUPTED"
+    reason = "terminated by SIGTERM: the run is INTERRUPTED; rerun with --golden-run-key=k"
+    run["exitDecision"] = {"code": 75, "reason": reason}
+    interrupted = golden_project / "interrupted" / "run.json"
+    interrupted.parent.mkdir()
+    interrupted.write_text(json.dumps(run), encoding="utf-8")
+    proc = _cli("gate", str(interrupted.parent), cwd=golden_project)
+    assert proc.returncode == 75, proc.stdout + proc.stderr
+    assert _decision(proc) == f"goldeval decision: exit 75 — {reason}"
+    assert "GATE PASS" not in proc.stdout

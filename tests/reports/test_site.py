@@ -113,7 +113,7 @@ def test_site_from_runs(pytester: pytest.Pytester, golden_project: Path, run_fil
 
 
 def test_main_site_without_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main_site(["--out", str(tmp_path / "site"), "--runs", str(tmp_path / "none")]) == 1
+    assert main_site(["--out", str(tmp_path / "site"), "--runs", str(tmp_path / "none")]) == 4
     assert "no readable run.json" in capsys.readouterr().err
     assert not (tmp_path / "site").exists()
 

@@ -1,14 +1,19 @@
 """``goldeval``: the command line outside pytest (no model calls unless asked).
 
 goldeval compare BASELINE CANDIDATE   compare two saved runs; same exit codes as pytest
-goldeval gate RUN                     gate a saved run.json (baseline lookup as in pytest)
+goldeval gate [RUN]                   gate a saved run (baseline lookup as in pytest)
+goldeval show [RUN]                   a saved run's report
 goldeval calibrate --golden=ID        judge calibration (canned outputs, or --live)
 goldeval site --out DIR               static history site from the run folders
-goldeval runs | show | export         the run store (see docs/configuration.md)
+goldeval runs | export                the run store (see docs/configuration.md)
 goldeval verify RUN_DIR               check a run folder against its manifest.json
 goldeval prune --keep-last N | --older-than DAYS   delete old run folders and store runs
 goldeval init [NAME]                  scaffold a dataset a newcomer can run at once
 goldeval serve | worker               the evaluation service (extra [server], docs/service.md)
+
+RUN (and BASELINE, CANDIDATE): a run.json or baseline file, a run folder, the LATEST pointer,
+a run id (a folder under the runs folder, or in the store) or a run key; gate and show
+without RUN take the latest run.
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ from typing import Any
 from goldeval.cli import prune
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
-from goldeval.verdict.exit_codes import COMPARISON_INVALID, USAGE
+from goldeval.verdict import exit_codes
+
+#: What a RUN argument may be (goldeval.cli.runs.resolve_run).
+RUN_HELP = (
+    "a run.json or baseline file, a run folder, the LATEST pointer, a run id (folder name or "
+    "store id) or a run key"
+)
 
 #: The run store, the runs folder and the datasets under the project root (as in pytest).
 DEFAULT_STORE = ".goldeval/goldeval.sqlite3"
@@ -65,13 +76,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         print(f"goldeval: error: {message}", file=sys.stderr)
-        raise SystemExit(USAGE)
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    from goldeval.verdict.baseline import load_baseline
-
-    return load_baseline(path)
+        raise SystemExit(exit_codes.USAGE)
 
 
 def _dataset_id(run: dict[str, Any]) -> str | None:
@@ -208,6 +213,29 @@ def _no_project(run: dict[str, Any], project: Project) -> GoldevalError:
     )
 
 
+def _print_verdict(verdict: Any, cut: Any, policy_from: str | None) -> None:
+    """The terminal lines of a decision: the comparison and the gate, or what cut the run
+    short (a comparison of a run that did not finish its selection says nothing)."""
+    from goldeval.reports.markdown import render_comparison
+
+    if policy_from is not None:
+        print(f"dataset and gate policy: {policy_from}")
+    if cut is not None:
+        print(f"run {cut.status}: {one_line(cut.reason)}")
+        print("not compared or gated: a run that did not grade its selection is no verdict")
+    else:
+        if verdict.comparison is not None:
+            print(render_comparison(verdict.comparison.dump()))
+        gate = verdict.gate
+        if gate is not None:
+            print(f"\nQuality gate: {gate.verdict}")
+            for rule in gate.rules:
+                print(one_line(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}"))
+            for warning in gate.warnings:
+                print(one_line(f"  warning: {warning}"))
+    print(f"\ngoldeval decision: exit {verdict.code} — {one_line(verdict.reason)}")
+
+
 def _finish(
     run: dict[str, Any],
     baseline: dict[str, Any] | None,
@@ -215,9 +243,10 @@ def _finish(
     no_gate: bool,
     as_json: bool,
 ) -> int:
-    from goldeval.reports.markdown import render_comparison
     from goldeval.verdict.comparison import attempt_counts
+    from goldeval.verdict.cut_short import cut_short, decide_cut_short
     from goldeval.verdict.decide import decide
+    from goldeval.verdict.exit_codes import ExitDecision
 
     live = _is_live(run)
     policy = None
@@ -234,17 +263,28 @@ def _finish(
         policy=policy,
         live=live,
         gate_enabled=not no_gate,
-        pytest_status=1 if attempt_counts(run).failed else 0,
+        pytest_status=exit_codes.GATE_FAILED if attempt_counts(run).failed else exit_codes.OK,
     )
-    comparison, gate, reason = verdict.comparison, verdict.gate, verdict.reason
+    # The run's own record of how it ended (-x, a signal, a rerun plugin) decides as it did
+    # in pytest; the comparison and gate of a part of the selection are not shown.
+    cut = cut_short(run)
+    if cut is not None:
+        decision = decide_cut_short(cut, ExitDecision(verdict.code, verdict.reason))
+        verdict.code, verdict.reason = decision.code, decision.reason
+        verdict.comparison, verdict.gate = None, None
     policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
     if as_json:
+        comparison, gate = verdict.comparison, verdict.gate
         print(
             json.dumps(
                 {
+                    "run": {
+                        "status": run.get("status"),
+                        "cutShort": cut.reason if cut is not None else None,
+                    },
                     "comparison": comparison.dump() if comparison else None,
                     "qualityGate": gate.dump() if gate else None,
-                    "exitDecision": {"code": verdict.code, "reason": reason},
+                    "exitDecision": {"code": verdict.code, "reason": verdict.reason},
                     "project": {
                         "root": str(project.root) if project.root else None,
                         "dataset": policy_from,
@@ -255,71 +295,78 @@ def _finish(
             )
         )
     else:
-        if policy_from is not None:
-            print(f"dataset and gate policy: {policy_from}")
-        if comparison is not None:
-            print(render_comparison(comparison.dump()))
-        if gate is not None:
-            print(f"\nQuality gate: {gate.verdict}")
-            for rule in gate.rules:
-                print(one_line(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}"))
-            for warning in gate.warnings:
-                print(one_line(f"  warning: {warning}"))
-        print(f"\ngoldeval decision: exit {verdict.code} — {one_line(reason)}")
+        _print_verdict(verdict, cut, policy_from)
     return verdict.code
 
 
+def _run_places(args: argparse.Namespace) -> Any:
+    """Where run references are looked up: ``--runs`` (else the project root's runs folder)
+    and the store (as ``goldeval runs`` reads it)."""
+    from goldeval.cli.runs import RunPlaces
+
+    runs = getattr(args, "runs", None)
+    runs_dir = Path(runs) if runs else project_root(getattr(args, "root", None)) / DEFAULT_RUNS
+    return RunPlaces(runs_dir, store_location(args))
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    baseline_path, candidate_path = Path(args.baseline), Path(args.candidate)
-    baseline = _load_json(baseline_path)
-    candidate = _load_json(candidate_path)
-    project = find_project(candidate, args, candidate_path.parent, baseline_path.parent)
-    return _finish(candidate, baseline, project, args.no_gate, args.json)
+    from goldeval.cli.runs import resolve_run
+
+    places = _run_places(args)
+    baseline = resolve_run(args.baseline, places)
+    candidate = resolve_run(args.candidate, places)
+    project = find_project(candidate.document, args, candidate.anchor, baseline.anchor)
+    return _finish(candidate.document, baseline.document, project, args.no_gate, args.json)
+
+
+def _default_baseline(run: dict[str, Any], args: argparse.Namespace, project: Project) -> Any:
+    """The baseline of the default lookup (as pytest's): the first comparable file of the
+    run's dataset and mode under ``--baselines`` or the project's baselines/, else None."""
+    from goldeval.verdict.baseline import default_candidates, first_comparable
+
+    if args.baselines:
+        baselines_dir: Path | None = Path(args.baselines)
+    elif project.root is not None:
+        baselines_dir = project.root / "baselines"
+    else:
+        baselines_dir = None  # no project: refused in _finish unless --no-gate
+    dataset_id = _dataset_id(run)
+    if baselines_dir is None or dataset_id is None:
+        return None
+    candidates = default_candidates(baselines_dir, dataset_id, _is_live(run))
+    found = first_comparable(candidates, run)
+    return found[1] if found is not None else None
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from goldeval.verdict.baseline import default_candidates, first_comparable
+    from goldeval.cli.runs import resolve_run, stored_run
 
-    anchor: Path | None = None
-    if args.run_key:
-        from goldeval.cli import store as store_cli
-        from goldeval.store.views import run_document
-
-        location = store_location(args)
-        store = store_cli._open(location)
-        try:
-            run = run_document(store, args.run_key)
-        finally:
-            store.close()
-        if "://" not in location:
-            anchor = Path(location).parent
-    elif args.run:
-        anchor = Path(args.run).parent
-        run = _load_json(Path(args.run))
-    else:
-        raise GoldevalError("give a run.json or --run-key KEY")
-    project = find_project(run, args, anchor)
-    baseline = None
+    if args.run_key and args.run:
+        raise GoldevalError("give a run or --run-key KEY, not both")
+    places = _run_places(args)
+    resolved = stored_run(args.run_key, places) if args.run_key else resolve_run(args.run, places)
+    run = resolved.document
+    project = find_project(run, args, resolved.anchor)
     if args.baseline:
-        baseline = _load_json(Path(args.baseline))
+        baseline = resolve_run(args.baseline, places).document
     else:
-        if args.baselines:
-            baselines_dir: Path | None = Path(args.baselines)
-        elif project.root is not None:
-            baselines_dir = project.root / "baselines"
-        else:
-            baselines_dir = None  # no project: refused below unless --no-gate
-        dataset_id = _dataset_id(run)
-        if baselines_dir is not None and dataset_id is not None:
-            candidates = default_candidates(baselines_dir, dataset_id, _is_live(run))
-            found = first_comparable(candidates, run)
-            baseline = found[1] if found is not None else None
+        baseline = _default_baseline(run, args, project)
     return _finish(run, baseline, project, args.no_gate, args.json)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from goldeval.cli.runs import resolve_run
+    from goldeval.reports.markdown import render
+
+    text = render(resolve_run(args.run, _run_places(args)).document)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return exit_codes.OK
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from goldeval.dataset.rows import resolve_dataset
-    from goldeval.judge.calibration import calibrate, load_calibration
+    from goldeval.judge.calibration import calibrate, judge_calibration, load_calibration
+    from goldeval.verdict.calibration import calibration_exit
 
     root = project_root(args.root)
     # As in pytest: an explicit --golden-root is relative to the working directory, the default
@@ -333,21 +380,39 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     # A link out of the dataset folder or a FIFO is refused before anything is opened.
     rows = load_calibration(contained_file(path, folder, what="calibration corpus"))
+    policy = _calibration_policy(folder)
     if args.live:
         predict = _live_judge(args, folder)
         report = calibrate(rows, predict, live=True)
     else:
         report = calibrate(rows)
+    verdict = judge_calibration(report, policy)
+    decision = calibration_exit(verdict)
     out = (Path(args.out) if args.out else root / ".goldeval") / "calibration"
     out.mkdir(parents=True, exist_ok=True)
+    document = {**report.to_json(), "verdict": verdict.to_json()}
+    document["exitDecision"] = {"code": decision.code, "reason": decision.reason}
     (out / "report.json").write_text(
-        json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    markdown = report.to_markdown()
+    markdown = report.to_markdown() + verdict.to_markdown()
     (out / "report.md").write_text(markdown, encoding="utf-8")
     print(markdown)
     print(f"written to {out}")
-    return 0
+    if decision.code == exit_codes.GATE_FAILED:
+        for d in report.disagreements:
+            line = f"disagreement {d.row_id} ({d.case_id}): human {d.human.value}, judge "
+            print("  " + one_line(line + d.predicted.value))
+    print(f"goldeval decision: exit {decision.code} — {one_line(decision.reason)}")
+    return decision.code
+
+
+def _calibration_policy(folder: Path) -> Any:
+    """The dataset manifest's ``calibration:`` bar (None: the documented defaults)."""
+    from goldeval.dataset.manifest import find_manifest, read_manifest
+
+    manifest_path = find_manifest(folder)
+    return read_manifest(manifest_path).calibration if manifest_path is not None else None
 
 
 def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
@@ -406,8 +471,14 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
 def cmd_site(args: argparse.Namespace) -> int:
     from goldeval.reports import site
 
-    runs = args.runs or str(project_root(args.root) / DEFAULT_RUNS)
-    return int(site.main_site(["--out", args.out, "--runs", runs]))
+    runs = Path(args.runs) if args.runs else project_root(args.root) / DEFAULT_RUNS
+    if not runs.is_dir():
+        # Nothing to render is a usage mistake (outside a project, a wrong --runs), not a
+        # failed gate.
+        raise GoldevalError(
+            "no runs folder", path=runs, hint="run pytest --golden=ID first, or pass --runs DIR"
+        )
+    return int(site.main_site(["--out", args.out, "--runs", str(runs)]))
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -433,7 +504,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     else:
         for line in outcome.lines():
             print(safe_text(line))
-    return 0
+    return exit_codes.OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -444,9 +515,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(one_line(p))
     if problems:
         print(f"goldeval verify: {len(problems)} problem(s)")
-        return COMPARISON_INVALID
+        return exit_codes.COMPARISON_INVALID
     print("goldeval verify: every artifact present and unchanged")
-    return 0
+    return exit_codes.OK
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -461,7 +532,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     print("next:")
     for step, command in enumerate(scaffold.next_steps(), start=1):
         print(f"  {step}. {command}")
-    return 0
+    return exit_codes.OK
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -583,21 +654,32 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-gate", action="store_true", help="report without gating")
         p.add_argument("--json", action="store_true", help="print the decision as JSON")
 
+    def run_places(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--runs",
+            default=None,
+            metavar="DIR",
+            help="runs folder run ids and LATEST are looked up in (default: <project "
+            "root>/.goldeval/runs)",
+        )
+        p.add_argument(
+            "--store",
+            default=None,
+            help="SQLite path or postgresql:// URL run ids and keys are looked up in (default "
+            "GOLDEVAL_STORE, else <project root>/.goldeval/goldeval.sqlite3)",
+        )
+
     p = sub.add_parser("compare", help="compare two saved runs (run.json or baselines)")
-    p.add_argument("baseline")
-    p.add_argument("candidate")
+    p.add_argument("baseline", help=RUN_HELP)
+    p.add_argument("candidate", help=RUN_HELP)
+    run_places(p)
     common(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("gate", help="gate a saved run.json, or a whole run key from the store")
-    p.add_argument("run", nargs="?", default=None)
+    p = sub.add_parser("gate", help="gate a saved run, or a whole run key from the store")
+    p.add_argument("run", nargs="?", default=None, help=RUN_HELP + " (default: the latest run)")
     p.add_argument("--run-key", default=None, help="gate every attempt stored under this key")
-    p.add_argument(
-        "--store",
-        default=None,
-        help="SQLite path or postgresql:// URL (with --run-key; default GOLDEVAL_STORE, else "
-        "<project root>/.goldeval/goldeval.sqlite3)",
-    )
+    run_places(p)
     p.add_argument("--baseline", default=None)
     p.add_argument(
         "--baselines",
@@ -628,9 +710,14 @@ def build_parser() -> argparse.ArgumentParser:
     root_option(p)
     p.set_defaults(func=cmd_site)
 
+    p = sub.add_parser("show", help="show one saved run's report")
+    p.add_argument("run", nargs="?", default=None, help=RUN_HELP + " (default: the latest run)")
+    run_places(p)
+    root_option(p)
+    p.set_defaults(func=cmd_show)
+
     for name, helptext in (
         ("runs", "list runs in the store"),
-        ("show", "show one run"),
         ("export", "write a run's run.json from the store"),
     ):
         p = sub.add_parser(name, help=helptext)
@@ -737,13 +824,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except GoldevalError as exc:
         print(f"goldeval: {safe_text(exc)}", file=sys.stderr)
-        code = COMPARISON_INVALID if type(exc).__name__ == "BaselineError" else USAGE
-        return code
+        return exit_codes.code_for_error(exc)
     except KeyboardInterrupt:
-        return 2
+        return exit_codes.INTERRUPTED
     except BrokenPipeError:  # `goldeval show RUN | head`
         sys.stderr.close()
-        return 0
+        return exit_codes.OK
 
 
 if __name__ == "__main__":

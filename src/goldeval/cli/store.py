@@ -1,4 +1,5 @@
-"""``goldeval runs | show | export`` and the run-key gate: the store seen from the shell."""
+"""``goldeval runs | export``: the store seen from the shell (``show`` and ``gate`` find a run
+in the store, the runs folder or a file through ``goldeval.cli.runs``)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
-from goldeval.reports.markdown import render
 from goldeval.store import StoreError, open_store
 from goldeval.store.views import run_document
+from goldeval.verdict.exit_codes import OK
 
 
 def _open(url: str) -> Any:
@@ -42,18 +43,14 @@ def run(args: argparse.Namespace) -> int:
                 )
             if not rows:
                 print("no runs yet")
-            return 0
+            return OK
         doc = run_document(store, args.run)
-        if args.command == "show":
-            text = render(doc)
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-            return 0
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
             print(f"written to {args.out}", file=sys.stderr)
         else:
             sys.stdout.write(text)
-        return 0
+        return OK
     finally:
         store.close()

@@ -7,13 +7,35 @@ that name the file, line and field without a traceback from our code.
 
 from __future__ import annotations
 
+import enum
 import os
+from typing import ClassVar
 
 from goldeval.core.textsafe import safe_text
 
 
+class ExitKind(enum.Enum):
+    """What a :class:`GoldevalError` means for the exit status of a command.
+
+    The numbers live in ``goldeval.verdict.exit_codes`` (``code_for_error``), the one place exit
+    codes are decided; core sits below verdict in the layers and names only the kind.
+    """
+
+    #: The command, an option or an input must change (exit 4, pytest's usage error).
+    USAGE = "usage"
+    #: A run or baseline document that cannot be compared: damaged, tampered, of another
+    #: protocol (exit 65, "comparison invalid").
+    NOT_COMPARABLE = "not-comparable"
+
+
 class GoldevalError(Exception):
-    """Base class: a problem the user can fix, rendered without a traceback."""
+    """Base class: a problem the user can fix, rendered without a traceback.
+
+    ``exit_kind`` says which exit status a command ends with when this error stops it; a
+    subclass sets its own (see :class:`BaselineError`).
+    """
+
+    exit_kind: ClassVar[ExitKind] = ExitKind.USAGE
 
     def __init__(
         self,
@@ -52,7 +74,17 @@ class ConfigError(GoldevalError):
 
 
 class BaselineError(GoldevalError):
-    """A baseline or saved run cannot be used (missing, truncated, tampered)."""
+    """A baseline or saved run cannot be used (truncated, tampered, of another protocol):
+    the documents are not comparable."""
+
+    exit_kind: ClassVar[ExitKind] = ExitKind.NOT_COMPARABLE
+
+
+class BaselineMissing(BaselineError):
+    """The baseline or run file named is not there or cannot be read (a folder, no
+    permission): the path is wrong, nothing was compared, so it is a usage error."""
+
+    exit_kind: ClassVar[ExitKind] = ExitKind.USAGE
 
 
 #: ERROR kinds that a retry cannot fix: the model, the configuration or the row must change.

@@ -72,3 +72,22 @@ def cohen_kappa(
     if chance >= 1.0:
         return None
     return (observed - chance) / (1.0 - chance)
+
+
+def cohen_kappa_interval(
+    both_yes: int, only_first_yes: int, only_second_yes: int, both_no: int, z: float = Z95
+) -> tuple[float, float] | None:
+    """A two-sided interval of Cohen's kappa over a 2x2 table (95% by default), from Cohen's
+    (1960) large-sample standard error ``sqrt(po·(1 − po) / (n·(1 − pe)²))``, clamped to
+    [-1, 1]; None when kappa is undefined. An approximation: with a few dozen items it is
+    wide, which is the point when its lower bound is what must clear a bar.
+    """
+    kappa = cohen_kappa(both_yes, only_first_yes, only_second_yes, both_no)
+    if kappa is None:
+        return None
+    n = both_yes + only_first_yes + only_second_yes + both_no
+    observed = (both_yes + both_no) / n
+    first_yes, second_yes = both_yes + only_first_yes, both_yes + only_second_yes
+    chance = (first_yes * second_yes + (n - first_yes) * (n - second_yes)) / (n * n)
+    spread = z * math.sqrt(observed * (1 - observed) / (n * (1 - chance) ** 2))
+    return max(-1.0, kappa - spread), min(1.0, kappa + spread)

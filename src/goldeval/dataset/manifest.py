@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from goldeval.core.errors import DatasetError
 from goldeval.core.limits import LimitExceeded, loads_json
@@ -45,6 +45,21 @@ class GatePolicy(BaseModel):
     rules: dict[str, bool] = Field(default_factory=dict)
 
 
+class CalibrationPolicy(BaseModel):
+    """What ``goldeval calibrate`` must measure to pass (docs/methodology.md, "Judge
+    calibration"); absent: these defaults."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: Rows where both the human and the judge decided (ACCEPT or REJECT).
+    min_n: StrictInt = Field(default=20, alias="minN", ge=1)
+    #: The agreement figure whose interval is checked: Cohen's kappa or plain accuracy.
+    agreement: Literal["kappa", "accuracy"] = "kappa"
+    #: The lower end of the figure's 95% interval must reach this (kappa 0.2: at least "fair"
+    #: agreement beyond chance, with the uncertainty of a small corpus counted against it).
+    min_lower_bound: StrictFloat = Field(default=0.2, alias="minLowerBound", ge=-1.0, le=1.0)
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -55,6 +70,7 @@ class Manifest(BaseModel):
     changelog: list[str] = Field(default_factory=list)
     pack: str | None = None
     gate: GatePolicy | None = None
+    calibration: CalibrationPolicy | None = None
     contract: ContractConfig | None = None
     retriever: RetrieverConfig | None = None
     #: grader name → "hard" | "soft" | "off"

@@ -8,10 +8,17 @@ ACCEPT is the positive class. A row counts towards ``n`` only when both the huma
 prediction are ACCEPT or REJECT: rows with a missing or PENDING label, or a PENDING prediction,
 are counted in ``skipped_pending``; rows whose prediction raised are counted in ``errors``.
 Neither is ever scored as an accept or a reject.
+
+:func:`judge_calibration` decides whether a report clears the dataset's bar (the manifest's
+``calibration:`` block, :class:`~goldeval.dataset.manifest.CalibrationPolicy`): enough rows
+scored, and the lower end of the agreement's 95% interval at or above the threshold.
+``goldeval calibrate`` asks it and exits with the code ``goldeval.verdict.exit_codes`` gives
+the outcome.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,23 +26,27 @@ from typing import Any, TypeAlias
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from goldeval.core.errors import DatasetError
+from goldeval.core.errors import DatasetError, ProviderError
 from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.safe_files import InputFileTooLarge, read_regular_file
-from goldeval.core.stats import cohen_kappa, wilson
+from goldeval.core.stats import cohen_kappa, cohen_kappa_interval, wilson
+from goldeval.dataset.manifest import CalibrationPolicy
 from goldeval.judge.parse import DEFAULT_TOKENS, JudgeDecision, JudgeResult, parse_judge_output
 
 __all__ = [
     "CANNED_SOURCE",
     "LIVE_SOURCE",
+    "CalibrationOutcome",
     "CalibrationReport",
     "CalibrationRow",
+    "CalibrationVerdict",
     "CategoryCounts",
     "Confusion",
     "Disagreement",
     "calibrate",
     "canned_predict",
     "escape_markdown_cell",
+    "judge_calibration",
     "load_calibration",
 ]
 
@@ -232,6 +243,14 @@ class CalibrationReport:
     source: str
     disagreements: tuple[Disagreement, ...] = ()
     by_category: dict[str, CategoryCounts] = field(default_factory=dict)
+    #: Rows without a human ACCEPT/REJECT (part of ``skipped_pending``).
+    unlabeled: int = 0
+    #: Failed judge calls (part of ``errors``) that another try may fix (provider down, 5xx).
+    retryable_errors: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.n + self.skipped_pending + self.errors
 
     @property
     def n(self) -> int:
@@ -375,7 +394,7 @@ def calibrate(
     that calls the real judge. ``live`` defaults to "``predict`` is not the canned one".
     """
     is_live = (predict is not canned_predict) if live is None else live
-    ta = fa = fr = tr = skipped = errors = 0
+    ta = fa = fr = tr = skipped = errors = unlabeled = retryable = 0
     disagreements: list[Disagreement] = []
     by_category: dict[str, CategoryCounts] = {}
     for row in rows:
@@ -387,10 +406,13 @@ def calibrate(
         if not isinstance(outcome, JudgeResult):
             errors += 1
             counts.errors += 1
+            # Only a provider's infrastructure fault is worth retrying; a bug is not.
+            retryable += isinstance(outcome, ProviderError) and outcome.retryable
             continue
         human, predicted = row.human_label, outcome.decision
         if human is None or human is JudgeDecision.PENDING or predicted is JudgeDecision.PENDING:
             skipped += 1
+            unlabeled += human is None or human is JudgeDecision.PENDING
             counts.skipped_pending += 1
             continue
         counts.n += 1
@@ -417,4 +439,116 @@ def calibrate(
         source=LIVE_SOURCE if is_live else CANNED_SOURCE,
         disagreements=tuple(disagreements),
         by_category=by_category,
+        unlabeled=unlabeled,
+        retryable_errors=retryable,
+    )
+
+
+# -- the verdict ----------------------------------------------------------------------------
+
+
+class CalibrationOutcome(enum.Enum):
+    """What a calibration came to (exit codes: ``verdict.exit_codes.calibration_exit``)."""
+
+    #: Enough rows scored and the agreement's lower bound clears the bar.
+    PASSED = "PASSED"
+    #: Measured, but too few rows or too little agreement: the judge is not trusted.
+    BELOW_BAR = "BELOW_BAR"
+    #: Nothing measured: no row has both a human label and a parseable judge decision.
+    NOTHING_MEASURED = "NOTHING_MEASURED"
+    #: Judge calls failed (live): the figures are not the whole corpus's.
+    JUDGE_FAILED = "JUDGE_FAILED"
+
+
+@dataclass(frozen=True)
+class CalibrationVerdict:
+    outcome: CalibrationOutcome
+    reason: str
+    policy: CalibrationPolicy
+    #: The lower end of the agreement's 95% interval (None: not measured or undefined).
+    lower_bound: float | None = None
+    #: For JUDGE_FAILED: every failed call is one another try may fix.
+    retryable: bool = False
+
+    def to_markdown(self) -> str:
+        """The report's closing section (the disagreements are listed above it)."""
+        # The reason is our own text (figures and thresholds), not the corpus's: not escaped.
+        return f"\n## Verdict\n\n- {self.outcome.value}: {self.reason}\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "reason": self.reason,
+            "lowerBound": self.lower_bound,
+            "policy": self.policy.model_dump(by_alias=True),
+        }
+
+
+def _lower_bound(report: CalibrationReport, agreement: str) -> float | None:
+    c = report.confusion
+    if agreement == "accuracy":
+        interval = wilson(c.true_accept + c.true_reject, c.n)
+    else:
+        interval = cohen_kappa_interval(
+            c.true_accept, c.false_accept, c.false_reject, c.true_reject
+        )
+    return interval[0] if interval is not None else None
+
+
+def _nothing_measured(report: CalibrationReport) -> str:
+    if report.unlabeled == report.rows:
+        return f"no row has a human label (ACCEPT or REJECT): 0 of {report.rows} rows scored"
+    return (
+        f"the judge produced nothing parseable: 0 of {report.rows} rows scored "
+        f"({report.skipped_pending} PENDING)"
+    )
+
+
+def judge_calibration(
+    report: CalibrationReport, policy: CalibrationPolicy | None = None
+) -> CalibrationVerdict:
+    """Whether ``report`` clears ``policy`` (None: the defaults of CalibrationPolicy).
+
+    In order: failed judge calls (a part of the corpus was not judged), nothing scored, fewer
+    rows than ``minN``, then the lower bound of the agreement's interval against
+    ``minLowerBound``. A kappa that is undefined (every label and decision of one class) is
+    below any bar: it measured no agreement beyond chance.
+    """
+    bar = policy or CalibrationPolicy()
+    if report.errors:
+        every = report.retryable_errors == report.errors
+        return CalibrationVerdict(
+            CalibrationOutcome.JUDGE_FAILED,
+            f"{report.errors} of {report.rows} judge calls failed"
+            + ("; retry" if every else "; check the judge model and its settings"),
+            bar,
+            retryable=every,
+        )
+    if report.n == 0:
+        return CalibrationVerdict(
+            CalibrationOutcome.NOTHING_MEASURED, _nothing_measured(report), bar
+        )
+    lower = _lower_bound(report, bar.agreement)
+    shown = "undefined" if lower is None else f"{lower:.3f}"
+    figure = f"{bar.agreement} lower bound {shown} (95% interval, n={report.n})"
+    if report.n < bar.min_n:
+        return CalibrationVerdict(
+            CalibrationOutcome.BELOW_BAR,
+            f"n={report.n} rows scored, fewer than minN {bar.min_n}; {figure}",
+            bar,
+            lower,
+        )
+    if lower is None or lower < bar.min_lower_bound:
+        return CalibrationVerdict(
+            CalibrationOutcome.BELOW_BAR,
+            f"{figure} below minLowerBound {bar.min_lower_bound:g}; "
+            f"{len(report.disagreements)} disagreement(s)",
+            bar,
+            lower,
+        )
+    return CalibrationVerdict(
+        CalibrationOutcome.PASSED,
+        f"{figure} >= minLowerBound {bar.min_lower_bound:g}, n={report.n} >= minN {bar.min_n}",
+        bar,
+        lower,
     )

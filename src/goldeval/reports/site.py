@@ -53,6 +53,7 @@ from goldeval.reports.templating import render
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.baseline import check_shape
 from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, run_mode
+from goldeval.verdict.exit_codes import OK, USAGE
 
 TREND_METRICS = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
 VERDICTS = ("PASS", "FAIL")
@@ -517,7 +518,8 @@ def build_site(out_dir: Path, runs: list[dict[str, Any]]) -> Path:
 
 
 def main_site(argv: Sequence[str] | None = None) -> int:
-    """``goldeval site --out DIR [--runs .goldeval/runs]``: 0 on success, 1 without runs."""
+    """``goldeval site --out DIR [--runs .goldeval/runs]``: 0 on success, 4 (usage) without
+    runs."""
     parser = argparse.ArgumentParser(
         prog="goldeval site", description="Build a static HTML history of golden runs."
     )
@@ -535,7 +537,7 @@ def main_site(argv: Sequence[str] | None = None) -> int:
         print(f"goldeval site: warning: {one_line(warning)}", file=sys.stderr)
     if not runs:
         print(f"goldeval site: no readable run.json under {args.runs}", file=sys.stderr)
-        return 1
+        return USAGE  # nothing to render: a wrong --runs or no run yet, not a failed gate
     index = build_site(Path(args.out), runs)
     print(f"goldeval site: {len(runs)} run{'s' if len(runs) != 1 else ''} → {index}")
-    return 0
+    return OK

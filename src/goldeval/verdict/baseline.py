@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from goldeval.core.errors import BaselineError, DatasetError
+from goldeval.core.errors import BaselineError, BaselineMissing, DatasetError
 from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.rates import RATE_NAMES
 from goldeval.core.safe_files import read_regular_file
@@ -159,13 +159,15 @@ def _read_document(path: Path) -> bytes:
     """A baseline's or saved run's bytes: a regular file (a FIFO does not hang the gate),
     its size checked (``file_bytes``) with fstat before it is read."""
     if not (path.exists() or path.is_symlink()):
-        raise BaselineError(
+        raise BaselineMissing(
             "baseline file not found", path=path, hint="save one with --golden-save-baseline"
         )
     try:
         return read_regular_file(path)
     except DatasetError as exc:  # too large, not a regular file, unreadable
-        raise BaselineError(exc.message, path=path, hint=exc.hint) from None
+        unreadable = exc.message.startswith("cannot read")
+        error = BaselineMissing if unreadable else BaselineError
+        raise error(exc.message, path=path, hint=exc.hint) from None
 
 
 def load_baseline(path: Path) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from goldeval.core.errors import ExitKind, GoldevalError
 from goldeval.verdict.comparison import Decision
 
 if TYPE_CHECKING:
@@ -348,3 +349,15 @@ def markdown_table() -> str:
     for number, rule in enumerate(RULES, 1):
         lines.append(f"| {number} | {rule.condition} | {rule.gives} |")
     return "\n".join(lines)
+
+
+# -- errors that stop a command ------------------------------------------------------------
+
+#: The exit status of each kind of :class:`~goldeval.core.errors.GoldevalError`.
+_CODE_FOR_KIND = {ExitKind.USAGE: USAGE, ExitKind.NOT_COMPARABLE: COMPARISON_INVALID}
+
+
+def code_for_error(exc: GoldevalError) -> int:
+    """The exit status of a command stopped by ``exc``: its class's ``exit_kind`` mapped here,
+    so no caller chooses a code by the exception's class or name."""
+    return _CODE_FOR_KIND[exc.exit_kind]

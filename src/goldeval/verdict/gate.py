@@ -194,7 +194,8 @@ def _execution_rules(run: Mapping[str, Any], policy: GatePolicy) -> list[GateRul
 
 
 def incomplete_rule(run: Mapping[str, Any]) -> GateRule:
-    """FAIL rule ``complete``: the run hit its deadline before starting every attempt."""
+    """FAIL rule ``complete``: the run did not grade every selected attempt (its deadline or
+    budget left some unstarted, or it was cut short)."""
     over = run.get("notStartedOverBudget")
     missing = run.get("notStartedBeforeDeadline", run.get("attemptsNotStarted"))
     if isinstance(over, int) and not isinstance(over, bool) and over > 0:
@@ -207,7 +208,9 @@ def incomplete_rule(run: Mapping[str, Any]) -> GateRule:
         detail = f"run incomplete: {missing} attempts not started before the deadline"
         actual = float(missing)
     else:
-        detail = "run incomplete: attempts not started before the deadline"
+        # No deadline or budget count: the run was cut short some other way (-x, a signal);
+        # naming a deadline that was never set would send the user looking for one.
+        detail = "run incomplete: not every selected attempt was graded"
         actual = None
     return GateRule(
         name="complete",

@@ -1,0 +1,198 @@
+"""Which saved run a command means: one resolver for ``goldeval gate``, ``compare`` and ``show``.
+
+A run is named the way a user has it at hand: the run.json (or a committed baseline file), its
+run folder, the ``LATEST`` pointer pytest writes in the runs folder (also inside a path, as in
+``.goldeval/runs/LATEST/run.json``), a run id (a folder name under the runs folder, or a run
+id in the store), a run key in the store, or nothing at all: the latest run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.safe_files import read_regular_file
+from goldeval.store import StoreError, open_store
+from goldeval.store.views import run_document
+from goldeval.verdict.baseline import load_baseline
+
+#: The file pytest points at the last complete run with, in the runs folder.
+LATEST = "LATEST"
+#: A LATEST pointer is one line naming a folder; anything bigger is not one.
+_POINTER_MAX_BYTES = 4096
+
+#: What a run reference may be, for the message when nothing matches.
+ACCEPTED = (
+    "a run.json or baseline file",
+    "a run folder",
+    "the LATEST pointer (a path to it, or the word LATEST)",
+    "a run id: a folder name under the runs folder, or a run id in the store",
+    "a run key in the store",
+    "nothing: the latest run (the runs folder's LATEST)",
+)
+
+
+@dataclass(frozen=True)
+class RunPlaces:
+    """Where named runs are looked up: the runs folder and the run store (None: no store)."""
+
+    runs_dir: Path
+    store_url: str | None
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A saved run found from a reference."""
+
+    document: dict[str, Any]
+    #: How messages name it: the run.json read, or ``store run ID``.
+    source: str
+    #: A folder to look for the run's project from (the run file's, the store file's).
+    anchor: Path | None
+
+
+def _not_found(reference: str, places: RunPlaces, why: str) -> GoldevalError:
+    store = places.store_url or "no run store"
+    accepted = "; ".join(ACCEPTED)
+    return GoldevalError(
+        f"no run {reference!r}: {why} (runs folder {places.runs_dir}, store {store})",
+        hint=f"give {accepted}; `goldeval runs` lists the stored runs",
+    )
+
+
+def read_pointer(pointer: Path) -> Path:
+    """The run folder a LATEST file points at.
+
+    pytest writes the folder's absolute path; a project moved or downloaded elsewhere (a CI
+    artifact) keeps the folder next to LATEST, so its name is looked up there too.
+    """
+    try:
+        if pointer.stat().st_size > _POINTER_MAX_BYTES:
+            raise GoldevalError("is not a LATEST pointer (too big)", path=pointer)
+    except OSError as exc:
+        raise GoldevalError(f"cannot read: {exc.strerror}", path=pointer) from None
+    try:
+        text = read_regular_file(pointer).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise GoldevalError("is not a LATEST pointer (not UTF-8 text)", path=pointer) from None
+    if not text or "\n" in text:
+        raise GoldevalError("is not a LATEST pointer (one line naming a run folder)", path=pointer)
+    named = Path(text)
+    if not named.is_absolute():
+        named = pointer.parent / named
+    for folder in (named, pointer.parent / named.name):
+        if folder.is_dir():
+            return folder
+    raise GoldevalError(
+        f"points at {text}, which is not a folder here",
+        path=pointer,
+        hint="the run folder was moved or pruned; name the run instead",
+    )
+
+
+def _from_file(path: Path) -> ResolvedRun:
+    return ResolvedRun(load_baseline(path), str(path), path.parent)
+
+
+def _from_folder(folder: Path) -> ResolvedRun:
+    run_json = folder / "run.json"
+    if run_json.is_file():
+        return _from_file(run_json)
+    if (folder / LATEST).is_file():  # the runs folder itself: its latest run
+        return _from_folder(read_pointer(folder / LATEST))
+    raise GoldevalError(
+        "no run.json in this folder", path=folder, hint="a run folder holds run.json"
+    )
+
+
+def _through_pointer(path: Path) -> Path | None:
+    """``…/LATEST/run.json`` (LATEST is a file, not a folder): the same path under the folder
+    LATEST points at; None when no part of ``path`` is a LATEST file."""
+    for parent in path.parents:
+        if parent.name == LATEST and parent.is_file():
+            return read_pointer(parent) / path.relative_to(parent)
+    return None
+
+
+def _from_path(path: Path) -> ResolvedRun | None:
+    """The run at a path given on the command line, else None (no such path)."""
+    if path.is_dir():
+        return _from_folder(path)
+    if path.is_file() or path.is_symlink():
+        if path.name == LATEST:
+            return _from_folder(read_pointer(path))
+        return _from_file(path)  # load_baseline refuses what is not a readable run document
+    target = _through_pointer(path)
+    return _from_path(target) if target is not None else None
+
+
+def _store_exists(url: str) -> bool:
+    return "://" in url or Path(url).is_file()
+
+
+def _from_store(reference: str, url: str) -> ResolvedRun | None:
+    try:
+        store = open_store(url)
+    except StoreError as exc:
+        raise GoldevalError(str(exc)) from None
+    try:
+        if store.get_run(reference) is None:
+            return None
+        document = run_document(store, reference)
+    finally:
+        store.close()
+    anchor = None if "://" in url else Path(url).parent
+    return ResolvedRun(document, f"store run {reference}", anchor)
+
+
+def stored_run(reference: str, places: RunPlaces) -> ResolvedRun:
+    """A run id or run key from the store only (``goldeval gate --run-key``: every shard of
+    the key, never a folder that happens to have its name)."""
+    url = places.store_url
+    if url is None or not _store_exists(url):
+        raise GoldevalError(
+            "no run store here", path=url, hint="run pytest --golden=ID first, or pass --store"
+        )
+    found = _from_store(reference, url)
+    if found is None:
+        raise GoldevalError(
+            f"no run {reference!r} in the store", path=url, hint="goldeval runs lists them"
+        )
+    return found
+
+
+def latest_run(places: RunPlaces) -> ResolvedRun:
+    """The run the runs folder's LATEST points at (the last complete run)."""
+    pointer = places.runs_dir / LATEST
+    if not pointer.is_file():
+        raise GoldevalError(
+            "no latest run: there is no LATEST pointer",
+            path=pointer,
+            hint="run pytest --golden=ID first (a run cut short does not move LATEST), or name "
+            "the run: " + "; ".join(ACCEPTED[:-1]),
+        )
+    return _from_folder(read_pointer(pointer))
+
+
+def resolve_run(reference: str | None, places: RunPlaces) -> ResolvedRun:
+    """The saved run ``reference`` names (see :data:`ACCEPTED`); a usage error naming every
+    accepted form when nothing matches."""
+    if reference is None or reference == LATEST:
+        return latest_run(places)
+    if not reference.strip():
+        raise _not_found(reference, places, "an empty name")
+    found = _from_path(Path(reference))
+    if found is not None:
+        return found
+    if os.sep not in reference and "/" not in reference:
+        folder = places.runs_dir / reference
+        if folder.is_dir():
+            return _from_folder(folder)
+        if places.store_url is not None and _store_exists(places.store_url):
+            found = _from_store(reference, places.store_url)
+            if found is not None:
+                return found
+    raise _not_found(reference, places, "not a file or folder, nor a run id or key")
