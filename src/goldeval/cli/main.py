@@ -244,9 +244,8 @@ def _finish(
     as_json: bool,
 ) -> int:
     from goldeval.verdict.comparison import attempt_counts
-    from goldeval.verdict.cut_short import cut_short, decide_cut_short
     from goldeval.verdict.decide import decide
-    from goldeval.verdict.exit_codes import ExitDecision
+    from goldeval.verdict.outcome import cut_short
 
     live = _is_live(run)
     policy = None
@@ -256,21 +255,28 @@ def _finish(
             # silent NO_REGRESSION for any regressed run.
             raise _no_project(run, project)
         policy = _policy(run, project, live)
-    # As in pytest: a FAIL attempt is a failed test, which only a gate may weigh.
+    # The session's pytest status when the run recorded it; else as in pytest: a FAIL
+    # attempt is a failed test, which only a gate may weigh.
+    recorded = run.get("pytestStatus")
+    pytest_status = (
+        recorded
+        if isinstance(recorded, int)
+        else (exit_codes.GATE_FAILED if attempt_counts(run).failed else exit_codes.OK)
+    )
     verdict = decide(
         run,
         baseline=baseline,
         policy=policy,
         live=live,
         gate_enabled=not no_gate,
-        pytest_status=exit_codes.GATE_FAILED if attempt_counts(run).failed else exit_codes.OK,
+        pytest_status=pytest_status,
+        other_failures=bool(run.get("otherFailures")),
     )
-    # The run's own record of how it ended (-x, a signal, a rerun plugin) decides as it did
-    # in pytest; the comparison and gate of a part of the selection are not shown.
-    cut = cut_short(run)
+    # The run's own record of how it ended (-x, a signal, a rerun plugin) is part of the one
+    # verdict (RunOutcome.from_run reads it); the comparison and gate of a part of the
+    # selection are not shown.
+    cut = cut_short(run, verdict.outcome)
     if cut is not None:
-        decision = decide_cut_short(cut, ExitDecision(verdict.code, verdict.reason))
-        verdict.code, verdict.reason = decision.code, decision.reason
         verdict.comparison, verdict.gate = None, None
     policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
     if as_json:

@@ -496,6 +496,10 @@ def finish_one_run(
     )
     run.update(decision.run_fields)
     record_ending(run, ending, decision.exit)
+    if resumed_all:
+        run["pytestStatus"] = pytest.ExitCode.OK  # "no tests" was this session's, not the run's
+    if state.other_failures:
+        run["otherFailures"] = state.other_failures
     write_run(state, run, run_dir)
     if recorder is not None:
         recorder.finish(run, state.artifact_inventory)

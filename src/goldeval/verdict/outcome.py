@@ -171,3 +171,33 @@ def _non_retryable(run: Mapping[str, Any]) -> Counter[str]:
             if isinstance(kind, str) and not is_retryable(kind):
                 kinds[kind] += 1
     return kinds
+
+
+@dataclass(frozen=True)
+class CutShort:
+    """Why a saved run is not a whole run, for display: its status and one line."""
+
+    status: str
+    reason: str
+
+
+def cut_short(run: Mapping[str, Any], outcome: RunOutcome) -> CutShort | None:
+    """The run's own account of why it is not whole (a rerun plugin, ``-x``, a signal, the
+    store), else None. Display only: the code is :func:`decide_exit`'s."""
+    status = str(run.get("status") or "INCOMPLETE")
+    if outcome.duplicates:
+        return CutShort(status, f"{len(outcome.duplicates)} golden attempts reported twice")
+    if outcome.stopped_early is not None:
+        stop = outcome.stopped_early
+        return CutShort(
+            status,
+            f"stopped early ({stop.reason}): {stop.attempts_not_run} selected attempts never "
+            "ran; the run is INCOMPLETE",
+        )
+    if outcome.signal:
+        return CutShort(status, f"terminated by {outcome.signal}: the run is INTERRUPTED")
+    if outcome.store_error:
+        return CutShort(status, outcome.store_error)
+    if run.get("status") == "INTERRUPTED":
+        return CutShort(status, "the run is INTERRUPTED: not every selected attempt was graded")
+    return None
