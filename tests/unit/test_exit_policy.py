@@ -58,7 +58,7 @@ def _literals(path: Path) -> list[str]:
                 text = ast.unparse(target)
                 if text.endswith("exitstatus") and _int(node.value) is not None:
                     flag(node, f"{text} = {_int(node.value)}")
-                if text.isupper() and text in ("USAGE", "INFRA", "GATE_FAILED", "OK"):
+                if text in ("USAGE", "INFRA", "GATE_FAILED", "OK") and _int(node.value) is not None:
                     flag(node, f"{text} = {ast.unparse(node.value)}")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _command_function(
             node.name

@@ -255,22 +255,20 @@ def _finish(
             # silent NO_REGRESSION for any regressed run.
             raise _no_project(run, project)
         policy = _policy(run, project, live)
-    # The session's pytest status when the run recorded it; else as in pytest: a FAIL
-    # attempt is a failed test, which only a gate may weigh.
-    recorded = run.get("pytestStatus")
-    pytest_status = (
-        recorded
-        if isinstance(recorded, int)
-        else (exit_codes.GATE_FAILED if attempt_counts(run).failed else exit_codes.OK)
-    )
+    # As in pytest: a FAIL attempt is a failed test, which only a gate may weigh (the
+    # session's own recorded pytestStatus, when the run has one, is read by RunOutcome).
+    session: dict[str, Any] = {}
+    if "pytestStatus" not in run:
+        failed = attempt_counts(run).failed
+        session["pytest_status"] = exit_codes.GATE_FAILED if failed else exit_codes.OK
     verdict = decide(
         run,
         baseline=baseline,
         policy=policy,
         live=live,
         gate_enabled=not no_gate,
-        pytest_status=pytest_status,
         other_failures=bool(run.get("otherFailures")),
+        **session,
     )
     # The run's own record of how it ended (-x, a signal, a rerun plugin) is part of the one
     # verdict (RunOutcome.from_run reads it); the comparison and gate of a part of the

@@ -160,6 +160,8 @@ def record_ending(run: dict[str, Any], ending: SessionEnding, decision: ExitDeci
         notes.append(decision.reason)
     # What the session weighed beyond the document, so a later `goldeval gate` decides the same.
     run["pytestStatus"] = ending.pytest_status
+    if ending.rerun_command:
+        run["rerunCommand"] = ending.rerun_command
     run["exitDecision"] = {"code": decision.code, "reason": decision.reason}
 
 

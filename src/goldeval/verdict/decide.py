@@ -112,7 +112,7 @@ def decide(
     live: bool,
     gate_enabled: bool = True,
     capture: bool = False,
-    pytest_status: int = 0,
+    pytest_status: int | None = None,
     other_failures: bool = False,
     comparison: ComparisonResult | None = None,
     **facts: Any,
@@ -125,8 +125,9 @@ def decide(
     ``policy``: the manifest's gate policy for this mode (:func:`policy_from_manifest`).
     ``gate_enabled``: False for ``--golden-no-gate`` / ``--no-gate`` (reported, not gated: an
     incomparable baseline is reported, not fatal). ``capture``: a baseline capture run (not
-    gated; FAILs are recorded as they are). ``pytest_status``: pytest's own exit status (the CLI
-    passes 1 when the run has FAIL attempts); ``other_failures``: a test that is not a golden
+    gated; FAILs are recorded as they are). ``pytest_status``: pytest's own exit status (None:
+    the run's recorded ``pytestStatus``, else 0; the CLI passes 1 when the run has FAIL attempts
+    and records none); ``other_failures``: a test that is not a golden
     item failed, which no gate may turn into a pass. ``facts``: more of
     :class:`~goldeval.verdict.outcome.RunOutcome` (a signal, a store error, ...) known to the
     caller; the run document's own facts are read from it.
@@ -149,11 +150,12 @@ def decide(
             comparison = attach_gate(comparison, gate)
     elif not gate_enabled:
         notes.append(NO_GATE_NOTE)
+    if pytest_status is not None:
+        facts["pytest_status"] = pytest_status
     outcome = RunOutcome.from_run(
         run,
         comparison,
         gate,
-        pytest_status=pytest_status,
         gate_enabled=gate_enabled,
         capture=capture,
         other_failures=other_failures,

@@ -154,6 +154,12 @@ def _store_error(o: RunOutcome) -> ExitDecision | None:
     return ExitDecision(INFRA, f"{o.store_error}; the run is INCOMPLETE in the store, retry it")
 
 
+def _recorded_interrupted(o: RunOutcome) -> ExitDecision | None:
+    if not o.recorded_interrupted:
+        return None
+    return _infra(o, "the run is INTERRUPTED: not every selected attempt was graded; retry it")
+
+
 def _nothing_selected(o: RunOutcome) -> ExitDecision | None:
     if o.cases_total == 0:
         return ExitDecision(GATE_FAILED, "nothing was graded: no golden case selected")
@@ -287,6 +293,11 @@ RULES: tuple[Rule, ...] = (
         _comparison_invalid,
     ),
     Rule("the store failed while the run was recorded", "75", _store_error),
+    Rule(
+        "the run document says INTERRUPTED and no cause above is recorded",
+        "75",
+        _recorded_interrupted,
+    ),
     Rule("nothing was graded: no golden case selected", "1", _nothing_selected),
     Rule(
         "nothing was graded: no PASS/FAIL attempt and no ERROR attempt (everything skipped)",

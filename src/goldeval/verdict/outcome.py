@@ -78,6 +78,8 @@ class RunOutcome:
     resumed_all: bool = False
     #: The command that retries the run (named by the 75 reason), e.g. with its run key.
     rerun_command: str | None = None
+    #: The run document says INTERRUPTED (a saved run whose cause is not recorded).
+    recorded_interrupted: bool = False
     #: What the capture line says (``10 cases, 2 FAIL (...)``), for capture runs.
     capture_summary: str | None = None
 
@@ -121,6 +123,7 @@ class RunOutcome:
             "gate": gate,
             "not_started_deadline": _int(run.get("notStartedBeforeDeadline")),
             "not_started_budget": _int(run.get("notStartedOverBudget")),
+            "recorded_interrupted": run.get("status") == "INTERRUPTED",
         }
         stopped = run.get("stoppedEarly")
         if isinstance(stopped, Mapping):
@@ -135,16 +138,24 @@ class RunOutcome:
             ("interruptedBy", "signal"),
             ("storeError", "store_error"),
             ("storeConflict", "store_conflict"),
+            ("rerunCommand", "rerun_command"),
         ):
             value = run.get(key)
             if isinstance(value, str) and value:
                 recorded[name] = value
+        status = run.get("pytestStatus")
+        if status in _SESSION_STATUSES:
+            recorded["pytest_status"] = status  # a keyword fact still wins
         recorded.update(facts)
         return cls(**recorded)
 
     def with_(self, **changes: Any) -> RunOutcome:
         """A copy with ``changes`` (facts learnt later, e.g. a finalisation fault)."""
         return replace(self, **changes)
+
+
+#: pytest statuses a finished session records (``pytestStatus``): OK, failures, Ctrl-C.
+_SESSION_STATUSES = (0, 1, 2)
 
 
 def _int(value: Any) -> int:
