@@ -87,29 +87,63 @@ class BaselineMissing(BaselineError):
     exit_kind: ClassVar[ExitKind] = ExitKind.USAGE
 
 
-#: ERROR kinds that a retry cannot fix: the model, the configuration or the row must change.
-#: They are never retried by the HTTP providers, and a run whose errors include one exits 4
-#: ("configuration error"), not 75 ("retry the run"); see goldeval.verdict.exit_codes.
-NON_RETRYABLE_KINDS = frozenset(
-    {
-        "CONTEXT_LENGTH",  # the prompt does not fit the model's context window
-        "MODEL_NOT_FOUND",  # the model is not on the server (not pulled, misspelt, no access)
-        "NOT_FOUND",  # 404 without a model named: wrong base URL or path
-        "BAD_REQUEST",  # 400/422 and other 4xx: the server rejects this request as built
-        "AUTH_FAILED",  # 401/403: the credentials are wrong or lack permission
-        "CONFIG_ERROR",  # the provider cannot call at all as configured (no model, ...)
-        "GRADER_TIMEOUT",  # a grader (a row's regex) ran over its time budget
-        "TEMPLATE_ERROR",  # the manifest's prompt template does not render for this row
-        # The provider's body cannot be read as an answer (not UTF-8, not JSON, nested past
-        # the json_depth limit, a malformed tool call): the built-in providers never retry it
-        # (issue 32: the same server answers the same bytes again).
+class ErrorKind(str, enum.Enum):
+    """Every kind an ERROR attempt can have: the one list (issue 31/34).
+
+    A ``str`` enum: records, run.json and the store keep the plain name (``"TIMEOUT"``), and a
+    member compares equal to it. ``retryable`` is False for the kinds no retry can fix (the
+    model, the configuration or the row must change): the HTTP providers never retry them, and
+    a run whose errors include one exits 4, not 75 (goldeval.verdict.exit_codes).
+    """
+
+    def __new__(cls, value: str, retryable: bool, meaning: str) -> ErrorKind:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.retryable = retryable
+        member.meaning = meaning
+        return member
+
+    retryable: bool
+    meaning: str
+
+    # The reference's kinds (java-ai-golden-semantics): infrastructure, retry the run.
+    MODEL_UNAVAILABLE = ("MODEL_UNAVAILABLE", True, "the server cannot be reached or is down")
+    HTTP_ERROR = ("HTTP_ERROR", True, "5xx or an unexpected status")
+    RATE_LIMIT = ("RATE_LIMIT", True, "429: too many requests")
+    TIMEOUT = ("TIMEOUT", True, "no answer within the call's time bound")
+    EMPTY_RESPONSE = ("EMPTY_RESPONSE", True, "the answer had no text and no tool call")
+    PROVIDER_ERROR = ("PROVIDER_ERROR", True, "the provider failed otherwise (an app's error)")
+    JUDGE_ERROR = ("JUDGE_ERROR", True, "the judge call failed (soft signal, never a gate)")
+    RETRIEVER_MISS = ("RETRIEVER_MISS", True, "the retriever found nothing")
+    TRUNCATED_STREAM = ("TRUNCATED_STREAM", True, "a stream ended without a finish reason")
+    EMBEDDING_ERROR = ("EMBEDDING_ERROR", True, "the embeddings call of a grader failed")
+    WORKER_CRASH = ("WORKER_CRASH", True, "the item's xdist worker died; no report arrived")
+    TEST_ERROR = ("TEST_ERROR", True, "the golden test itself raised (a plugin, a fixture)")
+    SETUP_ERROR = ("SETUP_ERROR", True, "the golden item's setup raised")
+    GRADER_ERROR = ("GRADER_ERROR", True, "a grader raised an exception")
+    RERUN = ("RERUN", True, "a rerun plugin ran the attempt a second time")
+    # No retry can fix these: exit 4 ("configuration error").
+    CONTEXT_LENGTH = ("CONTEXT_LENGTH", False, "the prompt does not fit the context window")
+    MODEL_NOT_FOUND = ("MODEL_NOT_FOUND", False, "the model is not on the server")
+    NOT_FOUND = ("NOT_FOUND", False, "404 without a model named: wrong base URL or path")
+    BAD_REQUEST = ("BAD_REQUEST", False, "400/422 and other 4xx: the request as built")
+    AUTH_FAILED = ("AUTH_FAILED", False, "401/403: wrong credentials or no permission")
+    CONFIG_ERROR = ("CONFIG_ERROR", False, "the provider cannot call as configured")
+    GRADER_TIMEOUT = ("GRADER_TIMEOUT", False, "a grader (a row's regex) ran over its budget")
+    TEMPLATE_ERROR = ("TEMPLATE_ERROR", False, "the prompt template does not render for a row")
+    PARSER_ERROR = (
         "PARSER_ERROR",
-        "RESPONSE_TOO_LARGE",  # the body is over the response_bytes limit (issue 32)
-        "SECRET_IN_ANSWER",  # record mode: the answer echoed a credential of the run
-    }
-)
+        False,
+        "the body cannot be read as an answer (not JSON, nested past json_depth, ...)",
+    )
+    RESPONSE_TOO_LARGE = ("RESPONSE_TOO_LARGE", False, "the body is over response_bytes")
+    SECRET_IN_ANSWER = ("SECRET_IN_ANSWER", False, "record mode: the answer echoed a secret")
+
+
+#: ERROR kinds that a retry cannot fix (:attr:`ErrorKind.retryable` False).
+NON_RETRYABLE_KINDS = frozenset(kind.value for kind in ErrorKind if not kind.retryable)
 #: Record mode refused an answer that held a secret the run knows (goldeval.core.secrets).
-SECRET_IN_ANSWER = "SECRET_IN_ANSWER"
+SECRET_IN_ANSWER = ErrorKind.SECRET_IN_ANSWER.value
 
 
 def is_retryable(kind: str | None) -> bool:
