@@ -32,7 +32,7 @@ def _kinds_given(tree: ast.AST) -> set[str]:
                 if kw.arg in KIND_KEYWORDS:
                     take(kw.value)
         elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
+            for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "errorKind":
                     take(value)
         elif isinstance(node, ast.FunctionDef) and "kind" in node.name:
