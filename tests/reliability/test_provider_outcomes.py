@@ -20,11 +20,16 @@ import pytest
 from tests.helpers import RunFiles
 
 ROWS = 8
-LIVE = ["--golden=simple-v1", "--golden-mode=live", "--golden-baseline=baselines/b.json",
-        "-p", "no:cacheprovider"]
+LIVE = [
+    "--golden=simple-v1",
+    "--golden-mode=live",
+    "--golden-baseline=baselines/b.json",
+    "-p",
+    "no:cacheprovider",
+]
 
 #: The team's app: every row answers ok-N; HOW says how r3 and r5 behave instead.
-CONFTEST = '''
+CONFTEST = """
 import asyncio, os, time
 import pytest
 
@@ -54,7 +59,7 @@ async_app.__name__ = "app"  # the same provider name as the baseline's (a protoc
 @pytest.fixture(scope="session")
 def golden_provider():
     return async_app if os.environ.get("ASYNC") else app
-'''
+"""
 
 
 @pytest.fixture
@@ -127,8 +132,14 @@ def _one_gated_run(project: Path, result: pytest.RunResult) -> dict:
     ids=["pytest.fail", "pytest.skip", "timeout-signal"],
 )
 def test_a_pytest_outcome_in_the_provider_ends_that_attempt_in_one_gated_run(
-    pytester: pytest.Pytester, simple_project: Path, plugin_args: list[str],
-    monkeypatch: pytest.MonkeyPatch, how: str, status: str, kind: str | None, text: str,
+    pytester: pytest.Pytester,
+    simple_project: Path,
+    plugin_args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    status: str,
+    kind: str | None,
+    text: str,
 ) -> None:
     monkeypatch.setenv("HOW", f"regress-{how}")
     started = time.monotonic()
@@ -149,7 +160,9 @@ def test_a_pytest_outcome_in_the_provider_ends_that_attempt_in_one_gated_run(
 
 
 def test_a_timeout_while_waiting_for_a_prefetched_call_is_a_timeout(
-    pytester: pytest.Pytester, simple_project: Path, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    simple_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A thread-safe provider runs in the prefetch pool: the signal reaches the main thread
     while it waits for the result, and the attempt still ends as ERROR TIMEOUT."""
@@ -162,7 +175,9 @@ def test_a_timeout_while_waiting_for_a_prefetched_call_is_a_timeout(
 
 
 def test_thread_method_timeout_under_xdist_is_a_lost_attempt_of_the_same_run(
-    pytester: pytest.Pytester, simple_project: Path, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    simple_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """pytest-timeout's thread method ends the worker (os._exit): nothing can be caught in
     it. The controller records the lost item as ERROR WORKER_CRASH under the run's model:
@@ -177,7 +192,7 @@ def test_thread_method_timeout_under_xdist_is_a_lost_attempt_of_the_same_run(
     assert "thread method" in attempt["errorMessage"]
 
 
-GRADER_CONFTEST = '''
+GRADER_CONFTEST = """
 import os
 import pytest
 from goldeval.core.models import GraderOutcome
@@ -197,14 +212,20 @@ class Picky(Grader):
 
 def pytest_goldeval_register_graders(config):
     return [Picky()]
-'''
+"""
 
 
-@pytest.mark.parametrize("how,status,kind", [("grader_fail", "ERROR", "GRADER_ERROR"),
-                                             ("grader_skip", "SKIPPED", None)])
+@pytest.mark.parametrize(
+    "how,status,kind", [("grader_fail", "ERROR", "GRADER_ERROR"), ("grader_skip", "SKIPPED", None)]
+)
 def test_a_pytest_outcome_in_a_grader_ends_that_attempt(
-    pytester: pytest.Pytester, simple_project: Path, monkeypatch: pytest.MonkeyPatch,
-    plugin_args: list[str], how: str, status: str, kind: str | None,
+    pytester: pytest.Pytester,
+    simple_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    plugin_args: list[str],
+    how: str,
+    status: str,
+    kind: str | None,
 ) -> None:
     conftest = simple_project / "conftest.py"
     conftest.write_text(conftest.read_text() + GRADER_CONFTEST, encoding="utf-8")

@@ -105,8 +105,13 @@ def golden_provider():
     ],
 )
 def test_sdk_shaped_errors_are_classified_by_their_status(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
-    monkeypatch: pytest.MonkeyPatch, what: str, kind: str, code: int,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    monkeypatch: pytest.MonkeyPatch,
+    what: str,
+    kind: str,
+    code: int,
 ) -> None:
     pytester.makeconftest(SDK_SHAPED)
     monkeypatch.setenv("RAISE", what)
@@ -123,7 +128,7 @@ def test_sdk_shaped_errors_are_classified_by_their_status(
     assert "Traceback" not in out
 
 
-HTTPX_APP = '''
+HTTPX_APP = """
 import os
 import httpx
 import pytest
@@ -139,14 +144,27 @@ def golden_provider():
         response.raise_for_status()
         return response.json()["choices"][0]["message"]["content"]
     return app
-'''
+"""
 
 
-@pytest.mark.parametrize("status,kind,code", [(401, "AUTH_FAILED", 4), (403, "AUTH_FAILED", 4),
-                                              (404, "NOT_FOUND", 4), (503, "PROVIDER_ERROR", 75)])
+@pytest.mark.parametrize(
+    "status,kind,code",
+    [
+        (401, "AUTH_FAILED", 4),
+        (403, "AUTH_FAILED", 4),
+        (404, "NOT_FOUND", 4),
+        (503, "PROVIDER_ERROR", 75),
+    ],
+)
 def test_a_real_httpx_status_error_from_the_local_server(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
-    monkeypatch: pytest.MonkeyPatch, plugin_args: list[str], status: int, kind: str, code: int,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    monkeypatch: pytest.MonkeyPatch,
+    plugin_args: list[str],
+    status: int,
+    kind: str,
+    code: int,
 ) -> None:
     pytester.makeconftest(HTTPX_APP)
     with FakeLLMServer() as srv:
