@@ -765,7 +765,7 @@ def grade_item(answer: Answer) -> None:
         state.records[item] = AttemptRecord(
             case_id=case.id,
             index=param.attempt,
-            model=answer.model,
+            model=attempt_model(state, param),
             status=Status.ERROR,
             error_kind=RERUN_KIND,
             error_message=message,
