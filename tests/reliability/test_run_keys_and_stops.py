@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.store import open_store
-from goldeval.testing.llm_server import FakeLLMServer
+from goldeval.testing.llm_server import FakeLLMServer, Fault
 from tests.helpers import chat_calls
 
 FIXTURE = ["--golden=generation-v1", "-p", "no:cacheprovider"]
@@ -351,3 +351,66 @@ def test_x_against_the_committed_baseline_exits_1_not_65(
     result = pytester.runpytest(*FIXTURE, "-x", *plugin_args)
     run = _assert_stopped_early(golden_project, result, CASES)
     assert run["exitDecision"]["reason"].startswith("stopped early")
+
+
+# --------------------------------------------------------------------------- retrying on 75
+
+
+def test_rerunning_a_key_that_ended_75_retries_its_errors(
+    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer,
+) -> None:
+    """Issue 31: exit 75 says "retry"; the same command with the same run key retries the
+    ERROR attempts (it used to deselect them all, make no call and exit 75 again, forever).
+    The 75 summary names that command, run key included."""
+    with_password = llm.base_url.replace("http://", "http://me:s3cret-pw@")
+    args = [*LIVE, f"--golden-base-url={with_password}", "--golden-model=fake-llm:latest",
+            "--golden-run-key=retry-75", "--golden-retries=0"]
+    llm.set_fault(Fault.status(503))  # the provider is down for the whole first run
+    down = pytester.runpytest(*args)
+    out = down.stdout.str()
+    assert down.ret == 75, out
+    assert "goldeval: retry (resumes run key retry-75" in out
+    shown = [a.replace(with_password, llm.base_url) for a in args]
+    assert f"pytest {' '.join(shown)}" in out  # the exact command, run key included
+    assert "s3cret-pw" not in out  # ... without the URL's credentials
+    assert chat_calls(llm) == CASES
+
+    llm.set_fault(None)  # up again
+    up = pytester.runpytest(*args)
+    out = up.stdout.str()
+    assert up.ret == 0, out
+    assert "deselected" not in out
+    assert chat_calls(llm) == 2 * CASES  # every ERROR attempt called again, once
+    up.assert_outcomes(passed=CASES)
+    run = _latest_run(golden_project)
+    assert run["status"] == "COMPLETED" and run["attemptsPassed"] == CASES
+    with open_store(golden_project / ".goldeval" / "goldeval.sqlite3") as store:
+        row = store.get_run("retry-75")
+        assert row is not None and row.status == "COMPLETED"
+        assert sorted(a["status"] for a in store.attempts(row.run_id)) == ["PASS"] * CASES
+
+
+def test_errors_no_retry_fixes_are_kept_unless_rerun_errors_is_given(
+    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer,
+) -> None:
+    """A 401 (exit 4) is not retried by an identical rerun; once the configuration is fixed,
+    --golden-rerun-errors (the explicit form) retries every ERROR attempt."""
+    args = [*LIVE, f"--golden-base-url={llm.base_url}", "--golden-model=fake-llm:latest",
+            "--golden-run-key=auth-4", "--golden-retries=0"]
+    llm.set_fault(Fault.status(401))
+    first = pytester.runpytest(*args)
+    assert first.ret == 4, first.stdout.str()
+    assert "goldeval: retry" not in first.stdout.str()  # 4 is not "retry"
+    llm.set_fault(None)
+    same = pytester.runpytest(*args)
+    assert same.ret == 4, same.stdout.str()
+    assert chat_calls(llm) == CASES  # nothing called again: the same rerun ends the same way
+    fixed = pytester.runpytest(*args, "--golden-rerun-errors")
+    assert fixed.ret == 0, fixed.stdout.str()
+    assert chat_calls(llm) == 2 * CASES
+
+
+def _latest_run(project: Path) -> dict:
+    runs = project / ".goldeval" / "runs"
+    latest = Path((runs / "LATEST").read_text(encoding="utf-8").strip())
+    return json.loads((latest / "run.json").read_text(encoding="utf-8"))

@@ -47,6 +47,10 @@ def test_every_kind_given_to_an_attempt_is_an_error_kind() -> None:
     for path in sorted(SRC.rglob("*.py")):
         for kind in _kinds_given(ast.parse(path.read_text(encoding="utf-8"))):
             given.setdefault(kind, str(path.relative_to(SRC)))
+    from goldeval.pytest_plugin.outcomes import FAILED_KINDS
+
+    for surface, kind in FAILED_KINDS.items():
+        given.setdefault(kind, f"pytest_plugin/outcomes.py ({surface})")
     members = {k.value for k in ErrorKind}
     # Grader violation kinds (GRADER_CONFIG, TOOL_CALL, ...) are taxonomy of a FAIL, not
     # ERROR kinds: they come from graders' violation() calls, not from the calls above.

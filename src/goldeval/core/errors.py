@@ -122,6 +122,8 @@ class ErrorKind(str, enum.Enum):
     SETUP_ERROR = ("SETUP_ERROR", True, "the golden item's setup raised")
     GRADER_ERROR = ("GRADER_ERROR", True, "a grader raised an exception")
     RERUN = ("RERUN", True, "a rerun plugin ran the attempt a second time")
+    PROVIDER_RAISED = ("PROVIDER_RAISED", True, "the provider (or judge) called pytest.fail")
+    RETRIEVER_ERROR = ("RETRIEVER_ERROR", True, "the retriever raised or called pytest.fail")
     # No retry can fix these: exit 4 ("configuration error").
     CONTEXT_LENGTH = ("CONTEXT_LENGTH", False, "the prompt does not fit the context window")
     MODEL_NOT_FOUND = ("MODEL_NOT_FOUND", False, "the model is not on the server")

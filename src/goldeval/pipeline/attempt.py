@@ -128,7 +128,12 @@ class Pipeline:
             return []
         cached = self._retrieved.get(case.id)
         if cached is None:
-            cached = list(self.retriever.retrieve(case.prompt))
+            try:
+                cached = list(self.retriever.retrieve(case.prompt))
+            except (KeyboardInterrupt, SystemExit, ProviderError):
+                raise
+            except BaseException as exc:  # see _foreign_error
+                raise _foreign_error("RETRIEVER_ERROR", "the retriever", exc) from exc
             self._retrieved[case.id] = cached
         return cached
 
@@ -269,6 +274,13 @@ class Pipeline:
             return grade_retrieval(True, [], []) if case.refuse else None
         return grade_retrieval(False, case.expected_rag, self.retrieve(case))
 
+    def _retrieval_of_unanswered(self, case: GoldenCase) -> Any:
+        """Retrieval for an ERROR or SKIPPED record; none when the retriever itself failed."""
+        try:
+            return self.retrieval_for(case)
+        except ProviderError:
+            return None
+
     def grade(
         self, case: GoldenCase, attempt: int, answer: Answer, model: str | None
     ) -> AttemptRecord:
@@ -303,10 +315,10 @@ class Pipeline:
                     outcome = grader.grade(ctx)
             except GraderTimeout as exc:  # over budget: an ERROR no retry fixes (exit 4)
                 raise ProviderError("GRADER_TIMEOUT", str(exc)) from None
-            except Exception as exc:  # a grader bug must not masquerade as a model failure
-                raise ProviderError(
-                    "GRADER_ERROR", f"grader {grader.name} raised {type(exc).__name__}: {exc}"
-                ) from exc
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # see _foreign_error
+                raise _foreign_error("GRADER_ERROR", f"grader {grader.name}", exc) from exc
             outcome.hard = mode == "hard"
             outcomes.append(outcome)
             if outcome.hard and not outcome.passed:
@@ -338,8 +350,10 @@ class Pipeline:
         total = None
         if answer.input_tokens is not None or answer.output_tokens is not None:
             total = (answer.input_tokens or 0) + (answer.output_tokens or 0)
+        # ``model`` is the run's model identity (the caller's): every record of a run carries
+        # the same one, whatever name the answer gives, so one run is never split in two.
         return AttemptRecord(
-            **self._base(case, attempt, model or answer.model),
+            **self._base(case, attempt, model),
             status=Status.FAIL if hard_failed else Status.PASS,
             contract=contract,
             retrieval=retrieval,
@@ -372,7 +386,7 @@ class Pipeline:
         return AttemptRecord(
             **self._base(case, attempt, model),
             status=Status.ERROR,
-            retrieval=self.retrieval_for(case),
+            retrieval=self._retrieval_of_unanswered(case),
             error_kind=error.kind,
             # The HTTP clients mask their own credentials; a plugin's provider may not.
             error_message=self.masker.mask(error.message),
@@ -386,10 +400,21 @@ class Pipeline:
         return AttemptRecord(
             **self._base(case, attempt, model),
             status=Status.SKIPPED,
-            retrieval=self.retrieval_for(case),
+            retrieval=self._retrieval_of_unanswered(case),
             skip_reason=reason,
             error_message=reason,
         )
+
+
+def _foreign_error(kind: str, who: str, exc: BaseException) -> ProviderError:
+    """An ERROR for what a grader or retriever (the team's code) raised, chained to it.
+
+    Any BaseException but KeyboardInterrupt and SystemExit: a test framework's outcome
+    (pytest.fail, pytest.skip, a timeout plugin's exception) or asyncio's CancelledError is
+    not an Exception either, and must still end the attempt, never the run. The caller sees
+    the original as ``__cause__`` (the pytest plugin maps pytest's outcomes from it).
+    """
+    return ProviderError(kind, f"{who} raised {type(exc).__name__}: {exc}")
 
 
 def _shown_turn(turn: dict[str, Any]) -> dict[str, Any]:

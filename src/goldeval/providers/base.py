@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from goldeval.core.errors import ProviderError
 from goldeval.core.secrets import SecretMasker
+from goldeval.core.settings import redact_url
 
 if TYPE_CHECKING:
     import asyncio
@@ -229,9 +231,7 @@ class CallableProvider(Provider):
         except ProviderError:
             raise
         except Exception as exc:  # the app crashed: that's an infrastructure error, not a FAIL
-            raise ProviderError(
-                "PROVIDER_ERROR", f"{type(exc).__name__} in {self.name}: {exc}"
-            ) from exc
+            raise error_from_exception(exc, self.name) from exc
         elapsed = max(1, round((time.perf_counter() - start) * 1000))
         if isinstance(value, Answer):
             if not value.duration_ms:
@@ -240,6 +240,56 @@ class CallableProvider(Provider):
         if value is None:
             raise ProviderError("EMPTY_RESPONSE", f"{self.name} returned None")
         return Answer(text=str(value), duration_ms=elapsed)
+
+
+#: The ERROR kind of an HTTP status a user's provider failed with, when no retry can fix it.
+#: Any other status (408, 429, 5xx, ...) and an exception without one stay retryable.
+_PERMANENT_STATUSES = {
+    400: "BAD_REQUEST",
+    401: "AUTH_FAILED",
+    403: "AUTH_FAILED",
+    404: "NOT_FOUND",
+    422: "BAD_REQUEST",
+}
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+
+
+def status_code_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries, in the shapes the common clients give it:
+    ``status_code`` (the openai and anthropic SDKs' APIStatusError), ``response.status_code``
+    (httpx.HTTPStatusError, requests.HTTPError), ``status`` (aiohttp's ClientResponseError,
+    urllib's HTTPError). Looked for on the exception, then on what it was raised from (an
+    app that wraps the SDK's error)."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        for value in (
+            getattr(seen, "status_code", None),
+            getattr(getattr(seen, "response", None), "status_code", None),
+            getattr(seen, "status", None),
+        ):
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+                return value
+        seen = seen.__cause__
+    return None
+
+
+def error_from_exception(exc: BaseException, source: str) -> ProviderError:
+    """A user's provider (callable, SDK) raised ``exc``: the ERROR its HTTP status says.
+
+    401/403 are AUTH_FAILED, 404 NOT_FOUND, 400/422 BAD_REQUEST: no retry fixes them (exit 4).
+    429 is RATE_LIMIT; anything else (408, 5xx, a connection error, an app's bug) is
+    PROVIDER_ERROR, retryable (exit 75). URLs in the exception's text are shown redacted
+    (no userinfo, no credential parameters).
+    """
+    status = status_code_of(exc)
+    text = _URL.sub(lambda m: redact_url(m.group(0)), str(exc))
+    message = f"{type(exc).__name__} in {source}: {text}"
+    if status is None:
+        return ProviderError("PROVIDER_ERROR", message)
+    kind = _PERMANENT_STATUSES.get(status) or ("RATE_LIMIT" if status == 429 else "PROVIDER_ERROR")
+    return ProviderError(kind, f"{message} (HTTP {status})")
 
 
 class AsyncProviderAdapter(Provider):
@@ -261,9 +311,7 @@ class AsyncProviderAdapter(Provider):
         except ProviderError:
             raise
         except Exception as exc:  # the async app or SDK crashed: infrastructure, not a FAIL
-            raise ProviderError(
-                "PROVIDER_ERROR", f"{type(exc).__name__} in {self.name}: {exc}"
-            ) from exc
+            raise error_from_exception(exc, self.name) from exc
         if not isinstance(answer, Answer):
             if answer is None:
                 raise ProviderError("EMPTY_RESPONSE", f"{self.name} returned None")

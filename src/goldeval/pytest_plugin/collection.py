@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from types import ModuleType
 from typing import Any
 
@@ -17,9 +16,16 @@ from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.dataset.rows import fixture_problems
 from goldeval.pytest_plugin.config_keys import TAG_MARKER_DESCRIPTION
+from goldeval.pytest_plugin.outcomes import error_kind_of
 from goldeval.pytest_plugin.params import PARAM_ARG, param_of
 from goldeval.pytest_plugin.recording import already_graded
-from goldeval.pytest_plugin.state import PAYLOAD_ATTR, GoldenSession, payload_for, state_of
+from goldeval.pytest_plugin.state import (
+    PAYLOAD_ATTR,
+    GoldenSession,
+    attempt_model,
+    payload_for,
+    state_of,
+)
 
 
 class GoldenModule(pytest.Module):
@@ -76,9 +82,12 @@ def _record_without_grading(
     """
     if call.when == "teardown" or (call.when == "setup" and report.passed):
         return None
+    state = state_of(item.config)
     param = param_of(item)
     assert param is not None
-    base = {"case_id": param.case.id, "index": param.attempt, "model": param.model}
+    # The run's model identity, as a graded attempt carries it: an attempt without it would
+    # be folded as another model (two runs "side by side" out of one session).
+    base = {"case_id": param.case.id, "index": param.attempt, "model": attempt_model(state, param)}
     if report.skipped:
         message = _short_reason(report)
         return AttemptRecord(
@@ -101,10 +110,6 @@ def _short_reason(report: pytest.TestReport) -> str:
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         return one_line(str(longrepr[2]).removeprefix("Skipped: "))[:500]
     return crash_message(report)
-
-
-#: pytest-timeout's failure text, "Timeout (>2.0s) from pytest-timeout." (its signal method).
-_TIMEOUT = re.compile(r"^Timeout \(>[^)]*\) from pytest-timeout")
 
 
 def crash_message(report: pytest.TestReport) -> str:
@@ -151,12 +156,6 @@ def thread_timeout_hint(config: pytest.Config) -> str:
         f" (pytest-timeout's thread method ends the process when an item runs over "
         f"{settings.timeout}s: this may be a timeout)"
     )
-
-
-def error_kind_of(message: str, default: str) -> str:
-    """TIMEOUT for pytest-timeout's failure (a hang is infrastructure, like a provider
-    timeout), else ``default``."""
-    return "TIMEOUT" if _TIMEOUT.match(message) else default
 
 
 def attach_record(
@@ -223,14 +222,11 @@ def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pyt
         return
     keep: list[pytest.Item] = []
     done: list[pytest.Item] = []
-    default_model = (
-        state.settings.provider.model if state.settings.mode.value != "fixture" else None
-    )
     for item in items:
         param = param_of(item)
         key = None
         if param is not None:
-            key = (param.case.id, param.attempt, param.model or default_model or "")
+            key = (param.case.id, param.attempt, attempt_model(state, param) or "")
         (done if key in graded else keep).append(item)
     if done:
         config.hook.pytest_deselected(items=done)

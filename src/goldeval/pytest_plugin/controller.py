@@ -366,7 +366,8 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
             "caseId": case.id,
             "index": index,
             "status": "ERROR",
-            "model": model,
+            # The run's model identity, as every other attempt of the session carries it.
+            "model": model or state.settings.provider.model,
             "errorKind": "WORKER_CRASH",
             "errorMessage": message,
             "durationMs": 0,

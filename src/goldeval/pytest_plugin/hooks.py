@@ -79,6 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
             from goldeval.pytest_plugin.controller import Controller
 
             config.pluginmanager.register(Controller(state), "goldeval-controller")
+            retry_hint = _submodule("retry").RetryHint(state)
+            config.pluginmanager.register(retry_hint, "goldeval-retry-hint")
         from goldeval.pytest_plugin.collection import CollectionGuard
 
         config.pluginmanager.register(CollectionGuard(state), "goldeval-collection-guard")

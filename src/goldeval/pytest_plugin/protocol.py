@@ -17,6 +17,22 @@ if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
 
 
+def provider_label(state: GoldenSession) -> str | None:
+    """How the protocol names a ``golden_provider`` override (the team's own app), once this
+    process has built the fixture: ``callable:<name>`` or the provider's ``name``; None for
+    the built-in provider or before any item ran (an xdist controller runs none: its
+    workers send theirs, see goldeval.pytest_plugin.xdist)."""
+    fixtures = state._fixtures
+    if fixtures is None:
+        return None
+    used = fixtures[0]
+    if isinstance(used, CallableProvider) or (callable(used) and not hasattr(used, "complete")):
+        return f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
+    if getattr(used, "name", None) and used is not state._provider:
+        return str(used.name)
+    return None
+
+
 def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     ds = state.load()
     s = state.settings
@@ -27,14 +43,8 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
     used = state.graders_in_use()
     grader_config = config_fingerprint(ds.grader_config(used))
     provider_name = s.provider.name if live else None
-    fixtures = state._fixtures
-    if live and fixtures is not None:
-        used = fixtures[0]
-        # A conftest override (the team's own app) is named in the protocol, not "ollama".
-        if isinstance(used, CallableProvider) or (callable(used) and not hasattr(used, "complete")):
-            provider_name = f"callable:{getattr(used, 'name', getattr(used, '__name__', 'app'))}"
-        elif getattr(used, "name", None) and used is not state._provider:
-            provider_name = str(used.name)
+    if live:
+        provider_name = provider_label(state) or state.workers_provider or provider_name
 
     # The attempts actually run, when they are not 1..attempts for every case (-k attempt2).
     partial = selected_attempts(state.collector.attempts, selected, s.attempts)

@@ -5,8 +5,12 @@
   report arrives (each one at once in live/record mode, where a model call is expensive; in
   batches in fixture mode). Nothing but the controller writes, so ``-n 2`` cannot duplicate.
 * ``--golden-run-key=KEY`` names one run across processes: a rerun with the same key
-  deselects the attempts already graded (all of them, or all but ERROR ones with
-  ``--golden-rerun-errors``) and the final metrics are computed over every attempt of the run.
+  deselects the attempts already graded and the final metrics are computed over every attempt
+  of the run. An ERROR attempt is not a verdict: a rerun retries those a retry may fix (the
+  ones that made the run exit 75) by default, and with ``--golden-rerun-errors`` every ERROR
+  attempt, also those no identical retry fixes (exit 4: after the configuration was fixed).
+  When a session ends 75, the terminal names the command that retries it
+  (goldeval.pytest_plugin.retry).
 * If the store fails mid-run, the session keeps going, keeps its local artifacts, and exits 75.
 * Before anything runs (:func:`preflight`), the controller checks what it can check cheaply: a
   store file that is not a usable SQLite store, or a run key of another dataset, is a usage
@@ -18,11 +22,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from goldeval.core.errors import GoldevalError
+from goldeval.core.errors import GoldevalError, is_retryable
 from goldeval.pytest_plugin.protocol import early_protocol
 
 if TYPE_CHECKING:
@@ -151,7 +155,11 @@ def begin_recording(state: GoldenSession, recorder: RunRecorder) -> None:
 
 
 def already_graded(state: GoldenSession) -> set[tuple[str, int, str]]:
-    """Keys of attempts graded in an earlier session of ``--golden-run-key`` (any process)."""
+    """Keys of the attempts an earlier session of ``--golden-run-key`` settled (any process):
+    every PASS, FAIL and SKIPPED attempt, and the ERROR attempts no retry fixes unless
+    ``--golden-rerun-errors`` asks for them too. The others are run again: "retry" (exit 75)
+    must mean that the rerun retries what failed, not that it deselects it and ends 75 again.
+    """
 
     key = state.settings.run_key
     if not key:
@@ -168,8 +176,23 @@ def already_graded(state: GoldenSession) -> set[tuple[str, int, str]]:
         row = store.get_run(key)
         if row is None:
             return set()
-        return store.graded_keys(row.run_id, include_errors=not state.settings.rerun_errors)
+        settled = store.graded_keys(row.run_id, include_errors=False)
+        if state.settings.rerun_errors:
+            return settled
+        errors = store.graded_keys(row.run_id, include_errors=True) - settled
+        if not errors:
+            return settled  # the usual case: no record is read
+        return settled | (errors & _permanent_errors(store.attempts(row.run_id)))
     except (StoreError, OSError):
         return set()
     finally:
         store.close()
+
+
+def _permanent_errors(attempts: list[dict[str, Any]]) -> set[tuple[str, int, str]]:
+    """Keys of the stored ERROR attempts whose kind no identical retry fixes (exit 4)."""
+    return {
+        (str(a.get("caseId")), int(a.get("index") or 0), str(a.get("model") or ""))
+        for a in attempts
+        if a.get("status") == "ERROR" and not is_retryable(a.get("errorKind"))
+    }

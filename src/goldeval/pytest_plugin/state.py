@@ -18,7 +18,7 @@ import pytest
 
 from goldeval.core import limits
 from goldeval.core.errors import GoldevalError, ProviderError
-from goldeval.core.models import AttemptRecord, Mode, Status
+from goldeval.core.models import AttemptRecord, JudgeRecord, Mode, Status
 from goldeval.core.secrets import SecretMasker, run_secrets
 from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
 from goldeval.dataset.case import GoldenCase
@@ -36,7 +36,13 @@ from goldeval.pipeline.attempt import (
     failure_message,
 )
 from goldeval.pipeline.retriever import LexicalRetriever
-from goldeval.providers.base import Answer, Provider, as_provider, resolve
+from goldeval.providers.base import (
+    Answer,
+    Provider,
+    as_provider,
+    error_from_exception,
+    resolve,
+)
 from goldeval.providers.budget import (
     Budget,
     Meter,
@@ -47,6 +53,12 @@ from goldeval.providers.budget import (
 from goldeval.providers.cache import CachedProvider
 from goldeval.providers.fixture import FixtureProvider, answer_sidecar
 from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
+from goldeval.pytest_plugin.outcomes import (
+    ENDS_ATTEMPT,
+    PYTEST_OUTCOMES,
+    SkippedByOutcome,
+    attempt_outcome,
+)
 from goldeval.pytest_plugin.params import GoldenParam, param_of
 from goldeval.pytest_plugin.prefetch import Prefetcher
 from goldeval.pytest_plugin.recording import session_recorder
@@ -275,6 +287,10 @@ class GoldenSession:
             or self.settings.mode is Mode.RECORD,
             case_info=self.case_info,
             case_line=self.case_line,
+            # One model unless --golden-models names several: never split into "side by side".
+            one_model=None
+            if len(self.settings.models) > 1
+            else (self.settings.provider.model or ""),
         )
         self._cases_by_id: dict[str, GoldenCase] | None = None
         #: Records of items between grading and their deciding report, keyed by item. Not in
@@ -319,6 +335,8 @@ class GoldenSession:
         self.recorded: dict[str, list[str]] | None = None
         self.artifact_inventory: list[dict[str, Any]] = []
 
+        #: The provider label the xdist workers built (a conftest override), on the controller.
+        self.workers_provider: str | None = None
         self.run_id = new_run_id(self.settings.out_dir, self.started)
         self._recorder: Any = None
         self._provider: Provider | None = None
@@ -738,13 +756,17 @@ def _call(
         return _BudgetSpent()
     start = time.perf_counter()
     try:
-        # Inside the try: a prompt template that fails to render is a TEMPLATE_ERROR.
+        # Inside the try: a prompt template that fails to render is a TEMPLATE_ERROR; the
+        # retriever runs here too (its first call for this case).
         req = pipeline.request(param.case, param.attempt, model)
+    except ENDS_ATTEMPT as exc:
+        return _timed(attempt_outcome(exc, "retriever") or exc, start)
+    try:
         answer = resolve(provider.complete(req))
-    except ProviderError as exc:
-        if getattr(exc, "duration_ms", None) is None:  # the HTTP providers set their own
-            exc.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
-        return exc
+    except ENDS_ATTEMPT as exc:
+        return _timed(attempt_outcome(exc, "provider") or exc, start)
+    except Exception as exc:  # a Provider subclass's own exception: classified as a callable's
+        return _timed(error_from_exception(exc, provider.name or type(provider).__name__), start)
     if isinstance(answer, Answer) and state.settings.mode is not Mode.FIXTURE:
         # No usage in the answer (a stream without it, a plain callable): estimated, so the
         # budget still sees the call and the run says the figure is an estimate.
@@ -761,6 +783,20 @@ def _call(
     except ProviderError as exc:  # record mode refused an answer holding a secret
         exc.duration_ms = answer.duration_ms  # type: ignore[attr-defined]
         return exc
+
+
+def _timed(outcome: BaseException | SkippedByOutcome, start: float) -> Any:
+    """A ProviderError with the time it took (the HTTP providers set their own)."""
+    if isinstance(outcome, ProviderError) and getattr(outcome, "duration_ms", None) is None:
+        outcome.duration_ms = max(1, round((time.perf_counter() - start) * 1000))  # type: ignore[attr-defined]
+    return outcome
+
+
+def attempt_model(state: GoldenSession, param: GoldenParam) -> str | None:
+    """The model an attempt of ``param`` is recorded under: its ``--golden-models`` entry,
+    else the run's model. Every record of the session (graded, ERROR, SKIPPED, lost) carries
+    it, so one session is never split into "models side by side"."""
+    return param.model or state.settings.provider.model
 
 
 def _utf8_clean(text: str) -> bool:
@@ -781,26 +817,35 @@ def obtain_answer(
     if case is not param.case:  # golden_case was overridden in a conftest
         param = GoldenParam(case, param.attempt, param.model)
     provider_obj = state.provider_for(provider)
-    model = param.model or state.settings.provider.model
+    model = attempt_model(state, param)
 
     def model_of(p: GoldenParam) -> str | None:
-        return p.model or state.settings.provider.model
+        return attempt_model(state, p)
 
     prefetch = state.prefetcher() if provider_obj.thread_safe else None
-    # Prefetch only when this item's case is the collected one (no golden_case override).
-    if prefetch is not None and collected is param:
+    start = time.perf_counter()
+    try:
+        # Prefetch only when this item's case is the collected one (no golden_case override).
+        if prefetch is not None and collected is param:
 
-        def compute(it: pytest.Item) -> Any:
-            p = param_of(it)
-            assert p is not None
-            return _call(state, provider_obj, pipeline, p, model_of(p))
+            def compute(it: pytest.Item) -> Any:
+                p = param_of(it)
+                assert p is not None
+                return _call(state, provider_obj, pipeline, p, model_of(p))
 
-        def eligible(it: pytest.Item) -> bool:
-            return param_of(it) is not None
+            def eligible(it: pytest.Item) -> bool:
+                return param_of(it) is not None
 
-        outcome = prefetch.answer(item, compute, eligible)
-    else:
-        outcome = _call(state, provider_obj, pipeline, param, model)
+            outcome = prefetch.answer(item, compute, eligible)
+        else:
+            outcome = _call(state, provider_obj, pipeline, param, model)
+    except PYTEST_OUTCOMES as exc:
+        # pytest-timeout's signal method fired while this thread waited for the call (the
+        # prefetch pool runs it): the attempt ends here, as an ERROR TIMEOUT.
+        outcome = _timed(attempt_outcome(exc, "provider") or exc, start)
+    if isinstance(outcome, SkippedByOutcome):
+        state.records[item] = pipeline.skipped_record(case, param.attempt, outcome.reason, model)
+        pytest.skip(outcome.reason)
     if isinstance(outcome, _DeadlinePassed):
         state.skipped_by_deadline += 1
         state.records[item] = pipeline.skipped_record(case, param.attempt, "deadline", model)
@@ -855,19 +900,29 @@ def grade_item(answer: Answer) -> None:
         state.records[item] = AttemptRecord(
             case_id=case.id,
             index=param.attempt,
-            model=answer.model,
+            model=attempt_model(state, param),
             status=Status.ERROR,
             error_kind=RERUN_KIND,
             error_message=message,
         )
         pytest.fail(message, pytrace=False)
     state.graded_items.add(item)
+    # The run's model identity (the answer may name the model that answered differently).
+    model = attempt_model(state, param)
     try:
-        record = pipeline.grade(case, param.attempt, answer, answer.model)
-    except ProviderError as exc:  # a grader crashed: infrastructure, never a quality FAIL
-        state.records[item] = pipeline.error_record(case, param.attempt, exc, answer.model)
+        record = pipeline.grade(case, param.attempt, answer, model)
+    except ENDS_ATTEMPT as exc:
+        # A grader crashed, called pytest.fail/skip or ran into pytest-timeout: never a
+        # quality FAIL, never a pass.
+        ended = attempt_outcome(exc, "grader") or exc
+        if isinstance(ended, SkippedByOutcome):
+            state.records[item] = pipeline.skipped_record(case, param.attempt, ended.reason, model)
+            pytest.skip(ended.reason)
+        if not isinstance(ended, ProviderError):
+            raise
+        state.records[item] = pipeline.error_record(case, param.attempt, ended, model)
         pytest.fail(
-            f"golden case {case.id} attempt {param.attempt}: ERROR {exc.kind}: {exc.message}",
+            f"golden case {case.id} attempt {param.attempt}: ERROR {ended.kind}: {ended.message}",
             pytrace=False,
         )
     if state.settings.mode is Mode.RECORD:
@@ -875,7 +930,14 @@ def grade_item(answer: Answer) -> None:
         record.recorded_answer = answer_sidecar(answer)
     judge = state.judge()
     if judge is not None:
-        judge.judge(case, record, answer, pipeline.retrieve(case))
+        try:
+            judge.judge(case, record, answer, pipeline.retrieve(case))
+        except PYTEST_OUTCOMES as exc:
+            # The judge is soft: its fault is recorded on its result, the hard verdict stands
+            # (docs/methodology.md), also when the fault is a pytest outcome or a timeout.
+            fault = attempt_outcome(exc, "judge")
+            what = f"SKIPPED: {fault.reason}" if isinstance(fault, SkippedByOutcome) else fault
+            record.judge = JudgeRecord(decision="PENDING", error=f"JUDGE_ERROR: {what}")
     state.records[item] = record
     hook = item.config.hook.pytest_goldeval_attempt_graded
     if hook.get_hookimpls():

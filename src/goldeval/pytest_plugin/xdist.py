@@ -19,9 +19,13 @@ from typing import Any
 
 import pytest
 
+from goldeval.pytest_plugin.config_keys import STATE_KEY
 from goldeval.pytest_plugin.params import is_golden_nodeid
+from goldeval.pytest_plugin.protocol import provider_label
 
 REPORT_TYPE = "goldeval.TestReport"
+#: The key of the provider label in xdist's ``workeroutput``.
+PROVIDER_KEY = "goldeval_provider"
 
 
 class CompactReports:
@@ -56,6 +60,29 @@ class CompactReports:
             tuple(p) if isinstance(p, list) else p for p in decoded.get("user_properties") or []
         ]
         return pytest.TestReport._from_json(decoded)  # the inverse of _to_json, see above
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Worker: name the provider it used (a conftest override) for the run's protocol.
+
+        The controller runs no item, so it never builds ``golden_provider``: without this, a
+        team's app run with ``-n 2`` was recorded as the built-in provider, and compared with
+        a serial baseline of the same app it was "not comparable" (exit 65). Sent with xdist's
+        ``workeroutput`` when the worker finishes (xdist sends it after this hook).
+        """
+        output = getattr(session.config, "workeroutput", None)
+        state = session.config.stash.get(STATE_KEY, None)
+        if output is not None and state is not None:
+            label = provider_label(state)
+            if label is not None:
+                output[PROVIDER_KEY] = label
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller: the provider a worker named (any worker that ran an item names it)."""
+        label = (getattr(node, "workeroutput", None) or {}).get(PROVIDER_KEY)
+        state = node.config.stash.get(STATE_KEY, None)
+        if isinstance(label, str) and state is not None:
+            state.workers_provider = label
 
 
 def register(config: pytest.Config) -> None:

@@ -156,6 +156,11 @@ class RunCollector:
     A payload is ``{"attempt": {...}}``, optionally with ``"case"``: the case's facts (kinds,
     prompt, tags, line). Without it they come from ``case_info(case_id)`` at roll-up time,
     so the controller does not hold one info dict per case for the whole session.
+
+    ``one_model``: the run's model when the session runs one model (``""`` for none); every
+    attempt is then folded under it, whatever model its payload names, so a session without
+    several models is never split into models side by side. None: several models, each
+    attempt under its own.
     """
 
     def __init__(
@@ -163,10 +168,12 @@ class RunCollector:
         keep_passing_output: bool = True,
         case_info: Callable[[str], dict[str, Any] | None] | None = None,
         case_line: Callable[[str], int | None] | None = None,
+        one_model: str | None = None,
     ) -> None:
         self.keep_passing_output = keep_passing_output
         self.case_info = case_info
         self.case_line = case_line
+        self.one_model = one_model
         self.infos: dict[str, dict[str, Any]] = {}
         self.attempts: dict[str, dict[tuple[str, int], str]] = {}
 
@@ -178,7 +185,8 @@ class RunCollector:
         if case is not None and entry.case_id not in self.infos:
             self.infos[entry.case_id] = case
         # Keyed by (model, attempt) so a re-sent report (xdist restart) is never counted twice.
-        self.attempts.setdefault(entry.case_id, {})[(entry.model or "", entry.index)] = entry.text
+        model = self.one_model if self.one_model is not None else entry.model or ""
+        self.attempts.setdefault(entry.case_id, {})[(model, entry.index)] = entry.text
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.attempts.values())
