@@ -167,28 +167,6 @@ def find_project(run: dict[str, Any], args: argparse.Namespace, *anchors: Path |
     return project
 
 
-def _policy(run: dict[str, Any], project: Project, live: bool) -> Any:
-    """The gate policy from the manifest of the run's dataset in ``project`` (None: no gate
-    policy for this mode in the manifest)."""
-    from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
-    from goldeval.graders.contract import ContractGrader
-    from goldeval.graders.registry import builtin_graders
-    from goldeval.verdict.comparison import grader_names
-    from goldeval.verdict.decide import policy_from_manifest
-
-    assert project.dataset_dir is not None
-    manifest_path = find_manifest(project.dataset_dir)
-    if manifest_path is None:  # discover() found it by its manifest; it was removed since
-        raise GoldevalError("no dataset.yaml or dataset.json", path=project.dataset_dir)
-    manifest = read_manifest(manifest_path)
-    if manifest.gate is not None:
-        # A grader threshold must name a grader this run has a rate for, or a built-in one:
-        # outside pytest the project's own registered graders are not known.
-        names = set(grader_names(run)) | {g.name for g in [ContractGrader(), *builtin_graders()]}
-        check_gate_policy(manifest.gate, manifest_path, names)
-    return policy_from_manifest(manifest, live)
-
-
 def _is_live(run: dict[str, Any]) -> bool:
     from goldeval.verdict.comparison import run_mode
 
@@ -216,26 +194,13 @@ def _finish(
     as_json: bool,
 ) -> int:
     from goldeval.reports.markdown import render_comparison
-    from goldeval.verdict.comparison import attempt_counts
-    from goldeval.verdict.decide import decide
+    from goldeval.verdict.decide import decide_pair
 
-    live = _is_live(run)
-    policy = None
-    if not no_gate:
-        if project.dataset_dir is None:
-            # Without the dataset's manifest the policy is unknown: gating with none would be a
-            # silent NO_REGRESSION for any regressed run.
-            raise _no_project(run, project)
-        policy = _policy(run, project, live)
-    # As in pytest: a FAIL attempt is a failed test, which only a gate may weigh.
-    verdict = decide(
-        run,
-        baseline=baseline,
-        policy=policy,
-        live=live,
-        gate_enabled=not no_gate,
-        pytest_status=1 if attempt_counts(run).failed else 0,
-    )
+    if not no_gate and project.dataset_dir is None:
+        # Without the dataset's manifest the policy is unknown: gating with none would be a
+        # silent NO_REGRESSION for any regressed run.
+        raise _no_project(run, project)
+    verdict = decide_pair(run, baseline, dataset_dir=project.dataset_dir, gate_enabled=not no_gate)
     comparison, gate, reason = verdict.comparison, verdict.gate, verdict.reason
     policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
     if as_json:

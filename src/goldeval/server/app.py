@@ -403,10 +403,15 @@ def create_app(
 
     @app.get("/api/eval/runs/{run_id}/compare/{baseline_id}", responses=problem_doc, tags=["runs"])
     def compare_runs(
-        run_id: str, baseline_id: str, _: Annotated[Principal, Depends(read)]
+        run_id: str,
+        baseline_id: str,
+        _: Annotated[Principal, Depends(read)],
+        noGate: Annotated[bool, Query()] = False,
     ) -> dict[str, Any]:
-        """The comparison document; 409 with the reasons when the runs are not comparable."""
-        return service.compare(run_id, baseline_id)
+        """``goldeval compare``'s verdict: the comparison document with the gate attached, the
+        exit decision, ``runId`` and ``comparedWith``; 409 with the reasons when the runs are
+        not comparable, or when the run's dataset (its gate policy) is not on this server."""
+        return service.compare(run_id, baseline_id, gate=not noGate)
 
     @app.get(
         "/api/eval/runs/{run_id}/artifacts/{kind}",

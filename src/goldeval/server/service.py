@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from goldeval.core.errors import GoldevalError
 from goldeval.core.safe_files import read_fd
 from goldeval.core.textsafe import safe_text
+from goldeval.dataset.rows import discover
 from goldeval.reports import site
 from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.results.run_document import RUN_DOCUMENT
@@ -37,7 +38,7 @@ from goldeval.server.settings import RUN_ID, ServiceSettings
 from goldeval.store import LATEST_VERSION, Store, StoreError, open_store
 from goldeval.store.queue import RunQueue, ServiceRun, decode_cursor, encode_cursor
 from goldeval.store.views import run_document
-from goldeval.verdict import comparison
+from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 
 #: Artifact types (the seed's names) → the file in the run folder the plugin writes.
 ARTIFACT_TYPES: dict[str, str] = {
@@ -383,13 +384,44 @@ class Service:
                 ) from None
             raise Problem(404, "run-not-found", "Run not found", f"no run {ref!r}") from None
 
-    def compare(self, run_id: str, baseline_id: str) -> dict[str, Any]:
+    def _verdict(self, run: dict[str, Any], baseline: dict[str, Any], *, gate: bool) -> Verdict:
+        """``goldeval compare``'s verdict on ``run`` against ``baseline``: the same function,
+        with the gate policy of the run's dataset manifest in this server's datasets folder."""
+        dataset_id = run_dataset_id(run)
+        dataset_dir = discover(self.settings.datasets).get(dataset_id) if dataset_id else None
+        if gate and dataset_dir is None:
+            raise Problem(
+                409,
+                "no-gate-policy",
+                "The run's gate policy is unknown",
+                f"dataset {dataset_id!r} of this run is not in this server's datasets folder, so "
+                "its manifest's gate policy is unknown; add noGate=true to compare without "
+                "gating",
+            )
+        try:
+            return decide_pair(run, baseline, dataset_dir=dataset_dir, gate_enabled=gate)
+        except GoldevalError as exc:
+            raise Problem(
+                409,
+                "no-gate-policy",
+                "The run's gate policy cannot be read",
+                f"{self.settings.public_text(safe_text(exc))}; fix the manifest, or add "
+                "noGate=true to compare without gating",
+            ) from None
+
+    def compare(self, run_id: str, baseline_id: str, *, gate: bool = True) -> dict[str, Any]:
+        """The comparison document with the gate attached, the exit decision, and the two
+        runs as asked for (``runId``, ``comparedWith``): ``goldeval compare --json``'s
+        comparison, qualityGate and exitDecision for the same two runs."""
         with self.pool.store() as store:
             q = RunQueue(store)
             self._job(q, run_id)
             candidate, _ = self.document(q, run_id)
             baseline, _ = self.document(q, baseline_id)
-        result = comparison.compare(baseline, candidate)
+        verdict = self._verdict(candidate, baseline, gate=gate)
+        result = verdict.comparison
+        assert result is not None  # a baseline was given
+        decision = {"code": verdict.code, "reason": self.settings.public_text(verdict.reason)}
         if not result.valid:
             reasons = list(result.invalid_reasons) or [
                 f"{d.key}: {d.baseline} != {d.candidate}" for d in result.protocol_differences
@@ -401,8 +433,17 @@ class Service:
                 "; ".join(reasons),
                 reasons=reasons,
                 comparison=result.dump(),
+                exitDecision=decision,
+                runId=run_id,
+                comparedWith=baseline_id,
             )
-        return result.dump()
+        return {
+            **result.dump(),
+            "qualityGate": verdict.gate.dump() if verdict.gate is not None else None,
+            "exitDecision": decision,
+            "runId": run_id,
+            "comparedWith": baseline_id,
+        }
 
     # ---- artifacts
 
@@ -483,11 +524,15 @@ class Service:
             q = RunQueue(store)
             self._job(q, run_id)
             doc, _ = self.document(q, run_id)
-            if compare_with:
-                baseline, _ = self.document(q, compare_with)
-                result = comparison.compare(baseline, doc)
-                doc["comparison"] = result.dump()
-        return site.render_run(doc)
+            baseline = self.document(q, compare_with)[0] if compare_with else None
+        if compare_with and baseline is not None:
+            # The page shows what the compare endpoint answers: comparison, gate and exit
+            # decision of `goldeval compare`, labelled with the run asked for.
+            verdict = self._verdict(doc, baseline, gate=True)
+            doc.update(verdict.run_fields())
+            doc["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
+            doc["baselinePath"] = f"run {compare_with}"
+        return self.settings.public_text(site.render_run(doc))
 
     # ---- admin
 
