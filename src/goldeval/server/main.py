@@ -75,6 +75,9 @@ def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
     except KeyConfigError as exc:
         print(f"goldeval: {exc}", file=sys.stderr)
         return USAGE
+    # Only the hashes are kept: the keys leave this process's environment, so nothing it
+    # starts (a run's pytest, its conftest.py, a provider function) inherits them.
+    os.environ.pop(ENV, None)
     settings = settings_from(args, store_url, root)
     settings.keys = keys
     if not _startup(settings):

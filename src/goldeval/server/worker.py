@@ -30,12 +30,14 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
 from goldeval.server import datasets, logs
+from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.settings import ServiceSettings
 from goldeval.store import Store, StoreError, open_store, redact_url
 from goldeval.store.queue import RunQueue, ServiceRun
@@ -57,6 +59,21 @@ _LOG_TAIL = 4000
 #: A run whose workers died this many times is not taken again (a run that kills its worker
 #: must not take down every worker in turn): it ends FAILED.
 MAX_CLAIMS = 3
+
+
+#: Variables a run's pytest process must not inherit: the service's own secrets (the API keys,
+#: ADMIN included: a dataset's conftest.py or a provider function runs in that process) and
+#: what pytest sets when the service itself runs under pytest (its tests).
+CHILD_ENV_DROPPED = frozenset(
+    {AUTH_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"}
+)
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a run's pytest process: the worker's, without the service's secrets.
+    Provider and judge settings (``OPENAI_API_KEY``, ``GOLDEVAL_JUDGE_API_KEY``, ...) stay: the
+    run needs them, and they are the run's, not the service's."""
+    return {name: value for name, value in environ.items() if name not in CHILD_ENV_DROPPED}
 
 
 def worker_name(number: int = 0) -> str:
@@ -199,11 +216,9 @@ class Worker:
             logs.event("run failed", logging.WARNING, run_id=job.id, error=one_line(str(exc)))
             return
         log_path = settings.work_dir / f"{job.id}.log"
-        env = dict(os.environ)
+        env = child_environment(os.environ)
         env["GOLDEVAL_STORE"] = settings.store_url
         env["GOLDEVAL_WORKER_PID"] = str(os.getpid())
-        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
-            env.pop(name, None)  # set when the service itself runs under pytest (its tests)
         argv = [settings.python, "-c", _LAUNCHER, *self._argv(job, resolved.rows_path, baseline)]
         started = time.monotonic()
         with log_path.open("ab") as log:
