@@ -34,10 +34,17 @@ from goldeval.store import StoreError
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
 
 
-def problem_response(problem: Problem, request: Request | None = None) -> JSONResponse:
+def problem_response(
+    problem: Problem,
+    request: Request | None = None,
+    public: Callable[[Any], Any] | None = None,
+) -> JSONResponse:
+    """The problem+json answer; ``public`` rewrites server paths in its texts
+    (:meth:`ServiceSettings.public_data`)."""
     instance = request.url.path if request is not None else None
+    body = problem.body(instance)
     return JSONResponse(
-        problem.body(instance),
+        public(body) if public is not None else body,
         status_code=problem.status,
         media_type=MEDIA_TYPE,
         headers=problem.headers,
@@ -210,9 +217,13 @@ def create_app(
 
     # ---- errors
 
+    def respond(problem: Problem, request: Request) -> JSONResponse:
+        # Messages quote the CLI's (a manifest error names its file): no absolute paths.
+        return problem_response(problem, request, settings.public_data)
+
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
-        return problem_response(exc, request)
+        return respond(exc, request)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -230,7 +241,7 @@ def create_app(
             else:
                 message = str(error.get("msg"))
             errors.append({"field": where, "message": message})
-        return problem_response(validation_problem(errors), request)
+        return respond(validation_problem(errors), request)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -243,7 +254,7 @@ def create_app(
             str(exc.detail) if exc.detail else None,
             headers=dict(exc.headers or {}),
         )
-        return problem_response(problem, request)
+        return respond(problem, request)
 
     @app.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError) -> JSONResponse:
@@ -255,7 +266,7 @@ def create_app(
             safe_text(exc),
             headers={"Retry-After": "5"},
         )
-        return problem_response(problem, request)
+        return respond(problem, request)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
@@ -265,7 +276,7 @@ def create_app(
             path=request.url.path,
             error=type(exc).__name__,
         )
-        return problem_response(
+        return respond(
             Problem(500, "internal", "Internal server error", "see the server log"), request
         )
 

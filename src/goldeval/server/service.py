@@ -253,7 +253,7 @@ class Service:
             cancelRequested=job.cancel_requested,
             exitCode=job.exit_code,
             passed=None if job.status in ("QUEUED", "RUNNING") else job.exit_code == 0,
-            error=job.error,
+            error=self.settings.public_text(job.error) if job.error else None,
             links={"self": base, "results": f"{base}/results", "page": f"/ui/runs/{job.id}.html"},
         )
         if not detail:
@@ -267,7 +267,8 @@ class Service:
         if row is not None:
             summary = row.summary or {}
             doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
-            doc = doc if isinstance(doc, dict) else {}
+            # The verdict texts the plugin wrote may name files (a baseline, a dataset).
+            doc = self.settings.public_data(doc) if isinstance(doc, dict) else {}
             metrics = summary.get("metrics") if isinstance(summary, dict) else None
             out.protocol = _typed(Protocol, row.protocol)
             out.metrics = _typed(Metrics, metrics)
@@ -517,7 +518,7 @@ class Service:
                 doc.setdefault("timestamp", job.created_at.isoformat())
                 docs.append(doc)
                 names[id(doc)] = job.id
-        return site.render_index(docs, names)
+        return self.settings.public_text(site.render_index(docs, names))
 
     def page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
@@ -590,7 +591,7 @@ class Service:
                 else (f"schema {version}, this server needs {LATEST_VERSION}")
             )
         except StoreError as exc:
-            checks["store"] = safe_text(exc)
+            checks["store"] = self.settings.public_text(safe_text(exc))
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
 

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from goldeval.server.auth import KeyRing
 
@@ -93,3 +94,13 @@ class ServiceSettings:
         for pattern, name in self._path_names:
             text = pattern.sub(name, text)
         return text
+
+    def public_data(self, value: Any) -> Any:
+        """:meth:`public_text` on every string of a JSON-like value (dicts, lists)."""
+        if isinstance(value, str):
+            return self.public_text(value)
+        if isinstance(value, dict):
+            return {key: self.public_data(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.public_data(item) for item in value]
+        return value
