@@ -6,11 +6,13 @@ and a run that did not pass says why."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.server.conftest import KEYS, Service
+from tests.server.conftest import API_KEYS_ENV, KEYS, Service
 
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
@@ -108,3 +110,42 @@ def test_answers_and_pages_name_no_absolute_server_path(service_factory: Any) ->
         str(svc.root)
         in (svc.root / ".goldeval" / "runs" / done["storeRunId"] / "run.json").read_text()
     )
+
+
+# --------------------------------------------------------------------------- idempotency scope
+
+OTHER_EVAL_KEY = "second-eval-key-0123456789abcdef"
+
+
+def test_idempotency_keys_belong_to_the_api_key_that_used_them(service_factory: Any) -> None:
+    """The same Idempotency-Key from two API keys makes two runs (neither sees the other's);
+    from one key, the first run again — also for concurrent requests."""
+    svc: Service = service_factory(
+        env={"GOLDEVAL_API_KEYS": API_KEYS_ENV + f",{OTHER_EVAL_KEY}:EVAL"}
+    )
+    svc.serve(workers=0)
+    body = {"dataset": "demo-v1", "idempotencyKey": "ci-build-42"}
+
+    def post(client: httpx.Client) -> httpx.Response:
+        return client.post("/api/eval/runs", json=body)
+
+    with svc.client("EVAL") as mine, svc.client(key=OTHER_EVAL_KEY) as theirs:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(post, [mine, theirs] * 6))
+        ids = {a.json()["id"] for a in answers}
+        assert len(ids) == 2, [a.text for a in answers]
+        assert sorted(a.status_code for a in answers) == [200] * 10 + [202] * 2
+        first = post(mine).json()["id"]
+        second = post(theirs).json()["id"]
+        assert first != second and {first, second} == ids
+        # Another request under the same key: refused for its owner only.
+        changed = {**body, "attempts": 2}
+        assert mine.post("/api/eval/runs", json=changed).status_code == 409
+        with svc.client("ADMIN") as admin:
+            third = admin.post("/api/eval/runs", json=changed)
+            assert third.status_code == 202, third.text
+            assert third.json()["id"] not in ids
+        listed = mine.get("/api/eval/runs").json()["items"]
+    assert len(listed) == 3
+    assert all(r["idempotencyKey"] == "ci-build-42" for r in listed)
+    assert OTHER_EVAL_KEY not in svc.server.output()  # type: ignore[union-attr]

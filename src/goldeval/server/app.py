@@ -356,10 +356,11 @@ def create_app(
         tags=["runs"],
     )
     def create_run(
-        body: RunRequest, response: Response, _: Annotated[Principal, Depends(write)]
+        body: RunRequest, response: Response, caller: Annotated[Principal, Depends(write)]
     ) -> RunOut:
-        """Queue a run (202); the same idempotency key returns the existing run (200)."""
-        created = service.create(body)
+        """Queue a run (202); the same idempotency key from the same API key returns the
+        existing run (200)."""
+        created = service.create(body, owner=caller.owner)
         response.status_code = 202 if created.created else 200
         response.headers["Location"] = f"/api/eval/runs/{created.run.id}"
         if created.created:

@@ -132,7 +132,9 @@ class Service:
 
     # ---- create
 
-    def create(self, body: RunRequest) -> Created:
+    def create(self, body: RunRequest, owner: str = "") -> Created:
+        """Queue ``body``; ``owner`` (the caller's :attr:`Principal.owner`) scopes its
+        idempotency key."""
         settings = self.settings
         spec, version = body.dataset_spec()
         model, provider = body.model_and_provider()
@@ -200,6 +202,7 @@ class Service:
                 dataset_id=resolved.id,
                 request=request,
                 idempotency_key=body.idempotencyKey,
+                owner=owner,
             )
             if not created and _canonical(job.request) != _canonical(request):
                 raise Problem(
