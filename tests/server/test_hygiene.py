@@ -104,6 +104,11 @@ def test_answers_and_pages_name_no_absolute_server_path(service_factory: Any) ->
             texts[path] = client.get(path).text
     with svc.client("MONITOR") as monitor:
         texts["/readyz"] = monitor.get("/readyz").text
+    with svc.client(None) as anonymous:
+        assert anonymous.get("/healthz").json() == {"status": "ok"}  # liveness says nothing more
+    ready = json.loads(texts["/readyz"])
+    assert ready["status"] == "ok"
+    assert set(ready["checks"]) == {"store", "schemaVersion", "migrations", "datasets"}
     leaks = [where for where, text in texts.items() if str(svc.root) in text]
     assert leaks == []
     assert (
@@ -149,3 +154,40 @@ def test_idempotency_keys_belong_to_the_api_key_that_used_them(service_factory: 
     assert len(listed) == 3
     assert all(r["idempotencyKey"] == "ci-build-42" for r in listed)
     assert OTHER_EVAL_KEY not in svc.server.output()  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- runs say why
+
+
+@SQLITE_ONLY
+def test_a_run_whose_finalisation_failed_says_why(service_factory: Any) -> None:
+    """The run folder cannot be finished (a folder where the LATEST pointer goes, as a full
+    disk would): the API's error names the reason the plugin printed, not null."""
+    svc: Service = service_factory()
+    latest = svc.root / ".goldeval" / "runs" / "LATEST"
+    latest.mkdir(parents=True)
+    (latest / "keep").write_text("not a pointer", encoding="utf-8")
+    svc.serve()
+    run = svc.wait_status(_create(svc)["id"])
+    assert run["status"] == "FAILED" and run["passed"] is False, run
+    assert run["exitCode"] == 75
+    assert "LATEST is a directory" in run["error"], run
+    assert ".goldeval/runs/LATEST" in run["error"] and str(svc.root) not in run["error"]
+    assert run["exitDecision"]["code"] == run["exitCode"], run
+    assert "LATEST is a directory" in run["exitDecision"]["reason"]
+
+    # Resumed after the dataset changed: the plugin refuses the run key (another protocol,
+    # exit 65) while the store still holds the first attempt. The API's decision is that of
+    # the process that ended last, as its exit code is.
+    latest.joinpath("keep").unlink()
+    latest.rmdir()
+    rows = svc.root / "golden" / "demo" / "demo.jsonl"
+    rows.write_text(rows.read_text(encoding="utf-8").replace("Say", "Please say"), "utf-8")
+    with svc.client("ADMIN") as admin:
+        resumed = admin.post(f"/api/eval/runs/{run['id']}/resume")
+        assert resumed.status_code == 200 and resumed.json()["status"] == "QUEUED"
+    again = svc.wait_status(run["id"])
+    assert again["exitCode"] == 65, again
+    assert again["exitDecision"]["code"] == 65, again
+    assert again["error"] and "refused before any item ran" in again["error"]
+    assert again["passed"] is False

@@ -25,7 +25,7 @@ from goldeval import __version__
 from goldeval.core.textsafe import safe_text
 from goldeval.server import auth, logs
 from goldeval.server.auth import KeyRing, Principal, RateLimiter, Role
-from goldeval.server.models import Health, ResultPage, RunOut, RunPage, RunRequest
+from goldeval.server.models import Health, Liveness, ResultPage, RunOut, RunPage, RunRequest
 from goldeval.server.problems import MEDIA_TYPE, Problem, validation_problem
 from goldeval.server.service import Service
 from goldeval.server.settings import ServiceSettings
@@ -471,10 +471,10 @@ def create_app(
 
     # ---- operations
 
-    @app.get("/healthz", response_model=Health, tags=["operations"])
-    def healthz() -> Health:
+    @app.get("/healthz", response_model=Liveness, tags=["operations"])
+    def healthz() -> Liveness:
         """Liveness: the process answers. No key needed; reveals nothing."""
-        return Health(status="ok")
+        return Liveness(status="ok")
 
     @app.get("/readyz", response_model=Health, responses=problem_doc, tags=["operations"])
     def readyz(response: Response, _: Annotated[Principal, Depends(monitor)]) -> Health:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import shutil
 import stat
 import threading
@@ -36,7 +37,7 @@ from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import RUN_ID, ServiceSettings
 from goldeval.store import LATEST_VERSION, Store, StoreError, open_store
-from goldeval.store.queue import RunQueue, ServiceRun, decode_cursor, encode_cursor
+from goldeval.store.queue import FINISHED, RunQueue, ServiceRun, decode_cursor, encode_cursor
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 
@@ -261,9 +262,17 @@ class Service:
         )
         if not detail:
             return out
+        self._add_store_run(q, job, out)
+        # After a run the plugin never began (exit 4), too: exitCode is the decision's code.
+        out.exitDecision = _process_decision(job, out.exitDecision, out.error)
+        return out
+
+    def _add_store_run(self, q: RunQueue, job: ServiceRun, out: RunOut) -> None:
+        """What the plugin recorded of the run: protocol, metrics, verdict, artifacts."""
+        base = f"/api/eval/runs/{job.id}"
         store_run_id = job.run_id or q.store_run_id(job.run_key)
         if store_run_id is None:
-            return out
+            return
         out.storeRunId = store_run_id
         out.attempts = q.count_attempts(store_run_id)
         row = q.store.get_run(store_run_id)
@@ -290,7 +299,6 @@ class Service:
                 for kind, name in ARTIFACT_TYPES.items()
                 if a.path == name
             ]
-        return out
 
     def get(self, run_id: str) -> RunOut:
         with self.pool.store() as store:
@@ -649,6 +657,25 @@ def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:
         return read_fd(fd)
     finally:
         os.close(fd)
+
+
+_DECISION_LINE = re.compile(r"^goldeval decision: exit -?\d+ — ")
+
+
+def _process_decision(
+    job: ServiceRun, recorded: ExitDecisionDoc | None, error: str | None
+) -> ExitDecisionDoc | None:
+    """The exit decision of the run's last pytest process: the one the plugin recorded, unless
+    that process ended with another code (a refused resume exits 65 while the store still holds
+    the earlier attempt's 75; a failed finalisation recorded none). ``exitCode`` is the
+    decision's code, so the two always agree. ``error``: the run's error as the API shows it."""
+    code = job.exit_code
+    if code is None or job.status not in FINISHED:
+        return recorded
+    if recorded is not None and recorded.code == code:
+        return recorded
+    reason = _DECISION_LINE.sub("", error or "") or f"pytest exited {code}"
+    return ExitDecisionDoc.model_validate({"code": code, "reason": reason})
 
 
 _DocT = TypeVar("_DocT", bound=BaseModel)

@@ -36,11 +36,13 @@ from typing import IO, Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
+from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server import datasets, logs
 from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.settings import ServiceSettings
 from goldeval.store import Store, StoreError, open_store, redact_url
-from goldeval.store.queue import RunQueue, ServiceRun
+from goldeval.store.base import RunRow
+from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
 from goldeval.store.views import run_document
 
 #: Starts pytest with SIGTERM as its parent-death signal (Linux; elsewhere a no-op).
@@ -91,11 +93,46 @@ def _tail(path: Path) -> str:
         return ""
 
 
+#: Lines pytest's output ends with that say why a run did not pass, most telling first: the
+#: plugin's decision, its finalisation error (a full disk, a store that failed at the end), a
+#: usage error, pytest's internal error.
+_REASON_PREFIXES = ("goldeval decision:", "goldeval: error:", "ERROR: ", "INTERNALERROR>")
+
+
 def _decision_line(text: str) -> str | None:
-    for line in reversed(text.splitlines()):
-        if line.startswith("goldeval decision:") or line.startswith("ERROR: "):
-            return one_line(line)
+    """The line of pytest's output that says why the run ended as it did (None: none does)."""
+    lines = text.splitlines()
+    for prefix in _REASON_PREFIXES:
+        for line in reversed(lines):
+            if line.startswith(prefix):
+                return one_line(line)
     return None
+
+
+#: Why a run stopped when the worker stopped it.
+STOP_REASONS = {
+    "cancelled": "cancelled",
+    "shutdown": "the worker shut down; resume with POST /api/eval/runs/{id}/resume",
+}
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"pytest was killed by {name}"
+    return f"pytest exited {code}"
+
+
+def _recorded_reason(row: RunRow | None) -> str | None:
+    """The exit decision's reason the plugin recorded in the store, if any."""
+    summary = row.summary if row is not None else None
+    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
+    reason = decision.get("reason") if isinstance(decision, dict) else None
+    return one_line(reason) if isinstance(reason, str) and reason else None
 
 
 class Worker:
@@ -297,32 +334,24 @@ class Worker:
         elapsed: float,
     ) -> None:
         row = queue.store.get_run(job.run_key)
-        error: str | None = None
         if row is not None:
             queue.link(job.id, row.run_id, str(self.settings.runs_dir / row.run_id))
-        if reason in ("cancelled", "shutdown"):
-            status = "INTERRUPTED"
-            error = {
-                "cancelled": "cancelled",
-                "shutdown": "the worker shut down; resume with POST /api/eval/runs/{id}/resume",
-            }[reason]
-        elif row is None:
-            status = "FAILED"
+        status = _final_status(row, reason)
+        error: str | None = None
+        if reason in STOP_REASONS:
+            error = STOP_REASONS[reason]
+        elif status != "COMPLETED" or code != 0:
+            # Never a silent failure: the API's error says why, from what pytest printed, else
+            # what the plugin recorded, else how the process ended.
             tail = _tail(log_path)
-            error = _decision_line(tail) or one_line(tail[-800:]) or f"pytest exited {code}"
-        elif row.status in ("COMPLETED", "FAILED", "INTERRUPTED"):
-            status = row.status
-            if code != 0:
-                error = _decision_line(_tail(log_path))
-        else:
-            status = "FAILED"
-            error = f"pytest exited {code} without finishing the run"
-        if reason == "deadline" and status == "COMPLETED":
-            status = "INTERRUPTED"
-        if reason == "deadline":
-            error = error or "stopped at the run budget (deadlineSeconds)"
-        if code != 0 and status == "COMPLETED" and row is not None:
-            error = error or f"pytest exited {code}"
+            error = (
+                _decision_line(tail)
+                or _recorded_reason(row)
+                or (one_line(tail[-800:]) if row is None else "")
+                or ("stopped at the run budget (deadlineSeconds)" if reason == "deadline" else "")
+                or _exit_text(code)
+                + ("" if row is None or row.status in FINISHED else " without finishing the run")
+            )
         queue.finish(job.id, self.name, status, exit_code=code, error=error)
         logs.event(
             "run finished",
@@ -353,6 +382,18 @@ class Worker:
                 dataset_version=job.dataset_id,
                 statuses=",".join(statuses),
             )
+
+
+def _final_status(row: RunRow | None, reason: str) -> str:
+    """The service's status of a run whose pytest process ended: the one the plugin recorded
+    (a run it never began, or left unfinished, is FAILED); stopped by the worker: INTERRUPTED."""
+    if reason in STOP_REASONS:
+        return "INTERRUPTED"
+    if row is None or row.status not in FINISHED:
+        return "FAILED"
+    if reason == "deadline" and row.status == "COMPLETED":
+        return "INTERRUPTED"
+    return str(row.status)
 
 
 def queue_records(store: Store, store_run_id: str) -> list[dict[str, Any]]:
