@@ -6,13 +6,17 @@ and a run that did not pass says why."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.server.conftest import API_KEYS_ENV, KEYS, Service
+from goldeval.server.header_deadline import with_header_deadline
+from tests.server.conftest import API_KEYS_ENV, KEYS, Service, free_port
 
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
@@ -191,3 +195,98 @@ def test_a_run_whose_finalisation_failed_says_why(service_factory: Any) -> None:
     assert again["exitDecision"]["code"] == 65, again
     assert again["error"] and "refused before any item ran" in again["error"]
     assert again["passed"] is False
+
+
+# --------------------------------------------------------------------------- header timeout
+
+
+def _slow_client(port: int, stop_after: float) -> tuple[float, bytes]:
+    """Send a request line, then one header byte pair every 0.2 s: (seconds until the server
+    closed the connection, what it answered)."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=stop_after) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        answer = b""
+        while time.monotonic() - started < stop_after:
+            try:
+                sock.sendall(b"X-Slow: 1\r\n")
+            except OSError:
+                break
+            sock.settimeout(0.2)
+            try:
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+        return time.monotonic() - started, answer
+
+
+@SQLITE_ONLY
+def test_clients_that_dribble_headers_are_cut_at_the_header_timeout(service_factory: Any) -> None:
+    svc: Service = service_factory()
+    server = svc.serve("--header-timeout", "1", workers=0)
+    assert server.port is not None
+    with ThreadPoolExecutor(40) as pool:
+        results = list(pool.map(lambda _: _slow_client(server.port, 8.0), range(40)))
+    held = [seconds for seconds, _ in results]
+    assert max(held) < 4.0, held  # 1 s, plus scheduling on a loaded machine; not 8
+    assert all(answer.startswith(b"HTTP/1.1 408") for _, answer in results), results[:3]
+
+    # A request whose headers arrived in time is never cut, however slow its body.
+    body = json.dumps({"dataset": "nope"}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /api/eval/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"X-API-Key: {KEYS['EVAL']}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        )
+        for byte in body:
+            sock.sendall(bytes([byte]))
+            time.sleep(2.5 / len(body))
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 422"), answer[:200]
+        # The connection stays usable for the next request (keep-alive).
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    with svc.client(None) as client:
+        assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("protocol", ["h11", "httptools"])
+def test_the_header_deadline_works_on_both_uvicorn_protocols(protocol: str) -> None:
+    """uvicorn picks httptools when installed, else h11: the guard wraps either."""
+    import uvicorn
+
+    if protocol == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    else:
+        pytest.importorskip("httptools")
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+    port = free_port()
+    http = with_header_deadline(base, 1.0)
+    server = uvicorn.Server(uvicorn.Config(app, port=port, http=http, log_config=None))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seconds, answer = _slow_client(port, 6.0)
+        assert seconds < 3.0 and answer.startswith(b"HTTP/1.1 408"), (seconds, answer)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            for _ in range(2):  # keep-alive: the second request's headers are timed afresh
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert sock.recv(1000).startswith(b"HTTP/1.1 200")
+                time.sleep(0.6)
+    finally:
+        server.should_exit = True
+        thread.join(10)

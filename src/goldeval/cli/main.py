@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.cli import prune
+from goldeval.core import limits
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.verdict.exit_codes import COMPARISON_INVALID, USAGE
@@ -646,6 +647,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="in-process workers (runs at once; 0: API only, use `goldeval worker`)",
     )
     p.add_argument("--max-body", type=int, default=64 * 1024, metavar="BYTES")
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=limits.default("service_header_seconds"),
+        metavar="SECONDS",
+        help="a request's headers must arrive within this many seconds of the connection "
+        "opening or the previous response (408 and closed otherwise; default 10)",
+    )
     p.add_argument("--max-cases", type=int, default=None, metavar="N", help="cases per run")
     p.add_argument("--max-attempts", type=int, default=20, metavar="N")
     p.add_argument(

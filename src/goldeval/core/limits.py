@@ -90,6 +90,14 @@ LIMITS: tuple[LimitSpec, ...] = (
         "",
         "one image of a conversation row, a file or a data URL (decoded size)",
     ),
+    LimitSpec(
+        "service_header_seconds",
+        10,
+        "seconds",
+        "`goldeval serve --header-timeout`",
+        "the time a client of the evaluation service has to send a request's headers, from the "
+        "connection opening or the previous response (408 and closed after it)",
+    ),
 )
 
 LIMITS_BY_NAME: dict[str, LimitSpec] = {spec.name: spec for spec in LIMITS}
