@@ -6,10 +6,14 @@ and a run that did not pass says why."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -290,3 +294,37 @@ def test_the_header_deadline_works_on_both_uvicorn_protocols(protocol: str) -> N
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MB tmpfs (root in CI); skipped where mounting is not allowed (the LATEST test
+    above covers the same path everywhere)."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace')}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@SQLITE_ONLY
+def test_a_disk_full_run_says_so(service_factory: Any, full_disk: Path) -> None:
+    svc: Service = service_factory()
+    runs = full_disk / "runs"
+    svc.serve("--runs", str(runs))
+    st = os.statvfs(full_disk)
+    with open(full_disk / "filler", "wb") as filler:
+        filler.write(b"\0" * (st.f_bavail * st.f_frsize))
+    run = svc.wait_status(_create(svc)["id"])
+    assert run["status"] in ("FAILED", "INTERRUPTED") and run["passed"] is False, run
+    assert "No space left on device" in (run["error"] or ""), run
+    assert str(full_disk) not in run["error"]  # the runs folder outside the project: <runs>
+    assert run["exitDecision"]["code"] == run["exitCode"] != 0
