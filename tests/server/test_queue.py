@@ -13,8 +13,11 @@ import pytest
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.worker import MAX_CLAIMS, Worker
 from goldeval.store import open_store
+from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
 from goldeval.store.queue import RunQueue, decode_cursor, encode_cursor
 from tests.store.conftest import Target, target  # noqa: F401  (the store tests' fixture)
+
+TS = "2026-01-01T00:00:00+00:00"
 
 
 def _enqueue(queue: RunQueue, n: int, key: str | None = None) -> str:
@@ -153,3 +156,37 @@ def test_cursors_round_trip_and_reject_garbage() -> None:
     for bad in ("!!", "e30", encode_cursor("only-one")):
         with pytest.raises(ValueError, match="cursor"):
             decode_cursor(bad, 2)
+
+
+def test_migration_7_scopes_idempotency_keys(target: Target) -> None:  # noqa: F811
+    """A store made before migration 7: its runs keep their keys (one shared owner), and new
+    keys are scoped to the API key (owner) that used them."""
+    target.execute(SCHEMA_VERSION_DDL[target.backend])
+    for step in MIGRATIONS[target.backend][:6]:
+        for statement in (*step.statements, *step.after):
+            target.execute(statement)
+        target.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (step.version, "x", TS))
+    target.execute(
+        "INSERT INTO service_runs (id, idempotency_key, status, dataset_id, request, run_key,"
+        " created_at) VALUES ('old', 'ci-1', 'COMPLETED', 'demo-v1', '{}', 'svc-old', ?)",
+        (TS,),
+    )
+    with open_store(target.url) as store:
+        assert store.schema_version() == 7
+        queue = RunQueue(store)
+        again, created = queue.enqueue(
+            "new-1", dataset_id="demo-v1", request={}, idempotency_key="ci-1"
+        )
+        assert (again.id, created) == ("old", False)
+        mine, created = queue.enqueue(
+            "new-2", dataset_id="demo-v1", request={}, idempotency_key="ci-1", owner="key-a"
+        )
+        assert (mine.id, created) == ("new-2", True)
+        same, created = queue.enqueue(
+            "new-3", dataset_id="demo-v1", request={}, idempotency_key="ci-1", owner="key-a"
+        )
+        assert (same.id, created) == ("new-2", False)
+        theirs, created = queue.enqueue(
+            "new-4", dataset_id="demo-v1", request={}, idempotency_key="ci-1", owner="key-b"
+        )
+        assert (theirs.id, created) == ("new-4", True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.cli import prune
+from goldeval.core import limits
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.verdict import exit_codes
@@ -172,28 +173,6 @@ def find_project(run: dict[str, Any], args: argparse.Namespace, *anchors: Path |
     return project
 
 
-def _policy(run: dict[str, Any], project: Project, live: bool) -> Any:
-    """The gate policy from the manifest of the run's dataset in ``project`` (None: no gate
-    policy for this mode in the manifest)."""
-    from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
-    from goldeval.graders.contract import ContractGrader
-    from goldeval.graders.registry import builtin_graders
-    from goldeval.verdict.comparison import grader_names
-    from goldeval.verdict.decide import policy_from_manifest
-
-    assert project.dataset_dir is not None
-    manifest_path = find_manifest(project.dataset_dir)
-    if manifest_path is None:  # discover() found it by its manifest; it was removed since
-        raise GoldevalError("no dataset.yaml or dataset.json", path=project.dataset_dir)
-    manifest = read_manifest(manifest_path)
-    if manifest.gate is not None:
-        # A grader threshold must name a grader this run has a rate for, or a built-in one:
-        # outside pytest the project's own registered graders are not known.
-        names = set(grader_names(run)) | {g.name for g in [ContractGrader(), *builtin_graders()]}
-        check_gate_policy(manifest.gate, manifest_path, names)
-    return policy_from_manifest(manifest, live)
-
-
 def _is_live(run: dict[str, Any]) -> bool:
     from goldeval.verdict.comparison import run_mode
 
@@ -243,33 +222,14 @@ def _finish(
     no_gate: bool,
     as_json: bool,
 ) -> int:
-    from goldeval.verdict.comparison import attempt_counts
-    from goldeval.verdict.decide import decide
+    from goldeval.verdict.decide import decide_pair
     from goldeval.verdict.outcome import cut_short
 
-    live = _is_live(run)
-    policy = None
-    if not no_gate:
-        if project.dataset_dir is None:
-            # Without the dataset's manifest the policy is unknown: gating with none would be a
-            # silent NO_REGRESSION for any regressed run.
-            raise _no_project(run, project)
-        policy = _policy(run, project, live)
-    # As in pytest: a FAIL attempt is a failed test, which only a gate may weigh (the
-    # session's own recorded pytestStatus, when the run has one, is read by RunOutcome).
-    session: dict[str, Any] = {}
-    if "pytestStatus" not in run:
-        failed = attempt_counts(run).failed
-        session["pytest_status"] = exit_codes.GATE_FAILED if failed else exit_codes.OK
-    verdict = decide(
-        run,
-        baseline=baseline,
-        policy=policy,
-        live=live,
-        gate_enabled=not no_gate,
-        other_failures=bool(run.get("otherFailures")),
-        **session,
-    )
+    if not no_gate and project.dataset_dir is None:
+        # Without the dataset's manifest the policy is unknown: gating with none would be a
+        # silent NO_REGRESSION for any regressed run.
+        raise _no_project(run, project)
+    verdict = decide_pair(run, baseline, dataset_dir=project.dataset_dir, gate_enabled=not no_gate)
     # The run's own record of how it ended (-x, a signal, a rerun plugin) is part of the one
     # verdict (RunOutcome.from_run reads it); the comparison and gate of a part of the
     # selection are not shown.
@@ -780,6 +740,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="in-process workers (runs at once; 0: API only, use `goldeval worker`)",
     )
     p.add_argument("--max-body", type=int, default=64 * 1024, metavar="BYTES")
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=limits.default("service_header_seconds"),
+        metavar="SECONDS",
+        help="a request's headers must arrive within this many seconds of the connection "
+        "opening or the previous response (408 and closed otherwise; default 10)",
+    )
     p.add_argument("--max-cases", type=int, default=None, metavar="N", help="cases per run")
     p.add_argument("--max-attempts", type=int, default=20, metavar="N")
     p.add_argument(

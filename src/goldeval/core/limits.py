@@ -124,6 +124,14 @@ LIMITS: tuple[LimitSpec, ...] = (
         "what one repetition or padding in a template may produce (`'x' * n`, `[..] * n`, "
         "`center`/`ljust`/format widths, `**` digits)",
     ),
+    LimitSpec(
+        "service_header_seconds",
+        10,
+        "seconds",
+        "`goldeval serve --header-timeout`",
+        "the time a client of the evaluation service has to send a request's headers, from the "
+        "connection opening or the previous response (408 and closed after it)",
+    ),
 )
 
 LIMITS_BY_NAME: dict[str, LimitSpec] = {spec.name: spec for spec in LIMITS}

@@ -25,7 +25,7 @@ from goldeval import __version__
 from goldeval.core.textsafe import safe_text
 from goldeval.server import auth, logs
 from goldeval.server.auth import KeyRing, Principal, RateLimiter, Role
-from goldeval.server.models import Health, ResultPage, RunOut, RunPage, RunRequest
+from goldeval.server.models import Health, Liveness, ResultPage, RunOut, RunPage, RunRequest
 from goldeval.server.problems import MEDIA_TYPE, Problem, validation_problem
 from goldeval.server.service import Service
 from goldeval.server.settings import ServiceSettings
@@ -34,10 +34,17 @@ from goldeval.store import StoreError
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
 
 
-def problem_response(problem: Problem, request: Request | None = None) -> JSONResponse:
+def problem_response(
+    problem: Problem,
+    request: Request | None = None,
+    public: Callable[[Any], Any] | None = None,
+) -> JSONResponse:
+    """The problem+json answer; ``public`` rewrites server paths in its texts
+    (:meth:`ServiceSettings.public_data`)."""
     instance = request.url.path if request is not None else None
+    body = problem.body(instance)
     return JSONResponse(
-        problem.body(instance),
+        public(body) if public is not None else body,
         status_code=problem.status,
         media_type=MEDIA_TYPE,
         headers=problem.headers,
@@ -210,9 +217,13 @@ def create_app(
 
     # ---- errors
 
+    def respond(problem: Problem, request: Request) -> JSONResponse:
+        # Messages quote the CLI's (a manifest error names its file): no absolute paths.
+        return problem_response(problem, request, settings.public_data)
+
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
-        return problem_response(exc, request)
+        return respond(exc, request)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -230,7 +241,7 @@ def create_app(
             else:
                 message = str(error.get("msg"))
             errors.append({"field": where, "message": message})
-        return problem_response(validation_problem(errors), request)
+        return respond(validation_problem(errors), request)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -243,7 +254,7 @@ def create_app(
             str(exc.detail) if exc.detail else None,
             headers=dict(exc.headers or {}),
         )
-        return problem_response(problem, request)
+        return respond(problem, request)
 
     @app.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError) -> JSONResponse:
@@ -255,7 +266,7 @@ def create_app(
             safe_text(exc),
             headers={"Retry-After": "5"},
         )
-        return problem_response(problem, request)
+        return respond(problem, request)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
@@ -265,7 +276,7 @@ def create_app(
             path=request.url.path,
             error=type(exc).__name__,
         )
-        return problem_response(
+        return respond(
             Problem(500, "internal", "Internal server error", "see the server log"), request
         )
 
@@ -345,10 +356,11 @@ def create_app(
         tags=["runs"],
     )
     def create_run(
-        body: RunRequest, response: Response, _: Annotated[Principal, Depends(write)]
+        body: RunRequest, response: Response, caller: Annotated[Principal, Depends(write)]
     ) -> RunOut:
-        """Queue a run (202); the same idempotency key returns the existing run (200)."""
-        created = service.create(body)
+        """Queue a run (202); the same idempotency key from the same API key returns the
+        existing run (200)."""
+        created = service.create(body, owner=caller.owner)
         response.status_code = 202 if created.created else 200
         response.headers["Location"] = f"/api/eval/runs/{created.run.id}"
         if created.created:
@@ -403,10 +415,15 @@ def create_app(
 
     @app.get("/api/eval/runs/{run_id}/compare/{baseline_id}", responses=problem_doc, tags=["runs"])
     def compare_runs(
-        run_id: str, baseline_id: str, _: Annotated[Principal, Depends(read)]
+        run_id: str,
+        baseline_id: str,
+        _: Annotated[Principal, Depends(read)],
+        noGate: Annotated[bool, Query()] = False,
     ) -> dict[str, Any]:
-        """The comparison document; 409 with the reasons when the runs are not comparable."""
-        return service.compare(run_id, baseline_id)
+        """``goldeval compare``'s verdict: the comparison document with the gate attached, the
+        exit decision, ``runId`` and ``comparedWith``; 409 with the reasons when the runs are
+        not comparable, or when the run's dataset (its gate policy) is not on this server."""
+        return service.compare(run_id, baseline_id, gate=not noGate)
 
     @app.get(
         "/api/eval/runs/{run_id}/artifacts/{kind}",
@@ -454,10 +471,10 @@ def create_app(
 
     # ---- operations
 
-    @app.get("/healthz", response_model=Health, tags=["operations"])
-    def healthz() -> Health:
+    @app.get("/healthz", response_model=Liveness, tags=["operations"])
+    def healthz() -> Liveness:
         """Liveness: the process answers. No key needed; reveals nothing."""
-        return Health(status="ok")
+        return Liveness(status="ok")
 
     @app.get("/readyz", response_model=Health, responses=problem_doc, tags=["operations"])
     def readyz(response: Response, _: Annotated[Principal, Depends(monitor)]) -> Health:

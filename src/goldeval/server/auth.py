@@ -54,6 +54,9 @@ class Principal:
     label: str
     """``key#N`` (the N-th entry of the configuration): safe to log."""
     role: Role
+    owner: str = ""
+    """A stable name of the key (a digest of its digest, never the key): what an idempotency
+    key is scoped to. The same on every server and across restarts and key reordering."""
 
 
 def _digest(key: str) -> bytes:
@@ -117,8 +120,14 @@ class KeyRing:
         found: Principal | None = None
         for number, (stored, role) in enumerate(self._entries, start=1):
             if hmac.compare_digest(digest, stored) and found is None:
-                found = Principal(f"key#{number}", role)
+                found = Principal(f"key#{number}", role, owner_of(stored))
         return found
+
+
+def owner_of(digest: bytes) -> str:
+    """The stored name of a key (:attr:`Principal.owner`): a salted digest of its digest, so
+    the store never holds what the server compares keys with."""
+    return hashlib.sha256(b"goldeval idempotency owner\0" + digest).hexdigest()[:32]
 
 
 def presented_key(x_api_key: str | None, authorization: str | None) -> str | None:

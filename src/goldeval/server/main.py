@@ -10,11 +10,14 @@ import threading
 from pathlib import Path
 
 import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from goldeval.core import limits
 from goldeval.dataset.rows import discover
 from goldeval.server import logs
 from goldeval.server.app import create_app
 from goldeval.server.auth import ENV, KeyConfigError, KeyRing
+from goldeval.server.header_deadline import with_header_deadline
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.worker import run_workers, start_workers
 from goldeval.store import StoreError, open_store, redact_url
@@ -36,6 +39,11 @@ def settings_from(args: argparse.Namespace, store_url: str, root: str) -> Servic
         rate_limit_per_minute=getattr(args, "rate_limit", None),
         allow_live=not getattr(args, "no_live", False),
     )
+
+
+def header_timeout(args: argparse.Namespace) -> float:
+    seconds = getattr(args, "header_timeout", None)
+    return float(seconds) if seconds else float(limits.default("service_header_seconds"))
 
 
 def _startup(settings: ServiceSettings) -> bool:
@@ -74,6 +82,9 @@ def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
     except KeyConfigError as exc:
         print(f"goldeval: {exc}", file=sys.stderr)
         return USAGE
+    # Only the hashes are kept: the keys leave this process's environment, so nothing it
+    # starts (a run's pytest, its conftest.py, a provider function) inherits them.
+    os.environ.pop(ENV, None)
     settings = settings_from(args, store_url, root)
     settings.keys = keys
     if not _startup(settings):
@@ -100,6 +111,9 @@ def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
         log_config=None,
         access_log=False,
         server_header=False,
+        # uvicorn has no request-header read timeout: a client dribbling its headers would
+        # hold its connection as long as it liked.
+        http=with_header_deadline(AutoHTTPProtocol, header_timeout(args)),
     )
     return 0
 

@@ -154,6 +154,15 @@ class ResultPage(BaseModel):
     nextCursor: str | None
 
 
+class Liveness(BaseModel):
+    """``/healthz``: the process answers; nothing about the store (no key needed)."""
+
+    status: Literal["ok"]
+
+
 class Health(BaseModel):
+    """``/readyz``: ``checks`` says what was checked (store, schemaVersion, migrations,
+    datasets)."""
+
     status: Literal["ok", "unavailable"]
     checks: dict[str, Any] = Field(default_factory=dict)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import shutil
 import stat
 import threading
@@ -27,6 +28,7 @@ from pydantic import BaseModel
 from goldeval.core.errors import GoldevalError
 from goldeval.core.safe_files import read_fd
 from goldeval.core.textsafe import safe_text
+from goldeval.dataset.rows import discover
 from goldeval.reports import site
 from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.results.run_document import RUN_DOCUMENT
@@ -35,9 +37,9 @@ from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import RUN_ID, ServiceSettings
 from goldeval.store import LATEST_VERSION, Store, StoreError, open_store
-from goldeval.store.queue import RunQueue, ServiceRun, decode_cursor, encode_cursor
+from goldeval.store.queue import FINISHED, RunQueue, ServiceRun, decode_cursor, encode_cursor
 from goldeval.store.views import run_document
-from goldeval.verdict import comparison
+from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 
 #: Artifact types (the seed's names) → the file in the run folder the plugin writes.
 ARTIFACT_TYPES: dict[str, str] = {
@@ -131,7 +133,9 @@ class Service:
 
     # ---- create
 
-    def create(self, body: RunRequest) -> Created:
+    def create(self, body: RunRequest, owner: str = "") -> Created:
+        """Queue ``body``; ``owner`` (the caller's :attr:`Principal.owner`) scopes its
+        idempotency key."""
         settings = self.settings
         spec, version = body.dataset_spec()
         model, provider = body.model_and_provider()
@@ -199,6 +203,7 @@ class Service:
                 dataset_id=resolved.id,
                 request=request,
                 idempotency_key=body.idempotencyKey,
+                owner=owner,
             )
             if not created and _canonical(job.request) != _canonical(request):
                 raise Problem(
@@ -252,21 +257,30 @@ class Service:
             cancelRequested=job.cancel_requested,
             exitCode=job.exit_code,
             passed=None if job.status in ("QUEUED", "RUNNING") else job.exit_code == 0,
-            error=job.error,
+            error=self.settings.public_text(job.error) if job.error else None,
             links={"self": base, "results": f"{base}/results", "page": f"/ui/runs/{job.id}.html"},
         )
         if not detail:
             return out
+        self._add_store_run(q, job, out)
+        # After a run the plugin never began (exit 4), too: exitCode is the decision's code.
+        out.exitDecision = _process_decision(job, out.exitDecision, out.error)
+        return out
+
+    def _add_store_run(self, q: RunQueue, job: ServiceRun, out: RunOut) -> None:
+        """What the plugin recorded of the run: protocol, metrics, verdict, artifacts."""
+        base = f"/api/eval/runs/{job.id}"
         store_run_id = job.run_id or q.store_run_id(job.run_key)
         if store_run_id is None:
-            return out
+            return
         out.storeRunId = store_run_id
         out.attempts = q.count_attempts(store_run_id)
         row = q.store.get_run(store_run_id)
         if row is not None:
             summary = row.summary or {}
             doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
-            doc = doc if isinstance(doc, dict) else {}
+            # The verdict texts the plugin wrote may name files (a baseline, a dataset).
+            doc = self.settings.public_data(doc) if isinstance(doc, dict) else {}
             metrics = summary.get("metrics") if isinstance(summary, dict) else None
             out.protocol = _typed(Protocol, row.protocol)
             out.metrics = _typed(Metrics, metrics)
@@ -285,7 +299,6 @@ class Service:
                 for kind, name in ARTIFACT_TYPES.items()
                 if a.path == name
             ]
-        return out
 
     def get(self, run_id: str) -> RunOut:
         with self.pool.store() as store:
@@ -383,13 +396,44 @@ class Service:
                 ) from None
             raise Problem(404, "run-not-found", "Run not found", f"no run {ref!r}") from None
 
-    def compare(self, run_id: str, baseline_id: str) -> dict[str, Any]:
+    def _verdict(self, run: dict[str, Any], baseline: dict[str, Any], *, gate: bool) -> Verdict:
+        """``goldeval compare``'s verdict on ``run`` against ``baseline``: the same function,
+        with the gate policy of the run's dataset manifest in this server's datasets folder."""
+        dataset_id = run_dataset_id(run)
+        dataset_dir = discover(self.settings.datasets).get(dataset_id) if dataset_id else None
+        if gate and dataset_dir is None:
+            raise Problem(
+                409,
+                "no-gate-policy",
+                "The run's gate policy is unknown",
+                f"dataset {dataset_id!r} of this run is not in this server's datasets folder, so "
+                "its manifest's gate policy is unknown; add noGate=true to compare without "
+                "gating",
+            )
+        try:
+            return decide_pair(run, baseline, dataset_dir=dataset_dir, gate_enabled=gate)
+        except GoldevalError as exc:
+            raise Problem(
+                409,
+                "no-gate-policy",
+                "The run's gate policy cannot be read",
+                f"{self.settings.public_text(safe_text(exc))}; fix the manifest, or add "
+                "noGate=true to compare without gating",
+            ) from None
+
+    def compare(self, run_id: str, baseline_id: str, *, gate: bool = True) -> dict[str, Any]:
+        """The comparison document with the gate attached, the exit decision, and the two
+        runs as asked for (``runId``, ``comparedWith``): ``goldeval compare --json``'s
+        comparison, qualityGate and exitDecision for the same two runs."""
         with self.pool.store() as store:
             q = RunQueue(store)
             self._job(q, run_id)
             candidate, _ = self.document(q, run_id)
             baseline, _ = self.document(q, baseline_id)
-        result = comparison.compare(baseline, candidate)
+        verdict = self._verdict(candidate, baseline, gate=gate)
+        result = verdict.comparison
+        assert result is not None  # a baseline was given
+        decision = {"code": verdict.code, "reason": self.settings.public_text(verdict.reason)}
         if not result.valid:
             reasons = list(result.invalid_reasons) or [
                 f"{d.key}: {d.baseline} != {d.candidate}" for d in result.protocol_differences
@@ -401,8 +445,17 @@ class Service:
                 "; ".join(reasons),
                 reasons=reasons,
                 comparison=result.dump(),
+                exitDecision=decision,
+                runId=run_id,
+                comparedWith=baseline_id,
             )
-        return result.dump()
+        return {
+            **result.dump(),
+            "qualityGate": verdict.gate.dump() if verdict.gate is not None else None,
+            "exitDecision": decision,
+            "runId": run_id,
+            "comparedWith": baseline_id,
+        }
 
     # ---- artifacts
 
@@ -476,18 +529,22 @@ class Service:
                 doc.setdefault("timestamp", job.created_at.isoformat())
                 docs.append(doc)
                 names[id(doc)] = job.id
-        return site.render_index(docs, names)
+        return self.settings.public_text(site.render_index(docs, names))
 
     def page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
             q = RunQueue(store)
             self._job(q, run_id)
             doc, _ = self.document(q, run_id)
-            if compare_with:
-                baseline, _ = self.document(q, compare_with)
-                result = comparison.compare(baseline, doc)
-                doc["comparison"] = result.dump()
-        return site.render_run(doc)
+            baseline = self.document(q, compare_with)[0] if compare_with else None
+        if compare_with and baseline is not None:
+            # The page shows what the compare endpoint answers: comparison, gate and exit
+            # decision of `goldeval compare`, labelled with the run asked for.
+            verdict = self._verdict(doc, baseline, gate=True)
+            doc.update(verdict.run_fields())
+            doc["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
+            doc["baselinePath"] = f"run {compare_with}"
+        return self.settings.public_text(site.render_run(doc))
 
     # ---- admin
 
@@ -545,7 +602,7 @@ class Service:
                 else (f"schema {version}, this server needs {LATEST_VERSION}")
             )
         except StoreError as exc:
-            checks["store"] = safe_text(exc)
+            checks["store"] = self.settings.public_text(safe_text(exc))
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
 
@@ -600,6 +657,25 @@ def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:
         return read_fd(fd)
     finally:
         os.close(fd)
+
+
+_DECISION_LINE = re.compile(r"^goldeval decision: exit -?\d+ — ")
+
+
+def _process_decision(
+    job: ServiceRun, recorded: ExitDecisionDoc | None, error: str | None
+) -> ExitDecisionDoc | None:
+    """The exit decision of the run's last pytest process: the one the plugin recorded, unless
+    that process ended with another code (a refused resume exits 65 while the store still holds
+    the earlier attempt's 75; a failed finalisation recorded none). ``exitCode`` is the
+    decision's code, so the two always agree. ``error``: the run's error as the API shows it."""
+    code = job.exit_code
+    if code is None or job.status not in FINISHED:
+        return recorded
+    if recorded is not None and recorded.code == code:
+        return recorded
+    reason = _DECISION_LINE.sub("", error or "") or f"pytest exited {code}"
+    return ExitDecisionDoc.model_validate({"code": code, "reason": reason})
 
 
 _DocT = TypeVar("_DocT", bound=BaseModel)

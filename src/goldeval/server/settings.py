@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from goldeval.server.auth import KeyRing
 
@@ -66,3 +68,39 @@ class ServiceSettings:
             work_dir=work,
             **options,  # type: ignore[arg-type]
         )
+
+    # ---- what clients may see of the server's file system
+
+    @cached_property
+    def _path_names(self) -> list[tuple[re.Pattern[str], str]]:
+        """(absolute folder, what an answer shows instead), longest path first."""
+        folders = [(self.runs_dir, "<runs>"), (self.datasets, "<datasets>")]
+        if "://" not in self.store_url:
+            folders.append((Path(self.store_url).parent, "<store>"))
+        # Inside the project a path is shown relative to it; outside, by its role.
+        shown = {str(f): name for f, name in folders if not f.is_relative_to(self.root)}
+        shown[str(self.root) + "/"] = ""
+        shown[str(self.root)] = "."
+        return [
+            # A folder only where its name ends (not /srv/project inside /srv/project2).
+            (re.compile(re.escape(path) + ("" if path.endswith("/") else r"(?![\w.-])")), name)
+            for path, name in sorted(shown.items(), key=lambda item: -len(item[0]))
+        ]
+
+    def public_text(self, text: str) -> str:
+        """``text`` with the server's absolute folders (project root, datasets, runs, the
+        SQLite file's folder) replaced by project-relative names or ``<runs>``-style roles:
+        error messages and pages name files without revealing where the server keeps them."""
+        for pattern, name in self._path_names:
+            text = pattern.sub(name, text)
+        return text
+
+    def public_data(self, value: Any) -> Any:
+        """:meth:`public_text` on every string of a JSON-like value (dicts, lists)."""
+        if isinstance(value, str):
+            return self.public_text(value)
+        if isinstance(value, dict):
+            return {key: self.public_data(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.public_data(item) for item in value]
+        return value

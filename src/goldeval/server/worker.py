@@ -30,15 +30,19 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
+from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server import datasets, logs
+from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.settings import ServiceSettings
 from goldeval.store import Store, StoreError, open_store, redact_url
-from goldeval.store.queue import RunQueue, ServiceRun
+from goldeval.store.base import RunRow
+from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
 from goldeval.store.views import run_document
 from goldeval.verdict.exit_codes import INFRA, USAGE
 
@@ -60,6 +64,21 @@ _LOG_TAIL = 4000
 MAX_CLAIMS = 3
 
 
+#: Variables a run's pytest process must not inherit: the service's own secrets (the API keys,
+#: ADMIN included: a dataset's conftest.py or a provider function runs in that process) and
+#: what pytest sets when the service itself runs under pytest (its tests).
+CHILD_ENV_DROPPED = frozenset(
+    {AUTH_ENV, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"}
+)
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a run's pytest process: the worker's, without the service's secrets.
+    Provider and judge settings (``OPENAI_API_KEY``, ``GOLDEVAL_JUDGE_API_KEY``, ...) stay: the
+    run needs them, and they are the run's, not the service's."""
+    return {name: value for name, value in environ.items() if name not in CHILD_ENV_DROPPED}
+
+
 def worker_name(number: int = 0) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{number}"
 
@@ -75,11 +94,46 @@ def _tail(path: Path) -> str:
         return ""
 
 
+#: Lines pytest's output ends with that say why a run did not pass, most telling first: the
+#: plugin's decision, its finalisation error (a full disk, a store that failed at the end), a
+#: usage error, pytest's internal error.
+_REASON_PREFIXES = ("goldeval decision:", "goldeval: error:", "ERROR: ", "INTERNALERROR>")
+
+
 def _decision_line(text: str) -> str | None:
-    for line in reversed(text.splitlines()):
-        if line.startswith("goldeval decision:") or line.startswith("ERROR: "):
-            return one_line(line)
+    """The line of pytest's output that says why the run ended as it did (None: none does)."""
+    lines = text.splitlines()
+    for prefix in _REASON_PREFIXES:
+        for line in reversed(lines):
+            if line.startswith(prefix):
+                return one_line(line)
     return None
+
+
+#: Why a run stopped when the worker stopped it.
+STOP_REASONS = {
+    "cancelled": "cancelled",
+    "shutdown": "the worker shut down; resume with POST /api/eval/runs/{id}/resume",
+}
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"pytest was killed by {name}"
+    return f"pytest exited {code}"
+
+
+def _recorded_reason(row: RunRow | None) -> str | None:
+    """The exit decision's reason the plugin recorded in the store, if any."""
+    summary = row.summary if row is not None else None
+    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
+    reason = decision.get("reason") if isinstance(decision, dict) else None
+    return one_line(reason) if isinstance(reason, str) and reason else None
 
 
 class Worker:
@@ -200,11 +254,9 @@ class Worker:
             logs.event("run failed", logging.WARNING, run_id=job.id, error=one_line(str(exc)))
             return
         log_path = settings.work_dir / f"{job.id}.log"
-        env = dict(os.environ)
+        env = child_environment(os.environ)
         env["GOLDEVAL_STORE"] = settings.store_url
         env["GOLDEVAL_WORKER_PID"] = str(os.getpid())
-        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
-            env.pop(name, None)  # set when the service itself runs under pytest (its tests)
         argv = [settings.python, "-c", _LAUNCHER, *self._argv(job, resolved.rows_path, baseline)]
         started = time.monotonic()
         with log_path.open("ab") as log:
@@ -283,32 +335,24 @@ class Worker:
         elapsed: float,
     ) -> None:
         row = queue.store.get_run(job.run_key)
-        error: str | None = None
         if row is not None:
             queue.link(job.id, row.run_id, str(self.settings.runs_dir / row.run_id))
-        if reason in ("cancelled", "shutdown"):
-            status = "INTERRUPTED"
-            error = {
-                "cancelled": "cancelled",
-                "shutdown": "the worker shut down; resume with POST /api/eval/runs/{id}/resume",
-            }[reason]
-        elif row is None:
-            status = "FAILED"
+        status = _final_status(row, reason)
+        error: str | None = None
+        if reason in STOP_REASONS:
+            error = STOP_REASONS[reason]
+        elif status != "COMPLETED" or code != 0:
+            # Never a silent failure: the API's error says why, from what pytest printed, else
+            # what the plugin recorded, else how the process ended.
             tail = _tail(log_path)
-            error = _decision_line(tail) or one_line(tail[-800:]) or f"pytest exited {code}"
-        elif row.status in ("COMPLETED", "FAILED", "INTERRUPTED"):
-            status = row.status
-            if code != 0:
-                error = _decision_line(_tail(log_path))
-        else:
-            status = "FAILED"
-            error = f"pytest exited {code} without finishing the run"
-        if reason == "deadline" and status == "COMPLETED":
-            status = "INTERRUPTED"
-        if reason == "deadline":
-            error = error or "stopped at the run budget (deadlineSeconds)"
-        if code != 0 and status == "COMPLETED" and row is not None:
-            error = error or f"pytest exited {code}"
+            error = (
+                _decision_line(tail)
+                or _recorded_reason(row)
+                or (one_line(tail[-800:]) if row is None else "")
+                or ("stopped at the run budget (deadlineSeconds)" if reason == "deadline" else "")
+                or _exit_text(code)
+                + ("" if row is None or row.status in FINISHED else " without finishing the run")
+            )
         queue.finish(job.id, self.name, status, exit_code=code, error=error)
         logs.event(
             "run finished",
@@ -339,6 +383,18 @@ class Worker:
                 dataset_version=job.dataset_id,
                 statuses=",".join(statuses),
             )
+
+
+def _final_status(row: RunRow | None, reason: str) -> str:
+    """The service's status of a run whose pytest process ended: the one the plugin recorded
+    (a run it never began, or left unfinished, is FAILED); stopped by the worker: INTERRUPTED."""
+    if reason in STOP_REASONS:
+        return "INTERRUPTED"
+    if row is None or row.status not in FINISHED:
+        return "FAILED"
+    if reason == "deadline" and row.status == "COMPLETED":
+        return "INTERRUPTED"
+    return str(row.status)
 
 
 def queue_records(store: Store, store_run_id: str) -> list[dict[str, Any]]:

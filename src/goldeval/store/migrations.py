@@ -20,6 +20,9 @@ Versions:
 6. ``service_runs``: the queue of the evaluation service (``goldeval serve``), one row per
    run requested over HTTP, linked to its store run by ``run_key`` (see
    :mod:`goldeval.store.queue`).
+7. ``service_runs.idempotency_owner``: an idempotency key belongs to the API key that used it
+   (a stable digest of it, never the key); the unique index is on (owner, key). Keys recorded
+   before keep one shared owner ('').
 """
 
 from __future__ import annotations
@@ -157,6 +160,17 @@ def _service_runs(json_type: str, ts_type: str) -> tuple[str, ...]:
     )
 
 
+# The same statements on both backends: a column, the old rows' shared owner, the new index.
+_IDEMPOTENCY_OWNER: tuple[str, ...] = (
+    "ALTER TABLE service_runs ADD COLUMN idempotency_owner TEXT",
+    "UPDATE service_runs SET idempotency_owner = '' WHERE idempotency_key IS NOT NULL",
+    "DROP INDEX service_runs_idempotency",
+    "CREATE UNIQUE INDEX service_runs_idempotency_owner"
+    " ON service_runs (idempotency_owner, idempotency_key)",
+)
+_IDEMPOTENCY_DESCRIPTION = "service_runs: idempotency keys scoped to the API key that used them"
+
+
 def _pages(id_type: str, bytes_type: str, ts_type: str) -> tuple[str, ...]:
     return (
         "CREATE TABLE contents ("
@@ -189,6 +203,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         after=_DROP_ROW_TABLES,
     ),
     Migration(6, "service_runs: the evaluation service queue", _service_runs("TEXT", "TEXT")),
+    Migration(7, _IDEMPOTENCY_DESCRIPTION, _IDEMPOTENCY_OWNER),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -206,6 +221,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         6, "service_runs: the evaluation service queue", _service_runs("JSONB", "TIMESTAMPTZ")
     ),
+    Migration(7, _IDEMPOTENCY_DESCRIPTION, _IDEMPOTENCY_OWNER),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

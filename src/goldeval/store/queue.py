@@ -150,27 +150,41 @@ class RunQueue:
         dataset_id: str,
         request: dict[str, Any],
         idempotency_key: str | None,
+        owner: str = "",
     ) -> tuple[ServiceRun, bool]:
-        """Queue a run; with an idempotency key already used, the existing run (created False).
+        """Queue a run; with an idempotency key ``owner`` already used, the existing run
+        (created False). ``owner`` names who may reuse the key (the API key's stable digest):
+        the same key from another owner is another run.
 
-        The unique index on ``idempotency_key`` decides races: of any number of concurrent
-        identical requests exactly one inserts, the others read its row.
+        The unique index on ``(idempotency_owner, idempotency_key)`` decides races: of any
+        number of concurrent identical requests exactly one inserts, the others read its row.
         """
         now = self._ts(_utcnow())
+        scope = owner if idempotency_key is not None else None
         with self.store._transaction("enqueue") as tx:
             inserted = tx.execute(
-                f"INSERT INTO service_runs ({_COLUMNS}) VALUES"
+                f"INSERT INTO service_runs ({_COLUMNS}, idempotency_owner) VALUES"
                 " (?, ?, 'QUEUED', ?, ?, ?, NULL, NULL, NULL, 0, 0, NULL, NULL, ?, NULL, NULL,"
-                " NULL) ON CONFLICT DO NOTHING",
-                (run_id, idempotency_key, dataset_id, json_text(request), f"svc-{run_id}", now),
+                " NULL, ?) ON CONFLICT DO NOTHING",
+                (
+                    run_id,
+                    idempotency_key,
+                    dataset_id,
+                    json_text(request),
+                    f"svc-{run_id}",
+                    now,
+                    scope,
+                ),
             )
+            values: tuple[str, ...]
             if inserted == 1:
-                column, value = "id", run_id
+                where, values = "id = ?", (run_id,)
             elif idempotency_key is not None:
-                column, value = "idempotency_key", idempotency_key
+                where = "idempotency_owner = ? AND idempotency_key = ?"
+                values = (owner, idempotency_key)
             else:
                 raise StoreError(f"enqueue: run id {run_id!r} exists already")
-            rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE {column} = ?", (value,))
+            rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE {where}", values)
         if not rows:
             raise StoreError("enqueue: the run vanished while it was created")
         return self._row(rows[0]), inserted == 1

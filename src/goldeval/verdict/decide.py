@@ -12,11 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from goldeval.dataset.manifest import Manifest
-from goldeval.verdict.comparison import ComparisonResult, Decision, attempt_counts, compare
-from goldeval.verdict.exit_codes import ExitDecision, decide_exit
+from goldeval.core.errors import GoldevalError
+from goldeval.dataset.manifest import Manifest, check_gate_policy, find_manifest, read_manifest
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
+from goldeval.verdict.comparison import (
+    ComparisonResult,
+    Decision,
+    attempt_counts,
+    compare,
+    grader_names,
+    run_mode,
+)
+from goldeval.verdict.exit_codes import GATE_FAILED, OK, ExitDecision, decide_exit
 from goldeval.verdict.gate import GatePolicy, GateResult, attach_gate, evaluate
 from goldeval.verdict.outcome import RunOutcome
 
@@ -166,3 +177,73 @@ def decide(
     if capture and code != 0:
         notes.append(f"baseline not saved: {reason}")
     return Verdict(code, reason, comparison, gate, notes, outcome)
+
+
+# ---- a saved run against a baseline: `goldeval gate` / `goldeval compare` and the service
+
+
+def run_dataset_id(run: Mapping[str, Any]) -> str | None:
+    """The run's dataset id (``protocol.datasetId``, else ``datasetVersion``): the manifest
+    whose gate policy applies to it."""
+    protocol = run.get("protocol")
+    value = protocol.get("datasetId") if isinstance(protocol, Mapping) else None
+    value = value or run.get("datasetVersion")
+    return value if isinstance(value, str) and value else None
+
+
+def saved_run_policy(run: Mapping[str, Any], dataset_dir: Path) -> GatePolicy | None:
+    """The gate policy of the manifest in ``dataset_dir`` for ``run``'s mode (None: the
+    manifest gates nothing in this mode).
+
+    A grader threshold must name a grader this run has a rate for, or a built-in one: outside
+    pytest the project's own registered graders are not known.
+    """
+    manifest_path = find_manifest(dataset_dir)
+    if manifest_path is None:
+        raise GoldevalError("no dataset.yaml or dataset.json", path=dataset_dir)
+    manifest = read_manifest(manifest_path)
+    if manifest.gate is not None:
+        names = set(grader_names(dict(run))) | {
+            g.name for g in [ContractGrader(), *builtin_graders()]
+        }
+        check_gate_policy(manifest.gate, manifest_path, names)
+    return policy_from_manifest(manifest, run_mode(dict(run)) == "LIVE")
+
+
+def decide_pair(
+    run: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None,
+    *,
+    dataset_dir: Path | None,
+    gate_enabled: bool = True,
+) -> Verdict:
+    """The verdict on a saved ``run`` against ``baseline``, with the gate policy of the
+    manifest in ``dataset_dir`` (the run's dataset): what ``goldeval compare``, ``goldeval
+    gate``, the service's compare endpoint and its run page all report.
+
+    ``dataset_dir`` may be None only with ``gate_enabled`` False: without the manifest the
+    policy is unknown, and gating with none would be a silent NO_REGRESSION for any regressed
+    run. As in pytest, a FAIL attempt is a failed test, which only a gate may weigh.
+    """
+    policy: GatePolicy | None = None
+    if gate_enabled:
+        if dataset_dir is None:
+            raise GoldevalError(
+                "no gate policy: the run's dataset manifest was not found",
+                hint="give the project that holds the dataset, or report without gating",
+            )
+        policy = saved_run_policy(run, dataset_dir)
+    # The session's own pytestStatus when the run recorded it (RunOutcome reads it); else as
+    # in pytest: a FAIL attempt is a failed test, which only a gate may weigh.
+    session: dict[str, Any] = {}
+    if "pytestStatus" not in run:
+        session["pytest_status"] = GATE_FAILED if attempt_counts(run).failed else OK
+    return decide(
+        run,
+        baseline=baseline,
+        policy=policy,
+        live=run_mode(dict(run)) == "LIVE",
+        gate_enabled=gate_enabled,
+        other_failures=bool(run.get("otherFailures")),
+        **session,
+    )

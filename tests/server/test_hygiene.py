@@ -1,0 +1,330 @@
+"""What the service keeps to itself (issue 33): its API keys never reach a run's pytest
+process, answers and pages name no absolute server path, slow clients cannot hold a
+connection open by dribbling headers, idempotency keys belong to the API key that made them,
+and a run that did not pass says why."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from goldeval.server.header_deadline import with_header_deadline
+from tests.server.conftest import API_KEYS_ENV, KEYS, Service, free_port
+
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+
+#: A project conftest.py: every pytest process of a run records its environment.
+ENV_PROBE = """
+import json, os
+from pathlib import Path
+
+def pytest_configure(config):
+    out = Path(__file__).parent / "child-env"
+    out.mkdir(exist_ok=True)
+    (out / f"{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
+"""
+
+
+def _create(svc: Service, role: str = "EVAL", **body: Any) -> dict[str, Any]:
+    with svc.client(role) as client:
+        response = client.post("/api/eval/runs", json={"dataset": "demo-v1", **body})
+    assert response.status_code in (200, 202), response.text
+    return dict(response.json())
+
+
+# --------------------------------------------------------------------------- the child's env
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize("where", ["serve", "worker"])
+def test_a_runs_pytest_process_inherits_no_api_key(service_factory: Any, where: str) -> None:
+    svc: Service = service_factory()
+    (svc.root / "conftest.py").write_text(ENV_PROBE, encoding="utf-8")
+    if where == "serve":
+        svc.serve()  # its in-process worker starts the run
+    else:
+        svc.serve(workers=0)
+        svc.worker()  # a `goldeval worker` process, GOLDEVAL_API_KEYS in its environment too
+    assert "GOLDEVAL_API_KEYS" in svc.env
+    run = svc.wait_status(_create(svc)["id"])
+    assert run["status"] == "COMPLETED", run
+    probes = list((svc.root / "child-env").glob("*.json"))
+    assert probes, "the run's pytest process did not load the project conftest.py"
+    for probe in probes:
+        env = json.loads(probe.read_text(encoding="utf-8"))
+        assert "GOLDEVAL_STORE" in env  # the run's own process, with what it needs
+        assert "GOLDEVAL_API_KEYS" not in env
+        leaked = [name for name, value in env.items() for key in KEYS.values() if key in value]
+        assert leaked == []
+
+
+# --------------------------------------------------------------------------- no server paths
+
+
+@SQLITE_ONLY
+def test_answers_and_pages_name_no_absolute_server_path(service_factory: Any) -> None:
+    svc: Service = service_factory()
+    rows = svc.root / "golden" / "demo" / "demo.jsonl"
+    good_rows = rows.read_text(encoding="utf-8")
+    broken = svc.root / "golden" / "broken"
+    broken.mkdir()
+    (broken / "dataset.yaml").write_text("version: [\n", encoding="utf-8")
+    svc.serve(workers=0)
+    texts: dict[str, str] = {}
+    with svc.client("EVAL") as client:
+        unknown = client.post("/api/eval/runs", json={"dataset": "nope"})
+        assert unknown.status_code == 422
+        assert "golden/broken/dataset.yaml" in unknown.json()["detail"]  # names it, relatively
+        texts["unknown dataset"] = unknown.text
+        rows.write_text(good_rows + "{not json\n", encoding="utf-8")
+        invalid = client.post("/api/eval/runs", json={"dataset": "demo-v1"})
+        assert invalid.status_code == 422
+        assert "golden/demo/demo.jsonl:3" in invalid.json()["detail"]
+        texts["invalid row"] = invalid.text
+        rows.write_text(good_rows, encoding="utf-8")
+        queued = _create(svc)
+        rows.write_text(good_rows + "{not json\n", encoding="utf-8")  # broken once queued
+        svc.worker()
+        failed = svc.wait_status(queued["id"])
+        assert failed["status"] == "FAILED" and "golden/demo/demo.jsonl:3" in failed["error"]
+        rows.write_text(good_rows, encoding="utf-8")
+        done = svc.wait_status(_create(svc, idempotencyKey="second")["id"])
+        assert done["status"] == "COMPLETED", done
+        for path in (
+            f"/api/eval/runs/{queued['id']}",
+            f"/api/eval/runs/{done['id']}",
+            "/api/eval/runs",
+            "/ui/",
+            f"/ui/runs/{done['id']}.html",
+            f"/ui/runs/{done['id']}.html?compare={queued['id']}",  # 409: nothing graded
+        ):
+            texts[path] = client.get(path).text
+    with svc.client("MONITOR") as monitor:
+        texts["/readyz"] = monitor.get("/readyz").text
+    with svc.client(None) as anonymous:
+        assert anonymous.get("/healthz").json() == {"status": "ok"}  # liveness says nothing more
+    ready = json.loads(texts["/readyz"])
+    assert ready["status"] == "ok"
+    assert set(ready["checks"]) == {"store", "schemaVersion", "migrations", "datasets"}
+    leaks = [where for where, text in texts.items() if str(svc.root) in text]
+    assert leaks == []
+    assert (
+        str(svc.root)
+        in (svc.root / ".goldeval" / "runs" / done["storeRunId"] / "run.json").read_text()
+    )
+
+
+# --------------------------------------------------------------------------- idempotency scope
+
+OTHER_EVAL_KEY = "second-eval-key-0123456789abcdef"
+
+
+def test_idempotency_keys_belong_to_the_api_key_that_used_them(service_factory: Any) -> None:
+    """The same Idempotency-Key from two API keys makes two runs (neither sees the other's);
+    from one key, the first run again — also for concurrent requests."""
+    svc: Service = service_factory(
+        env={"GOLDEVAL_API_KEYS": API_KEYS_ENV + f",{OTHER_EVAL_KEY}:EVAL"}
+    )
+    svc.serve(workers=0)
+    body = {"dataset": "demo-v1", "idempotencyKey": "ci-build-42"}
+
+    def post(client: httpx.Client) -> httpx.Response:
+        return client.post("/api/eval/runs", json=body)
+
+    with svc.client("EVAL") as mine, svc.client(key=OTHER_EVAL_KEY) as theirs:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(post, [mine, theirs] * 6))
+        ids = {a.json()["id"] for a in answers}
+        assert len(ids) == 2, [a.text for a in answers]
+        assert sorted(a.status_code for a in answers) == [200] * 10 + [202] * 2
+        first = post(mine).json()["id"]
+        second = post(theirs).json()["id"]
+        assert first != second and {first, second} == ids
+        # Another request under the same key: refused for its owner only.
+        changed = {**body, "attempts": 2}
+        assert mine.post("/api/eval/runs", json=changed).status_code == 409
+        with svc.client("ADMIN") as admin:
+            third = admin.post("/api/eval/runs", json=changed)
+            assert third.status_code == 202, third.text
+            assert third.json()["id"] not in ids
+        listed = mine.get("/api/eval/runs").json()["items"]
+    assert len(listed) == 3
+    assert all(r["idempotencyKey"] == "ci-build-42" for r in listed)
+    assert OTHER_EVAL_KEY not in svc.server.output()  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- runs say why
+
+
+@SQLITE_ONLY
+def test_a_run_whose_finalisation_failed_says_why(service_factory: Any) -> None:
+    """The run folder cannot be finished (a folder where the LATEST pointer goes, as a full
+    disk would): the API's error names the reason the plugin printed, not null."""
+    svc: Service = service_factory()
+    latest = svc.root / ".goldeval" / "runs" / "LATEST"
+    latest.mkdir(parents=True)
+    (latest / "keep").write_text("not a pointer", encoding="utf-8")
+    svc.serve()
+    run = svc.wait_status(_create(svc)["id"])
+    assert run["status"] == "FAILED" and run["passed"] is False, run
+    assert run["exitCode"] == 75
+    assert "LATEST is a directory" in run["error"], run
+    assert ".goldeval/runs/LATEST" in run["error"] and str(svc.root) not in run["error"]
+    assert run["exitDecision"]["code"] == run["exitCode"], run
+    assert "LATEST is a directory" in run["exitDecision"]["reason"]
+
+    # Resumed after the dataset changed: the plugin refuses the run key (another protocol,
+    # exit 65) while the store still holds the first attempt. The API's decision is that of
+    # the process that ended last, as its exit code is.
+    latest.joinpath("keep").unlink()
+    latest.rmdir()
+    rows = svc.root / "golden" / "demo" / "demo.jsonl"
+    rows.write_text(rows.read_text(encoding="utf-8").replace("Say", "Please say"), "utf-8")
+    with svc.client("ADMIN") as admin:
+        resumed = admin.post(f"/api/eval/runs/{run['id']}/resume")
+        assert resumed.status_code == 200 and resumed.json()["status"] == "QUEUED"
+    again = svc.wait_status(run["id"])
+    assert again["exitCode"] == 65, again
+    assert again["exitDecision"]["code"] == 65, again
+    assert again["error"] and "refused before any item ran" in again["error"]
+    assert again["passed"] is False
+
+
+# --------------------------------------------------------------------------- header timeout
+
+
+def _slow_client(port: int, stop_after: float) -> tuple[float, bytes]:
+    """Send a request line, then one header byte pair every 0.2 s: (seconds until the server
+    closed the connection, what it answered)."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=stop_after) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        answer = b""
+        while time.monotonic() - started < stop_after:
+            try:
+                sock.sendall(b"X-Slow: 1\r\n")
+            except OSError:
+                break
+            sock.settimeout(0.2)
+            try:
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+        return time.monotonic() - started, answer
+
+
+@SQLITE_ONLY
+def test_clients_that_dribble_headers_are_cut_at_the_header_timeout(service_factory: Any) -> None:
+    svc: Service = service_factory()
+    server = svc.serve("--header-timeout", "1", workers=0)
+    assert server.port is not None
+    with ThreadPoolExecutor(40) as pool:
+        results = list(pool.map(lambda _: _slow_client(server.port, 8.0), range(40)))
+    held = [seconds for seconds, _ in results]
+    assert max(held) < 4.0, held  # 1 s, plus scheduling on a loaded machine; not 8
+    assert all(answer.startswith(b"HTTP/1.1 408") for _, answer in results), results[:3]
+
+    # A request whose headers arrived in time is never cut, however slow its body.
+    body = json.dumps({"dataset": "nope"}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /api/eval/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"X-API-Key: {KEYS['EVAL']}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        )
+        for byte in body:
+            sock.sendall(bytes([byte]))
+            time.sleep(2.5 / len(body))
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 422"), answer[:200]
+        # The connection stays usable for the next request (keep-alive).
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    with svc.client(None) as client:
+        assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("protocol", ["h11", "httptools"])
+def test_the_header_deadline_works_on_both_uvicorn_protocols(protocol: str) -> None:
+    """uvicorn picks httptools when installed, else h11: the guard wraps either."""
+    import uvicorn
+
+    if protocol == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    else:
+        pytest.importorskip("httptools")
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+    port = free_port()
+    http = with_header_deadline(base, 1.0)
+    server = uvicorn.Server(uvicorn.Config(app, port=port, http=http, log_config=None))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seconds, answer = _slow_client(port, 6.0)
+        assert seconds < 3.0 and answer.startswith(b"HTTP/1.1 408"), (seconds, answer)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            for _ in range(2):  # keep-alive: the second request's headers are timed afresh
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert sock.recv(1000).startswith(b"HTTP/1.1 200")
+                time.sleep(0.6)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MB tmpfs (root in CI); skipped where mounting is not allowed (the LATEST test
+    above covers the same path everywhere)."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace')}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@SQLITE_ONLY
+def test_a_disk_full_run_says_so(service_factory: Any, full_disk: Path) -> None:
+    svc: Service = service_factory()
+    runs = full_disk / "runs"
+    svc.serve("--runs", str(runs))
+    st = os.statvfs(full_disk)
+    with open(full_disk / "filler", "wb") as filler:
+        filler.write(b"\0" * (st.f_bavail * st.f_frsize))
+    run = svc.wait_status(_create(svc)["id"])
+    assert run["status"] in ("FAILED", "INTERRUPTED") and run["passed"] is False, run
+    assert "No space left on device" in (run["error"] or ""), run
+    assert str(full_disk) not in run["error"]  # the runs folder outside the project: <runs>
+    assert run["exitDecision"]["code"] == run["exitCode"] != 0
