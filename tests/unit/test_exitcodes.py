@@ -298,3 +298,11 @@ def test_fixture_gate_with_incomparable_baseline_still_exits_65() -> None:
     gate = evaluate(run, {"thresholds": {"overallPassRate": 1.0}}, baseline, comparison)
     assert gate.passed
     assert decide_run_exit(run, comparison, gate, pytest_status=0).code == COMPARISON_INVALID
+
+
+def test_a_skipped_attempt_is_never_a_pass() -> None:
+    run = make_run({"a": "PASS", "b": ["PASS", "SKIPPED"]})
+    for gate in (None, PASSED_GATE):
+        decision = decide_run_exit(run, None, gate, pytest_status=0)
+        assert decision.code == GATE_FAILED
+        assert "1 of 3 selected attempts SKIPPED" in decision.reason

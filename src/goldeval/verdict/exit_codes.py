@@ -249,6 +249,18 @@ def _not_started(o: RunOutcome) -> ExitDecision | None:
     return ExitDecision(GATE_FAILED, f"run INCOMPLETE: selected attempts {'; '.join(parts)}")
 
 
+def _skipped(o: RunOutcome) -> ExitDecision | None:
+    skipped = o.attempts.skipped
+    if not skipped:
+        return None
+    return ExitDecision(
+        GATE_FAILED,
+        f"{skipped} of {o.attempts.total} selected attempts SKIPPED (pytest.skip in a fixture, "
+        "the provider, the retriever or a grader): not graded, so not a pass; deselect rows "
+        "with -m/-k instead of skipping them",
+    )
+
+
 def _baseline_not_saved(o: RunOutcome) -> ExitDecision | None:
     if o.baseline_not_saved:
         return ExitDecision(GATE_FAILED, f"baseline not saved: {o.baseline_not_saved}")
@@ -328,6 +340,11 @@ RULES: tuple[Rule, ...] = (
         "selected attempts were not started (the run deadline, the token/cost budget): INCOMPLETE",
         "1",
         _not_started,
+    ),
+    Rule(
+        "some selected attempts were SKIPPED (not graded; SKIPPED is never a pass)",
+        "1",
+        _skipped,
     ),
     Rule("the requested baseline could not be saved", "1", _baseline_not_saved),
     Rule("otherwise: every selected attempt graded, the gate passed", "0", _passed),
