@@ -57,6 +57,11 @@ def _doc() -> dict:
             "must be an integer",
         ),
         (lambda d: d.update(notes=[1]), "notes[0]", "must be a string"),
+        (
+            lambda d: d["metrics"].update(passAtK=_pass_at_k(passAtK="0.5")),
+            "metrics.passAtK.byK[0].passAtK",
+            "must be a number, got a string",
+        ),
     ],
 )
 def test_wrong_types_name_the_field(edit, field: str, message: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -66,6 +71,27 @@ def test_wrong_types_name_the_field(edit, field: str, message: str, tmp_path: Pa
         validate_run_document(doc, tmp_path / "b.json")
     assert caught.value.field == field
     assert message in caught.value.message
+
+
+def _pass_at_k(**row: object) -> dict:
+    ci = {"lower": 0.25, "upper": 0.75, "method": "bootstrap-percentile"}
+    first = {"k": 1, "cases": 10, "passAtK": 0.5, "passAtKCi95": ci, "passHatK": 0.5}
+    return {
+        "cases": 10,
+        "resamples": 2000,
+        "seed": 0,
+        "confidence": 0.95,
+        "byK": [{**first, "passHatKCi95": ci, **row}],
+    }
+
+
+def test_a_run_with_pass_at_k_validates_and_dumps_the_same_json(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["metrics"]["passAtK"] = _pass_at_k()
+    typed = validate_run_document(doc, tmp_path / "run.json")
+    assert typed.metrics is not None and typed.metrics.pass_at_k is not None
+    assert typed.metrics.pass_at_k.by_k[0].pass_at_k_ci95 is not None
+    assert typed.dump() == doc
 
 
 def test_non_finite_numbers_are_refused(tmp_path: Path) -> None:

@@ -120,3 +120,24 @@ def test_weighted_score_formula() -> None:
     m = compute_metrics([case("a", "P"), case("b", "F")])
     assert m["weightedScore"] == pytest.approx(0.5)
     assert m["weightedScoreFormula"] == "(1.00*contract(0.500)) / 1.00"
+
+
+def test_pass_at_k_only_when_asked_and_from_the_cases_tallies() -> None:
+    from goldeval.results.metrics import MetricsAccumulator
+    from goldeval.results.sampling import pass_at_k, pass_hat_k
+
+    cases = [case("a", "PPP"), case("b", "PFF"), case("c", "FFF"), case("d", "PPE")]
+    assert "passAtK" not in compute_metrics(cases)
+    acc = MetricsAccumulator(pass_at_k=True)
+    for c in cases:
+        acc.add(c)
+    table = acc.result()["passAtK"]
+    assert (table["cases"], table["seed"], table["resamples"]) == (4, 0, 2000)
+    rows = {row["k"]: row for row in table["byK"]}
+    assert sorted(rows) == [1, 2, 3]
+    # k = 3: case d has only 2 graded attempts (one ERROR) and is left out.
+    assert rows[3]["cases"] == 3 and rows[2]["cases"] == 4
+    expected = (pass_at_k(3, 3, 2) + pass_at_k(3, 1, 2) + 0.0 + pass_at_k(2, 2, 2)) / 4
+    assert rows[2]["passAtK"] == pytest.approx(expected)
+    assert rows[2]["passHatK"] == pytest.approx((1.0 + pass_hat_k(3, 1, 2) + 0.0 + 1.0) / 4)
+    assert rows[2]["passAtKCi95"]["method"] == "bootstrap-percentile"

@@ -172,6 +172,7 @@ def render(run: Mapping[str, Any]) -> str:
                 f"| {md_escape(c['caseId'])} | {sr['hits']}/{sr['total']} | "
                 f"{'yes' if unstable else 'no'} |"
             )
+    out += _pass_at_k_lines(m.get("passAtK"))
     comparison = run.get("comparison")
     if comparison:
         out += ["", render_comparison(comparison)]
@@ -192,6 +193,29 @@ def render(run: Mapping[str, Any]) -> str:
     if decision:
         out += ["", f"Exit status {decision.get('code')}: {md_escape(decision.get('reason'))}"]
     return "\n".join(out) + "\n"
+
+
+def _pass_at_k_lines(table: Mapping[str, Any] | None) -> list[str]:
+    """``metrics.passAtK`` as a table (runs with more than one attempt per case)."""
+    if not table or not table.get("byK"):
+        return []
+    out = [
+        "",
+        "## Repeated attempts: pass@k and pass^k",
+        "",
+        "pass@k: at least one of k attempts passes; pass^k: all k pass (means over cases, "
+        f"95% case bootstrap, {table.get('resamples')} resamples, seed {table.get('seed')}).",
+        "",
+        "| k | Cases | pass@k | 95% | pass^k | 95% |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in table["byK"]:
+        out.append(
+            f"| {row['k']} | {row['cases']} | {row['passAtK'] * 100:.1f}% | "
+            f"{_ci({'ci95': row.get('passAtKCi95')})} | {row['passHatK'] * 100:.1f}% | "
+            f"{_ci({'ci95': row.get('passHatKCi95')})} |"
+        )
+    return out
 
 
 #: How much of one rendered message report.md shows.

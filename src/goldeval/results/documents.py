@@ -31,6 +31,7 @@ __all__ = [
     "ExitDecisionDoc",
     "GateDoc",
     "Metrics",
+    "PassAtKDoc",
     "Protocol",
     "RateDoc",
     "RunDocument",
@@ -148,6 +149,36 @@ class Configuration(_Doc):
     deadline_seconds: float | None = Field(default=None, alias="deadlineSeconds")
 
 
+class IntervalDoc(_Doc):
+    """A two-sided 95% interval and its method (``bootstrap-percentile`` or ``normal``)."""
+
+    lower: float
+    upper: float
+    method: str
+
+
+class PassAtKRowDoc(_Doc):
+    """pass@k and pass^k for one k, over the ``cases`` with at least k graded attempts."""
+
+    k: int
+    cases: int
+    pass_at_k: float = Field(alias="passAtK")
+    pass_at_k_ci95: IntervalDoc | None = Field(default=None, alias="passAtKCi95")
+    pass_hat_k: float = Field(alias="passHatK")
+    pass_hat_k_ci95: IntervalDoc | None = Field(default=None, alias="passHatKCi95")
+
+
+class PassAtKDoc(_Doc):
+    """``metrics.passAtK`` (runs with more than one attempt per case): the bootstrap's
+    resamples and seed, so the intervals can be reproduced, and one row per k."""
+
+    cases: int
+    resamples: int
+    seed: int
+    confidence: float
+    by_k: list[PassAtKRowDoc] = Field(default_factory=list, alias="byK")
+
+
 class Metrics(_Doc):
     """The nine reference rates (``core.rates.RATE_NAMES``), per-grader rates and slices."""
 
@@ -165,6 +196,7 @@ class Metrics(_Doc):
     latency: dict[str, Any] | None = None
     tokens: TokensDoc | None = None
     unstable_case_rate: RateDoc | None = Field(default=None, alias="unstableCaseRate")
+    pass_at_k: PassAtKDoc | None = Field(default=None, alias="passAtK")
     weighted_score: float | None = Field(default=None, alias="weightedScore")
     weighted_score_formula: str | None = Field(default=None, alias="weightedScoreFormula")
 

@@ -7,12 +7,14 @@ printed ``n/a``), never 0% or 100%.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from goldeval.core.models import Rate
 from goldeval.core.rates import RATE_NAMES
 from goldeval.core.stats import wilson
+from goldeval.results.sampling import Tally, pass_at_k_table
 
 WEIGHT_TERMS = (
     ("contract", "contractPassRate"),
@@ -61,7 +63,11 @@ def _add(a: int | None, b: int | None) -> int | None:
 class MetricsAccumulator:
     """Reference 4.4 metrics, fed one rolled-up case (a run.json case dict) at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, pass_at_k: bool = False) -> None:
+        """``pass_at_k``: add ``passAtK`` (the run repeated attempts: --golden-attempts > 1)."""
+        self.pass_at_k = pass_at_k
+        #: How many cases had each (passed, graded) tally: all pass@k needs, in little memory.
+        self.tallies: Counter[Tally] = Counter()
         self.h = dict.fromkeys(RATE_NAMES, 0)
         self.t = dict.fromkeys(RATE_NAMES, 0)
         self.unstable_h = 0
@@ -172,6 +178,7 @@ class MetricsAccumulator:
                 elif g.get("score") is not None:
                     self.soft.setdefault(g["grader"], []).append(g["score"])
         if case_quality:
+            self.tallies[Tally(case_hits, case_quality)] += 1
             for kind in kinds:
                 sl = self.slices.setdefault(kind.lower(), [0, 0])
                 sl[0] += case_hits
@@ -236,6 +243,8 @@ class MetricsAccumulator:
                 **self.judge_pending.dump("pendingCases"),
                 **self.judge_errors.dump("errorCases"),
             }
+        if self.pass_at_k and self.tallies:
+            metrics["passAtK"] = pass_at_k_table(list(self.tallies.elements()))
         if self.soft:
             metrics["softScores"] = {
                 k: {"mean": sum(v) / len(v), "samples": len(v)}

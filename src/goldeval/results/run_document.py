@@ -311,7 +311,7 @@ def build_run(
     """Roll up and write every case (one JSON line each) to ``cases_file``; return the run
     document with light cases (see :class:`LightCases`) for comparison, gate and reports."""
     counters = Counters()
-    acc = MetricsAccumulator()
+    acc = MetricsAccumulator(pass_at_k=_repeats(protocol))
     light: list[dict[str, Any]] = []
     lighten = LightCases().light
     cases_file.parent.mkdir(parents=True, exist_ok=True)
@@ -340,6 +340,12 @@ def build_run(
     if extra:
         doc.update(extra)
     return doc
+
+
+def _repeats(protocol: dict[str, Any]) -> bool:
+    """Whether the run asked for more than one attempt per case (pass@k is then reported)."""
+    attempts = protocol.get("attempts")
+    return isinstance(attempts, int) and attempts > 1
 
 
 def write_run_json(path: Path, run: dict[str, Any], cases_file: Path) -> None:
