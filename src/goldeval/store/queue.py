@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
-from goldeval.store.base import ATTEMPT_ROW_COLUMNS, SqlStore, Store, StoreError, json_text
+from goldeval.store.base import (
+    ATTEMPT_ROW_COLUMNS,
+    ATTEMPT_ROW_JOIN,
+    SqlStore,
+    Store,
+    StoreError,
+    json_text,
+)
 
 FINISHED = ("COMPLETED", "FAILED", "INTERRUPTED")
 
@@ -374,7 +381,7 @@ class RunQueue:
         errors)."""
         with self.store._read("error_records") as tx:
             rows = tx.query(
-                f"SELECT {ATTEMPT_ROW_COLUMNS} FROM attempts a"
+                f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
                 " JOIN runs r ON r.run_id = a.run_id"
                 " JOIN service_runs s ON s.run_key = r.run_key"
                 " WHERE a.status = 'ERROR'"
@@ -382,4 +389,4 @@ class RunQueue:
                 " LIMIT ?",
                 (int(limit),),
             )
-            return self.store.records_of(tx, rows)
+        return self.store.records_of(rows)
