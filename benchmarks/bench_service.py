@@ -64,20 +64,42 @@ def fill(url: str, runs: int) -> None:
     statuses = ("COMPLETED", "COMPLETED", "COMPLETED", "FAILED", "INTERRUPTED")
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     with open_store(url) as store:
-        ts = store._ts_param  # type: ignore[attr-defined]
+        ts = store.ts_param  # type: ignore[attr-defined]
         rows = []
         for n in range(runs):
             created = start + timedelta(minutes=n)
             status = statuses[n % len(statuses)]
-            request = {"dataset": f"ds-{n % 7}-v1", "mode": "fixture", "attempts": 1,
-                       "model": None, "provider": None, "baselineRunId": None,
-                       "deadlineSeconds": None, "noGate": False}
-            rows.append((
-                f"{n:032x}", f"ci-{n}", status, f"ds-{n % 7}-v1", json_text(request),
-                f"svc-{n:032x}", f"2026-run-{n}", f"/runs/2026-run-{n}", "bench:1:0", 1, 0,
-                0 if status == "COMPLETED" else 1, None if status == "COMPLETED" else "x",
-                ts(created), ts(created), ts(created), ts(created + timedelta(seconds=30)),
-            ))
+            request = {
+                "dataset": f"ds-{n % 7}-v1",
+                "mode": "fixture",
+                "attempts": 1,
+                "model": None,
+                "provider": None,
+                "baselineRunId": None,
+                "deadlineSeconds": None,
+                "noGate": False,
+            }
+            rows.append(
+                (
+                    f"{n:032x}",
+                    f"ci-{n}",
+                    status,
+                    f"ds-{n % 7}-v1",
+                    json_text(request),
+                    f"svc-{n:032x}",
+                    f"2026-run-{n}",
+                    f"/runs/2026-run-{n}",
+                    "bench:1:0",
+                    1,
+                    0,
+                    0 if status == "COMPLETED" else 1,
+                    None if status == "COMPLETED" else "x",
+                    ts(created),
+                    ts(created),
+                    ts(created),
+                    ts(created + timedelta(seconds=30)),
+                )
+            )
         with store._transaction("bench fill") as tx:  # type: ignore[attr-defined]
             tx.executemany(
                 "INSERT INTO service_runs (id, idempotency_key, status, dataset_id, request,"
@@ -100,9 +122,24 @@ def start_server(url: str, root: Path) -> tuple[subprocess.Popen[bytes], str]:
     src = str(Path(__file__).resolve().parent.parent / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "goldeval.cli.main", "serve", "--port", str(port), "--workers", "0",
-         "--store", url, "--root", str(root)],
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "goldeval.cli.main",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "0",
+            "--store",
+            url,
+            "--root",
+            str(root),
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -146,9 +183,7 @@ def http_throughput(
     server share the machine's cores.
     """
     host, port = base.removeprefix("http://").split(":")
-    request = (
-        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nX-API-Key: {KEY}\r\n\r\n"
-    ).encode()
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nX-API-Key: {KEY}\r\n\r\n").encode()
 
     async def run() -> tuple[float, list[float]]:
         latencies: list[float] = []
@@ -259,19 +294,41 @@ def bench(name: str, url: str, root: Path, args: argparse.Namespace) -> list[tup
     label = f"{name}, {args.runs:,} runs"
     return [
         (f"{label}: GET /healthz p50 (HTTP floor)", ms(statistics.median(floor)), "—", "—", "—"),
-        (f"{label}: {args.clients} clients, GET /healthz requests/s (HTTP floor)",
-         f"{floor_rps:.0f}/s", "—", "—", "—"),
-        (f"{label}: GET /api/eval/runs p50", ms(statistics.median(api)),
-         f"plain SQL {ms(statistics.median(plain))}",
-         f"{statistics.median(api) / statistics.median(plain):.1f}x", "—"),
-        (f"{label}: GET /api/eval/runs p95", ms(pct(api, 0.95)),
-         f"plain SQL {ms(pct(plain, 0.95))}",
-         f"{pct(api, 0.95) / pct(plain, 0.95):.1f}x", "—"),
-        (f"{label}: {args.clients} clients, requests/s", f"{api_rps:.0f}/s",
-         f"plain SQL {sql_rps:.0f}/s", f"{api_rps / sql_rps:.2f}x", "—"),
-        (f"{label}: {args.clients} clients, p95", ms(pct(api_lat, 0.95)),
-         f"plain SQL {ms(pct(sql_lat, 0.95))}", f"{pct(api_lat, 0.95) / pct(sql_lat, 0.95):.1f}x",
-         "—"),
+        (
+            f"{label}: {args.clients} clients, GET /healthz requests/s (HTTP floor)",
+            f"{floor_rps:.0f}/s",
+            "—",
+            "—",
+            "—",
+        ),
+        (
+            f"{label}: GET /api/eval/runs p50",
+            ms(statistics.median(api)),
+            f"plain SQL {ms(statistics.median(plain))}",
+            f"{statistics.median(api) / statistics.median(plain):.1f}x",
+            "—",
+        ),
+        (
+            f"{label}: GET /api/eval/runs p95",
+            ms(pct(api, 0.95)),
+            f"plain SQL {ms(pct(plain, 0.95))}",
+            f"{pct(api, 0.95) / pct(plain, 0.95):.1f}x",
+            "—",
+        ),
+        (
+            f"{label}: {args.clients} clients, requests/s",
+            f"{api_rps:.0f}/s",
+            f"plain SQL {sql_rps:.0f}/s",
+            f"{api_rps / sql_rps:.2f}x",
+            "—",
+        ),
+        (
+            f"{label}: {args.clients} clients, p95",
+            ms(pct(api_lat, 0.95)),
+            f"plain SQL {ms(pct(sql_lat, 0.95))}",
+            f"{pct(api_lat, 0.95) / pct(sql_lat, 0.95):.1f}x",
+            "—",
+        ),
     ]
 
 

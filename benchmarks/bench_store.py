@@ -18,6 +18,15 @@ mode, against a bare ``executemany`` of the same rows into a table of the same s
 Serialising the records to JSON is timed on every side. Target: at most 1.5x. Without
 --postgres the script starts a throwaway PostgreSQL server with the same helper the tests use
 (it needs the postgresql binaries); with --postgres URL, databases are created on that server.
+
+    python benchmarks/bench_store.py --pages [--sizes-of 100,100000] [--repeat 200] [--postgres URL]
+
+``--pages``: one page of results (``Store.attempts_page``, what ``GET .../results?limit=50``
+reads: 50 records after a cursor in the middle of the run, all statuses and FAIL only) against
+the plain SQL of that page (the same SELECT, rows fetched, no records built), on a run of 100
+and of 100,000 attempts, SQLite and PostgreSQL; median of ``--repeat`` reads. Target: a page
+<= 2x its plain SQL, flat from 100 to 100,000 attempts. It also prints the store size after
+one run and after ten runs of the same records (written through the store API; target <= 2x).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -427,6 +437,145 @@ def main_sizes(args: argparse.Namespace) -> None:
             server.stop()
 
 
+PAGE = 50
+_PLAIN_PAGE = (
+    "SELECT a.case_id, a.attempt_index, a.model, a.status, a.fields, c.body"
+    " FROM attempts a JOIN contents c ON c.id = a.content_id"
+    " WHERE a.run_id = ?{status} AND (a.case_id, a.attempt_index, a.model) > (?, ?, ?)"
+    " ORDER BY a.case_id, a.attempt_index, a.model LIMIT ?"
+)
+
+
+def _fill_run(url: str, run_id: str, recs: list[dict]) -> None:
+    with open_store(url) as store:
+        store.begin_run(
+            run_id,
+            dataset_id="bench",
+            dataset_hash="h",
+            mode="LIVE",
+            protocol={},
+            configuration={},
+        )
+        for i in range(0, len(recs), 500):
+            store.record_attempts(run_id, recs[i : i + 500])
+        store.finish_run(run_id, "COMPLETED", {})
+
+
+def _median_ms(repeat: int, read: Any) -> float:
+    read()  # warm the cache and the statement cache
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        read()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def _raw_reader(url: str) -> tuple[Any, Any]:
+    """A function running one SQL query on a raw connection (``?`` placeholders), and the
+    connection."""
+    if "://" in url:
+        import psycopg
+
+        con: Any = psycopg.connect(url, autocommit=True)
+
+        def pg(sql: str, params: tuple) -> list:
+            return con.execute(sql.replace("?", "%s"), params).fetchall()
+
+        return pg, con
+    con = sqlite3.connect(url, isolation_level=None)
+    return (lambda sql, params: con.execute(sql, params).fetchall()), con
+
+
+def _page_row(
+    store: Any,
+    query: Any,
+    backend: str,
+    run_id: str,
+    n: int,
+    status: str | None,
+    middle: tuple,
+    repeat: int,
+) -> tuple:
+    sql = _PLAIN_PAGE.format(status=" AND a.status = ?" if status else "")
+    params = (run_id, *((status,) if status else ()), *middle, PAGE)
+
+    def plain() -> list:
+        return query(sql, params)
+
+    def plain_decoded() -> list:
+        return [(json.loads(r[4]), json.loads(r[5])) for r in query(sql, params)]
+
+    def page() -> list:
+        return store.attempts_page(run_id, limit=PAGE, status=status, after=middle)
+
+    assert len(page()) == len(plain()) > 0
+    took = {f.__name__: _median_ms(repeat, f) for f in (plain, plain_decoded, page)}
+    return (
+        f"{backend}: page of {PAGE} after the middle, {n:,} attempts"
+        + (f", status={status}" if status else ""),
+        f"{took['page']:.2f} ms",
+        f"plain SQL {took['plain']:.2f} ms (+ JSON decode {took['plain_decoded']:.2f} ms)",
+        f"{took['page'] / took['plain']:.2f}x ({took['page'] / took['plain_decoded']:.2f}x)",
+        "<= 2x",
+    )
+
+
+def pages(url: str, sizes: list[int], repeat: int, backend: str) -> list[tuple]:
+    """One page vs its plain SQL at each run size (every run in the same store)."""
+    out = []
+    for n in sizes:
+        recs = records(n)
+        run_id = f"pages-{n}"
+        _fill_run(url, run_id, recs)
+        middle = sorted((r["caseId"], r["index"], "") for r in recs)[n // 2]
+        query, con = _raw_reader(url)
+        with open_store(url) as store:
+            for status in (None, "FAIL"):
+                out.append(_page_row(store, query, backend, run_id, n, status, middle, repeat))
+        con.close()
+    return out
+
+
+def repeated_size(url: str, n: int, runs: int, backend: str) -> tuple:
+    """Store size after one run of ``n`` records and after ``runs`` runs of the same."""
+    recs = records(n)
+    sizes = {}
+    for k in range(1, runs + 1):
+        _fill_run(url, f"size-{k}", [{**r, "durationMs": r["durationMs"] + k} for r in recs])
+        if k in (1, runs):
+            with open_store(url) as store:
+                sizes[k] = store.size_bytes()
+    return (
+        f"{backend}: {runs} runs of the same {n:,} records / 1 run",
+        f"{sizes[runs] / sizes[1]:.2f}x",
+        f"{sizes[1] / 1e6:.1f} MB -> {sizes[runs] / 1e6:.1f} MB",
+        "",
+        "<= 2x",
+    )
+
+
+def main_pages(args: argparse.Namespace) -> None:
+    sizes = [int(x) for x in args.sizes_of.split(",")]
+    workdir = Path(tempfile.mkdtemp(prefix="goldeval-bench-pages-"))
+    admin, server = _postgres_admin(args.postgres)
+    rows = []
+    try:
+        targets = {
+            "SQLite": (str(workdir / "pages.sqlite3"), str(workdir / "sizes.sqlite3")),
+            "PostgreSQL": (_fresh_pg(admin, "bench_pages"), _fresh_pg(admin, "bench_page_sizes")),
+        }
+        for backend, (url, size_url) in targets.items():
+            rows += pages(url, sizes, args.repeat, backend)
+            print(table(rows), file=sys.stderr, flush=True)
+            if args.size_rows:
+                rows.append(repeated_size(size_url, args.size_rows, 10, backend))
+        print(table(rows))
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--attempts", type=int, default=100_000)
@@ -438,7 +587,20 @@ def main() -> None:
     parser.add_argument(
         "--replay", action="store_true", help="--sizes: one pytest run, the others replayed"
     )
+    parser.add_argument("--pages", action="store_true", help="a results page vs plain SQL")
+    parser.add_argument("--sizes-of", default="100,100000", help="--pages: attempts per run")
+    parser.add_argument(
+        "--size-rows",
+        type=int,
+        default=100_000,
+        help="--pages: records per run for the size of 10 runs (0: skip)",
+    )
     args = parser.parse_args()
+    if args.pages:
+        if args.repeat == 3:
+            args.repeat = 200
+        main_pages(args)
+        return
     if args.sizes:
         main_sizes(args)
         return

@@ -16,7 +16,7 @@ from goldeval.core.models import AttemptRecord, CaseInfo, ContractResult, Status
 from goldeval.results.run_document import attempt_payload, without_raw_text
 from goldeval.store import LATEST_VERSION, Store, open_store
 from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
-from goldeval.store.pages import MARK, decode_page
+from goldeval.store.pages import MARK
 from tests.helpers import RunFiles
 from tests.store.conftest import Target
 
@@ -157,7 +157,8 @@ def test_delete_runs_keeps_contents_other_runs_use(store: Store, target: Target)
     assert store.attempts("run-1") == _expected(kept)
     assert store.cases("run-1") == _infos()
     assert store.attempts("run-0") == [] and store.cases("run-2") == []
-    assert target.query("SELECT DISTINCT run_id FROM run_pages") == [("run-1",)]
+    assert target.query("SELECT DISTINCT run_id FROM attempts") == [("run-1",)]
+    assert target.query("SELECT DISTINCT run_id FROM run_cases") == [("run-1",)]
     assert [r[0] for r in target.query("SELECT id FROM datasets")] == ["generation-v1"]
 
 
@@ -197,7 +198,7 @@ def test_migration_5_moves_old_rows_and_reads_the_same(target: Target) -> None:
         for run_id, records in old.items():
             assert store.attempts(run_id) == _expected(records)
             assert store.cases(run_id) == _infos()
-        assert not {"cases", "attempts"} & target.tables()
+        assert not {"cases", "run_pages"} & target.tables()  # rows since migration 8
         contents = _count(target, "contents")
         # A resumed old run takes new attempts, and a re-sent one is still a no-op.
         extra = AttemptRecord(case_id="case-000", index=2, status=Status.PASS).dump()
@@ -205,16 +206,18 @@ def test_migration_5_moves_old_rows_and_reads_the_same(target: Target) -> None:
         assert not store.record_attempt("old-0", old["old-0"][0].dump())
     # three runs of the same texts were moved into one copy of each
     assert contents == CASES + 10 + 1
-    pages = target.query("SELECT body FROM run_pages WHERE run_id = 'old-1' AND kind = 'attempt'")
-    assert sum(len(decode_page(body)) for (body,) in pages) == CASES
+    assert target.query("SELECT COUNT(*) FROM attempts WHERE run_id = 'old-1'") == [(CASES,)]
 
 
 def _page_contents(target: Target) -> set[int]:
-    """Ids of the contents the run pages refer to (cases and attempts)."""
-    out: set[int] = set()
-    for kind, body in target.query("SELECT kind, body FROM run_pages"):
-        out.update(int(e[1] if kind == "case" else e[4]) for e in decode_page(body))
-    return out
+    """Ids of the contents the newest run's rows refer to (cases and attempts)."""
+    (run_id,) = target.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")[0]
+    rows = target.query(
+        "SELECT content_id FROM attempts WHERE run_id = ?"
+        " UNION SELECT content_id FROM run_cases WHERE run_id = ?",
+        (run_id, run_id),
+    )
+    return {int(r[0]) for r in rows}
 
 
 @pytest.mark.parametrize("runs", [3])

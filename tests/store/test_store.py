@@ -24,13 +24,20 @@ from goldeval.store import (
     redact_url,
 )
 from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
-from goldeval.store.pages import decode_page
 from goldeval.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from conftest import PostgresServer, Target
 
-TABLES = {"datasets", "runs", "contents", "run_pages", "artifacts", "schema_version"}
+TABLES = {
+    "datasets",
+    "runs",
+    "contents",
+    "attempts",
+    "run_cases",
+    "artifacts",
+    "schema_version",
+}
 SUMMARY = {
     "status": "COMPLETED",
     "metrics": {"overallPassRate": {"hits": 3, "total": 4, "rate": 0.75}},
@@ -64,13 +71,22 @@ def test_schema_is_created_at_the_latest_version(store: Store, target: Target) -
     assert store.schema_version() == LATEST_VERSION
     versions = target.query("SELECT version FROM schema_version ORDER BY version")
     assert [v for (v,) in versions] == list(range(1, LATEST_VERSION + 1))
-    assert not {"cases", "attempts"} & target.tables()  # moved into pages (migration 5)
+    assert not {"cases", "run_pages"} & target.tables()  # rows again since migration 8
     # The unique keys are in the schema itself, not only in the store's SQL.
     begin(store)
-    page = "INSERT INTO run_pages VALUES ('run-1', 1, 'attempt', ?, '2026-01-01T00:00:00+00:00')"
-    target.execute(page, (b"x",))
+    case = "INSERT INTO run_cases VALUES ('run-1', 'case-a', ?)"
+    target.execute(case, (1,))
     with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
-        target.execute(page, (b"y",))
+        target.execute(case, (2,))
+    attempt = (
+        "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, content_id,"
+        " fields) VALUES ('run-1', 'case-a', 1, '', ?, 1, '{}')"
+    )
+    target.execute(attempt, ("PASS",))
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        target.execute(attempt, ("FAIL",))
+    with pytest.raises(Exception, match=r"(?i)check"):
+        target.execute(attempt.replace("1, '',", "2, '',"), ("MAYBE",))
     target.execute("INSERT INTO contents (sha256, body) VALUES (?, '{}')", (b"k" * 32,))
     with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
         target.execute("INSERT INTO contents (sha256, body) VALUES (?, '[]')", (b"k" * 32,))
@@ -479,8 +495,8 @@ def test_two_processes_write_one_run_concurrently(target: Target, overlap: bool)
     assert len(keys) == expected  # no duplicates
     wanted = {(r["caseId"], r["index"], "") for s in (0, 1) for r in _shard_records(s, overlap)}
     assert keys == wanted
-    pages = target.query("SELECT body FROM run_pages WHERE kind = 'attempt'")
-    assert sum(len(decode_page(body)) for (body,) in pages) == expected  # written once each
+    rows = target.query("SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,))
+    assert rows == [(expected,)]  # written once each
 
 
 # --------------------------------------------------------------------------- SQLite only

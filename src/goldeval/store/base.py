@@ -21,7 +21,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, cast
@@ -45,7 +45,6 @@ from goldeval.store.pages import (
     externalise,
     full_fields,
     join_record,
-    key_string,
     marks,
     slim_fields,
     split_record,
@@ -295,6 +294,23 @@ class Store(ABC):
         """The stored attempt records, ordered by case id, attempt index and model."""
 
     @abstractmethod
+    def attempts_page(
+        self,
+        run_id: str,
+        *,
+        limit: int,
+        status: str | None = None,
+        after: AttemptKey | None = None,
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` attempt records of the run after the key ``after`` (keyset
+        paging), in :meth:`attempts` order, only those of ``status`` when it is given.
+        Costs one index range read of ``limit`` rows however many attempts the run has."""
+
+    @abstractmethod
+    def attempt_counts(self, run_id: str) -> dict[str, int]:
+        """How many attempts of the run are stored, by status."""
+
+    @abstractmethod
     def cases(self, run_id: str) -> list[dict[str, Any]]:
         """The stored case infos in dataset order (``line``, then case id)."""
 
@@ -396,6 +412,27 @@ _UPSERT_CONTENT = _INSERT_CONTENT + " ON CONFLICT (sha256) DO NOTHING"
 _INSERT_PAGE = (
     "INSERT INTO run_pages (run_id, page_no, kind, body, created_at) VALUES (?, ?, ?, ?, ?)"
 )
+_INSERT_CASE = "INSERT INTO run_cases (run_id, case_id, content_id) VALUES (?, ?, ?)"
+_NEW_CASE_ONLY = " ON CONFLICT (run_id, case_id) DO NOTHING"
+_INSERT_ATTEMPT = (
+    "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, error_kind,"
+    " duration_ms, tokens, content_id, fields) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# Each (run, case, index, model) is written once, except that a stored ERROR attempt is
+# replaced by a later non-ERROR one (how "rerun errors" lands its retries).
+_UPSERT_ATTEMPT = (
+    _INSERT_ATTEMPT + " ON CONFLICT (run_id, case_id, attempt_index, model) DO UPDATE SET"
+    " status = excluded.status, error_kind = excluded.error_kind,"
+    " duration_ms = excluded.duration_ms, tokens = excluded.tokens,"
+    " content_id = excluded.content_id, fields = excluded.fields"
+    " WHERE attempts.status = 'ERROR' AND excluded.status <> 'ERROR'"
+)
+#: The columns :meth:`SqlStore.records_of` turns back into records, and the join they need
+#: (``a``: attempts, ``c``: its content): one query per page, no second round trip.
+ATTEMPT_ROW_COLUMNS = "a.case_id, a.attempt_index, a.model, a.status, a.fields, c.body"
+ATTEMPT_ROW_JOIN = "attempts a JOIN contents c ON c.id = a.content_id"
+#: Distinct contents whose error kind and tokens a store keeps parsed (then starts afresh).
+_COLUMN_CACHE = 50_000
 #: Ids per ``IN (...)`` list (well under SQLite's and PostgreSQL's parameter limits).
 _IN_CHUNK = 500
 
@@ -500,16 +537,6 @@ def attempt_key(record: Mapping[str, Any]) -> tuple[AttemptKey, str]:
     return (str(case_id), index, "" if model is None else str(model)), status
 
 
-@dataclass
-class _RunIndex:
-    """What this process knows is in a run's pages: the writer's duplicate check."""
-
-    last_page: int = 0
-    cases: set[str] = field(default_factory=set)
-    #: key_string(case, index, model) -> status of the entry that counts
-    attempts: dict[str, str] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class _Attempt:
     case_id: str
@@ -521,6 +548,29 @@ class _Attempt:
 
     def slim(self) -> dict[str, Any]:
         return slim_fields(self.case_id, self.index, self.status, self.run_fields)
+
+    def duration_ms(self) -> float | None:
+        for name in ("durationMs", "duration_ms"):
+            value = self.run_fields.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return value
+        return None
+
+
+def _content_columns(content: str) -> tuple[str | None, int | None]:
+    """``(error kind, total tokens)`` of an attempt's content JSON, for the row's columns."""
+    value = json.loads(content) if content else {}
+    if not isinstance(value, dict):
+        return None, None
+    kind = value.get("errorKind", value.get("error_kind"))
+    tokens = value.get("tokens")
+    total = (
+        tokens.get("totalTokens", tokens.get("total_tokens")) if isinstance(tokens, dict) else None
+    )
+    return (
+        kind if isinstance(kind, str) else None,
+        total if isinstance(total, int) and not isinstance(total, bool) else None,
+    )
 
 
 def _attempt_from_record(record: Mapping[str, Any]) -> _Attempt:
@@ -555,7 +605,8 @@ class SqlStore(Store):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._closed = False
-        self._index: dict[str, _RunIndex] = {}
+        #: content digest -> (error kind, total tokens): each distinct content parsed once
+        self._columns: dict[bytes, tuple[str | None, int | None]] = {}
 
     # ---- backend hooks
 
@@ -581,11 +632,11 @@ class SqlStore(Store):
         """Exclusive against every page writer (inside the garbage collection)."""
 
     @abstractmethod
-    def _ts_param(self, value: datetime) -> Any:
+    def ts_param(self, value: datetime) -> Any:
         """A timestamp as the backend stores it."""
 
     @abstractmethod
-    def _ts_value(self, raw: Any) -> datetime:
+    def ts_value(self, raw: Any) -> datetime:
         """A stored timestamp back as an aware UTC datetime."""
 
     @abstractmethod
@@ -622,7 +673,7 @@ class SqlStore(Store):
                 tx.execute(
                     "INSERT INTO schema_version (version, description, applied_at)"
                     " VALUES (?, ?, ?)",
-                    (step.version, step.description, self._ts_param(_utcnow())),
+                    (step.version, step.description, self.ts_param(_utcnow())),
                 )
 
     def _stored_run(self, row: tuple[Any, ...], *, resumed: bool) -> StoredRun:
@@ -636,7 +687,7 @@ class SqlStore(Store):
             protocol=cast(dict[str, Any], _json_value(row[6])),
             configuration=cast(dict[str, Any], _json_value(row[7])),
             status=row[8],
-            started_at=self._ts_value(row[9]),
+            started_at=self.ts_value(row[9]),
             resumed=resumed,
         )
 
@@ -682,8 +733,8 @@ class SqlStore(Store):
             protocol=cast(dict[str, Any], _json_value(row[6])),
             configuration=cast(dict[str, Any], _json_value(row[7])),
             status=row[8],
-            started_at=self._ts_value(row[9]),
-            finished_at=self._ts_value(row[10]) if row[10] is not None else None,
+            started_at=self.ts_value(row[9]),
+            finished_at=self.ts_value(row[10]) if row[10] is not None else None,
             pass_rate=_pass_rate(summary),
             summary=cast("dict[str, Any] | None", summary),
         )
@@ -721,6 +772,87 @@ class SqlStore(Store):
             for content_id, body in _contents_where_in(tx, "id, body", "id", wanted)
         }
 
+    # ---- rows (schema 8)
+
+    @contextmanager
+    def _locked_run(self, op: str, run_id: str) -> Iterator[Tx]:
+        """A write transaction on one run (its writer lock held: see ``_lock_run``)."""
+        with self._transaction(op) as tx:
+            if not self._lock_run(tx, run_id):
+                raise StoreError(f"{op}: no run {run_id!r} in {self.url}")
+            yield tx
+
+    def _write_cases(self, op: str, run_id: str, infos: list[tuple[str, str]]) -> int:
+        if not infos:
+            return 0
+        with self._locked_run(op, run_id) as tx:
+            return self._add_cases(tx, run_id, infos)
+
+    def _add_cases(self, tx: Tx, run_id: str, infos: list[tuple[str, str]]) -> int:
+        new: dict[str, str] = {}
+        for case_id, text in infos:
+            new.setdefault(case_id, text)  # the first info of a case counts, as before
+        if not new:
+            return 0
+        digests = {case_id: digest(text) for case_id, text in new.items()}
+        ids = self._content_ids(tx, {digests[c]: t for c, t in new.items()})
+        rows = [(run_id, c, ids[digests[c]]) for c in new]
+        return tx.insert_new(_INSERT_CASE, _INSERT_CASE + _NEW_CASE_ONLY, rows)
+
+    def _write_attempts(self, op: str, run_id: str, attempts: list[_Attempt]) -> int:
+        if not attempts:
+            return 0
+        with self._locked_run(op, run_id) as tx:
+            return self._add_attempts(tx, run_id, attempts)
+
+    def _add_attempts(self, tx: Tx, run_id: str, attempts: list[_Attempt]) -> int:
+        if not attempts:
+            return 0
+        keys = [digest(a.content) for a in attempts]
+        ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, attempts, strict=True)})
+        rows = [
+            self._attempt_row(run_id, a, key, ids[key])
+            for a, key in zip(attempts, keys, strict=True)
+        ]
+        # A fresh run conflicts with nothing: a plain insert. A resumed run, a rerun of
+        # errors or a re-sent report: the upsert keeps a stored attempt, except an ERROR
+        # one, which a later non-ERROR attempt replaces.
+        return tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows)
+
+    def _attempt_row(
+        self, run_id: str, a: _Attempt, key: bytes, content_id: int
+    ) -> tuple[Any, ...]:
+        columns = self._columns.get(key)
+        if columns is None:
+            if len(self._columns) >= _COLUMN_CACHE:
+                self._columns.clear()
+            columns = self._columns[key] = _content_columns(a.content)
+        error_kind, tokens = columns
+        return (
+            run_id,
+            a.case_id,
+            a.index,
+            a.model,
+            a.status,
+            error_kind,
+            a.duration_ms(),
+            tokens,
+            content_id,
+            json_text(a.slim()),
+        )
+
+    @staticmethod
+    def records_of(rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+        """Attempt records of rows selected as :data:`ATTEMPT_ROW_COLUMNS` from
+        :data:`ATTEMPT_ROW_JOIN`: run fields and content joined back (also for callers
+        reading attempts with their own SQL: the service's queue)."""
+        return [
+            join_record(full_fields(str(c), int(i), str(st), json.loads(fields)), json.loads(body))
+            for c, i, _m, st, fields, body in rows
+        ]
+
+    # ---- pages (schema 5 and 6 only: read by the migration to schema 8)
+
     @staticmethod
     def _pages(tx: Tx, run_id: str, kind: str | None, after: int = 0) -> list[tuple[Any, ...]]:
         """``(page_no, kind, entries)`` of a run's pages after ``after``, in write order."""
@@ -732,97 +864,56 @@ class SqlStore(Store):
         rows = tx.query(sql + " ORDER BY page_no", params)
         return [(int(no), str(k), decode_page(body)) for no, k, body in rows]
 
-    def _caught_up(self, tx: Tx, run_id: str) -> _RunIndex:
-        """This process's index of the run, with the pages other writers added since."""
-        index = self._index.setdefault(run_id, _RunIndex())
-        for page_no, kind, entries in self._pages(tx, run_id, None, index.last_page):
-            if kind == CASE:
-                index.cases.update(str(e[0]) for e in entries)
-            else:
-                for e in entries:
-                    index.attempts[key_string(e[0], e[1], e[2])] = e[3]
-            index.last_page = page_no
-        return index
-
     def _append_page(
         self, tx: Tx, run_id: str, page_no: int, kind: str, entries: list[list[Any]]
     ) -> None:
         tx.execute(
             _INSERT_PAGE,
-            (run_id, page_no, kind, encode_page(entries), self._ts_param(_utcnow())),
+            (run_id, page_no, kind, encode_page(entries), self.ts_param(_utcnow())),
         )
 
-    @contextmanager
-    def _run_writer(self, op: str, run_id: str) -> Iterator[tuple[Tx, _RunIndex]]:
-        """A write transaction on one run's pages, its index caught up. If the transaction
-        fails, the index is dropped (rebuilt from the pages on the next write)."""
-        try:
-            with self._transaction(op) as tx:
-                if not self._lock_run(tx, run_id):
-                    raise StoreError(f"{op}: no run {run_id!r} in {self.url}")
-                yield tx, self._caught_up(tx, run_id)
-        except BaseException:
-            self._index.pop(run_id, None)
-            raise
-
-    def _write_cases(self, op: str, run_id: str, infos: list[tuple[str, str]]) -> int:
-        if not infos:
-            return 0
-        with self._run_writer(op, run_id) as (tx, index):
-            return self._add_cases(tx, run_id, index, infos)
-
-    def _add_cases(
-        self, tx: Tx, run_id: str, index: _RunIndex, infos: list[tuple[str, str]]
-    ) -> int:
-        new: dict[str, str] = {}
-        for case_id, text in infos:
-            if case_id not in index.cases and case_id not in new:
-                new[case_id] = text
-        if not new:
-            return 0
-        digests = {case_id: digest(text) for case_id, text in new.items()}
-        ids = self._content_ids(tx, {digests[c]: t for c, t in new.items()})
-        entries: list[list[Any]] = [[c, ids[digests[c]]] for c in new]
-        self._append_page(tx, run_id, index.last_page + 1, CASE, entries)
-        index.last_page += 1
-        index.cases.update(new)
-        return len(entries)
-
-    def _write_attempts(self, op: str, run_id: str, attempts: list[_Attempt]) -> int:
-        if not attempts:
-            return 0
-        with self._run_writer(op, run_id) as (tx, index):
-            return self._add_attempts(tx, run_id, index, attempts)
-
-    def _add_attempts(self, tx: Tx, run_id: str, index: _RunIndex, attempts: list[_Attempt]) -> int:
-        fresh: dict[str, str] = {}  # this batch's changes, applied after the page
-        chosen: list[_Attempt] = []
-        for a in attempts:
-            key = key_string(a.case_id, a.index, a.model)
-            old = fresh.get(key) or index.attempts.get(key)
-            if old is None or (old == ERROR and a.status != ERROR):
-                fresh[key] = a.status
-                chosen.append(a)
-        if not chosen:
-            return 0
-        keys = [digest(a.content) for a in chosen]
-        ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, chosen, strict=True)})
-        entries: list[list[Any]] = [
-            [a.case_id, a.index, a.model, a.status, ids[k], a.slim()]
-            for k, a in zip(keys, chosen, strict=True)
-        ]
-        self._append_page(tx, run_id, index.last_page + 1, ATTEMPT, entries)
-        index.last_page += 1
-        index.attempts.update(fresh)
-        return len(entries)
-
-    def _final_attempts(self, tx: Tx, run_id: str) -> dict[tuple[str, int, str], list[Any]]:
-        """The entry that counts per attempt key (a later entry replaces an earlier one)."""
+    def _final_page_entries(self, tx: Tx, run_id: str) -> dict[tuple[str, int, str], list[Any]]:
+        """The page entry that counts per attempt key (a later entry replaces an earlier)."""
         final: dict[tuple[str, int, str], list[Any]] = {}
         for _, _, entries in self._pages(tx, run_id, ATTEMPT):
             for e in entries:
                 final[(str(e[0]), int(e[1]), str(e[2]))] = e
         return final
+
+    def move_pages_to_rows(self, tx: Tx) -> None:
+        """Migration 8: every run's case and attempt pages into ``run_cases`` and
+        ``attempts`` rows (contents are kept as they are: the rows point at the same ids)."""
+        for (run_id,) in tx.query("SELECT run_id FROM runs ORDER BY run_id"):
+            first: dict[str, int] = {}
+            for _, _, entries in self._pages(tx, run_id, CASE):
+                for case_id, content_id in entries:
+                    first.setdefault(str(case_id), int(content_id))
+            if first:
+                tx.executemany(_INSERT_CASE, [(run_id, c, i) for c, i in first.items()])
+            final = self._final_page_entries(tx, run_id)
+            texts = self._content_texts(tx, (int(e[4]) for e in final.values()))
+            rows = []
+            for (case_id, index, model), e in sorted(final.items()):
+                status, content_id, slim = str(e[3]), int(e[4]), e[5]
+                run_fields = full_fields(case_id, index, status, slim)
+                attempt = _Attempt(case_id, index, model, status, run_fields, texts[content_id])
+                error_kind, tokens = _content_columns(texts[content_id])
+                rows.append(
+                    (
+                        run_id,
+                        case_id,
+                        index,
+                        model,
+                        status,
+                        error_kind,
+                        attempt.duration_ms(),
+                        tokens,
+                        content_id,
+                        json_text(slim),
+                    )
+                )
+            for i in range(0, len(rows), _PAGE_ROWS):
+                tx.executemany(_INSERT_ATTEMPT, rows[i : i + _PAGE_ROWS])
 
     def move_rows_to_pages(self, tx: Tx) -> None:
         """Migration 5: every run's ``cases`` and ``attempts`` rows into contents and pages."""
@@ -901,7 +992,7 @@ class SqlStore(Store):
         now = _utcnow()
         with self._transaction("begin_run") as tx:
             tx.execute(
-                _UPSERT_DATASET, (dataset_id, dataset_hash, dataset_source, self._ts_param(now))
+                _UPSERT_DATASET, (dataset_id, dataset_hash, dataset_source, self.ts_param(now))
             )
             existing = self._find(tx, "run_key", run_key) if run_key is not None else None
             if existing is None:
@@ -916,7 +1007,7 @@ class SqlStore(Store):
                         model,
                         json_text(dict(protocol)),
                         json_text(dict(configuration)),
-                        self._ts_param(now),
+                        self.ts_param(now),
                     ),
                 )
                 if inserted == 1:
@@ -968,11 +1059,8 @@ class SqlStore(Store):
         attempts = _attempts_of_texts(rows)
         if not infos and not attempts:
             return 0, 0
-        with self._run_writer("record_batch", run_id) as (tx, index):
-            return (
-                self._add_cases(tx, run_id, index, infos),
-                self._add_attempts(tx, run_id, index, attempts),
-            )
+        with self._locked_run("record_batch", run_id) as tx:
+            return self._add_cases(tx, run_id, infos), self._add_attempts(tx, run_id, attempts)
 
     def record_attempt(self, run_id: str, record: Mapping[str, Any]) -> bool:
         attempt = _attempt_from_record(record)
@@ -983,27 +1071,68 @@ class SqlStore(Store):
         return self._write_attempts("record_attempts", run_id, attempts)
 
     def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
+        sql = "SELECT case_id, attempt_index, model FROM attempts WHERE run_id = ?"
+        if not include_errors:
+            sql += " AND status <> 'ERROR'"
         with self._read("graded_keys") as tx:
-            final = self._final_attempts(tx, run_id)
-        return {key for key, e in final.items() if include_errors or e[3] != ERROR}
+            rows = tx.query(sql, (run_id,))
+        return {(str(c), int(i), str(m)) for c, i, m in rows}
 
     def attempts(self, run_id: str) -> list[dict[str, Any]]:
+        # Two queries, not the join: a run's attempts share few contents, each fetched once.
         with self._read("attempts") as tx:
-            final = self._final_attempts(tx, run_id)
-            texts = self._content_texts(tx, (e[4] for e in final.values()))
+            rows = tx.query(
+                "SELECT case_id, attempt_index, model, status, fields, content_id"
+                " FROM attempts WHERE run_id = ? ORDER BY case_id, attempt_index, model",
+                (run_id,),
+            )
+            texts = self._content_texts(tx, (int(r[5]) for r in rows))
         return [
-            join_record(full_fields(c, i, e[3], e[5]), json.loads(texts[e[4]]))
-            for (c, i, m), e in sorted(final.items())
+            join_record(
+                full_fields(str(c), int(i), str(st), json.loads(fields)),
+                json.loads(texts[int(content_id)]),
+            )
+            for c, i, _m, st, fields, content_id in rows
         ]
+
+    def attempts_page(
+        self,
+        run_id: str,
+        *,
+        limit: int,
+        status: str | None = None,
+        after: AttemptKey | None = None,
+    ) -> list[dict[str, Any]]:
+        where = ["a.run_id = ?"]
+        params: list[Any] = [run_id]
+        if status is not None:
+            where.append("a.status = ?")
+            params.append(status)
+        if after is not None:
+            where.append("(a.case_id, a.attempt_index, a.model) > (?, ?, ?)")
+            params.extend(after)
+        with self._read("attempts_page") as tx:
+            rows = tx.query(
+                f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
+                f" WHERE {' AND '.join(where)}"
+                " ORDER BY a.case_id, a.attempt_index, a.model LIMIT ?",
+                (*params, max(0, int(limit))),
+            )
+        return self.records_of(rows)
+
+    def attempt_counts(self, run_id: str) -> dict[str, int]:
+        with self._read("attempt_counts") as tx:
+            rows = tx.query(
+                "SELECT status, COUNT(*) FROM attempts WHERE run_id = ? GROUP BY status",
+                (run_id,),
+            )
+        return {str(st): int(n) for st, n in rows}
 
     def cases(self, run_id: str) -> list[dict[str, Any]]:
         with self._read("cases") as tx:
-            first: dict[str, int] = {}
-            for _, _, entries in self._pages(tx, run_id, CASE):
-                for case_id, content_id in entries:
-                    first.setdefault(str(case_id), int(content_id))
-            texts = self._content_texts(tx, first.values())
-        infos = [cast(dict[str, Any], json.loads(texts[i])) for i in first.values()]
+            rows = tx.query("SELECT content_id FROM run_cases WHERE run_id = ?", (run_id,))
+            texts = self._content_texts(tx, (int(r[0]) for r in rows))
+        infos = [cast(dict[str, Any], json.loads(texts[int(r[0])])) for r in rows]
 
         def order(info: dict[str, Any]) -> tuple[int, str]:
             line = info.get("line")
@@ -1025,11 +1154,11 @@ class SqlStore(Store):
                 self._content_ids(tx, texts)
             tx.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
-                (status, self._ts_param(_utcnow()), json_text(compact), run_id),
+                (status, self.ts_param(_utcnow()), json_text(compact), run_id),
             )
 
     def record_artifacts(self, run_id: str, artifacts: Iterable[tuple[str, str, int]]) -> int:
-        now = self._ts_param(_utcnow())
+        now = self.ts_param(_utcnow())
         rows = [(run_id, str(path), str(sha), int(size), now) for path, sha, size in artifacts]
         if not rows:
             return 0
@@ -1043,7 +1172,7 @@ class SqlStore(Store):
                 " ORDER BY path",
                 (run_id,),
             )
-        return [ArtifactRow(r[0], r[1], int(r[2]), self._ts_value(r[3])) for r in rows]
+        return [ArtifactRow(r[0], r[1], int(r[2]), self.ts_value(r[3])) for r in rows]
 
     def runs(self, limit: int = 50, dataset_id: str | None = None) -> list[RunRow]:
         where, params = ("WHERE dataset_id = ?", [dataset_id]) if dataset_id else ("", [])
@@ -1068,13 +1197,14 @@ class SqlStore(Store):
         with self._transaction("delete_runs") as tx:
             self._gc_lock(tx)
             for run_id in ids:
-                # run_pages and artifacts go with the run (ON DELETE CASCADE).
+                # attempts, run_cases and artifacts go with the run (ON DELETE CASCADE).
                 deleted += tx.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-                self._index.pop(run_id, None)
-            referenced: set[int] = set()
-            for kind, body in tx.query("SELECT kind, body FROM run_pages"):
-                column = 1 if kind == CASE else 4
-                referenced.update(int(e[column]) for e in decode_page(body))
+            referenced = {
+                int(i)
+                for (i,) in tx.query(
+                    "SELECT content_id FROM attempts UNION SELECT content_id FROM run_cases"
+                )
+            }
             summaries = tx.query("SELECT summary FROM runs WHERE summary IS NOT NULL")
             in_summaries = self._stand_in_texts(tx, (_json_value(r[0]) for r in summaries))
             keys = sorted(bytes.fromhex(k) for k in in_summaries)

@@ -23,6 +23,13 @@ Versions:
 7. ``service_runs.idempotency_owner``: an idempotency key belongs to the API key that used it
    (a stable digest of it, never the key); the unique index is on (owner, key). Keys recorded
    before keep one shared owner ('').
+8. attempts as rows again, narrow and indexed: ``attempts`` (run, case, attempt index, model,
+   status, error kind, duration, tokens, content id and the record's other run fields),
+   keyed for keyset paging by (run, case, index, model), indexed by (run, status, case,
+   index, model) for a status-filtered page and by (case, run) for a case's history over
+   runs; ``run_cases`` (run, case, content id). Texts stay in ``contents``, once per SHA-256.
+   The pages of every run are moved into rows (the ``move_pages_to_rows`` hook) and
+   ``run_pages`` dropped.
 """
 
 from __future__ import annotations
@@ -188,6 +195,38 @@ def _pages(id_type: str, bytes_type: str, ts_type: str) -> tuple[str, ...]:
 
 
 _DROP_ROW_TABLES: tuple[str, ...] = ("DROP TABLE attempts", "DROP TABLE cases")
+
+
+def _rows(text: str, real: str, without_rowid: str) -> tuple[str, ...]:
+    """Schema 7. ``text``: the key text type (PostgreSQL: ``TEXT COLLATE "C"``, so keyset
+    order is code point order, as in Python and SQLite, whatever the database's locale);
+    ``without_rowid``: SQLite's clustered primary key (the table is its key index)."""
+    return (
+        "CREATE TABLE attempts ("
+        " run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,"
+        f" case_id {text} NOT NULL,"
+        " attempt_index INTEGER NOT NULL,"
+        f" model {text} NOT NULL DEFAULT '',"
+        f" status TEXT NOT NULL CHECK (status IN ({_ATTEMPT_STATUS_CHECK})),"
+        " error_kind TEXT,"
+        f" duration_ms {real},"
+        " tokens BIGINT,"
+        " content_id BIGINT NOT NULL,"
+        " fields TEXT NOT NULL,"
+        f" PRIMARY KEY (run_id, case_id, attempt_index, model)){without_rowid}",
+        "CREATE INDEX attempts_run_status_key"
+        " ON attempts (run_id, status, case_id, attempt_index, model)",
+        "CREATE INDEX attempts_case_run ON attempts (case_id, run_id)",
+        "CREATE TABLE run_cases ("
+        " run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,"
+        f" case_id {text} NOT NULL,"
+        " content_id BIGINT NOT NULL,"
+        f" PRIMARY KEY (run_id, case_id)){without_rowid}",
+    )
+
+
+_DROP_PAGES: tuple[str, ...] = ("DROP TABLE run_pages",)
+_ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
 
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
@@ -204,6 +243,13 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(6, "service_runs: the evaluation service queue", _service_runs("TEXT", "TEXT")),
     Migration(7, _IDEMPOTENCY_DESCRIPTION, _IDEMPOTENCY_OWNER),
+    Migration(
+        8,
+        _ROWS_DESCRIPTION,
+        _rows("TEXT", "REAL", " WITHOUT ROWID"),
+        hook="move_pages_to_rows",
+        after=_DROP_PAGES,
+    ),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -222,6 +268,13 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         6, "service_runs: the evaluation service queue", _service_runs("JSONB", "TIMESTAMPTZ")
     ),
     Migration(7, _IDEMPOTENCY_DESCRIPTION, _IDEMPOTENCY_OWNER),
+    Migration(
+        8,
+        _ROWS_DESCRIPTION,
+        _rows('TEXT COLLATE "C"', "DOUBLE PRECISION", ""),
+        hook="move_pages_to_rows",
+        after=_DROP_PAGES,
+    ),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

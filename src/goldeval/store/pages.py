@@ -1,4 +1,4 @@
-"""Deduplicated storage of a run's cases and attempts: content-addressed texts plus run pages.
+"""Deduplicated storage of a run's cases and attempts: content-addressed texts.
 
 Ten runs of the same dataset in fixture mode used to store every case text and every graded
 record ten times. Since schema version 5 the store keeps:
@@ -6,18 +6,14 @@ record ten times. Since schema version 5 the store keeps:
 * ``contents``: each distinct JSON text once, keyed by its SHA-256 (a case's info — so case
   texts are stored once per dataset version — and an attempt's record minus the fields that
   change from run to run);
-* ``run_pages``: per run, append-only compressed pages, one per write batch. A case entry is
-  ``[case id, content id]``; an attempt entry is ``[case id, index, model, status, content
-  id, run fields]``, where the run fields are the record's per-run values (duration, tries;
-  the key fields only when they differ from the entry's). A run of 100,000 attempts adds a
-  few bytes per attempt once its contents are known;
+* since schema 8, one narrow row per attempt (``attempts``: key, status, error kind,
+  duration, tokens, content id and the slimmed run fields of :func:`slim_fields`) and per
+  case of a run (``run_cases``), indexed for keyset paging and SQL over runs; schemas 5 and
+  6 kept them in ``run_pages``, compressed pages of entries ``[case id, content id]`` and
+  ``[case id, index, model, status, content id, run fields]`` (a later attempt entry
+  replacing an earlier one), which migration 8 moves into rows (:func:`decode_page`);
 * in ``runs.summary``, values longer than :data:`BIG_VALUE` (the run document's selected case
   ids) are stand-ins ``{"$goldevalContent": sha256}`` for a content.
-
-The store writes into a page only what is new for the run (a case not yet recorded, an
-attempt key not yet recorded, or an ERROR attempt's non-ERROR retry), under the run's writer
-lock, so reading the pages in order with "a later attempt entry replaces an earlier one"
-gives exactly the rows the old one-row-per-attempt tables held.
 
 A pure module: no database, no pytest; :mod:`goldeval.store.base` does the SQL.
 """

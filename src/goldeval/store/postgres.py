@@ -165,10 +165,10 @@ class PostgresStore(SqlStore):
             )
         return int(rows[0][0])
 
-    def _ts_param(self, value: datetime) -> Any:
+    def ts_param(self, value: datetime) -> Any:
         return value
 
-    def _ts_value(self, raw: Any) -> datetime:
+    def ts_value(self, raw: Any) -> datetime:
         if isinstance(raw, datetime):
             return raw.astimezone(timezone.utc)
         return datetime.fromisoformat(str(raw)).astimezone(timezone.utc)

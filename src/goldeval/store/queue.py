@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
-from goldeval.store.base import SqlStore, Store, StoreError, json_text
+from goldeval.store.base import (
+    ATTEMPT_ROW_COLUMNS,
+    ATTEMPT_ROW_JOIN,
+    SqlStore,
+    Store,
+    StoreError,
+    json_text,
+)
 
 FINISHED = ("COMPLETED", "FAILED", "INTERRUPTED")
 
@@ -114,10 +121,10 @@ class RunQueue:
     # ---- helpers
 
     def _ts(self, value: datetime) -> Any:
-        return self.store._ts_param(value)
+        return self.store.ts_param(value)
 
     def _row(self, row: Sequence[Any]) -> ServiceRun:
-        ts = self.store._ts_value
+        ts = self.store.ts_value
         request = row[4]
         if isinstance(request, (str, bytes, bytearray)):
             request = json.loads(request)
@@ -354,38 +361,18 @@ class RunQueue:
         status: str | None = None,
         after: tuple[str, int, str] | None = None,
     ) -> list[ResultRow]:
-        """A page of stored attempts in (case id, attempt index, model) order.
-
-        Read through the store's own view of a run (``Store.attempts``: the attempt that counts
-        per key, contents joined), so the page shows what ``goldeval show`` and resume see.
-        """
+        """A page of stored attempts in (case id, attempt index, model) order: the attempts
+        after the key ``after``, of ``status`` when given (keyset paging in SQL: one index
+        range of ``limit`` rows, however many attempts the run has)."""
+        records = self.store.attempts_page(store_run_id, limit=limit, status=status, after=after)
         out = []
-        for record in self.store.attempts(store_run_id):
+        for record in records:
             key = (str(record["caseId"]), int(record["index"]), str(record.get("model") or ""))
-            if status is not None and record.get("status") != status:
-                continue
-            if after is not None and key <= after:
-                continue
             out.append(ResultRow(key[0], key[1], key[2], str(record.get("status")), record))
-            if len(out) >= int(limit):
-                break
         return out
 
     def count_attempts(self, store_run_id: str) -> dict[str, int]:
-        with self.store._read("count_attempts") as tx:
-            final = self.store._final_attempts(tx, store_run_id)
-        counts: dict[str, int] = {}
-        for entry in final.values():
-            counts[str(entry[3])] = counts.get(str(entry[3]), 0) + 1
-        return counts
-
-    def _service_store_runs(self) -> list[str]:
-        with self.store._read("service_store_runs") as tx:
-            rows = tx.query(
-                "SELECT r.run_id FROM runs r JOIN service_runs s ON s.run_key = r.run_key"
-                " ORDER BY r.started_at DESC"
-            )
-        return [str(r[0]) for r in rows]
+        return self.store.attempt_counts(store_run_id)
 
     def runs_by_status(self) -> dict[str, int]:
         with self.store._read("runs_by_status") as tx:
@@ -394,20 +381,26 @@ class RunQueue:
 
     def attempts_by_status(self) -> dict[str, int]:
         """Attempts of the service's runs, by status."""
-        total: dict[str, int] = {}
-        for run_id in self._service_store_runs():
-            for st, n in self.count_attempts(run_id).items():
-                total[st] = total.get(st, 0) + n
-        return total
+        with self.store._read("attempts_by_status") as tx:
+            rows = tx.query(
+                "SELECT a.status, COUNT(*) FROM attempts a"
+                " JOIN runs r ON r.run_id = a.run_id"
+                " JOIN service_runs s ON s.run_key = r.run_key"
+                " GROUP BY a.status"
+            )
+        return {str(st): int(n) for st, n in rows}
 
     def error_records(self, limit: int = 10_000) -> list[dict[str, Any]]:
         """ERROR attempt records of the service's runs, most recent runs first (provider
         errors)."""
-        out: list[dict[str, Any]] = []
-        for run_id in self._service_store_runs():
-            for record in self.store.attempts(run_id):
-                if record.get("status") == "ERROR":
-                    out.append(record)
-                    if len(out) >= limit:
-                        return out
-        return out
+        with self.store._read("error_records") as tx:
+            rows = tx.query(
+                f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
+                " JOIN runs r ON r.run_id = a.run_id"
+                " JOIN service_runs s ON s.run_key = r.run_key"
+                " WHERE a.status = 'ERROR'"
+                " ORDER BY r.started_at DESC, a.run_id, a.case_id, a.attempt_index, a.model"
+                " LIMIT ?",
+                (int(limit),),
+            )
+        return self.store.records_of(rows)

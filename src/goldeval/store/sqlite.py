@@ -159,10 +159,10 @@ class SqliteStore(SqlStore):
             files = (Path(self.path), Path(f"{self.path}-wal"))
             return sum(f.stat().st_size for f in files if f.exists())
 
-    def _ts_param(self, value: datetime) -> Any:
+    def ts_param(self, value: datetime) -> Any:
         return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
-    def _ts_value(self, raw: Any) -> datetime:
+    def ts_value(self, raw: Any) -> datetime:
         if isinstance(raw, datetime):
             return raw.astimezone(timezone.utc)
         return datetime.fromisoformat(str(raw)).astimezone(timezone.utc)
