@@ -452,9 +452,7 @@ def test_the_module_and_command_checks_find_drift() -> None:
     assert module_problem("goldeval.core.limits.LimitSpec") is None
     assert module_problem("verdict.decide.decide()") is None
     assert module_problem("goldeval.retriever") == "no module goldeval.retriever"
-    assert (
-        module_problem("core.limits.Nothing") == "goldeval.core.limits defines no Nothing"
-    )
+    assert module_problem("core.limits.Nothing") == "goldeval.core.limits defines no Nothing"
     assert command_problems("goldeval gate --no-gate --root DIR") == []
     assert command_problems("goldeval gate/compare") == []
     assert command_problems("goldeval decision: exit 0") == []
@@ -464,3 +462,36 @@ def test_the_module_and_command_checks_find_drift() -> None:
         "--no-such-flag is not in `goldeval gate --help`"
     ]
     assert command_problems("goldeval frobnicate") == ["goldeval has no command frobnicate"]
+
+
+# ------------------------------------------------------------------- the architecture tree
+
+
+def _tree_sections() -> dict[str, str]:
+    """docs/architecture.md's tree block: package name -> the text of its entry."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("```\nsrc/goldeval/\n", 1)[1].split("```", 1)[0]
+    sections: dict[str, str] = {}
+    current = ""
+    for line in block.splitlines():
+        m = re.match(r"^  (\w+)/\s", line)
+        if m is not None:
+            current = m[1]
+        sections[current] = sections.get(current, "") + line + "\n"
+    return sections
+
+
+def test_the_architecture_tree_lists_every_package_and_module() -> None:
+    sections = _tree_sections()
+    missing = []
+    for package in PACKAGES:
+        entry = sections.get(package)
+        if entry is None:
+            missing.append(f"{package}/")
+            continue
+        for path in sorted((SRC / package).rglob("*.py")):
+            if path.stem in ("__init__", "__main__"):
+                continue
+            if not re.search(rf"\b{re.escape(path.stem)}\b", entry):
+                missing.append(str(path.relative_to(SRC)))
+    assert not missing, f"docs/architecture.md's tree does not name: {missing}"
