@@ -1,6 +1,6 @@
 """Wall time of the project's two test tiers: the fast tier and the full suite (issue 34).
 
-    python benchmarks/bench_suite.py            # both: about 3 + 10 minutes on a quiet 2-core machine
+    python benchmarks/bench_suite.py              # both: about 3 + 10 minutes, quiet 2 cores
     python benchmarks/bench_suite.py --fast-only
 
 Runs, from the project root, one after the other:
