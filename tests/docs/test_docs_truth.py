@@ -495,3 +495,18 @@ def test_the_architecture_tree_lists_every_package_and_module() -> None:
             if not re.search(rf"\b{re.escape(path.stem)}\b", entry):
                 missing.append(str(path.relative_to(SRC)))
     assert not missing, f"docs/architecture.md's tree does not name: {missing}"
+
+
+# --------------------------------------------------------------------------- project metadata
+
+
+def test_no_invented_project_address() -> None:
+    """No public repository or site exists yet, so pyproject.toml names none (docs/releasing.md,
+    "Project addresses"; .ci/check-wheel fails on a Project-URL in the built metadata)."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert "urls" not in project
+    releasing = (ROOT / "docs" / "releasing.md").read_text(encoding="utf-8")
+    assert "There is no public address yet" in releasing
+    check_wheel = (ROOT / ".ci" / "check-wheel").read_text(encoding="utf-8")
+    assert 'meta.get_all("Project-URL")' in check_wheel and "no public address" in check_wheel
