@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 # pytester's in-process runs restore sys.modules afterwards: a library first imported inside
@@ -22,6 +22,48 @@ try:
     import goldeval.store.postgres  # noqa: F401
 except ImportError:  # without the test extra only the main job runs from this checkout
     pass
+
+
+#: The end-to-end tier, left out of the fast tier `pytest -m "not e2e" -n 2` (README): folders
+#: and modules (relative to tests/) whose tests run whole pytest sessions, `goldeval serve`,
+#: Chromium, a model server or every documented command, chosen by `--durations` (issue 34).
+#: Every package keeps unit tests in the fast tier (tests/unit/test_test_tiers.py checks it).
+E2E_PATHS = (
+    "reliability/",
+    "live/",
+    "examples/",
+    "server/test_api.py",
+    "server/test_run_page.py",
+    "server/test_workers.py",
+    "docs/test_doc_commands.py",
+    "store/test_plugin_store.py",
+    "store/test_store_views.py",
+    "cli/test_project_root.py",
+    "reports/test_html.py",
+    "plugin/",
+)
+#: Kept in the fast tier from an e2e folder above: the plugin's spine, serially.
+FAST_PATHS = ("plugin/test_spine.py",)
+TESTS = Path(__file__).parent
+
+
+def is_e2e(relative: str, params: dict[str, object]) -> bool:
+    """Whether a test (its path relative to tests/, its parameters) is in the e2e tier; the
+    `-n 2` twin of a black-box test (`plugin_args`, id `xdist2`) always is."""
+    if params.get("plugin_args"):
+        return True
+    return relative.startswith(E2E_PATHS) and not relative.startswith(FAST_PATHS)
+
+
+def pytest_collection_modifyitems(items: Sequence[pytest.Item]) -> None:
+    for item in items:
+        path = item.path
+        if not path.is_relative_to(TESTS):  # golden rows (`pytest --golden=...` at the root)
+            continue
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        if is_e2e(path.relative_to(TESTS).as_posix(), params):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(autouse=True)
