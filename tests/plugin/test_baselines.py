@@ -180,7 +180,8 @@ def test_cli_compare_and_gate_use_the_same_exit_codes(
     assert bad.returncode == 1
     assert json.loads(bad.stdout)["qualityGate"]["verdict"] == "FAIL"
     missing = _cli("gate", "nope.json", cwd=golden_project)
-    assert missing.returncode == 65 and "baseline file not found" not in missing.stdout
+    # A run that is not there is a usage error (4), not an incomparable run (65).
+    assert missing.returncode == 4 and "baseline file not found" not in missing.stdout
 
 
 def test_cli_verify_detects_changed_artifacts(

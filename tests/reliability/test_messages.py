@@ -91,7 +91,7 @@ def test_new_failures_are_named_when_no_gate_is_applied(
     result = pytester.runpytest("--golden=msgs-v1", "-p", "no:cacheprovider", "--golden-no-gate")
     # the comparison alone decides nothing: the line says so, and names the new failure
     result.stdout.fnmatch_lines([
-        "  baseline: NO_REGRESSION vs *msgs-v1.json (no gate applied)",
+        "  baseline: NEW_FAILURES_NOT_GATED vs *msgs-v1.json (no gate applied)",
         "    new failures (1): r05",
     ])
 

@@ -8,12 +8,14 @@ code and reason; :func:`apply_exit` is the one place a finished session's exit s
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.core.errors import GoldevalError
 from goldeval.core.settings import MASK, redact_url
 from goldeval.verdict.exit_codes import ExitDecision
 from goldeval.verdict.outcome import StoppedEarly
@@ -77,21 +79,30 @@ def stop_reason(session: pytest.Session, interrupt: BaseException | None) -> str
 def rerun_command(state: GoldenSession) -> str:
     """The command that retries this run: the same arguments, the run key kept.
 
-    Credentials given on the command line are masked (the line is printed and stored).
+    The line is printed and stored in run.json: URLs lose their userinfo and credential
+    parameters, and every secret the session knows is masked (also percent-encoded forms).
     """
     s = state.settings
-    secrets = [v for v in (s.provider.api_key, s.provider.password) if v]
+    try:
+        mask = state.masker.mask
+    except GoldevalError:  # the dataset does not load (a collection error): the settings' own
+        secrets = [v for v in (s.provider.api_key, s.provider.password) if v]
+
+        def mask(text: str) -> str:
+            for secret in secrets:
+                text = text.replace(secret, MASK)
+            return text
+
     args = []
     for arg in state.config.invocation_params.args:
-        text = str(arg)
-        for secret in secrets:
-            text = text.replace(secret, MASK)
-        if s.provider.base_url and s.provider.base_url in text:
-            text = text.replace(s.provider.base_url, redact_url(s.provider.base_url))
-        args.append(text)
+        args.append(mask(_URL.sub(lambda m: redact_url(m.group(0)), str(arg))))
     if s.run_key and not any(a.startswith("--golden-run-key") for a in args):
         args.append(f"--golden-run-key={s.run_key}")
     return "rerun: " + shlex.join(["pytest", *args])
+
+
+#: A URL inside a command-line argument (``--golden-base-url=http://u:p@host``).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 
 def session_ending(

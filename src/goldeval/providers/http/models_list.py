@@ -66,7 +66,10 @@ def listed_models(provider: HTTPProvider, url: str) -> list[str] | None:
     names listed, or None when the server offers no usable list."""
     timeout = min(LIST_TIMEOUT, provider.settings.connect_timeout + provider.settings.read_timeout)
     try:
-        response = provider._client.get(url, timeout=timeout)
+        # "Connection: close": the probe is a one-off (often in the xdist controller, which
+        # makes no other call), so no pooled socket is left open behind it.
+        response = provider._client.get(url, timeout=timeout, headers={"Connection": "close"})
+        response.close()
     except (httpx.HTTPError, httpx.InvalidURL, RuntimeError):
         return None  # no list at this moment: the calls will say what is wrong
     if response.status_code != 200:
