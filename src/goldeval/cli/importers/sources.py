@@ -223,7 +223,11 @@ def _arrow_table(path: Path) -> list[dict[str, Any]]:
     try:
         with open_input(path) as fh:
             if path.suffix == ".parquet":
-                parquet = pq.ParquetFile(fh)
+                # No reader threads (pre_buffer, use_threads): pyarrow's threads calling back
+                # into a Python file object could still be alive at interpreter exit, which
+                # aborted the process ("terminate called without an active exception") after
+                # a successful import. An imported table is small; one thread reads it.
+                parquet = pq.ParquetFile(fh, pre_buffer=False)
                 meta = parquet.metadata
                 unpacked = sum(
                     meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)
@@ -231,7 +235,7 @@ def _arrow_table(path: Path) -> list[dict[str, Any]]:
                 check_size(
                     unpacked, limit, what="the table (uncompressed)", name="file_bytes", path=path
                 )
-                table = parquet.read()
+                table = parquet.read(use_threads=False)
             else:
                 try:
                     table = pa.ipc.open_stream(fh).read_all()
