@@ -150,10 +150,7 @@ def record_ending(run: dict[str, Any], ending: SessionEnding, decision: ExitDeci
         run["status"] = "INCOMPLETE"
         run["incomplete"] = True
         run["stoppedEarly"] = {"reason": stop.reason, "attemptsNotRun": stop.attempts_not_run}
-        notes.append(
-            f"stopped early ({stop.reason}): {stop.attempts_not_run} selected attempts never "
-            "ran; the run is INCOMPLETE"
-        )
+        notes.append(stop.describe())
     if ending.signal:
         run["status"] = "INTERRUPTED"
         run["incomplete"] = True

@@ -63,14 +63,11 @@ from goldeval.pytest_plugin.params import GoldenParam, param_of
 from goldeval.pytest_plugin.prefetch import Prefetcher
 from goldeval.pytest_plugin.recording import session_recorder
 from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
+from goldeval.verdict.exit_codes import RERUN_HINT
 
 PAYLOAD_ATTR = "goldeval"
 #: errorKind of an attempt whose call phase ran a second time in one process (a rerun plugin).
 RERUN_KIND = "RERUN"
-RERUN_HINT = (
-    "a golden attempt must run once: repeat attempts with --golden-attempts=N, which records "
-    "every try"
-)
 
 
 def refuse_rerun_plugins(config: pytest.Config) -> None:

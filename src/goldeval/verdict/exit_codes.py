@@ -99,8 +99,8 @@ def _duplicates(o: RunOutcome) -> ExitDecision | None:
 
 #: What to do instead of a rerun plugin (``--reruns``, ``--count``).
 RERUN_HINT = (
-    "goldeval counts every attempt once: use --golden-attempts=N for repeated attempts and "
-    "--golden-retries=N for provider retries, not --reruns/--count"
+    "a golden attempt must run once: repeat attempts with --golden-attempts=N, which records "
+    "every try"
 )
 
 
@@ -195,11 +195,7 @@ def _stopped_early(o: RunOutcome) -> ExitDecision | None:
     stop = o.stopped_early
     if stop is None or o.attempts.error:
         return None
-    return ExitDecision(
-        GATE_FAILED,
-        f"stopped early ({stop.reason}): {stop.attempts_not_run} selected attempts never ran; "
-        "the run is INCOMPLETE",
-    )
+    return ExitDecision(GATE_FAILED, stop.describe())
 
 
 def _gate_failed(o: RunOutcome) -> ExitDecision | None:

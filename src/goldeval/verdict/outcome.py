@@ -26,6 +26,13 @@ class StoppedEarly:
     reason: str
     attempts_not_run: int
 
+    def describe(self) -> str:
+        """The one line every surface shows for an early stop."""
+        return (
+            f"stopped early ({self.reason}): {self.attempts_not_run} selected attempts never "
+            "ran; the run is INCOMPLETE"
+        )
+
 
 @dataclass(frozen=True)
 class FinalisationFault:
@@ -200,11 +207,7 @@ def cut_short(run: Mapping[str, Any], outcome: RunOutcome) -> CutShort | None:
         return CutShort(status, f"{len(outcome.duplicates)} golden attempts reported twice")
     if outcome.stopped_early is not None:
         stop = outcome.stopped_early
-        return CutShort(
-            status,
-            f"stopped early ({stop.reason}): {stop.attempts_not_run} selected attempts never "
-            "ran; the run is INCOMPLETE",
-        )
+        return CutShort(status, stop.describe())
     if outcome.signal:
         return CutShort(status, f"terminated by {outcome.signal}: the run is INTERRUPTED")
     if outcome.store_error:
