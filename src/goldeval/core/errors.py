@@ -191,3 +191,10 @@ class DatasetErrors(DatasetError):
 
     def __str__(self) -> str:
         return self.message
+
+
+#: What to do instead of a rerun plugin (``--reruns``, ``--count``).
+RERUN_HINT = (
+    "a golden attempt must run once: repeat attempts with --golden-attempts=N, which records "
+    "every try"
+)

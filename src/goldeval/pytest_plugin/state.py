@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from goldeval.core import limits
-from goldeval.core.errors import GoldevalError, ProviderError
+from goldeval.core.errors import RERUN_HINT, GoldevalError, ProviderError
 from goldeval.core.models import AttemptRecord, JudgeRecord, Mode, Status
 from goldeval.core.secrets import SecretMasker, run_secrets
 from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
@@ -63,7 +63,6 @@ from goldeval.pytest_plugin.params import GoldenParam, param_of
 from goldeval.pytest_plugin.prefetch import Prefetcher
 from goldeval.pytest_plugin.recording import session_recorder
 from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
-from goldeval.verdict.exit_codes import RERUN_HINT
 
 PAYLOAD_ATTR = "goldeval"
 #: errorKind of an attempt whose call phase ran a second time in one process (a rerun plugin).

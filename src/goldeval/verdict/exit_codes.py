@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from goldeval.core.errors import ExitKind, GoldevalError
+from goldeval.core.errors import RERUN_HINT, ExitKind, GoldevalError
 from goldeval.verdict.comparison import Decision
 
 if TYPE_CHECKING:
@@ -97,11 +97,6 @@ def _duplicates(o: RunOutcome) -> ExitDecision | None:
     )
 
 
-#: What to do instead of a rerun plugin (``--reruns``, ``--count``).
-RERUN_HINT = (
-    "a golden attempt must run once: repeat attempts with --golden-attempts=N, which records "
-    "every try"
-)
 
 
 def _store_conflict(o: RunOutcome) -> ExitDecision | None:
