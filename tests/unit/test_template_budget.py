@@ -166,3 +166,20 @@ def test_a_costly_fault_is_not_paid_again_for_the_same_row() -> None:
     with pytest.raises(TemplateProblem) as again:
         templates.render("user", case)
     assert again.value.message == first.value.message
+
+
+def test_the_budget_holds_when_the_budget_module_is_imported_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pytester's in-process runs drop the modules first imported inside them; a later import
+    makes a second copy of the budget module. The cached sandbox must still see its budget (CI
+    once rendered a 4 MB output and a 1,000,001-wide ``center`` after such a run)."""
+    import sys
+
+    _render("{{ 1 }}")  # the sandbox is built and cached with this copy of the module
+    monkeypatch.delitem(sys.modules, "goldeval.dataset.template_budget")
+    import goldeval.dataset.template_budget  # noqa: F401  (a second copy, as after pytester)
+
+    with pytest.raises(TemplateProblem) as caught:
+        _render("{{ 'x' | center(n) | length }}", n=REPEAT + 1)
+    assert _assert_limit(caught.value) == "template_repeat"

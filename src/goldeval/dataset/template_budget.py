@@ -328,6 +328,10 @@ class BudgetedSandbox(SandboxedEnvironment):
         self.filters[LOOP_FILTER] = counted
         self.filters[CHECKED_FILTER] = checked
 
+    def render_within_budget(self, render: Callable[[], str]) -> str:
+        """``render()`` under a fresh budget, set where this sandbox reads it."""
+        return render_with_budget(render)
+
     def parse_budgeted(self, source: str) -> nodes.Template:
         """``source`` parsed, its loops counted and its concatenations checked."""
         tree = _Instrument().visit(self.parse(source))

@@ -162,8 +162,6 @@ class CompiledTemplates:
         chunks: Sequence[Mapping[str, Any]] = (),
         pack: Pack | None = None,
     ) -> str:
-        from goldeval.dataset.template_budget import render_with_budget
-
         key = (part, case.id, case.prompt, tuple(c.get("id") for c in chunks), pack is None)
         known = self._faults.get(key)
         if known is not None:
@@ -171,7 +169,10 @@ class CompiledTemplates:
         template = self._compiled[part]
         context = self._context(case, chunks, pack)
         try:
-            return render_with_budget(lambda: template.render(context))
+            # The sandbox's own module sets the budget it reads: a second copy of that module
+            # (pytester's in-process runs drop modules first imported inside them) would set a
+            # budget the cached sandbox never sees, and the render would run without limits.
+            return _env().render_within_budget(lambda: template.render(context))
         except Exception as exc:
             line = _template_line(exc.__traceback__)
             at = f"template line {line}: " if line is not None else ""
