@@ -150,10 +150,14 @@ def test_retry_after_pauses_every_caller_not_only_the_one_that_got_it(
     results: list[Any] = []
     first = threading.Thread(target=lambda: results.append(provider.complete(request("a"))))
     first.start()
+    # Wait for the event, not a guessed time: the limiter has taken the 429's Retry-After
+    # (its pause started), so the second caller must now wait behind it.
+    limiter = provider.limiter
+    assert limiter is not None
     deadline = time.monotonic() + 5
-    while srv.request_count < 1 and time.monotonic() < deadline:
+    while limiter.stats().paused_s == 0 and time.monotonic() < deadline:
         time.sleep(0.005)
-    time.sleep(0.1)  # the 429 has been answered; the first caller is waiting
+    assert limiter.stats().paused_s > 0, "the 429 never reached the limiter"
     second = provider.complete(request("b"))
     first.join()
     got_429 = srv.requests[0].received_at
