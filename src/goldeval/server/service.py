@@ -30,7 +30,15 @@ from goldeval.core.safe_files import read_fd
 from goldeval.core.textsafe import safe_text
 from goldeval.dataset.rows import discover
 from goldeval.reports import site
-from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
+from goldeval.results.documents import (
+    Comparison,
+    ExitDecisionDoc,
+    GateDoc,
+    Metrics,
+    Protocol,
+    RunDocument,
+    typed_run,
+)
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server import datasets
 from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
@@ -396,7 +404,20 @@ class Service:
                 ) from None
             raise Problem(404, "run-not-found", "Run not found", f"no run {ref!r}") from None
 
-    def _verdict(self, run: dict[str, Any], baseline: dict[str, Any], *, gate: bool) -> Verdict:
+    def _typed(self, doc: dict[str, Any], ref: str) -> RunDocument:
+        """A stored run's document typed once, where it enters the verdict; 409 when a field
+        has the wrong type (the field named)."""
+        try:
+            return typed_run(doc, f"run {ref}")
+        except GoldevalError as exc:
+            raise Problem(
+                409,
+                "run-document-invalid",
+                "The run document cannot be read",
+                self.settings.public_text(safe_text(exc)),
+            ) from None
+
+    def _verdict(self, run: RunDocument, baseline: RunDocument, *, gate: bool) -> Verdict:
         """``goldeval compare``'s verdict on ``run`` against ``baseline``: the same function,
         with the gate policy of the run's dataset manifest in this server's datasets folder."""
         dataset_id = run_dataset_id(run)
@@ -430,7 +451,9 @@ class Service:
             self._job(q, run_id)
             candidate, _ = self.document(q, run_id)
             baseline, _ = self.document(q, baseline_id)
-        verdict = self._verdict(candidate, baseline, gate=gate)
+        verdict = self._verdict(
+            self._typed(candidate, run_id), self._typed(baseline, baseline_id), gate=gate
+        )
         result = verdict.comparison
         assert result is not None  # a baseline was given
         decision = {"code": verdict.code, "reason": self.settings.public_text(verdict.reason)}
@@ -540,7 +563,9 @@ class Service:
         if compare_with and baseline is not None:
             # The page shows what the compare endpoint answers: comparison, gate and exit
             # decision of `goldeval compare`, labelled with the run asked for.
-            verdict = self._verdict(doc, baseline, gate=True)
+            verdict = self._verdict(
+                self._typed(doc, run_id), self._typed(baseline, compare_with), gate=True
+            )
             doc.update(verdict.run_fields())
             doc["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
             doc["baselinePath"] = f"run {compare_with}"
