@@ -29,7 +29,7 @@ from goldeval.server.models import Health, Liveness, ResultPage, RunOut, RunPage
 from goldeval.server.problems import MEDIA_TYPE, Problem, validation_problem
 from goldeval.server.service import Service
 from goldeval.server.settings import ServiceSettings
-from goldeval.store import StoreError
+from goldeval.store import RUN_STATUSES, StoreError
 
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
 
@@ -147,7 +147,7 @@ class StoreCollector(Collector):
         except StoreError:
             return
         g = GaugeMetricFamily("goldeval_runs", "Runs of this service by status", labels=["status"])
-        for status in ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"):
+        for status in RUN_STATUSES:
             g.add_metric([status], runs.get(status, 0))
         yield g
         g = GaugeMetricFamily(
@@ -459,7 +459,7 @@ def create_app(
         tags=["admin"],
     )
     def resume_run(run_id: str, _: Annotated[Principal, Depends(manage)]) -> RunOut:
-        """Queue an INTERRUPTED or FAILED run again; it resumes by its run key."""
+        """Queue an INTERRUPTED, INCOMPLETE or FAILED run again; it resumes by its run key."""
         return service.resume(run_id)
 
     @app.delete("/api/eval/runs/{run_id}", status_code=204, responses=problem_doc, tags=["admin"])

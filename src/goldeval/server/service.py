@@ -44,8 +44,15 @@ from goldeval.server import datasets
 from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import RUN_ID, ServiceSettings
-from goldeval.store import LATEST_VERSION, Store, StoreError, open_store
-from goldeval.store.queue import FINISHED, RunQueue, ServiceRun, decode_cursor, encode_cursor
+from goldeval.store import LATEST_VERSION, RUN_STATUSES, Store, StoreError, open_store
+from goldeval.store.queue import (
+    FINISHED,
+    RESUMABLE,
+    RunQueue,
+    ServiceRun,
+    decode_cursor,
+    encode_cursor,
+)
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 
@@ -57,7 +64,6 @@ ARTIFACT_TYPES: dict[str, str] = {
     "COMPARISON": "comparison.json",
 }
 MEDIA_TYPES = {".json": "application/json", ".md": "text/markdown; charset=utf-8"}
-RUN_STATUSES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED")
 ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
 #: Artifacts larger than this are refused rather than read into memory to be checked.
@@ -585,12 +591,12 @@ class Service:
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)
-            if job.status not in ("INTERRUPTED", "FAILED"):
+            if job.status not in RESUMABLE:
                 raise Problem(
                     409,
                     "not-resumable",
                     "Run cannot be resumed",
-                    f"run {run_id} is {job.status}; only INTERRUPTED or FAILED runs resume",
+                    f"run {run_id} is {job.status}; only {', '.join(RESUMABLE)} runs resume",
                 )
             again = q.requeue(run_id)
             assert again is not None

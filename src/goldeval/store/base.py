@@ -50,8 +50,12 @@ from goldeval.store.pages import (
     split_record,
 )
 
-RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"]
-"""Life cycle of a run: QUEUED -> RUNNING -> COMPLETED | FAILED | INTERRUPTED."""
+RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "INCOMPLETE", "FAILED", "INTERRUPTED"]
+"""Life cycle of a run: QUEUED -> RUNNING -> COMPLETED | INCOMPLETE | FAILED | INTERRUPTED.
+
+INCOMPLETE: cut short by ``-x``/``--maxfail``, its deadline or its budget; INTERRUPTED: ended
+by a signal (or a store failure): the status the run document's outcome gives
+(:func:`goldeval.verdict.run_status.run_status`)."""
 
 AttemptKey = tuple[str, int, str]
 """(case id, attempt index, model) of an attempt; model is ``""`` when the run has none."""
@@ -391,10 +395,24 @@ class Tx(ABC):
         return self.executemany(upsert, rows)
 
 
-_RUN_COLUMNS = (
-    "run_id, run_key, dataset_id, dataset_hash, mode, model, protocol, configuration,"
-    " status, started_at, finished_at, summary"
-)
+class _RunColumns(NamedTuple):
+    """One ``runs`` row as :data:`_RUN_COLUMNS` selects it, read by name (not position)."""
+
+    run_id: str
+    run_key: str | None
+    dataset_id: str
+    dataset_hash: str
+    mode: str
+    model: str | None
+    protocol: Any
+    configuration: Any
+    status: str
+    started_at: Any
+    finished_at: Any
+    summary: Any
+
+
+_RUN_COLUMNS = ", ".join(_RunColumns._fields)
 
 _UPSERT_DATASET = (
     "INSERT INTO datasets (id, hash, source, first_seen) VALUES (?, ?, ?, ?)"
@@ -643,6 +661,17 @@ class SqlStore(Store):
     def _close(self) -> None:
         """Close the connection."""
 
+    # ---- public transactions (for the service queue, :mod:`goldeval.store.queue`)
+
+    def transaction(self, op: str) -> AbstractContextManager[Tx]:
+        """A write transaction holding the backend's writer lock (``op`` names it in errors);
+        committed when the block ends, rolled back when it raises; errors -> StoreError."""
+        return self._transaction(op)
+
+    def read(self, op: str) -> AbstractContextManager[Tx]:
+        """A cursor for reads outside a write transaction; errors -> StoreError."""
+        return self._read(op)
+
     # ---- helpers
 
     @contextmanager
@@ -676,18 +705,18 @@ class SqlStore(Store):
                     (step.version, step.description, self.ts_param(_utcnow())),
                 )
 
-    def _stored_run(self, row: tuple[Any, ...], *, resumed: bool) -> StoredRun:
+    def _stored_run(self, row: _RunColumns, *, resumed: bool) -> StoredRun:
         return StoredRun(
-            run_id=row[0],
-            run_key=row[1],
-            dataset_id=row[2],
-            dataset_hash=row[3],
-            mode=row[4],
-            model=row[5],
-            protocol=cast(dict[str, Any], _json_value(row[6])),
-            configuration=cast(dict[str, Any], _json_value(row[7])),
-            status=row[8],
-            started_at=self.ts_value(row[9]),
+            run_id=row.run_id,
+            run_key=row.run_key,
+            dataset_id=row.dataset_id,
+            dataset_hash=row.dataset_hash,
+            mode=row.mode,
+            model=row.model,
+            protocol=cast(dict[str, Any], _json_value(row.protocol)),
+            configuration=cast(dict[str, Any], _json_value(row.configuration)),
+            status=row.status,
+            started_at=self.ts_value(row.started_at),
             resumed=resumed,
         )
 
@@ -713,36 +742,36 @@ class SqlStore(Store):
             wanted -= set(texts)
         return texts
 
-    def _run_rows(self, tx: Tx, rows: list[tuple[Any, ...]]) -> list[RunRow]:
+    def _run_rows(self, tx: Tx, rows: list[_RunColumns]) -> list[RunRow]:
         """Rows as :class:`RunRow`, their summaries' stored values put back in place."""
-        summaries = [_json_value(r[11]) if r[11] is not None else None for r in rows]
+        summaries = [_json_value(r.summary) if r.summary is not None else None for r in rows]
         texts = self._stand_in_texts(tx, summaries)
         return [
             self._run_row(r, expand(s, texts) if texts else s)
             for r, s in zip(rows, summaries, strict=True)
         ]
 
-    def _run_row(self, row: tuple[Any, ...], summary: Any) -> RunRow:
+    def _run_row(self, row: _RunColumns, summary: Any) -> RunRow:
         return RunRow(
-            run_id=row[0],
-            run_key=row[1],
-            dataset_id=row[2],
-            dataset_hash=row[3],
-            mode=row[4],
-            model=row[5],
-            protocol=cast(dict[str, Any], _json_value(row[6])),
-            configuration=cast(dict[str, Any], _json_value(row[7])),
-            status=row[8],
-            started_at=self.ts_value(row[9]),
-            finished_at=self.ts_value(row[10]) if row[10] is not None else None,
+            run_id=row.run_id,
+            run_key=row.run_key,
+            dataset_id=row.dataset_id,
+            dataset_hash=row.dataset_hash,
+            mode=row.mode,
+            model=row.model,
+            protocol=cast(dict[str, Any], _json_value(row.protocol)),
+            configuration=cast(dict[str, Any], _json_value(row.configuration)),
+            status=row.status,
+            started_at=self.ts_value(row.started_at),
+            finished_at=self.ts_value(row.finished_at) if row.finished_at is not None else None,
             pass_rate=_pass_rate(summary),
             summary=cast("dict[str, Any] | None", summary),
         )
 
     @staticmethod
-    def _find(tx: Tx, column: str, value: str) -> tuple[Any, ...] | None:
+    def _find(tx: Tx, column: str, value: str) -> _RunColumns | None:
         rows = tx.query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {column} = ?", (value,))
-        return rows[0] if rows else None
+        return _RunColumns(*rows[0]) if rows else None
 
     # ---- pages
 
@@ -1021,22 +1050,23 @@ class SqlStore(Store):
                     existing = self._find(tx, "run_id", run_id)
                     if existing is None:
                         raise StoreError(f"begin_run: could not create run {run_id!r}")
-                    if run_key is not None and existing[1] != run_key:
+                    if run_key is not None and existing.run_key != run_key:
                         raise RunConflictError(
-                            f"run id {run_id!r} exists with run key {existing[1]!r}, "
+                            f"run id {run_id!r} exists with run key {existing.run_key!r}, "
                             f"not {run_key!r}"
                         )
-            if (existing[2], existing[3]) != (dataset_id, dataset_hash):
+            if (existing.dataset_id, existing.dataset_hash) != (dataset_id, dataset_hash):
                 name = f"run key {run_key!r}" if run_key is not None else f"run id {run_id!r}"
                 raise RunConflictError(
-                    f"{name} belongs to run {existing[0]!r} of dataset "
-                    f"{existing[2]}@{str(existing[3])[:12]}, not {dataset_id}@{dataset_hash[:12]}"
+                    f"{name} belongs to run {existing.run_id!r} of dataset "
+                    f"{existing.dataset_id}@{str(existing.dataset_hash)[:12]}, "
+                    f"not {dataset_id}@{dataset_hash[:12]}"
                 )
             tx.execute(
                 "UPDATE runs SET status = 'RUNNING', finished_at = NULL WHERE run_id = ?",
-                (existing[0],),
+                (existing.run_id,),
             )
-            row = self._find(tx, "run_id", existing[0])
+            row = self._find(tx, "run_id", existing.run_id)
             assert row is not None
             return self._stored_run(row, resumed=True)
 
@@ -1182,7 +1212,7 @@ class SqlStore(Store):
                 " ORDER BY started_at DESC, run_id DESC LIMIT ?",
                 (*params, int(limit)),
             )
-            return self._run_rows(tx, rows)
+            return self._run_rows(tx, [_RunColumns(*r) for r in rows])
 
     def get_run(self, run_id_or_key: str) -> RunRow | None:
         with self._read("get_run") as tx:

@@ -1,9 +1,9 @@
 """The evaluation service's run queue (``service_runs``) and the paged reads it serves.
 
 One row per run requested over HTTP (``goldeval serve``). The row is the service's view of the
-run — QUEUED → RUNNING → COMPLETED / FAILED / INTERRUPTED, who runs it, its idempotency key,
-its cancellation flag — and points at the store run the pytest plugin writes through
-``run_key`` (``svc-<id>``), so the attempts, cases, summary and artifact inventory are the
+run — QUEUED → RUNNING → COMPLETED / INCOMPLETE / FAILED / INTERRUPTED, who runs it, its
+idempotency key, its cancellation flag — and points at the store run the pytest plugin writes
+through ``run_key`` (``svc-<id>``), so the attempts, cases, summary and artifact inventory are the
 plugin's own records, never a copy.
 
 Claiming is safe across processes: on PostgreSQL ``SELECT ... FOR UPDATE SKIP LOCKED`` lets
@@ -21,10 +21,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from goldeval.store.base import (
     ATTEMPT_ROW_COLUMNS,
@@ -35,13 +34,40 @@ from goldeval.store.base import (
     json_text,
 )
 
-FINISHED = ("COMPLETED", "FAILED", "INTERRUPTED")
+#: Statuses a run ends with (INCOMPLETE: cut short by -x/--maxfail, its deadline or budget).
+FINISHED = ("COMPLETED", "INCOMPLETE", "FAILED", "INTERRUPTED")
+#: Finished runs that ``requeue`` (``POST .../resume``) puts back in the queue: each resumes by
+#: its run key, grading only the attempts not graded yet.
+RESUMABLE = ("INTERRUPTED", "INCOMPLETE", "FAILED")
 
-_COLUMNS = (
-    "id, idempotency_key, status, dataset_id, request, run_key, run_id, run_dir, worker,"
-    " claims, cancel_requested, exit_code, error, created_at, started_at, heartbeat_at,"
-    " finished_at"
-)
+
+class _Columns(NamedTuple):
+    """One ``service_runs`` row as :data:`_COLUMNS` selects it, read by name."""
+
+    id: str
+    idempotency_key: str | None
+    status: str
+    dataset_id: str
+    request: Any
+    run_key: str
+    run_id: str | None
+    run_dir: str | None
+    worker: str | None
+    claims: int
+    cancel_requested: int
+    exit_code: int | None
+    error: str | None
+    created_at: Any
+    started_at: Any
+    heartbeat_at: Any
+    finished_at: Any
+
+
+_COLUMNS = ", ".join(_Columns._fields)
+
+
+def _marks(values: tuple[str, ...]) -> str:
+    return ", ".join("?" for _ in values)
 
 
 def _utcnow() -> datetime:
@@ -123,29 +149,34 @@ class RunQueue:
     def _ts(self, value: datetime) -> Any:
         return self.store.ts_param(value)
 
-    def _row(self, row: Sequence[Any]) -> ServiceRun:
+    def _row(self, raw: tuple[Any, ...]) -> ServiceRun:
+        row = _Columns(*raw)
         ts = self.store.ts_value
-        request = row[4]
+        request = row.request
         if isinstance(request, (str, bytes, bytearray)):
             request = json.loads(request)
+
+        def when(value: Any) -> datetime | None:
+            return ts(value) if value is not None else None
+
         return ServiceRun(
-            id=row[0],
-            idempotency_key=row[1],
-            status=row[2],
-            dataset_id=row[3],
+            id=row.id,
+            idempotency_key=row.idempotency_key,
+            status=row.status,
+            dataset_id=row.dataset_id,
             request=cast(dict[str, Any], request),
-            run_key=row[5],
-            run_id=row[6],
-            run_dir=row[7],
-            worker=row[8],
-            claims=int(row[9]),
-            cancel_requested=bool(row[10]),
-            exit_code=None if row[11] is None else int(row[11]),
-            error=row[12],
-            created_at=ts(row[13]),
-            started_at=ts(row[14]) if row[14] is not None else None,
-            heartbeat_at=ts(row[15]) if row[15] is not None else None,
-            finished_at=ts(row[16]) if row[16] is not None else None,
+            run_key=row.run_key,
+            run_id=row.run_id,
+            run_dir=row.run_dir,
+            worker=row.worker,
+            claims=int(row.claims),
+            cancel_requested=bool(row.cancel_requested),
+            exit_code=None if row.exit_code is None else int(row.exit_code),
+            error=row.error,
+            created_at=ts(row.created_at),
+            started_at=when(row.started_at),
+            heartbeat_at=when(row.heartbeat_at),
+            finished_at=when(row.finished_at),
         )
 
     # ---- writes
@@ -168,7 +199,7 @@ class RunQueue:
         """
         now = self._ts(_utcnow())
         scope = owner if idempotency_key is not None else None
-        with self.store._transaction("enqueue") as tx:
+        with self.store.transaction("enqueue") as tx:
             inserted = tx.execute(
                 f"INSERT INTO service_runs ({_COLUMNS}, idempotency_owner) VALUES"
                 " (?, ?, 'QUEUED', ?, ?, ?, NULL, NULL, NULL, 0, 0, NULL, NULL, ?, NULL, NULL,"
@@ -201,7 +232,7 @@ class RunQueue:
         now = _utcnow()
         stale = self._ts(now - timedelta(seconds=lease_seconds))
         lock = " FOR UPDATE SKIP LOCKED" if self._pg else ""
-        with self.store._transaction("claim") as tx:
+        with self.store.transaction("claim") as tx:
             rows = tx.query(
                 "SELECT id FROM service_runs WHERE status = 'QUEUED'"
                 " OR (status = 'RUNNING' AND heartbeat_at < ?)"
@@ -210,7 +241,7 @@ class RunQueue:
             )
             if not rows:
                 return None
-            run_id = rows[0][0]
+            (run_id,) = rows[0]
             tx.execute(
                 "UPDATE service_runs SET status = 'RUNNING', worker = ?, claims = claims + 1,"
                 " started_at = COALESCE(started_at, ?), heartbeat_at = ? WHERE id = ?",
@@ -221,18 +252,22 @@ class RunQueue:
 
     def heartbeat(self, run_id: str, worker: str) -> tuple[bool, bool]:
         """Renew the claim: (still ours, cancellation requested)."""
-        with self.store._transaction("heartbeat") as tx:
+        with self.store.transaction("heartbeat") as tx:
             changed = tx.execute(
                 "UPDATE service_runs SET heartbeat_at = ?"
                 " WHERE id = ? AND worker = ? AND status = 'RUNNING'",
                 (self._ts(_utcnow()), run_id, worker),
             )
             rows = tx.query("SELECT cancel_requested FROM service_runs WHERE id = ?", (run_id,))
-        return changed == 1, bool(rows and rows[0][0])
+        cancel = False
+        if rows:
+            (flag,) = rows[0]
+            cancel = bool(flag)
+        return changed == 1, cancel
 
     def link(self, run_id: str, store_run_id: str, run_dir: str | None) -> None:
         """Record the store run (and its artifact folder) the plugin created for ``run_id``."""
-        with self.store._transaction("link") as tx:
+        with self.store.transaction("link") as tx:
             tx.execute(
                 "UPDATE service_runs SET run_id = ?, run_dir = ? WHERE id = ?",
                 (store_run_id, run_dir, run_id),
@@ -258,14 +293,14 @@ class RunQueue:
         if worker is not None:
             sql += " AND worker = ?"
             params = (*params, worker)
-        with self.store._transaction("finish") as tx:
+        with self.store.transaction("finish") as tx:
             return tx.execute(sql, params) == 1
 
     def request_cancel(self, run_id: str) -> ServiceRun | None:
         """Cancel: a QUEUED run ends INTERRUPTED at once, a RUNNING one is flagged for its
         worker (which stops the run within a heartbeat). Finished runs are left as they are."""
         now = self._ts(_utcnow())
-        with self.store._transaction("cancel") as tx:
+        with self.store.transaction("cancel") as tx:
             tx.execute(
                 "UPDATE service_runs SET status = 'INTERRUPTED', cancel_requested = 1,"
                 " error = 'cancelled before it started', finished_at = ?"
@@ -280,13 +315,13 @@ class RunQueue:
         return self._row(rows[0]) if rows else None
 
     def requeue(self, run_id: str) -> ServiceRun | None:
-        """Put an INTERRUPTED or FAILED run back in the queue (it resumes by its run key)."""
-        with self.store._transaction("requeue") as tx:
+        """Put a :data:`RESUMABLE` run back in the queue (it resumes by its run key)."""
+        with self.store.transaction("requeue") as tx:
             tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
                 " exit_code = NULL, finished_at = NULL, worker = NULL, claims = 0"
-                " WHERE id = ? AND status IN ('INTERRUPTED', 'FAILED')",
-                (run_id,),
+                f" WHERE id = ? AND status IN ({_marks(RESUMABLE)})",
+                (run_id, *RESUMABLE),
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
         return self._row(rows[0]) if rows else None
@@ -294,13 +329,18 @@ class RunQueue:
     def delete(self, run_id: str) -> bool:
         """Delete a finished run: its queue row, then its store runs (pages, inventory and the
         contents no other run uses) through the store's own :meth:`delete_runs`."""
-        with self.store._transaction("delete") as tx:
+        with self.store.transaction("delete") as tx:
             rows = tx.query("SELECT run_key, status FROM service_runs WHERE id = ?", (run_id,))
-            if not rows or rows[0][1] not in FINISHED:
+            if not rows:
                 return False
-            run_key = rows[0][0]
+            run_key, status = rows[0]
+            if status not in FINISHED:
+                return False
             store_runs = [
-                str(r[0]) for r in tx.query("SELECT run_id FROM runs WHERE run_key = ?", (run_key,))
+                str(store_run)
+                for (store_run,) in tx.query(
+                    "SELECT run_id FROM runs WHERE run_key = ?", (run_key,)
+                )
             ]
             if tx.execute("DELETE FROM service_runs WHERE id = ?", (run_id,)) != 1:
                 return False
@@ -311,7 +351,7 @@ class RunQueue:
     # ---- reads
 
     def get(self, run_id: str) -> ServiceRun | None:
-        with self.store._read("get") as tx:
+        with self.store.read("get") as tx:
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
         return self._row(rows[0]) if rows else None
 
@@ -340,7 +380,7 @@ class RunQueue:
             where.append("(created_at, id) < (?, ?)")
             params.extend((self._ts(before[0]), before[1]))
         clause = f" WHERE {' AND '.join(where)}" if where else ""
-        with self.store._read("page") as tx:
+        with self.store.read("page") as tx:
             rows = tx.query(
                 f"SELECT {_COLUMNS} FROM service_runs{clause}"
                 " ORDER BY created_at DESC, id DESC LIMIT ?",
@@ -349,9 +389,12 @@ class RunQueue:
         return [self._row(r) for r in rows]
 
     def store_run_id(self, run_key: str) -> str | None:
-        with self.store._read("store_run_id") as tx:
+        with self.store.read("store_run_id") as tx:
             rows = tx.query("SELECT run_id FROM runs WHERE run_key = ?", (run_key,))
-        return str(rows[0][0]) if rows else None
+        if not rows:
+            return None
+        (store_run,) = rows[0]
+        return str(store_run)
 
     def results(
         self,
@@ -375,13 +418,13 @@ class RunQueue:
         return self.store.attempt_counts(store_run_id)
 
     def runs_by_status(self) -> dict[str, int]:
-        with self.store._read("runs_by_status") as tx:
+        with self.store.read("runs_by_status") as tx:
             rows = tx.query("SELECT status, COUNT(*) FROM service_runs GROUP BY status")
         return {str(s): int(n) for s, n in rows}
 
     def attempts_by_status(self) -> dict[str, int]:
         """Attempts of the service's runs, by status."""
-        with self.store._read("attempts_by_status") as tx:
+        with self.store.read("attempts_by_status") as tx:
             rows = tx.query(
                 "SELECT a.status, COUNT(*) FROM attempts a"
                 " JOIN runs r ON r.run_id = a.run_id"
@@ -393,7 +436,7 @@ class RunQueue:
     def error_records(self, limit: int = 10_000) -> list[dict[str, Any]]:
         """ERROR attempt records of the service's runs, most recent runs first (provider
         errors)."""
-        with self.store._read("error_records") as tx:
+        with self.store.read("error_records") as tx:
             rows = tx.query(
                 f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
                 " JOIN runs r ON r.run_id = a.run_id"
