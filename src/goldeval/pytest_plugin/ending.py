@@ -17,6 +17,7 @@ import pytest
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.settings import MASK, redact_url
+from goldeval.results.documents import typed_run
 from goldeval.verdict.exit_codes import ExitDecision
 from goldeval.verdict.outcome import RunOutcome, StoppedEarly
 from goldeval.verdict.run_status import run_status
@@ -166,7 +167,7 @@ def record_ending(run: dict[str, Any], ending: SessionEnding, decision: ExitDeci
         notes.append(decision.reason)
     # What the session weighed beyond the document, so a later `goldeval gate` decides the same.
     run["pytestStatus"] = ending.pytest_status
-    run["status"] = run_status(RunOutcome.from_run(run))
+    run["status"] = run_status(RunOutcome.from_run(typed_run(run)))
     if ending.rerun_command:
         run["rerunCommand"] = ending.rerun_command
     run["exitDecision"] = {"code": decision.code, "reason": decision.reason}

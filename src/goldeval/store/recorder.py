@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from goldeval.results.documents import typed_run
 from goldeval.results.run_document import (
     RUN_DOCUMENT,
     attempt_entry,
@@ -224,7 +225,7 @@ class RunRecorder:
         # The status the run document's outcome gives (summary.json says the same): cut short
         # by -x, the deadline or the budget INCOMPLETE, ended by a signal INTERRUPTED. A whole
         # run with ERROR attempts is FAILED here (the store's listing shows it needs a retry).
-        status: RunStatus = run_status(RunOutcome.from_run(run))
+        status: RunStatus = run_status(RunOutcome.from_run(typed_run(run)))
         if status == "COMPLETED" and run.get("attemptsError"):
             status = "FAILED"
 
