@@ -373,7 +373,8 @@ def test_cancel_resume_delete_and_operations(service_factory: Any) -> None:
         text = metrics.text
         assert 'goldeval_runs{status="QUEUED"} 1.0' in text
         assert 'goldeval_runs{status="INTERRUPTED"} 0.0' in text
-        assert "goldeval_attempts{" in text
+        assert "goldeval_attempts_total{" in text
+        assert "goldeval_store_up 1.0" in text
         assert "goldeval_http_request_duration_seconds_bucket" in text
         assert 'route="/api/eval/runs"' in text
         # Not ready without its datasets folder (liveness is unaffected).

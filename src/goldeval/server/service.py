@@ -606,17 +606,6 @@ class Service:
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
 
-    def metrics_snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-        with self.pool.store() as store:
-            q = RunQueue(store)
-            runs = q.runs_by_status()
-            attempts = q.attempts_by_status()
-            errors: dict[str, int] = {}
-            for record in q.error_records():
-                kind = str(record.get("errorKind") or "UNKNOWN")
-                errors[kind] = errors.get(kind, 0) + 1
-        return runs, attempts, errors
-
 
 def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:
     """The bytes of a regular file, never following a final symlink."""

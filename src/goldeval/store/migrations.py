@@ -30,6 +30,11 @@ Versions:
    runs; ``run_cases`` (run, case, content id). Texts stay in ``contents``, once per SHA-256.
    The pages of every run are moved into rows (the ``move_pages_to_rows`` hook) and
    ``run_pages`` dropped.
+9. ``service_counters`` (name, labels, value): the counters ``/metrics`` reads instead of
+   scanning attempts (:mod:`goldeval.store.counters`), filled from the rows already stored
+   (runs by status and dataset, attempts by status, errors by kind, tokens; cost and the run
+   duration histogram count from this version on). Self-contained in ``_COUNTERS`` so it can
+   be renumbered in one edit.
 """
 
 from __future__ import annotations
@@ -226,6 +231,31 @@ def _rows(text: str, real: str, without_rowid: str) -> tuple[str, ...]:
 
 
 _DROP_PAGES: tuple[str, ...] = ("DROP TABLE run_pages",)
+
+
+def _counters(real: str) -> tuple[str, ...]:
+    fill = "INSERT INTO service_counters (name, labels, value) "
+    return (
+        "CREATE TABLE service_counters ("
+        " name TEXT NOT NULL,"
+        " labels TEXT NOT NULL,"
+        f" value {real} NOT NULL,"
+        " PRIMARY KEY (name, labels))",
+        fill + "SELECT 'runs', status || '|' || dataset_id, COUNT(*) FROM service_runs"
+        " GROUP BY status, dataset_id",
+        fill + "SELECT 'attempts', status, COUNT(*) FROM attempts GROUP BY status",
+        fill + "SELECT 'provider_errors', COALESCE(error_kind, 'UNKNOWN'), COUNT(*)"
+        " FROM attempts WHERE status = 'ERROR' GROUP BY COALESCE(error_kind, 'UNKNOWN')",
+        fill + "SELECT 'tokens', '', SUM(tokens) FROM attempts HAVING SUM(tokens) IS NOT NULL",
+    )
+
+
+#: The whole step, one tuple per backend: (version, description, statements by backend).
+_COUNTERS = (
+    9,
+    "service_counters: what /metrics reads, kept as runs and attempts move",
+    {"sqlite": _counters("REAL"), "postgresql": _counters("DOUBLE PRECISION")},
+)
 _ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
 
@@ -250,6 +280,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         hook="move_pages_to_rows",
         after=_DROP_PAGES,
     ),
+    Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["sqlite"]),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -275,6 +306,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         hook="move_pages_to_rows",
         after=_DROP_PAGES,
     ),
+    Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["postgresql"]),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

@@ -1,0 +1,195 @@
+"""Observability and the evidence pack of ``goldeval serve`` (issue 33): ``/metrics`` from the
+store's counters (never the attempts), the store's health as a series, the paged run index and
+every artifact type, over a real server process on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from goldeval.store import open_store
+from tests.server.conftest import Service
+
+Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _scrape(svc: Service) -> Series:
+    with svc.client("MONITOR") as monitor:
+        response = monitor.get("/metrics")
+    assert response.status_code == 200, response.text
+    out: Series = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            if sample.name.startswith("goldeval_") and not sample.name.startswith("goldeval_http_"):
+                out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def _value(series: Series, name: str, **labels: str) -> float:
+    return series[(name, tuple(sorted(labels.items())))]
+
+
+def _create(client: httpx.Client, **body: Any) -> dict[str, Any]:
+    response = client.post("/api/eval/runs", json={"dataset": "demo-v1", **body})
+    assert response.status_code in (200, 202), response.text
+    return dict(response.json())
+
+
+# --------------------------------------------------------------------------- /metrics
+
+
+def test_counters_move_with_runs_and_the_scrape_never_reads_attempts(
+    service_factory: Any, store_url: str
+) -> None:
+    svc: Service = service_factory(rows=3)
+    svc.serve(lease=5)
+    before = _scrape(svc)
+    assert _value(before, "goldeval_store_up") == 1
+    assert _value(before, "goldeval_runs", status="COMPLETED") == 0
+    assert _value(before, "goldeval_attempts_total", status="PASS") == 0
+    assert _value(before, "goldeval_run_duration_seconds_count") == 0
+    with svc.client("EVAL") as client:
+        run = svc.wait_status(_create(client, attempts=2)["id"])
+    assert run["status"] == "COMPLETED", run
+    after = _scrape(svc)
+    assert _value(after, "goldeval_runs", status="COMPLETED") == 1
+    assert _value(after, "goldeval_runs", status="QUEUED") == 0
+    assert _value(after, "goldeval_dataset_runs", status="COMPLETED", dataset="demo-v1") == 1
+    # 3 cases x 2 attempts, all passing: the counters equal the stored rows.
+    with open_store(store_url) as store:
+        with store._read("test") as tx:  # type: ignore[attr-defined]
+            stored = dict(tx.query("SELECT status, COUNT(*) FROM attempts GROUP BY status"))
+    assert stored == {"PASS": 6}
+    assert _value(after, "goldeval_attempts_total", status="PASS") == 6
+    assert _value(after, "goldeval_attempts_total", status="ERROR") == 0
+    assert _value(after, "goldeval_run_duration_seconds_count") == 1
+    assert _value(after, "goldeval_run_duration_seconds_bucket", le="+Inf") == 1
+    assert _value(after, "goldeval_run_duration_seconds_sum") > 0
+    assert _value(after, "goldeval_queue_depth") == 0
+    assert _value(after, "goldeval_workers_busy") == 0
+
+    # The scrape reads counters, not attempts: with every attempt row gone it is unchanged.
+    with open_store(store_url) as store:
+        with store._transaction("test") as tx:  # type: ignore[attr-defined]
+            assert tx.execute("DELETE FROM attempts") == 6
+    assert _scrape(svc) == after
+
+
+def test_queue_depth_age_and_runs_by_status_follow_every_transition(
+    service_factory: Any,
+) -> None:
+    svc: Service = service_factory()
+    svc.serve(workers=0)  # nothing claims: the runs stay QUEUED
+    with svc.client("EVAL") as client, svc.client("ADMIN") as admin:
+        first = _create(client)
+        _create(client, idempotencyKey="second")
+        queued = _scrape(svc)
+        assert _value(queued, "goldeval_queue_depth") == 2
+        assert _value(queued, "goldeval_runs", status="QUEUED") == 2
+        assert _value(queued, "goldeval_queue_oldest_age_seconds") > 0
+        admin.post(f"/api/eval/runs/{first['id']}/cancel")
+        cancelled = _scrape(svc)
+        assert _value(cancelled, "goldeval_runs", status="QUEUED") == 1
+        assert _value(cancelled, "goldeval_runs", status="INTERRUPTED") == 1
+        admin.post(f"/api/eval/runs/{first['id']}/resume")
+        assert _value(_scrape(svc), "goldeval_queue_depth") == 2
+        admin.post(f"/api/eval/runs/{first['id']}/cancel")
+        assert admin.delete(f"/api/eval/runs/{first['id']}").status_code == 204
+        deleted = _scrape(svc)
+        assert _value(deleted, "goldeval_runs", status="INTERRUPTED") == 0
+        assert _value(deleted, "goldeval_runs", status="QUEUED") == 1
+        assert _value(deleted, "goldeval_run_duration_seconds_count") == 0  # none ran
+
+
+def test_an_unreadable_store_is_goldeval_store_up_0_not_a_gap(
+    service_factory: Any, store_url: str
+) -> None:
+    svc: Service = service_factory()
+    svc.serve(workers=0)
+    with svc.client("EVAL") as client:
+        _create(client)
+    assert _value(_scrape(svc), "goldeval_store_up") == 1
+    with open_store(store_url) as store:
+        with store._transaction("test") as tx:  # type: ignore[attr-defined]
+            tx.execute("ALTER TABLE service_counters RENAME TO service_counters_away")
+        down = _scrape(svc)
+        assert _value(down, "goldeval_store_up") == 0
+        assert ("goldeval_runs", (("status", "QUEUED"),)) not in down
+        with store._transaction("test") as tx:  # type: ignore[attr-defined]
+            tx.execute("ALTER TABLE service_counters_away RENAME TO service_counters")
+    back = _scrape(svc)
+    assert _value(back, "goldeval_store_up") == 1
+    assert _value(back, "goldeval_runs", status="QUEUED") == 1
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_store_that_does_not_answer_is_cut_at_metrics_store_seconds(
+    service_factory: Any, store_url: str
+) -> None:
+    svc: Service = service_factory()
+    svc.serve(workers=0)
+    assert _value(_scrape(svc), "goldeval_store_up") == 1
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold_lock() -> None:
+        with open_store(store_url) as store:
+            with store._transaction("test") as tx:  # type: ignore[attr-defined]
+                tx.execute("LOCK TABLE service_counters IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                release.wait(60)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        # The scrape answers (httpx would fail after its 30 s timeout) with the store down.
+        assert _value(_scrape(svc), "goldeval_store_up") == 0
+    finally:
+        release.set()
+        holder.join(60)
+    assert _value(_scrape(svc), "goldeval_store_up") == 1
+
+
+def test_attempt_counters_follow_the_stores_upsert_rule(store_url: str) -> None:
+    """New attempts count; an ERROR replaced by a later PASS counts both; a re-sent attempt
+    the store keeps as it was counts nothing (resumed runs, reruns of errors, re-sent
+    reports)."""
+
+    def record(case: str, status: str, **extra: Any) -> dict[str, Any]:
+        usage = {"totalTokens": 10, "estimatedCost": 0.5}
+        return {"caseId": case, "index": 0, "status": status, "tokens": usage, **extra}
+
+    def counted(store: Any) -> dict[tuple[str, str], float]:
+        from goldeval.store import counters
+
+        with store._read("test") as tx:
+            return counters.read(tx)
+
+    with open_store(store_url) as store:
+        store.begin_run(
+            "r1", dataset_id="d", dataset_hash="h", mode="fixture", protocol={}, configuration={}
+        )
+        store.record_attempts(
+            "r1", [record("a", "PASS"), record("b", "ERROR", errorKind="TIMEOUT")]
+        )
+        first = counted(store)
+        assert first[("attempts", "PASS")] == 1
+        assert first[("attempts", "ERROR")] == 1
+        assert first[("provider_errors", "TIMEOUT")] == 1
+        assert first[("tokens", "")] == 20
+        assert first[("cost", "")] == 1.0
+        # The rerun of errors: b passes now; a is re-sent unchanged; c is new.
+        store.record_attempts("r1", [record("a", "FAIL"), record("b", "PASS"), record("c", "PASS")])
+        second = counted(store)
+        assert second[("attempts", "PASS")] == 3
+        assert second[("attempts", "ERROR")] == 1
+        assert ("attempts", "FAIL") not in second  # a kept its stored PASS
+        assert second[("tokens", "")] == 40
+        with store._read("test") as tx:
+            rows = dict(tx.query("SELECT case_id, status FROM attempts"))
+        assert rows == {"a": "PASS", "b": "PASS", "c": "PASS"}
