@@ -4,6 +4,8 @@ every artifact type, over a real server process on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import html
+import re
 import threading
 from typing import Any
 
@@ -193,3 +195,76 @@ def test_attempt_counters_follow_the_stores_upsert_rule(store_url: str) -> None:
         with store._read("test") as tx:
             rows = dict(tx.query("SELECT case_id, status FROM attempts"))
         assert rows == {"a": "PASS", "b": "PASS", "c": "PASS"}
+
+
+# --------------------------------------------------------------------------- /ui/ paging
+
+
+def seed_finished_runs(store: Any, count: int, prefix: str = "seed") -> list[str]:
+    """``count`` finished service runs, each with the store run and summary document the plugin
+    leaves (what the index page reads), written straight to the store; their ids, oldest
+    first."""
+    from datetime import datetime, timedelta, timezone
+
+    ids = []
+    start = datetime.now(timezone.utc)
+    for n in range(count):
+        job_id = f"{prefix}{n:05d}"
+        store_run = f"{prefix}-run-{n:05d}"
+        store.begin_run(
+            store_run,
+            run_key=f"svc-{job_id}",
+            dataset_id="demo-v1",
+            dataset_hash="h" * 64,
+            mode="fixture",
+            protocol={"datasetId": "demo-v1"},
+            configuration={"goldenMode": "fixture"},
+        )
+        rate = {"value": 1.0, "hits": 2, "total": 2}
+        doc = {"runId": store_run, "status": "COMPLETED", "metrics": {"overallPassRate": rate}}
+        store.finish_run(store_run, "COMPLETED", {"runDocument": doc, "metrics": doc["metrics"]})
+        with store._transaction("seed") as tx:
+            tx.execute(
+                "INSERT INTO service_runs (id, status, dataset_id, request, run_key, run_id,"
+                " claims, cancel_requested, created_at) VALUES (?, 'COMPLETED', 'demo-v1', '{}',"
+                " ?, ?, 1, 0, ?)",
+                (job_id, f"svc-{job_id}", store_run, store.ts_param(start + timedelta(seconds=n))),
+            )
+        ids.append(job_id)
+    return ids
+
+
+def _links(page: str) -> list[str]:
+    return re.findall(r'href="runs/([0-9A-Za-z-]+)\.html"', page)
+
+
+def test_the_run_index_is_paged_newest_first_with_a_cursor(
+    service_factory: Any, store_url: str
+) -> None:
+    from goldeval.server.pages import PAGE_RUNS
+
+    svc: Service = service_factory()
+    svc.serve(lease=5)
+    with svc.client("EVAL") as client:
+        real = svc.wait_status(_create(client)["id"])
+    with open_store(store_url) as store:
+        seeded = seed_finished_runs(store, PAGE_RUNS + 5)
+    with svc.client("EVAL") as client:
+        first = client.get("/ui/")
+        assert first.status_code == 200, first.text
+        on_first = list(dict.fromkeys(_links(first.text)))
+        # The newest PAGE_RUNS runs, newest first; the real (oldest) run is not among them.
+        assert on_first == list(reversed(seeded))[:PAGE_RUNS]
+        older = re.search(r'href="\?before=([^"]+)" rel="next"', first.text)
+        assert older is not None
+        second = client.get("/ui/", params={"before": html.unescape(older.group(1))})
+        assert second.status_code == 200, second.text
+        on_second = list(dict.fromkeys(_links(second.text)))
+        assert on_second == [*list(reversed(seeded))[PAGE_RUNS:], real["id"]]
+        assert 'rel="next"' not in second.text  # the last page
+        assert 'rel="first"' in second.text
+        # The real run's row shows what the plugin recorded (its pass rate), from its summary.
+        assert real["storeRunId"] in second.text
+        bad = client.get("/ui/", params={"before": "not-a-cursor"})
+        assert bad.status_code == 422
+        assert "cursor" in bad.text

@@ -478,8 +478,12 @@ def create_app(
 
     @app.get("/ui/", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/index.html", response_class=HTMLResponse, include_in_schema=False)
-    def ui_index(_: Annotated[Principal, Depends(browse)]) -> HTMLResponse:
-        return HTMLResponse(service.page_index(), headers=html_headers)
+    def ui_index(
+        _: Annotated[Principal, Depends(browse)],
+        before: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> HTMLResponse:
+        """Newest runs first, ``ui_page_runs`` a page; ``?before=`` is the older page's link."""
+        return HTMLResponse(service.page_index(before), headers=html_headers)
 
     @app.get("/ui/runs/{page}", response_class=HTMLResponse, include_in_schema=False)
     def ui_run(

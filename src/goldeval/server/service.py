@@ -32,7 +32,7 @@ from goldeval.dataset.rows import discover
 from goldeval.reports import site
 from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.results.run_document import RUN_DOCUMENT
-from goldeval.server import datasets
+from goldeval.server import datasets, pages
 from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import RUN_ID, ServiceSettings
@@ -514,22 +514,15 @@ class Service:
 
     # ---- run page
 
-    def page_index(self, limit: int = 30) -> str:
+    def page_index(self, before: str | None) -> str:
+        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``."""
+        try:
+            after = pages.parse_before(before)
+        except ValueError as exc:
+            raise validation_problem([{"field": "before", "message": str(exc)}]) from None
         with self.pool.store() as store:
-            q = RunQueue(store)
-            docs: list[dict[str, Any]] = []
-            names: dict[int, str] = {}
-            for job in q.page(limit=limit * 2):
-                if len(docs) >= limit:
-                    break
-                try:
-                    doc, _ = self.document(q, job.id)
-                except Problem:
-                    continue
-                doc.setdefault("timestamp", job.created_at.isoformat())
-                docs.append(doc)
-                names[id(doc)] = job.id
-        return self.settings.public_text(site.render_index(docs, names))
+            page, _older = pages.index_page(RunQueue(store), after)
+        return self.settings.public_text(page)
 
     def page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
