@@ -5,8 +5,12 @@ every artifact type, over a real server process on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import html
+import os
 import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -268,3 +272,67 @@ def test_the_run_index_is_paged_newest_first_with_a_cursor(
         bad = client.get("/ui/", params={"before": "not-a-cursor"})
         assert bad.status_code == 422
         assert "cursor" in bad.text
+
+
+# --------------------------------------------------------------------------- the evidence pack
+
+
+def test_every_artifact_type_downloads_and_a_tampered_one_is_refused(service: Service) -> None:
+    import hashlib
+    import io
+    import json
+    import zipfile
+    from xml.etree import ElementTree
+
+    with service.client("EVAL") as client:
+        run = service.wait_status(_create(client)["id"])
+        assert run["status"] == "COMPLETED", run
+        listed = {a["type"]: a for a in run["artifacts"]}
+        expected = {
+            "JSON_SUMMARY", "RUN_JSON", "REPORT_MD", "MANIFEST", "JUNIT_XML", "HTML_REPORT",
+            "LOG_BUNDLE",
+        }  # fmt: skip
+        assert expected <= set(listed), listed
+        base = f"/api/eval/runs/{run['id']}/artifacts"
+        got = {}
+        for kind in expected:
+            response = client.get(f"{base}/{kind}")
+            assert response.status_code == 200, (kind, response.text)
+            assert hashlib.sha256(response.content).hexdigest() == listed[kind]["sha256"]
+            assert not listed[kind]["path"].startswith("/")
+            got[kind] = response
+        # What each file is: pytest's JUnit of the run's two cases, pytest-html's report, the
+        # run folder's manifest, the run's log.
+        suite = ElementTree.fromstring(got["JUNIT_XML"].content)
+        cases = suite.findall(".//testcase")
+        assert len(cases) == 2 and not suite.findall(".//failure")
+        assert got["JUNIT_XML"].headers["content-type"].startswith("application/xml")
+        assert got["HTML_REPORT"].headers["content-type"].startswith("text/html")
+        assert b"<html" in got["HTML_REPORT"].content.lower()
+        manifest = json.loads(got["MANIFEST"].content)
+        assert {a["path"] for a in manifest["artifacts"]} >= {"run.json", "summary.json"}
+        bundle = zipfile.ZipFile(io.BytesIO(got["LOG_BUNDLE"].content))
+        (log_name,) = bundle.namelist()
+        assert log_name == f"{run['id']}.log"
+        assert b"passed" in bundle.read(log_name)
+        # `goldeval verify` still finds the run folder complete: the service's files are beside it.
+        folder = service.root / ".goldeval" / "runs" / run["storeRunId"]
+        verify = subprocess.run(
+            [sys.executable, "-m", "goldeval.cli.main", "verify", str(folder)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
+        )
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+        # Tampered after the run: refused, each type.
+        evidence = service.root / ".goldeval" / "service" / "evidence" / run["id"]
+        for kind, path in (
+            ("JUNIT_XML", evidence / "junit.xml"),
+            ("HTML_REPORT", evidence / "report.html"),
+            ("LOG_BUNDLE", evidence / "logs.zip"),
+            ("MANIFEST", folder / "manifest.json"),
+        ):
+            path.write_bytes(path.read_bytes() + b" ")
+            refused = client.get(f"{base}/{kind}")
+            assert refused.status_code == 409, (kind, refused.text)
+            assert refused.json()["type"] == "/problems/artifact-checksum-mismatch"

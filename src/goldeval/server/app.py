@@ -402,12 +402,24 @@ def create_app(
 
     @app.get(
         "/api/eval/runs/{run_id}/artifacts/{kind}",
-        responses={200: {"content": {"application/json": {}, "text/markdown": {}}}, **problem_doc},
+        responses={
+            200: {
+                "content": {
+                    "application/json": {},
+                    "text/markdown": {},
+                    "application/xml": {},
+                    "text/html": {},
+                    "application/zip": {},
+                }
+            },
+            **problem_doc,
+        },
         tags=["runs"],
     )
     def get_artifact(run_id: str, kind: str, _: Annotated[Principal, Depends(read)]) -> Response:
-        """One artifact (JSON_SUMMARY, RUN_JSON, REPORT_MD, COMPARISON), served only if its
-        SHA-256 and size still match the inventory the run recorded (409 otherwise)."""
+        """One artifact (JSON_SUMMARY, RUN_JSON, REPORT_MD, COMPARISON, MANIFEST, JUNIT_XML,
+        HTML_REPORT, LOG_BUNDLE), served only if its SHA-256 and size still match the inventory
+        the run recorded (409 otherwise)."""
         data, media, filename = service.artifact(run_id, kind)
         return Response(
             data,

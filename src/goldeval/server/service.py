@@ -32,7 +32,7 @@ from goldeval.dataset.rows import discover
 from goldeval.reports import site
 from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.results.run_document import RUN_DOCUMENT
-from goldeval.server import datasets, pages
+from goldeval.server import datasets, pages, run_artifacts
 from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import RUN_ID, ServiceSettings
@@ -41,14 +41,22 @@ from goldeval.store.queue import FINISHED, RunQueue, ServiceRun, decode_cursor, 
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 
-#: Artifact types (the seed's names) → the file in the run folder the plugin writes.
+#: Artifact types (the seed's names) → their path in the run's artifact inventory: a file of
+#: the run folder the plugin writes, or one the worker adds (:mod:`run_artifacts`).
 ARTIFACT_TYPES: dict[str, str] = {
     "JSON_SUMMARY": "summary.json",
     "RUN_JSON": "run.json",
     "REPORT_MD": "report.md",
     "COMPARISON": "comparison.json",
+    **run_artifacts.SERVICE_ARTIFACTS,
 }
-MEDIA_TYPES = {".json": "application/json", ".md": "text/markdown; charset=utf-8"}
+MEDIA_TYPES = {
+    ".json": "application/json",
+    ".md": "text/markdown; charset=utf-8",
+    ".xml": "application/xml",
+    ".html": "text/html; charset=utf-8",
+    ".zip": "application/zip",
+}
 RUN_STATUSES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED")
 ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
@@ -485,14 +493,16 @@ class Service:
                 + ("" if job.status not in ("QUEUED", "RUNNING") else f" yet ({job.status})"),
             )
         runs_root = self.settings.runs_dir.resolve()
-        folder = Path(job.run_dir) if job.run_dir else runs_root / store_run_id
-        path = (folder / name).resolve()
-        if not path.is_relative_to(runs_root) or path.parent != folder.resolve():
+        run_folder = Path(job.run_dir) if job.run_dir else runs_root / store_run_id
+        file, folder = run_artifacts.locate(name, run_folder, self.settings.work_dir, job.id)
+        root = runs_root if folder == run_folder else self.settings.work_dir.resolve()
+        path = file.resolve()
+        if not path.is_relative_to(root) or path.parent != folder.resolve():
             raise Problem(
                 409,
                 "artifact-outside-runs",
                 "Artifact is not in this server's runs folder",
-                f"{kind} of run {job.id} is not under {runs_root}; serve it from the machine "
+                f"{kind} of run {job.id} is not under {root}; serve it from the machine "
                 "that ran it, or point --runs at the shared runs folder",
             )
         data = _read_regular(path, job.id, kind, entry.size)
@@ -510,7 +520,7 @@ class Service:
                 actualSha256=digest,
             )
         media = MEDIA_TYPES.get(Path(name).suffix, "application/octet-stream")
-        return data, media, f"{store_run_id}-{name}"
+        return data, media, f"{store_run_id}-{Path(name).name}"
 
     # ---- run page
 
@@ -579,6 +589,9 @@ class Service:
             folder = (self.settings.runs_dir / job.run_id).resolve()
             if folder.parent == self.settings.runs_dir.resolve() and folder.is_dir():
                 _remove_tree(folder)
+        evidence = run_artifacts.evidence_dir(self.settings.work_dir, job.id)
+        if evidence.is_dir():
+            _remove_tree(evidence)
 
     # ---- health
 
