@@ -336,3 +336,44 @@ def test_every_artifact_type_downloads_and_a_tampered_one_is_refused(service: Se
             refused = client.get(f"{base}/{kind}")
             assert refused.status_code == 409, (kind, refused.text)
             assert refused.json()["type"] == "/problems/artifact-checksum-mismatch"
+
+
+def test_the_counters_migration_fills_them_from_the_rows_already_stored(store_url: str) -> None:
+    """A store upgraded from schema 8 starts with counters equal to its rows (runs by status
+    and dataset, attempts by status, errors by kind, tokens)."""
+    from goldeval.store import counters
+    from goldeval.store.migrations import LATEST_VERSION
+    from goldeval.store.queue import RunQueue
+
+    def record(case: str, status: str, **extra: Any) -> dict[str, Any]:
+        return {"caseId": case, "index": 0, "status": status, "tokens": {"totalTokens": 7}, **extra}
+
+    with open_store(store_url) as store:
+        store.begin_run(
+            "r1", dataset_id="d", dataset_hash="h", mode="fixture", protocol={}, configuration={}
+        )
+        store.record_attempts(
+            "r1",
+            [record("a", "PASS"), record("b", "FAIL"), record("c", "ERROR", errorKind="HTTP_5XX")],
+        )
+        RunQueue(store).enqueue("q1", dataset_id="demo-v1", request={}, idempotency_key=None)
+        with store._read("test") as tx:  # type: ignore[attr-defined]
+            live = counters.read(tx)
+        # Back to schema 8: no counters table.
+        with store._transaction("test") as tx:  # type: ignore[attr-defined]
+            tx.execute("DROP TABLE service_counters")
+            tx.execute("DELETE FROM schema_version WHERE version = ?", (LATEST_VERSION,))
+    with open_store(store_url) as store:
+        assert store.schema_version() == LATEST_VERSION
+        with store._read("test") as tx:  # type: ignore[attr-defined]
+            migrated = counters.read(tx)
+    expected = {
+        ("runs", "QUEUED|demo-v1"): 1.0,
+        ("attempts", "PASS"): 1.0,
+        ("attempts", "FAIL"): 1.0,
+        ("attempts", "ERROR"): 1.0,
+        ("provider_errors", "HTTP_5XX"): 1.0,
+        ("tokens", ""): 21.0,
+    }
+    assert migrated == expected
+    assert live == expected  # what the write path counted is what the migration counts
