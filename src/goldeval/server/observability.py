@@ -57,7 +57,7 @@ class MetricsReader:
                     tx.execute(f"SET statement_timeout = {int(self.seconds * 1000)}")
         try:
             return RunQueue(self._store).metrics()
-        except StoreError:
+        except Exception:  # the next scrape starts from a fresh connection
             store, self._store = self._store, None
             try:
                 store.close()
@@ -79,6 +79,8 @@ class MetricsReader:
             logs.event("metrics store read timed out", logging.WARNING, seconds=self.seconds)
         except StoreError as exc:
             logs.event("metrics store read failed", logging.WARNING, error=safe_text(exc))
+        except Exception as exc:  # a driver error not turned into StoreError: still a "down"
+            logs.event("metrics store read failed", logging.WARNING, error=type(exc).__name__)
         return None
 
     def close(self) -> None:
