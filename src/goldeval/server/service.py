@@ -40,7 +40,7 @@ from goldeval.results.documents import (
     typed_run,
 )
 from goldeval.results.run_document import RUN_DOCUMENT
-from goldeval.server import datasets
+from goldeval.server import datasets, pages, run_artifacts
 from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import RUN_ID, ServiceSettings
@@ -56,14 +56,22 @@ from goldeval.store.queue import (
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 
-#: Artifact types (the seed's names) → the file in the run folder the plugin writes.
+#: Artifact types (the seed's names) → their path in the run's artifact inventory: a file of
+#: the run folder the plugin writes, or one the worker adds (:mod:`run_artifacts`).
 ARTIFACT_TYPES: dict[str, str] = {
     "JSON_SUMMARY": "summary.json",
     "RUN_JSON": "run.json",
     "REPORT_MD": "report.md",
     "COMPARISON": "comparison.json",
+    **run_artifacts.SERVICE_ARTIFACTS,
 }
-MEDIA_TYPES = {".json": "application/json", ".md": "text/markdown; charset=utf-8"}
+MEDIA_TYPES = {
+    ".json": "application/json",
+    ".md": "text/markdown; charset=utf-8",
+    ".xml": "application/xml",
+    ".html": "text/html; charset=utf-8",
+    ".zip": "application/zip",
+}
 ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
 #: Artifacts larger than this are refused rather than read into memory to be checked.
@@ -514,14 +522,16 @@ class Service:
                 + ("" if job.status not in ("QUEUED", "RUNNING") else f" yet ({job.status})"),
             )
         runs_root = self.settings.runs_dir.resolve()
-        folder = Path(job.run_dir) if job.run_dir else runs_root / store_run_id
-        path = (folder / name).resolve()
-        if not path.is_relative_to(runs_root) or path.parent != folder.resolve():
+        run_folder = Path(job.run_dir) if job.run_dir else runs_root / store_run_id
+        file, folder = run_artifacts.locate(name, run_folder, self.settings.work_dir, job.id)
+        root = runs_root if folder == run_folder else self.settings.work_dir.resolve()
+        path = file.resolve()
+        if not path.is_relative_to(root) or path.parent != folder.resolve():
             raise Problem(
                 409,
                 "artifact-outside-runs",
                 "Artifact is not in this server's runs folder",
-                f"{kind} of run {job.id} is not under {runs_root}; serve it from the machine "
+                f"{kind} of run {job.id} is not under {root}; serve it from the machine "
                 "that ran it, or point --runs at the shared runs folder",
             )
         data = _read_regular(path, job.id, kind, entry.size)
@@ -539,26 +549,19 @@ class Service:
                 actualSha256=digest,
             )
         media = MEDIA_TYPES.get(Path(name).suffix, "application/octet-stream")
-        return data, media, f"{store_run_id}-{name}"
+        return data, media, f"{store_run_id}-{Path(name).name}"
 
     # ---- run page
 
-    def page_index(self, limit: int = 30) -> str:
+    def page_index(self, before: str | None) -> str:
+        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``."""
+        try:
+            after = pages.parse_before(before)
+        except ValueError as exc:
+            raise validation_problem([{"field": "before", "message": str(exc)}]) from None
         with self.pool.store() as store:
-            q = RunQueue(store)
-            docs: list[dict[str, Any]] = []
-            names: dict[int, str] = {}
-            for job in q.page(limit=limit * 2):
-                if len(docs) >= limit:
-                    break
-                try:
-                    doc, _ = self.document(q, job.id)
-                except Problem:
-                    continue
-                doc.setdefault("timestamp", job.created_at.isoformat())
-                docs.append(doc)
-                names[id(doc)] = job.id
-        return self.settings.public_text(site.render_index(docs, names))
+            page, _older = pages.index_page(RunQueue(store), after)
+        return self.settings.public_text(page)
 
     def page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
@@ -617,6 +620,9 @@ class Service:
             folder = (self.settings.runs_dir / job.run_id).resolve()
             if folder.parent == self.settings.runs_dir.resolve() and folder.is_dir():
                 _remove_tree(folder)
+        evidence = run_artifacts.evidence_dir(self.settings.work_dir, job.id)
+        if evidence.is_dir():
+            _remove_tree(evidence)
 
     # ---- health
 
@@ -636,17 +642,6 @@ class Service:
             checks["store"] = self.settings.public_text(safe_text(exc))
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
-
-    def metrics_snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-        with self.pool.store() as store:
-            q = RunQueue(store)
-            runs = q.runs_by_status()
-            attempts = q.attempts_by_status()
-            errors: dict[str, int] = {}
-            for record in q.error_records():
-                kind = str(record.get("errorKind") or "UNKNOWN")
-                errors[kind] = errors.get(kind, 0) + 1
-        return runs, attempts, errors
 
 
 def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:

@@ -19,7 +19,7 @@ import math
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, cast
 
 from goldeval.core.record_text import split_parts
+from goldeval.store import counters
 from goldeval.store.migrations import (
     ATTEMPT_STATUSES,
     LATEST_VERSION,
@@ -384,14 +385,24 @@ class Tx(ABC):
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run a query and fetch every row."""
 
-    def insert_new(self, insert: str, upsert: str, rows: Sequence[Sequence[Any]]) -> int:
+    def insert_new(
+        self,
+        insert: str,
+        upsert: str,
+        rows: Sequence[Sequence[Any]],
+        on_conflict: Callable[[], None] | None = None,
+    ) -> int:
         """``executemany(upsert, rows)``, tried first as a plain ``insert`` of all rows.
 
         A fresh run conflicts with nothing, and PostgreSQL's ``ON CONFLICT`` costs about a
         third more per row even when nothing conflicts. When a row does conflict (a resumed
         run, a rerun of errors, a re-sent report) the insert is rolled back to a savepoint
         and the batch is written with the upsert, so the result is the same either way.
+        ``on_conflict`` runs just before the upsert (only then): the attempt counters read
+        what the upsert is about to replace.
         """
+        if on_conflict is not None:
+            on_conflict()
         return self.executemany(upsert, rows)
 
 
@@ -575,19 +586,23 @@ class _Attempt:
         return None
 
 
-def _content_columns(content: str) -> tuple[str | None, int | None]:
-    """``(error kind, total tokens)`` of an attempt's content JSON, for the row's columns."""
+def _content_columns(content: str) -> tuple[str | None, int | None, float | None]:
+    """``(error kind, total tokens, estimated cost)`` of an attempt's content JSON: the row's
+    columns, and the cost the counters add up (:mod:`goldeval.store.counters`)."""
     value = json.loads(content) if content else {}
     if not isinstance(value, dict):
-        return None, None
+        return None, None, None
     kind = value.get("errorKind", value.get("error_kind"))
     tokens = value.get("tokens")
-    total = (
-        tokens.get("totalTokens", tokens.get("total_tokens")) if isinstance(tokens, dict) else None
-    )
+    usage = tokens if isinstance(tokens, dict) else {}
+    total = usage.get("totalTokens", usage.get("total_tokens"))
+    cost = usage.get("estimatedCost", usage.get("estimated_cost"))
     return (
         kind if isinstance(kind, str) else None,
         total if isinstance(total, int) and not isinstance(total, bool) else None,
+        float(cost)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost)
+        else None,
     )
 
 
@@ -623,8 +638,8 @@ class SqlStore(Store):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._closed = False
-        #: content digest -> (error kind, total tokens): each distinct content parsed once
-        self._columns: dict[bytes, tuple[str | None, int | None]] = {}
+        #: content digest -> (error kind, total tokens, cost): each distinct content parsed once
+        self._columns: dict[bytes, tuple[str | None, int | None, float | None]] = {}
 
     # ---- backend hooks
 
@@ -839,25 +854,55 @@ class SqlStore(Store):
             return 0
         keys = [digest(a.content) for a in attempts]
         ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, attempts, strict=True)})
-        rows = [
+        made = [
             self._attempt_row(run_id, a, key, ids[key])
             for a, key in zip(attempts, keys, strict=True)
         ]
+        rows = [row for row, _cost in made]
+        stored: dict[Any, str] | None = None
+
+        def read_stored() -> None:
+            nonlocal stored
+            stored = self._stored_statuses(tx, run_id, attempts)
+
         # A fresh run conflicts with nothing: a plain insert. A resumed run, a rerun of
         # errors or a re-sent report: the upsert keeps a stored attempt, except an ERROR
         # one, which a later non-ERROR attempt replaces.
-        return tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows)
+        written = tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows, read_stored)
+        batch: list[counters.Written] = [
+            ((a.case_id, a.index, a.model), a.status, row[5], row[7], cost)
+            for a, (row, cost) in zip(attempts, made, strict=True)
+        ]
+        # Last in the transaction, so /metrics never counts what was not committed.
+        counters.bump(tx, counters.attempt_deltas(batch, stored))
+        return written
+
+    @staticmethod
+    def _stored_statuses(tx: Tx, run_id: str, attempts: list[_Attempt]) -> dict[Any, str]:
+        """Status of the stored attempts of the batch's cases (the conflict path only)."""
+        cases = sorted({a.case_id for a in attempts})
+        out: dict[Any, str] = {}
+        for i in range(0, len(cases), _IN_CHUNK):
+            chunk = cases[i : i + _IN_CHUNK]
+            found = tx.query(
+                "SELECT case_id, attempt_index, model, status FROM attempts"
+                f" WHERE run_id = ? AND case_id IN ({', '.join('?' * len(chunk))})",
+                (run_id, *chunk),
+            )
+            out.update({(str(c), int(n), str(m)): str(st) for c, n, m, st in found})
+        return out
 
     def _attempt_row(
         self, run_id: str, a: _Attempt, key: bytes, content_id: int
-    ) -> tuple[Any, ...]:
+    ) -> tuple[tuple[Any, ...], float | None]:
+        """The attempts row of ``a`` and its estimated cost (counted, not stored)."""
         columns = self._columns.get(key)
         if columns is None:
             if len(self._columns) >= _COLUMN_CACHE:
                 self._columns.clear()
             columns = self._columns[key] = _content_columns(a.content)
-        error_kind, tokens = columns
-        return (
+        error_kind, tokens, cost = columns
+        row = (
             run_id,
             a.case_id,
             a.index,
@@ -869,6 +914,7 @@ class SqlStore(Store):
             content_id,
             json_text(a.slim()),
         )
+        return row, cost
 
     @staticmethod
     def records_of(rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
@@ -926,7 +972,7 @@ class SqlStore(Store):
                 status, content_id, slim = str(e[3]), int(e[4]), e[5]
                 run_fields = full_fields(case_id, index, status, slim)
                 attempt = _Attempt(case_id, index, model, status, run_fields, texts[content_id])
-                error_kind, tokens = _content_columns(texts[content_id])
+                error_kind, tokens, _cost = _content_columns(texts[content_id])
                 rows.append(
                     (
                         run_id,

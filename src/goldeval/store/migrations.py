@@ -36,6 +36,11 @@ Versions:
    rebuilt from their own stored definition, rows and indexes kept (the ``rebuild_status_checks``
    hook, foreign keys off around the migration so dropping ``runs`` cascades to nothing);
    PostgreSQL replaces the two CHECK constraints.
+10. ``service_counters`` (name, labels, value): the counters ``/metrics`` reads instead of
+   scanning attempts (:mod:`goldeval.store.counters`), filled from the rows already stored
+   (runs by status and dataset, attempts by status, errors by kind, tokens; cost and the run
+   duration histogram count from this version on). Self-contained in ``_COUNTERS`` so it can
+   be renumbered in one edit.
 """
 
 from __future__ import annotations
@@ -268,6 +273,29 @@ def rebuilt_table_sql(create_sql: str, table: str, new_name: str) -> str:
     return f"CREATE TABLE {new_name} (" + _STATUS_CHECK.sub(f"CHECK ({RUN_STATUS_CHECK})", body)
 
 
+def _counters(real: str) -> tuple[str, ...]:
+    fill = "INSERT INTO service_counters (name, labels, value) "
+    return (
+        "CREATE TABLE service_counters ("
+        " name TEXT NOT NULL,"
+        " labels TEXT NOT NULL,"
+        f" value {real} NOT NULL,"
+        " PRIMARY KEY (name, labels))",
+        fill + "SELECT 'runs', status || '|' || dataset_id, COUNT(*) FROM service_runs"
+        " GROUP BY status, dataset_id",
+        fill + "SELECT 'attempts', status, COUNT(*) FROM attempts GROUP BY status",
+        fill + "SELECT 'provider_errors', COALESCE(error_kind, 'UNKNOWN'), COUNT(*)"
+        " FROM attempts WHERE status = 'ERROR' GROUP BY COALESCE(error_kind, 'UNKNOWN')",
+        fill + "SELECT 'tokens', '', SUM(tokens) FROM attempts HAVING SUM(tokens) IS NOT NULL",
+    )
+
+
+#: The whole step, one tuple per backend: (version, description, statements by backend).
+_COUNTERS = (
+    10,
+    "service_counters: what /metrics reads, kept as runs and attempts move",
+    {"sqlite": _counters("REAL"), "postgresql": _counters("DOUBLE PRECISION")},
+)
 _ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
 
@@ -293,6 +321,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         after=_DROP_PAGES,
     ),
     Migration(9, _INCOMPLETE_DESCRIPTION, (), hook="rebuild_status_checks"),
+    Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["sqlite"]),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -319,6 +348,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         after=_DROP_PAGES,
     ),
     Migration(9, _INCOMPLETE_DESCRIPTION, _PG_INCOMPLETE),
+    Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["postgresql"]),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

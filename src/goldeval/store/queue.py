@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, cast
 
+from goldeval.store import counters
 from goldeval.store.base import (
-    ATTEMPT_ROW_COLUMNS,
-    ATTEMPT_ROW_JOIN,
     SqlStore,
     Store,
     StoreError,
@@ -109,6 +108,16 @@ class ResultRow:
     model: str
     status: str
     record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class QueueMetrics:
+    """The store's side of a ``/metrics`` scrape (:meth:`RunQueue.metrics`)."""
+
+    counters: dict[tuple[str, str], float]
+    """(name, labels) -> value, see :mod:`goldeval.store.counters`."""
+    oldest_queued: datetime | None
+    busy_workers: int
 
 
 def encode_cursor(*parts: str) -> str:
@@ -216,6 +225,7 @@ class RunQueue:
             )
             values: tuple[str, ...]
             if inserted == 1:
+                counters.bump(tx, counters.run_moved(dataset_id, None, "QUEUED"))
                 where, values = "id = ?", (run_id,)
             elif idempotency_key is not None:
                 where = "idempotency_owner = ? AND idempotency_key = ?"
@@ -234,19 +244,20 @@ class RunQueue:
         lock = " FOR UPDATE SKIP LOCKED" if self._pg else ""
         with self.store.transaction("claim") as tx:
             rows = tx.query(
-                "SELECT id FROM service_runs WHERE status = 'QUEUED'"
+                "SELECT id, status, dataset_id FROM service_runs WHERE status = 'QUEUED'"
                 " OR (status = 'RUNNING' AND heartbeat_at < ?)"
                 f" ORDER BY created_at, id LIMIT 1{lock}",
                 (stale,),
             )
             if not rows:
                 return None
-            (run_id,) = rows[0]
+            run_id, old, dataset_id = rows[0]
             tx.execute(
                 "UPDATE service_runs SET status = 'RUNNING', worker = ?, claims = claims + 1,"
                 " started_at = COALESCE(started_at, ?), heartbeat_at = ? WHERE id = ?",
                 (worker, self._ts(now), self._ts(now), run_id),
             )
+            counters.bump(tx, counters.run_moved(str(dataset_id), str(old), "RUNNING"))
             got = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
         return self._row(got[0])
 
@@ -285,23 +296,35 @@ class RunQueue:
         """Set the final status (only while ``worker`` still owns the run, if given)."""
         if status not in FINISHED:
             raise ValueError(f"finish: {status!r} is not one of {FINISHED}")
+        now = _utcnow()
         sql = (
             "UPDATE service_runs SET status = ?, exit_code = ?, error = ?, finished_at = ?"
             " WHERE id = ? AND status = 'RUNNING'"
         )
-        params: tuple[Any, ...] = (status, exit_code, error, self._ts(_utcnow()), run_id)
+        params: tuple[Any, ...] = (status, exit_code, error, self._ts(now), run_id)
         if worker is not None:
             sql += " AND worker = ?"
             params = (*params, worker)
         with self.store.transaction("finish") as tx:
-            return tx.execute(sql, params) == 1
+            if tx.execute(sql, params) != 1:
+                return False
+            rows = tx.query(
+                "SELECT dataset_id, started_at FROM service_runs WHERE id = ?", (run_id,)
+            )
+            dataset_id, started = rows[0]
+            deltas = counters.run_moved(str(dataset_id), "RUNNING", status)
+            if started is not None:
+                seconds = (now - self.store.ts_value(started)).total_seconds()
+                deltas.update(counters.run_duration(seconds))
+            counters.bump(tx, deltas)
+            return True
 
     def request_cancel(self, run_id: str) -> ServiceRun | None:
         """Cancel: a QUEUED run ends INTERRUPTED at once, a RUNNING one is flagged for its
         worker (which stops the run within a heartbeat). Finished runs are left as they are."""
         now = self._ts(_utcnow())
         with self.store.transaction("cancel") as tx:
-            tx.execute(
+            stopped = tx.execute(
                 "UPDATE service_runs SET status = 'INTERRUPTED', cancel_requested = 1,"
                 " error = 'cancelled before it started', finished_at = ?"
                 " WHERE id = ? AND status = 'QUEUED'",
@@ -312,30 +335,41 @@ class RunQueue:
                 (run_id,),
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
+            if stopped == 1:
+                dataset_id = str(rows[0][3])
+                counters.bump(tx, counters.run_moved(dataset_id, "QUEUED", "INTERRUPTED"))
         return self._row(rows[0]) if rows else None
 
     def requeue(self, run_id: str) -> ServiceRun | None:
         """Put a :data:`RESUMABLE` run back in the queue (it resumes by its run key)."""
         with self.store.transaction("requeue") as tx:
-            tx.execute(
+            before = tx.query(
+                "SELECT status, dataset_id FROM service_runs WHERE id = ?"
+                f" AND status IN ({_marks(RESUMABLE)})",
+                (run_id, *RESUMABLE),
+            )
+            changed = tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
                 " exit_code = NULL, finished_at = NULL, worker = NULL, claims = 0"
                 f" WHERE id = ? AND status IN ({_marks(RESUMABLE)})",
                 (run_id, *RESUMABLE),
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
+            if changed == 1 and before:
+                old, dataset_id = before[0]
+                counters.bump(tx, counters.run_moved(str(dataset_id), str(old), "QUEUED"))
         return self._row(rows[0]) if rows else None
 
     def delete(self, run_id: str) -> bool:
         """Delete a finished run: its queue row, then its store runs (pages, inventory and the
         contents no other run uses) through the store's own :meth:`delete_runs`."""
         with self.store.transaction("delete") as tx:
-            rows = tx.query("SELECT run_key, status FROM service_runs WHERE id = ?", (run_id,))
-            if not rows:
+            rows = tx.query(
+                "SELECT run_key, status, dataset_id FROM service_runs WHERE id = ?", (run_id,)
+            )
+            if not rows or rows[0][1] not in FINISHED:
                 return False
-            run_key, status = rows[0]
-            if status not in FINISHED:
-                return False
+            run_key, status, dataset_id = rows[0]
             store_runs = [
                 str(store_run)
                 for (store_run,) in tx.query(
@@ -344,6 +378,7 @@ class RunQueue:
             ]
             if tx.execute("DELETE FROM service_runs WHERE id = ?", (run_id,)) != 1:
                 return False
+            counters.bump(tx, counters.run_moved(str(dataset_id), str(status), None))
         # A crash here leaves a store run without its queue row: `goldeval prune` removes it.
         self.store.delete_runs(store_runs)
         return True
@@ -422,28 +457,22 @@ class RunQueue:
             rows = tx.query("SELECT status, COUNT(*) FROM service_runs GROUP BY status")
         return {str(s): int(n) for s, n in rows}
 
-    def attempts_by_status(self) -> dict[str, int]:
-        """Attempts of the service's runs, by status."""
-        with self.store.read("attempts_by_status") as tx:
-            rows = tx.query(
-                "SELECT a.status, COUNT(*) FROM attempts a"
-                " JOIN runs r ON r.run_id = a.run_id"
-                " JOIN service_runs s ON s.run_key = r.run_key"
-                " GROUP BY a.status"
+    def metrics(self) -> QueueMetrics:
+        """What ``/metrics`` shows, in three small reads: the counters table, the oldest QUEUED
+        row (the status index's first entry) and the RUNNING rows (one per busy worker). None
+        of them reads attempts, so a scrape costs the same at 100 or 1,000,000 attempts."""
+        with self.store.read("metrics") as tx:
+            values = counters.read(tx)
+            oldest = tx.query(
+                "SELECT created_at FROM service_runs WHERE status = 'QUEUED'"
+                " ORDER BY created_at, id LIMIT 1"
             )
-        return {str(st): int(n) for st, n in rows}
-
-    def error_records(self, limit: int = 10_000) -> list[dict[str, Any]]:
-        """ERROR attempt records of the service's runs, most recent runs first (provider
-        errors)."""
-        with self.store.read("error_records") as tx:
-            rows = tx.query(
-                f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
-                " JOIN runs r ON r.run_id = a.run_id"
-                " JOIN service_runs s ON s.run_key = r.run_key"
-                " WHERE a.status = 'ERROR'"
-                " ORDER BY r.started_at DESC, a.run_id, a.case_id, a.attempt_index, a.model"
-                " LIMIT ?",
-                (int(limit),),
+            running = tx.query(
+                "SELECT DISTINCT worker FROM service_runs WHERE status = 'RUNNING'"
+                " AND worker IS NOT NULL"
             )
-        return self.store.records_of(rows)
+        return QueueMetrics(
+            counters=values,
+            oldest_queued=self.store.ts_value(oldest[0][0]) if oldest else None,
+            busy_workers=len(running),
+        )

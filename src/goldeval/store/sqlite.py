@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,7 +39,13 @@ class _SqliteTx(Tx):
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._conn.execute(sql, params).fetchall())
 
-    def insert_new(self, insert: str, upsert: str, rows: Sequence[Sequence[Any]]) -> int:
+    def insert_new(
+        self,
+        insert: str,
+        upsert: str,
+        rows: Sequence[Sequence[Any]],
+        on_conflict: Callable[[], None] | None = None,
+    ) -> int:
         self._conn.execute("SAVEPOINT goldeval_insert_new")
         try:
             count = self._conn.executemany(insert, rows).rowcount
@@ -48,6 +54,8 @@ class _SqliteTx(Tx):
             self._conn.execute("RELEASE goldeval_insert_new")
             if "UNIQUE" not in str(exc).upper():
                 raise  # a CHECK or foreign key failure is not a duplicate: the upsert fails too
+            if on_conflict is not None:
+                on_conflict()
             return self._conn.executemany(upsert, rows).rowcount
         self._conn.execute("RELEASE goldeval_insert_new")
         return count
