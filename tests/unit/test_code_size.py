@@ -36,24 +36,8 @@ PENDING_SPLIT: dict[str, str] = {
     "server/service.py::Service.create": _SERVER,
     "store/base.py": _STORE,
     # Not split yet (issue 34): each is one long piece that still works as a whole.
-    "cli/main.py": "not split yet: subcommands by topic",
-    "cli/main.py::build_parser": "not split yet: one function per subcommand",
-    "cli/importers/promptfoo.py::read_promptfoo": "not split yet",
-    "dataset/rows.py": "not split yet: row fields, row parser, dataset discovery",
-    "dataset/rows.py::parse_rows": "not split yet: named steps per row",
-    "dataset/rows.py::load_dataset": "not split yet",
-    "graders/contract.py::ContractChecker.grade": "not split yet: one check per contract key",
-    "graders/json_schema_check.py": "not split yet: formats apart from the checker",
-    "judge/calibration.py": "not split yet: corpus rows apart from the report",
-    "providers/http/client.py": "not split yet: one module per wire format",
-    "pytest_plugin/options.py::add_options": "not split yet: one function per option topic",
-    "reports/junit.py::_suite": "not split yet",
-    "reports/markdown.py::render": "not split yet: reports render from the typed run document",
     "reports/site.py": "not split yet",
-    "results/metrics.py::MetricsAccumulator.add": "not split yet",
-    "testing/llm_server/cli.py::main": "not split yet",
-    "testing/llm_server/handler.py": "not split yet: fault bodies apart from the handler",
-    "verdict/comparison.py": "not split yet: comparison rows apart from the verdict",
+    "verdict/comparison.py": "being rewritten over the typed run document in branch typed-doc",
 }
 
 
