@@ -23,8 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from goldeval.core.errors import ProviderError
-from goldeval.core.limits import Deadline, LimitExceeded, Watchdog, read_bounded
+from goldeval.core.limits import Deadline, LimitExceeded, read_bounded
 from goldeval.core.settings import ProviderSettings
+from goldeval.core.watchdog import Watchdog
 from goldeval.dataset.case import GoldenCase
 from goldeval.providers.base import ProviderRequest
 from goldeval.providers.http import HTTPProvider, make_http_provider

@@ -20,11 +20,8 @@ Callers turn :class:`LimitExceeded` into what their surface needs: a provider in
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -381,85 +378,6 @@ def read_bounded(
         yield chunk
 
 
-def _nothing() -> None:
-    return None
-
-
-class Alarm:
-    """One armed watchdog action; :meth:`cancel` it once the guarded work has ended."""
-
-    __slots__ = ("_action", "_lock", "cancelled", "fired")
-
-    def __init__(self, action: Callable[[], None]) -> None:
-        self._action = action
-        self._lock = threading.Lock()
-        self.cancelled = False
-        self.fired = False
-
-    def cancel(self) -> bool:
-        """Disarm; returns whether the action already ran. Once this returns, the action
-        never runs (it runs under the same lock), so the guarded resource may be reused."""
-        with self._lock:
-            self.cancelled = True
-            # The alarm waits in the watchdog's heap until its due time: it must not keep
-            # what the action holds (a response, its request body) alive until then.
-            self._action = _nothing
-            return self.fired
-
-    def fire(self) -> None:
-        with self._lock:
-            if self.cancelled or self.fired:
-                return
-            self.fired = True
-            try:
-                self._action()
-            except Exception:  # an action is best effort (the socket may be closed already)
-                pass
-
-
-class Watchdog:
-    """One daemon thread running actions when their :class:`Deadline` passes, unless
-    cancelled first: it cuts a read that blocks past its deadline (a socket shut down)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, Alarm]] = []
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, deadline: Deadline, action: Callable[[], None]) -> Alarm:
-        alarm = Alarm(action)
-        remaining = deadline.remaining()
-        if remaining is None:
-            return alarm  # never expires: nothing to watch
-        with self._cond:
-            heapq.heappush(self._heap, (self._clock() + remaining, next(self._order), alarm))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="goldeval-watchdog", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify()
-        return alarm
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._heap:
-                    self._cond.wait()
-                due, _, alarm = self._heap[0]
-                wait = due - self._clock()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                heapq.heappop(self._heap)
-            if not alarm.cancelled:
-                alarm.fire()
-
-
-#: The process's watchdog (its thread starts on the first armed alarm).
-WATCHDOG = Watchdog()
 # -- live calls: what bounds the judge and the model-list probe (issue 32 / 31: bound-budget) --
 
 LIMITS = (

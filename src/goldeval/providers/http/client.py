@@ -28,12 +28,13 @@ from typing import Any
 import httpx
 
 from goldeval.core.errors import ProviderError
-from goldeval.core.limits import WATCHDOG, Deadline, LimitExceeded, read_bounded
+from goldeval.core.limits import Deadline, LimitExceeded, read_bounded
 from goldeval.core.settings import (
     ProviderSettings,
     mask_secrets,
     redact_url,
 )
+from goldeval.core.watchdog import WATCHDOG
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 from goldeval.providers.budget import cost_of
 from goldeval.providers.http.connection import base_url, cut, declared_length, pooled_client
