@@ -438,6 +438,7 @@ class GoldenSession:
         if self._judge_settings is None:
             self._judge_settings = judge_provider_settings(self.config, self.settings)
         return self._judge_settings
+
     def close(self) -> None:
         if self._prefetcher is not None:
             self._prefetcher.close()
@@ -459,12 +460,8 @@ class GoldenSession:
         return pipe
 
 
-
-
 def state_of(config: pytest.Config) -> GoldenSession:
     return config.stash[STATE_KEY]
-
-
 
 
 def payload_for(state: GoldenSession, record: AttemptRecord) -> dict[str, Any]:
