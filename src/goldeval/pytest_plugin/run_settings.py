@@ -7,6 +7,7 @@ unpriced ``--golden-max-cost``, a rerun plugin that would hide failed tries.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,23 +104,8 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
         raise pytest.UsageError(str(exc)) from None
     max_cost = _opt(config, "golden_max_cost")
     if max_cost is not None and mode is not Mode.FIXTURE:
-        unpriced = [
-            m
-            for m in (models or [provider.model])
-            if m not in provider.prices and provider.price_per_1k_input is None
-        ]
-        if unpriced:
-            raise pytest.UsageError(
-                f"--golden-max-cost needs a price for {', '.join(map(str, unpriced))}: add "
-                "'MODEL = INPUT OUTPUT' (per 1k tokens) to the golden_prices ini key"
-            )
-    # A path typed on the command line is relative to where pytest was started (as
-    # --junitxml); the ini value and the default are the project's: relative to the rootdir,
-    # so pytest started in any subfolder writes the same .goldeval/ (docs: "Project root").
-    typed = _opt(config, "golden_out", None)
-    out = Path(typed or config.getini("golden_out") or ".goldeval/runs")
-    if not out.is_absolute():
-        out = (Path(config.invocation_params.dir) if typed else Path(config.rootpath)) / out
+        _refuse_unpriced(provider, models)
+    out = _out_dir(config)
     artifacts = str(_opt(config, "golden_artifacts", "failure"))
     deadline = _opt(config, "golden_deadline")
     return RunSettings(
@@ -150,6 +136,45 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
         max_cost=max_cost,
         max_tokens=_opt(config, "golden_max_tokens"),
     )
+
+
+def _refuse_unpriced(provider: ProviderSettings, models: Sequence[str | None]) -> None:
+    """``--golden-max-cost`` in a live run needs a price for every model it runs."""
+    unpriced = [
+        m
+        for m in (models or [provider.model])
+        if m not in provider.prices and provider.price_per_1k_input is None
+    ]
+    if unpriced:
+        raise pytest.UsageError(
+            f"--golden-max-cost needs a price for {', '.join(map(str, unpriced))}: add "
+            "'MODEL = INPUT OUTPUT' (per 1k tokens) to the golden_prices ini key"
+        )
+
+
+def _out_dir(config: pytest.Config) -> Path:
+    """A path typed on the command line is relative to where pytest was started (as
+    --junitxml); the ini value and the default are the project's: relative to the rootdir,
+    so pytest started in any subfolder writes the same .goldeval/ (docs: "Project root")."""
+    typed = _opt(config, "golden_out", None)
+    out = Path(typed or config.getini("golden_out") or ".goldeval/runs")
+    if not out.is_absolute():
+        out = (Path(config.invocation_params.dir) if typed else Path(config.rootpath)) / out
+    return out
+
+
+def refuse_existing_baseline(config: pytest.Config, settings: RunSettings) -> None:
+    """``--golden-save-baseline=PATH`` never overwrites a baseline silently."""
+    save = settings.save_baseline
+    if save and not settings.force_save_baseline:
+        save_path = Path(save)
+        if not save_path.is_absolute():
+            save_path = Path(config.invocation_params.dir) / save_path
+        if save_path.exists():
+            raise pytest.UsageError(
+                f"{save}: baseline already exists; pass --golden-force-save-baseline to "
+                "overwrite it"
+            )
 
 
 def _max_response_bytes(config: pytest.Config) -> int:

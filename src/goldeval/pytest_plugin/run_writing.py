@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.models import Mode
+from goldeval.core.settings import RunSettings
 from goldeval.pytest_plugin.protocol import protocol_for
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports import markdown as report_md
@@ -46,61 +47,9 @@ def build_for(
     red_ids = {x.id for x in ds.cases if x.red}
     include_red = any(case_id in red_ids for case_id in selected)
     judge_model = protocol["judgeModel"]
-    configuration = {
-        "mode": s.mode.protocol_name,
-        "goldenMode": s.mode.value,
-        "model": model,
-        "judgeModel": judge_model,
-        "judgeEnabled": protocol["judgeEnabled"],
-        "repetitions": s.attempts,
-        "includeRed": include_red,
-        "artifactMode": s.artifacts.upper(),
-        "outputDir": str(out_dir),
-        "provider": s.provider.name if live else "fixture",
-        "providerSettings": s.provider.public() if live else None,
-        "experimentId": s.experiment,
-        "concurrency": s.concurrency if live else None,
-        "deadlineSeconds": s.deadline,
-    }
-    commit = git_commit(state.project_root)
-    fingerprint = config_fingerprint(
-        {
-            "artifactMode": "omitted",
-            "datasetHash": ds.hash,
-            "datasetVersion": ds.id,
-            "experimentId": s.experiment,
-            "gitCommit": commit,
-            "includeRed": include_red,
-            "judgeEnabled": protocol["judgeEnabled"],
-            "judgeModel": judge_model or "off",
-            "mode": s.mode.protocol_name,
-            "model": model,
-            "packDatasetVersion": ds.pack.version if ds.pack else None,
-            "packHash": ds.pack.hash if ds.pack else None,
-            "provider": configuration["provider"],
-            "repetitions": s.attempts,
-        }
-    )
-    identity = {
-        "model": model,
-        "judgeModel": judge_model,
-        "datasetVersion": ds.id,
-        "packDatasetVersion": ds.pack.version if ds.pack else None,
-        "datasetHash": ds.hash,
-        "packHash": ds.pack.hash if ds.pack else None,
-        "gitCommit": commit,
-        "experimentId": s.experiment,
-        "configFingerprint": fingerprint,
-    }
-    incomplete = state.skipped_by_deadline > 0 or state.skipped_by_budget > 0 or interrupted
-    run_status = "INTERRUPTED" if interrupted else ("INCOMPLETE" if incomplete else "COMPLETED")
-    extra: dict[str, Any] = {}
-    if state.skipped_by_deadline:
-        extra["incomplete"] = True
-        extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
-    if state.skipped_by_budget:
-        extra["incomplete"] = True
-        extra["notStartedOverBudget"] = state.skipped_by_budget
+    configuration = _configuration(s, model, protocol, include_red)
+    identity = _identity(state, model, protocol, include_red, configuration["provider"])
+    run_status, extra = _status(state, interrupted)
     judge_errors = 0
     served: set[str] = set()
 
@@ -142,6 +91,87 @@ def build_for(
                 f"judge model {judge_model} is the generator model: self-preference risk"
             )
     return run, run_dir
+
+
+def _configuration(
+    s: RunSettings, model: str | None, protocol: dict[str, Any], include_red: bool
+) -> dict[str, Any]:
+    """The run's ``configuration`` block (None values are left out by the caller)."""
+    live = s.mode is not Mode.FIXTURE
+    return {
+        "mode": s.mode.protocol_name,
+        "goldenMode": s.mode.value,
+        "model": model,
+        "judgeModel": protocol["judgeModel"],
+        "judgeEnabled": protocol["judgeEnabled"],
+        "repetitions": s.attempts,
+        "includeRed": include_red,
+        "artifactMode": s.artifacts.upper(),
+        "outputDir": str(s.out_dir),
+        "provider": s.provider.name if live else "fixture",
+        "providerSettings": s.provider.public() if live else None,
+        "experimentId": s.experiment,
+        "concurrency": s.concurrency if live else None,
+        "deadlineSeconds": s.deadline,
+    }
+
+
+def _identity(
+    state: GoldenSession,
+    model: str | None,
+    protocol: dict[str, Any],
+    include_red: bool,
+    provider: str,
+) -> dict[str, Any]:
+    """What identifies the run for comparisons: dataset, pack, commit and the fingerprint of
+    the configuration that decides comparability."""
+    ds = state.load()
+    s = state.settings
+    judge_model = protocol["judgeModel"]
+    commit = git_commit(state.project_root)
+    fingerprint = config_fingerprint(
+        {
+            "artifactMode": "omitted",
+            "datasetHash": ds.hash,
+            "datasetVersion": ds.id,
+            "experimentId": s.experiment,
+            "gitCommit": commit,
+            "includeRed": include_red,
+            "judgeEnabled": protocol["judgeEnabled"],
+            "judgeModel": judge_model or "off",
+            "mode": s.mode.protocol_name,
+            "model": model,
+            "packDatasetVersion": ds.pack.version if ds.pack else None,
+            "packHash": ds.pack.hash if ds.pack else None,
+            "provider": provider,
+            "repetitions": s.attempts,
+        }
+    )
+    return {
+        "model": model,
+        "judgeModel": judge_model,
+        "datasetVersion": ds.id,
+        "packDatasetVersion": ds.pack.version if ds.pack else None,
+        "datasetHash": ds.hash,
+        "packHash": ds.pack.hash if ds.pack else None,
+        "gitCommit": commit,
+        "experimentId": s.experiment,
+        "configFingerprint": fingerprint,
+    }
+
+
+def _status(state: GoldenSession, interrupted: bool) -> tuple[str, dict[str, Any]]:
+    """The run's status and the fields that say why it is incomplete."""
+    incomplete = state.skipped_by_deadline > 0 or state.skipped_by_budget > 0 or interrupted
+    run_status = "INTERRUPTED" if interrupted else ("INCOMPLETE" if incomplete else "COMPLETED")
+    extra: dict[str, Any] = {}
+    if state.skipped_by_deadline:
+        extra["incomplete"] = True
+        extra["notStartedBeforeDeadline"] = state.skipped_by_deadline
+    if state.skipped_by_budget:
+        extra["incomplete"] = True
+        extra["notStartedOverBudget"] = state.skipped_by_budget
+    return run_status, extra
 
 
 def note_served_models(run: dict[str, Any], served: set[str]) -> None:

@@ -44,6 +44,7 @@ from goldeval.pytest_plugin.recording import session_recorder
 from goldeval.pytest_plugin.run_settings import (
     judge_provider_settings,
     process_budget,
+    refuse_existing_baseline,
     refuse_rerun_plugins,
     settings_from_config,
 )
@@ -74,41 +75,17 @@ class GoldenSession:
         except GoldevalError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.target = self._collect_target()
-        save = self.settings.save_baseline
-        if save and not self.settings.force_save_baseline:
-            save_path = Path(save)
-            if not save_path.is_absolute():
-                save_path = Path(config.invocation_params.dir) / save_path
-            if save_path.exists():
-                raise pytest.UsageError(
-                    f"{save}: baseline already exists; pass --golden-force-save-baseline to "
-                    "overwrite it"
-                )
+        refuse_existing_baseline(config, self.settings)
         self.dataset: Dataset | None = None
         self.graders: list[Grader] | None = None
-        self.collector = RunCollector(
-            keep_passing_output=self.settings.artifacts == "always"
-            or self.settings.mode is Mode.RECORD,
-            case_info=self.case_info,
-            case_line=self.case_line,
-            # One model unless --golden-models names several: never split into "side by side".
-            one_model=None
-            if len(self.settings.models) > 1
-            else (self.settings.provider.model or ""),
-        )
+        self.collector = self._new_collector()
         self._cases_by_id: dict[str, GoldenCase] | None = None
         #: Records of items between grading and their deciding report, keyed by item. Not in
         #: item.stash: a key there grows every item's stash table for the whole session.
         self.records: dict[pytest.Item, AttemptRecord] = {}
         self.started = datetime.now().astimezone()
         self.started_monotonic = time.monotonic()
-        self.deadline_at = (
-            self.started_monotonic + self.settings.deadline if self.settings.deadline else None
-        )
-        if self.settings.deadline:
-            # Calls in flight end by the run deadline too, not only the starting of attempts
-            # (the HTTP providers read it; started with deadline_at, to the microsecond).
-            self.settings.provider.run_deadline = limits.Deadline(self.settings.deadline)
+        self.deadline_at = self._start_deadline()
         self.is_worker = hasattr(config, "workerinput")
         self.run: dict[str, Any] | None = None
         self.exit_reason: str | None = None
@@ -146,13 +123,7 @@ class GoldenSession:
         self.run_id = new_run_id(self.settings.out_dir, self.started)
         self._recorder: Any = None
         self._provider: Provider | None = None
-        if self.settings.mode is not Mode.FIXTURE:
-            # An unknown provider is a usage error now, not an ERROR on every attempt later
-            # (which would exit 75 and be retried forever).
-            self._provider = self._make_provider()
-            self.meter.share(self._provider)
-        if self.settings.judge:
-            self.judge_provider()  # a bad judge option is a usage error now, not per item
+        self._start_providers()
         if self.settings.rerun_errors and not self.settings.run_key:
             raise pytest.UsageError("--golden-rerun-errors needs --golden-run-key")
         refuse_rerun_plugins(config)
@@ -167,6 +138,35 @@ class GoldenSession:
             # The controller closes the prefetcher in finish_session; a worker's would
             # otherwise run its queued model calls at interpreter exit, even after a signal.
             config.add_cleanup(self.close)
+
+    def _start_deadline(self) -> float | None:
+        """``time.monotonic()`` after which no attempt starts (None: no --golden-deadline)."""
+        if not self.settings.deadline:
+            return None
+        # Calls in flight end by the run deadline too, not only the starting of attempts
+        # (the HTTP providers read it; started with deadline_at, to the microsecond).
+        self.settings.provider.run_deadline = limits.Deadline(self.settings.deadline)
+        return self.started_monotonic + self.settings.deadline
+
+    def _new_collector(self) -> RunCollector:
+        s = self.settings
+        return RunCollector(
+            keep_passing_output=s.artifacts == "always" or s.mode is Mode.RECORD,
+            case_info=self.case_info,
+            case_line=self.case_line,
+            # One model unless --golden-models names several: never split into "side by side".
+            one_model=None if len(s.models) > 1 else (s.provider.model or ""),
+        )
+
+    def _start_providers(self) -> None:
+        """Live runs make their provider now, the judge's too: an unknown provider or a bad
+        judge option is a usage error now, not an ERROR on every attempt later (which would
+        exit 75 and be retried forever)."""
+        if self.settings.mode is not Mode.FIXTURE:
+            self._provider = self._make_provider()
+            self.meter.share(self._provider)
+        if self.settings.judge:
+            self.judge_provider()
 
     def _install_sigterm(self) -> None:
         """SIGTERM ends the session the way Ctrl-C does (pytest's KeyboardInterrupt path).
