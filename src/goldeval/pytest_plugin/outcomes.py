@@ -25,7 +25,16 @@ from goldeval.core.errors import ProviderError
 from goldeval.core.textsafe import one_line
 from goldeval.pipeline.orchestration import SkippedByOutcome
 
-__all__ = ["ENDS_ATTEMPT", "PYTEST_OUTCOMES", "SkippedByOutcome", "attempt_outcome"]
+# SkippedByOutcome lives with the runner (goldeval.pipeline.orchestration) and is named here too.
+__all__ = [
+    "ENDS_ATTEMPT",
+    "FAILED_KINDS",
+    "PYTEST_OUTCOMES",
+    "SkippedByOutcome",
+    "attempt_outcome",
+    "error_kind_of",
+    "pytest_outcome_in",
+]
 
 #: What pytest raises for pytest.fail (pytest.xfail and pytest-timeout too) and pytest.skip.
 PYTEST_OUTCOMES: tuple[type[BaseException], ...] = (pytest.fail.Exception, pytest.skip.Exception)
