@@ -94,7 +94,7 @@ def test_the_session_exit_status_is_set_in_one_place() -> None:
 
 
 def test_finish_session_stays_short() -> None:
-    tree = ast.parse((SRC / "pytest_plugin" / "controller.py").read_text(encoding="utf-8"))
+    tree = ast.parse((SRC / "pytest_plugin" / "finishing.py").read_text(encoding="utf-8"))
     (func,) = [
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "finish_session"
     ]

@@ -3,7 +3,7 @@
 Each test fails loudly when a pytest or xdist release changes what the plugin relies on, instead
 of a golden run degrading silently (see the comment at each use):
 
-* ``item._request`` (pytest_plugin.state.session_fixtures): the session fixtures before setup;
+* ``item._request`` (pytest_plugin.attempts.session_fixtures): the session fixtures before setup;
 * ``session._fixturemanager.getfixturedefs`` (pytest_plugin.fixtures): whether a conftest
   overrides ``golden_case``;
 * ``TestReport._to_json`` / ``_from_json`` (pytest_plugin.xdist): reports crossing xdist;

@@ -97,7 +97,7 @@ class Pipeline:
     retriever: Retriever
     model: str | None = None
     #: The session's secrets (goldeval.core.secrets): masked in every answer by :meth:`screen`
-    #: and in every error message (goldeval.pytest_plugin.state skips replayed fixtures).
+    #: and in every error message (AttemptRunner.call skips replayed fixtures).
     masker: SecretMasker = field(default_factory=SecretMasker)
     #: Record mode: an answer that held a secret is an ERROR (SECRET_IN_ANSWER), not a fixture.
     refuse_secrets: bool = False

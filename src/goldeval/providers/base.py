@@ -52,10 +52,6 @@ class Answer:
     tokens_estimated: bool = False
     #: The model the server says answered (the response's ``model`` field), when it says so.
     served_model: str | None = None
-    #: Set by the plugin: the pytest item this answer belongs to and the (pipeline, param)
-    #: that grade it (not part of the API).
-    _item: Any = field(default=None, repr=False, compare=False)
-    _graded_with: Any = field(default=None, repr=False, compare=False)
 
 
 def masked_answer(answer: Answer, masker: SecretMasker) -> Answer:

@@ -15,17 +15,12 @@ from goldeval.core.errors import GoldevalError
 from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.dataset.rows import fixture_problems
+from goldeval.pytest_plugin.attempts import attempt_model
 from goldeval.pytest_plugin.config_keys import TAG_MARKER_DESCRIPTION
 from goldeval.pytest_plugin.outcomes import error_kind_of
 from goldeval.pytest_plugin.params import PARAM_ARG, param_of
 from goldeval.pytest_plugin.recording import already_graded
-from goldeval.pytest_plugin.state import (
-    PAYLOAD_ATTR,
-    GoldenSession,
-    attempt_model,
-    payload_for,
-    state_of,
-)
+from goldeval.pytest_plugin.state import PAYLOAD_ATTR, GoldenSession, payload_for, state_of
 
 
 class GoldenModule(pytest.Module):

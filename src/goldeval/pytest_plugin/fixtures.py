@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.pytest_plugin.attempts import PendingAttempt, grade_attempt, obtain_answer
 from goldeval.pytest_plugin.params import param_of
-from goldeval.pytest_plugin.state import obtain_answer
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.params import GoldenParam
@@ -34,6 +34,8 @@ class ItemFixtures:
     def __init__(self, state: GoldenSession) -> None:
         self.state = state
         self.item: pytest.Item | None = None
+        #: The current item's answer, obtained in its setup and graded in its call phase.
+        self.pending: PendingAttempt | None = None
         self._case_overridden: bool | None = None
 
     def _overridden(self, item: pytest.Item) -> bool:
@@ -55,6 +57,23 @@ class ItemFixtures:
         # Function-scoped fixtures are created during this item's setup, call or teardown,
         # all of which come before the next item's setup.
         self.item = item
+        self.pending = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        """The call phase of a golden item: its answer graded, the outcome made pytest's.
+
+        Here rather than in ``test_golden`` itself so that the item, the runner and the
+        attempt reach the grading explicitly (the answer, the only value the test function
+        gets, carries nothing but the provider's answer).
+        """
+        pending = self.pending
+        if pending is None or pending.item is not pyfuncitem:
+            return None  # not a golden item, or its golden_answer is not ours
+        # Kept until the next item's setup: a rerun plugin that runs this call phase again
+        # grades it again, and the runner reports that as a RERUN error.
+        grade_attempt(self.state, pending)
+        return True
 
     def _param(self) -> GoldenParam:
         item = self.item
@@ -97,6 +116,7 @@ class ItemFixtures:
         param = self._param()
         case = param.case
         if self._overridden(item):
-            # item._request: see goldeval.pytest_plugin.state.session_fixtures.
+            # item._request: see goldeval.pytest_plugin.attempts.session_fixtures.
             case = item._request.getfixturevalue("golden_case")  # type: ignore[attr-defined]
-        return obtain_answer(self.state, item, param, case)
+        self.pending = obtain_answer(self.state, item, param, case)
+        return self.pending.answer

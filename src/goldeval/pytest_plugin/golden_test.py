@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from goldeval.pytest_plugin.state import grade_item
+import pytest
 
 
 def test_golden(golden_answer: Any) -> None:
-    """Grade one recorded or live answer of one golden case with the hard graders."""
+    """Grade one recorded or live answer of one golden case with the hard graders.
 
-    grade_item(golden_answer)
+    The grading runs in ``ItemFixtures.pytest_pyfunc_call`` (goldeval.pytest_plugin.fixtures),
+    which has the item and its attempt; this body runs only when it did not, never a pass.
+    """
+    pytest.fail(
+        "golden_answer did not come from goldeval (a conftest overrides it?): the attempt "
+        "cannot be graded",
+        pytrace=False,
+    )

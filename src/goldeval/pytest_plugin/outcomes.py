@@ -18,12 +18,23 @@ worker and the controller records it as ERROR ``WORKER_CRASH`` (docs/reliability
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import pytest
 
 from goldeval.core.errors import ProviderError
 from goldeval.core.textsafe import one_line
+from goldeval.pipeline.orchestration import SkippedByOutcome
+
+# SkippedByOutcome lives with the runner (goldeval.pipeline.orchestration) and is named here too.
+__all__ = [
+    "ENDS_ATTEMPT",
+    "FAILED_KINDS",
+    "PYTEST_OUTCOMES",
+    "SkippedByOutcome",
+    "attempt_outcome",
+    "error_kind_of",
+    "pytest_outcome_in",
+]
 
 #: What pytest raises for pytest.fail (pytest.xfail and pytest-timeout too) and pytest.skip.
 PYTEST_OUTCOMES: tuple[type[BaseException], ...] = (pytest.fail.Exception, pytest.skip.Exception)
@@ -40,13 +51,6 @@ FAILED_KINDS = {
     "grader": "GRADER_ERROR",
     "judge": "PROVIDER_RAISED",  # recorded as the judge's fault: JUDGE_ERROR: PROVIDER_RAISED
 }
-
-
-@dataclass(frozen=True)
-class SkippedByOutcome:
-    """A ``pytest.skip()`` inside a call: the attempt is SKIPPED with this reason."""
-
-    reason: str
 
 
 def error_kind_of(message: str, default: str) -> str:

@@ -8,7 +8,7 @@ LATEST is put back, the history line is taken back and a FAILED line written, th
 is marked, and no temp file is left. The controller then exits 75 (4 for a symlink or other
 non-file in the way, which a retry would not fix).
 
-Pure module (no pytest): :mod:`goldeval.pytest_plugin.controller` drives it.
+Pure module (no pytest): :mod:`goldeval.pytest_plugin.finishing` drives it.
 """
 
 from __future__ import annotations

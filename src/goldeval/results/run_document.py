@@ -425,7 +425,8 @@ def new_run_id(out_dir: Path, now: datetime) -> str:
 
     The random suffix keeps two runs started in the same millisecond (CI shards, a matrix)
     apart; the folder is still created exclusively when the run is written (see
-    ``finish.build_for``), so even a clash of suffixes cannot mix two runs in one folder.
+    ``pytest_plugin.run_writing.build_for``), so even a clash of suffixes cannot mix two runs
+    in one folder.
     """
     base = now.strftime("%Y-%m-%dT%H-%M-%S") + f".{now.microsecond // 1000:03d}"
     while True:

@@ -1,0 +1,158 @@
+"""One golden item's attempt, as pytest sees it: setup asks the runner for the answer, the call
+phase has it graded; each :class:`~goldeval.pipeline.orchestration.AttemptOutcome` becomes
+pytest's outcome here (PASS returns, SKIPPED skips, FAIL and ERROR fail without a traceback).
+
+Everything that completes the attempt (deadline, budget, provider call, screening, graders,
+judge, rerun check) lives in :mod:`goldeval.pipeline.orchestration`; this module only chooses
+the inputs (the session's fixtures, the model) and translates the outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.models import Status
+from goldeval.dataset.case import GoldenCase
+from goldeval.graders.base import Grader
+from goldeval.pipeline.orchestration import AttemptOutcome, AttemptRunner, CallResult, timed
+from goldeval.providers.base import Answer
+from goldeval.pytest_plugin.outcomes import PYTEST_OUTCOMES, attempt_outcome
+from goldeval.pytest_plugin.params import GoldenParam, param_of
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.state import GoldenSession
+
+
+@dataclass
+class PendingAttempt:
+    """An item between its setup (the answer obtained) and its call phase (graded)."""
+
+    item: pytest.Item
+    runner: AttemptRunner
+    param: GoldenParam
+    model: str | None
+    answer: Answer
+
+
+def session_fixtures(state: GoldenSession, item: pytest.Item) -> tuple[Any, Any, list[Grader]]:
+    """golden_provider, golden_retriever and golden_graders, looked up on the first item.
+
+    Through the item's own fixture request, so conftest overrides apply as usual; the
+    per-item fixtures take no ``request`` (see goldeval.pytest_plugin.fixtures), hence the
+    attribute.
+    """
+    if state._fixtures is None:
+        # No public way: the prefetch needs the session fixtures before the item's own setup
+        # (pytest builds the request then). tests/unit/test_pytest_internals.py checks it.
+        request = getattr(item, "_request", None)
+        if not isinstance(request, pytest.FixtureRequest):
+            raise GoldevalError(f"{item.nodeid}: pytest gave the item no fixture request")
+        state._fixtures = (
+            request.getfixturevalue("golden_provider"),
+            request.getfixturevalue("golden_retriever"),
+            request.getfixturevalue("golden_graders"),
+        )
+    return state._fixtures
+
+
+def attempt_model(state: GoldenSession, param: GoldenParam) -> str | None:
+    """The model an attempt of ``param`` is recorded under: its ``--golden-models`` entry,
+    else the run's model. Every record of the session (graded, ERROR, SKIPPED, lost) carries
+    it, so one session is never split into "models side by side"."""
+    return param.model or state.settings.provider.model
+
+
+def runner_for(
+    state: GoldenSession, provider: Any, retriever: Any, graders: list[Grader]
+) -> AttemptRunner:
+    """The session's runner for these fixture values (one per provider, graders and
+    retriever: made on first use)."""
+    provider_obj = state.provider_for(provider)
+    key = (id(provider_obj), id(graders), id(retriever))
+    runner = state._runners.get(key)
+    if runner is None:
+        runner = AttemptRunner(
+            state.pipeline(graders, retriever),
+            provider_obj,
+            mode=state.settings.mode,
+            provider_settings=state.settings.provider,
+            judge=state.judge(),
+            budget=state.budget,
+            deadline_at=state.deadline_at,
+            graded=state.graded_items,
+            host_outcomes=PYTEST_OUTCOMES,
+            classify=attempt_outcome,
+        )
+        state._runners[key] = runner
+    return runner
+
+
+def obtain_answer(
+    state: GoldenSession, item: pytest.Item, param: GoldenParam, case: GoldenCase
+) -> PendingAttempt:
+    """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
+    runner = runner_for(state, *session_fixtures(state, item))
+    collected = param
+    if case is not param.case:  # golden_case was overridden in a conftest
+        param = GoldenParam(case, param.attempt, param.model)
+    model = attempt_model(state, param)
+    prefetch = state.prefetcher() if runner.provider.thread_safe else None
+    start = time.perf_counter()
+    outcome: CallResult
+    try:
+        # Prefetch only when this item's case is the collected one (no golden_case override).
+        if prefetch is not None and collected is param:
+
+            def compute(it: pytest.Item) -> CallResult:
+                p = param_of(it)
+                assert p is not None
+                return runner.call(p.case, p.attempt, attempt_model(state, p))
+
+            def eligible(it: pytest.Item) -> bool:
+                return param_of(it) is not None
+
+            outcome = prefetch.answer(item, compute, eligible)
+        else:
+            outcome = runner.call(case, param.attempt, model)
+    except PYTEST_OUTCOMES as exc:
+        # pytest-timeout's signal method fired while this thread waited for the call (the
+        # prefetch pool runs it): the attempt ends here, as an ERROR TIMEOUT.
+        outcome = timed(attempt_outcome(exc, "provider") or exc, start)
+    settled = runner.settle(case, param.attempt, model, outcome)
+    if isinstance(settled, AttemptOutcome):
+        if settled.not_started == "deadline":
+            state.skipped_by_deadline += 1
+        state.records[item] = settled.record
+        to_pytest(settled)
+    assert isinstance(settled, Answer)
+    return PendingAttempt(item, runner, param, model, settled)
+
+
+def grade_attempt(state: GoldenSession, pending: PendingAttempt) -> None:
+    """Call phase: grade with the hard graders; a FAIL shows its violations, no traceback."""
+    item, param = pending.item, pending.param
+    # The run's model identity (the answer may name the model that answered differently).
+    outcome = pending.runner.grade(
+        param.case, param.attempt, pending.answer, pending.model, key=item
+    )
+    state.records[item] = outcome.record
+    if outcome.graded:
+        hook = item.config.hook.pytest_goldeval_attempt_graded
+        if hook.get_hookimpls():
+            hook(config=item.config, record=outcome.record.dump())
+    to_pytest(outcome)
+
+
+def to_pytest(outcome: AttemptOutcome) -> None:
+    """The attempt's outcome as pytest's: a PASS returns, SKIPPED skips, FAIL and ERROR fail
+    with the outcome's text (no traceback: the text is the report)."""
+    if outcome.status is Status.PASS:
+        return
+    if outcome.status is Status.SKIPPED:
+        pytest.skip(outcome.message)
+    pytest.fail(outcome.message, pytrace=False)

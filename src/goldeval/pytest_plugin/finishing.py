@@ -1,0 +1,270 @@
+"""The end of a session: build the run (or one per model), decide its exit from the one
+verdict, write and record it; roll back what this process wrote when that fails.
+
+:func:`finish_session` reads as the sequence of steps; each step is a function here or in
+goldeval.pytest_plugin.run_writing / record_mode.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.models import Mode
+from goldeval.pytest_plugin.decision import decide, save_requested_baseline
+from goldeval.pytest_plugin.ending import (
+    SessionEnding,
+    apply_exit,
+    record_ending,
+    session_ending,
+)
+from goldeval.pytest_plugin.record_mode import record_fixtures
+from goldeval.pytest_plugin.recording import begin_recording
+from goldeval.pytest_plugin.run_writing import build_for, write_run
+from goldeval.pytest_plugin.state import GoldenSession
+from goldeval.results.documents import typed_run
+from goldeval.results.finalise import finalisation
+from goldeval.results.run_folder import ArtifactError
+from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
+from goldeval.verdict.outcome import FinalisationFault, RunOutcome
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.controller import Controller
+
+
+@contextmanager
+def deferred_signals() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM for the duration of the block; yields the signals received.
+
+    Used around the run's finalisation: a signal there used to leave ``.cases.*.jsonl.tmp``
+    and no run.json. The write goes on to the end; the caller reports what arrived. A no-op
+    outside the main thread (where handlers cannot be set).
+    """
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def merge_previous(state: GoldenSession) -> None:
+    """A resumed run key: fold the attempts graded in earlier sessions into this run."""
+    recorder = state.recorder
+    if recorder is None:
+        return
+    if not recorder.began:
+        begin_recording(state, recorder)
+    if not recorder.resumed:
+        return
+    recorder.flush()
+    cases, attempts = recorder.previous_attempts()
+    infos = {c["caseId"]: c for c in cases}
+    have = {(cid, m, i) for cid, per in state.collector.attempts.items() for (m, i) in per}
+    for attempt in attempts:
+        key = (attempt["caseId"], attempt.get("model") or "", int(attempt["index"]))
+        info = infos.get(attempt["caseId"])
+        if key in have or info is None:
+            continue
+        state.collector.add({"case": info, "attempt": attempt})
+
+
+def finish_session(
+    state: GoldenSession, session: pytest.Session, controller: Controller | None = None
+) -> None:
+    """Build, decide, write and record the run; set the exit status from the one verdict."""
+    state.close()
+    if not _is_a_run(session):
+        return
+    ending = _ending_of(state, session, controller)
+    if _stopped_before_any_attempt(state, session, ending, controller):
+        return
+    if not _dataset_loaded(state):
+        return
+    merge_previous(state)
+    if state.settings.mode is Mode.RECORD:
+        state.recorded = record_fixtures(state)
+    models = state.collector.models()
+    if len(models) > 1:
+        finish_side_by_side(state, session, ending, models)
+    else:
+        finish_one_run(state, session, ending, models[0] if models else None)
+
+
+def _is_a_run(session: pytest.Session) -> bool:
+    """Listing items is not a run (nothing recorded, exit status untouched), nor is a session
+    pytest ended with a usage or internal error."""
+    if session.config.option.collectonly:
+        return False
+    return session.exitstatus not in (
+        pytest.ExitCode.USAGE_ERROR,
+        pytest.ExitCode.INTERNAL_ERROR,
+    )
+
+
+def _ending_of(
+    state: GoldenSession, session: pytest.Session, controller: Controller | None
+) -> SessionEnding:
+    return session_ending(
+        state,
+        session,
+        interrupt=controller.interrupt if controller is not None else None,
+        expected=controller.expected if controller is not None else None,
+        duplicates=list(controller.duplicates) if controller is not None else [],
+    )
+
+
+def _stopped_before_any_attempt(
+    state: GoldenSession,
+    session: pytest.Session,
+    ending: SessionEnding,
+    controller: Controller | None,
+) -> bool:
+    """Collection errors, or stopped before any attempt: nothing to record. A signal before
+    any attempt was graded is still infrastructure (retry): its exit status is set here."""
+    if len(state.collector) or session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        return False
+    nothing_to_record = (
+        ending.interrupted
+        or controller is None
+        or controller.expected is None
+        or controller.collection_errors
+    )
+    if not nothing_to_record:
+        return False
+    if ending.signal:
+        outcome = RunOutcome(pytest_status=ending.pytest_status, **ending.outcome_facts())
+        apply_exit(session, decide_exit(outcome))
+    return True
+
+
+def _dataset_loaded(state: GoldenSession) -> bool:
+    """An xdist controller does not collect: the run's identity is loaded here."""
+    if state.dataset is None:
+        try:
+            state.load()
+        except GoldevalError:
+            return False
+    return True
+
+
+def finish_side_by_side(
+    state: GoldenSession, session: pytest.Session, ending: SessionEnding, models: list[str]
+) -> None:
+    """Several models side by side: one run per model, reported together, never gated."""
+    decisions = []
+    state.benchmark = []
+    for model in models:
+        run, run_dir = build_for(state, model, ending.interrupted, multi=True)
+        run.setdefault("notes", []).append(
+            "models side by side (--golden-models): no baseline, no gate"
+        )
+        outcome = RunOutcome.from_run(
+            typed_run(run), pytest_status=ending.pytest_status, **ending.outcome_facts()
+        )
+        decision = decide_exit(outcome)
+        record_ending(run, ending, decision)
+        write_run(state, run, run_dir)
+        state.benchmark.append(run)
+        decisions.append(decision)
+    overall = worst(decisions, "models side by side")
+    state.exit_reason = overall.reason
+    state.run = {**state.benchmark[0], "exitDecision": overall._asdict()}
+    apply_exit(session, overall)
+
+
+def finish_one_run(
+    state: GoldenSession, session: pytest.Session, ending: SessionEnding, model: str | None
+) -> None:
+    """One run: built, decided (with the store's facts), written, recorded, maybe saved."""
+    run, run_dir = build_for(state, model, ending.interrupted, multi=False)
+    recorder = state.recorder
+    resumed_all = (
+        ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
+        and recorder is not None
+        and recorder.resumed
+        and bool(run.get("attemptsTotal"))
+    )
+    if recorder is not None:
+        recorder.flush()
+        if recorder.conflict:
+            # Another process created the key's run under another protocol after preflight.
+            ending.facts["store_conflict"] = recorder.conflict
+        elif recorder.error:
+            # What was graded is kept (run folder); the run is not a complete record.
+            ending.facts["store_error"] = recorder.error
+    live = state.settings.mode is not Mode.FIXTURE
+    decision = decide(
+        state,
+        typed_run(run),  # the run typed once, where it enters the verdict
+        ending.pytest_status,
+        live=live,
+        resumed_all=resumed_all,
+        **ending.outcome_facts(),
+    )
+    run.update(decision.run_fields)
+    record_ending(run, ending, decision.exit)
+    if resumed_all:
+        run["pytestStatus"] = pytest.ExitCode.OK  # "no tests" was this session's, not the run's
+    if state.other_failures:
+        run["otherFailures"] = state.other_failures
+    write_run(state, run, run_dir)
+    if recorder is not None:
+        recorder.finish(run, state.artifact_inventory)
+    if decision.save_baseline:
+        decision = save_requested_baseline(state, run_dir / "run.json", decision)
+        run.update(decision.run_fields)
+    state.run = run
+    state.exit_reason = decision.reason
+    apply_exit(session, decision.exit)
+    state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
+
+
+def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: BaseException) -> str:
+    """Roll back this process's records of the run (marked FAILED/INTERRUPTED), set the exit
+    status the verdict gives a finalisation fault (75; 4 for an artifact path goldeval refuses
+    to write through; pytest's 2/3/4 never downgraded) and return the one-line reason."""
+    fin = finalisation(state)
+    interrupted = (
+        session.exitstatus == pytest.ExitCode.INTERRUPTED
+        or bool(session.shouldstop)
+        or isinstance(exc, KeyboardInterrupt)
+    )
+    status = "INTERRUPTED" if interrupted else "FAILED"
+    if isinstance(exc, OSError):
+        what = f"{exc.strerror or type(exc).__name__}" + (
+            f": {exc.filename}" if exc.filename else ""
+        )
+    else:
+        what = str(exc)
+    path_refused = isinstance(exc, ArtifactError)
+    action = "fix the path and rerun" if path_refused else "retry once fixed"
+    fault = FinalisationFault(f"could not finish the run ({what})", path_refused=path_refused)
+    code, _ = decide_exit(RunOutcome(pytest_status=int(session.exitstatus), finalisation=fault))
+    reason = f"{fault.reason}; it is marked {status} (exit {code}), {action}"
+    recorder = state.recorder
+    run_id = recorder.run_id if recorder is not None and recorder.run_id else state.run_id
+    left = fin.rollback(state.settings.out_dir, run_id, status, code, reason, recorder)
+    if left:
+        reason += f"; also left behind: {', '.join(left[:3])}"
+    if state.run is not None:
+        state.run["status"] = status
+        state.run["exitDecision"] = {"code": code, "reason": reason}
+    state.exit_reason = reason
+    apply_exit(session, ExitDecision(code, reason))
+    return reason

@@ -1,0 +1,62 @@
+"""Record mode's end of run: the graded answers written as fixtures (controller only), never
+silently overwriting one that differs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from goldeval.core.errors import DatasetError
+from goldeval.core.safe_files import read_regular_file
+from goldeval.providers.fixture import dumps_sidecar, fixture_path, recordable_attempt, sidecar_path
+from goldeval.pytest_plugin.state import GoldenSession
+from goldeval.results import run_folder as artifacts
+
+#: What a recorded file that cannot be read (over the fixture limit, not a regular file) is
+#: compared as: no answer equals it, so re-recording replaces it (with --golden-overwrite-fixtures).
+_UNREADABLE_RECORDING = "\x00(unreadable recorded file)"
+
+
+def _recorded_text(path: Path) -> str | None:
+    """The text of a fixture or sidecar about to be re-recorded; None when there is none.
+    Read bounded (``fixture_bytes``, fstat before reading): a 3 GiB file is not loaded."""
+    if not path.is_file():
+        return None
+    try:
+        return read_regular_file(path, limit="fixture_bytes").decode("utf-8", errors="replace")
+    except DatasetError:
+        return _UNREADABLE_RECORDING
+
+
+def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
+    """Record mode: write answers as fixtures (controller only), never silently overwriting.
+
+    A fixture is the text ``<id>.out.md`` plus, when the answer had tool calls, a finish reason
+    or usage, the sidecar ``<id>.out.json`` (goldeval.providers.fixture); the two change
+    together, and a re-recorded answer without any drops a stale sidecar.
+    """
+
+    ds = state.load()
+    changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
+    for case in state.collector.iter_cases():
+        first = recordable_attempt(case["attempts"])  # none for a row that echoed a secret
+        if first is None:
+            continue
+        case_id = case["caseId"]
+        path = fixture_path(ds.dir, case_id)
+        side = sidecar_path(ds.dir, case_id)
+        old, old_side = _recorded_text(path), _recorded_text(side)
+        sidecar = first.get("recordedAnswer")
+        new_side = dumps_sidecar(sidecar) if sidecar else None
+        if old == first["output"] and old_side == new_side:
+            changes["unchanged"].append(case_id)
+            continue
+        if old is not None and not state.settings.overwrite_fixtures:
+            changes["kept"].append(case_id)
+            continue
+        artifacts.atomic_write(path, first["output"])
+        if new_side is not None:
+            artifacts.atomic_write(side, new_side)
+        elif old_side is not None or side.is_symlink():
+            side.unlink()
+        changes["new" if old is None else "changed"].append(case_id)
+    return changes

@@ -1,0 +1,79 @@
+"""The goldeval block of pytest's terminal summary, read from the finished run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goldeval.core.textsafe import one_line
+from goldeval.pytest_plugin.state import GoldenSession
+from goldeval.reports import markdown as report_md
+from goldeval.verdict.comparison import comparison_label
+
+
+def print_summary(state: GoldenSession, tr: Any) -> None:
+    """The goldeval block of pytest's terminal summary.
+
+    Every value that can hold untrusted text (reasons, notes, paths, case lists) goes through
+    goldeval.core.textsafe: an answer's escape sequences must not reach the reader's terminal.
+    """
+
+    run = state.run
+    if run is None:
+        return
+    tr.write_sep(
+        "=",
+        one_line(
+            f"goldeval: {run.get('datasetVersion')} "
+            f"({run.get('configuration', {}).get('goldenMode')})"
+        ),
+    )
+    tr.write_line(
+        f"  cases {run['casesTotal']} (pass {run['casesPassed']}, fail {run['casesFailed']}, "
+        f"skipped {run['casesSkipped']}, error {run['casesError']}); "
+        f"attempts {run['attemptsTotal']}"
+    )
+    for line in report_md.summary_table(run):
+        tr.write_line(line)
+    cmp = run.get("comparison")
+    if cmp:
+        baseline = run.get("baselinePath")
+        label, why = comparison_label(cmp)
+        tr.write_line(
+            f"  baseline: {one_line(label)}"
+            + (f" vs {one_line(baseline)}" if baseline else "")
+            + ("" if run.get("qualityGate") else " (no gate applied)")
+        )
+        if why:
+            tr.write_line(f"    {one_line(why)}")
+        for reason in cmp.get("invalidReasons") or []:
+            tr.write_line(f"    {one_line(reason)}")
+        for line in report_md.comparison_case_lines(cmp):
+            tr.write_line(f"    {line}")
+    for run_doc in getattr(state, "benchmark", None) or []:
+        tr.write_line(f"  model {one_line(run_doc.get('model'))}:")
+        for line in report_md.summary_table(run_doc):
+            tr.write_line("  " + line)
+    recorded = getattr(state, "recorded", None)
+    if recorded:
+        for kind in ("new", "changed"):
+            if recorded[kind]:
+                tr.write_line(
+                    f"  fixtures {kind}: {report_md.name_cases(recorded[kind], limit=10**9)}"
+                    " — read them before committing"
+                )
+        if recorded["kept"]:
+            tr.write_line(
+                f"  fixtures differing but kept (pass --golden-overwrite-fixtures): "
+                f"{report_md.name_cases(recorded['kept'], limit=10**9)}"
+            )
+    run_dir = getattr(state, "run_dir", None)
+    if run_dir is not None:
+        tr.write_line(f"  artifacts: {one_line(run_dir)}")
+    for notice in report_md.notices(run):
+        tr.write_line(f"  {notice}")
+    for note in run.get("notes") or []:
+        tr.write_line(f"  note: {one_line(note)}")
+    decision = run.get("exitDecision") or {}
+    line = one_line(f"goldeval decision: exit {decision.get('code')} — {decision.get('reason')}")
+    ok = decision.get("code") == 0
+    tr.write_line(line, green=ok, red=not ok, bold=True)
