@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,8 @@ class StopRequest:
         #: signals itself, see ``controller.deferred_signals``).
         self._loop_over = False
         self._stderr: int | None = None
+        #: The stop was forced (second signal, or the grace period passed).
+        self.hard_stopped = False
 
     # -- pytest hooks ------------------------------------------------------------------------
 
@@ -86,8 +89,11 @@ class StopRequest:
     def pytest_sessionfinish(self) -> None:
         self.uninstall()
 
+    @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
         self.uninstall()  # a session that failed before sessionfinish
+        if self.hard_stopped:
+            self._abandon_calls_in_flight()
 
     # -- the request ---------------------------------------------------------------------------
 
@@ -121,6 +127,7 @@ class StopRequest:
             else f"a second {name}"
         )
         self._say(f"goldeval: {why}: stopping at once\n")
+        self.hard_stopped = True
         raise KeyboardInterrupt(self.requested)
 
     def _request(self, signum: int, name: str) -> None:
@@ -146,6 +153,23 @@ class StopRequest:
         self._say(f"\ngoldeval: {reason} (send it again to stop at once)\n")
         if not self._loop_over:
             self._start_grace(signum)
+
+    def _abandon_calls_in_flight(self) -> None:
+        """After a forced stop, end the process now if model calls are still blocked in other
+        threads: the interpreter would join them at exit (a hung call: minutes), long after
+        the run was written and decided. The exit status is the verdict's, already set."""
+        main = threading.main_thread()
+        busy = [t for t in threading.enumerate() if t is not main and not t.daemon]
+        session = self._session
+        if not busy or session is None:
+            return
+        sys.stdout.flush()
+        sys.stderr.write(
+            f"goldeval: {len(busy)} thread(s) still blocked in a call after the forced stop: "
+            "abandoned\n"
+        )
+        sys.stderr.flush()
+        os._exit(int(session.exitstatus))
 
     def _say(self, text: str) -> None:
         """Write from a signal handler: ``os.write``, not ``sys.stderr`` (its buffer may be in
