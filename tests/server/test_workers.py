@@ -97,15 +97,19 @@ def test_worker_killed_mid_run_is_resumed_and_nothing_is_graded_twice(
     with svc.client("EVAL") as client:
         run_id = client.post("/api/eval/runs", json={**LIVE, "idempotencyKey": "k"}).json()["id"]
     _until(lambda: len(_graded(svc, run_id)) == 3 and chat_calls(llm) == 6, what="3 graded")
-    before = {r["caseId"] for r in _graded(svc, run_id)}
     with svc.client("EVAL") as client:
         running = client.get(f"/api/eval/runs/{run_id}").json()
     assert running["status"] == "RUNNING" and running["claims"] == 1
 
     first.kill_hard()  # SIGKILL: no clean-up at all; its pytest gets SIGTERM (parent death)
-    calls_at_kill = len(llm.requests)
     release.set()
-    time.sleep(1.0)
+    # The orphaned pytest finishes the item in progress (graded), then ends INTERRUPTED.
+    log = svc.root / ".goldeval" / "service" / f"{run_id}.log"
+    _until(lambda: "terminated by SIGTERM" in log.read_text(encoding="utf-8", errors="replace"),
+           what="the orphaned pytest to end on its INTERRUPTED path")
+    calls_at_kill = len(llm.requests)
+    before = {r["caseId"] for r in _graded(svc, run_id)}
+    assert 3 <= len(before) < 6, before
     with svc.client("EVAL") as client:
         assert client.get(f"/api/eval/runs/{run_id}").json()["status"] == "RUNNING"  # orphaned
 
@@ -156,20 +160,26 @@ def test_graceful_shutdown_interrupts_the_run_and_resume_finishes_it(
     assert len(_graded(svc, run_id)) == 2
 
 
-def _held_model(svc: Service, llm: FakeLLMServer) -> threading.Event:
-    """The model answers the first call only once the returned event is set."""
+def _held_model(svc: Service, llm: FakeLLMServer) -> tuple[threading.Event, list[str]]:
+    """The model answers the first call only once the returned event is set; the list gets
+    the case id of that call (the prefetcher may send another item's call first)."""
     release = threading.Event()
     answer = fixture_responder(svc.root / "golden" / "demo")
-    calls: list[int] = []
+    prompts = _prompts(svc)
+    held: list[str] = []
+    lock = threading.Lock()
 
     def responder(request: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 1:
+        with lock:
+            first = not held
+            if first:
+                held.append(_case_of(request, prompts))
+        if first:
             release.wait(120)
         return answer(request)
 
     llm.responder = responder
-    return release
+    return release, held
 
 
 def _run_log(svc: Service, run_id: str) -> str:
@@ -189,7 +199,7 @@ def test_cancel_ends_a_running_run_between_items_interrupted_75(
 ) -> None:
     svc = _live_service(service_factory, llm, rows=3)
     svc.serve(workers=1)
-    release = _held_model(svc, llm)
+    release, held = _held_model(svc, llm)
     with svc.client("EVAL") as client:
         run_id = client.post("/api/eval/runs", json=LIVE).json()["id"]
     _until(lambda: chat_calls(llm) >= 1, what="a model call")
@@ -204,7 +214,8 @@ def test_cancel_ends_a_running_run_between_items_interrupted_75(
     assert run["exitCode"] == 75 and run["passed"] is False, run  # the plugin's verdict
     assert run["error"] == "cancelled by key#2", run  # the ADMIN key
     assert run["exitDecision"]["code"] == 75 and "SIGTERM" in run["exitDecision"]["reason"]
-    assert len(_graded(svc, run_id)) == 1  # the item caught by the stop was graded
+    graded = {r["caseId"] for r in _graded(svc, run_id)}
+    assert held[0] in graded and len(graded) < 3  # the item caught by the stop was graded
     assert chat_calls(llm) == calls  # no model call after the stop
     log = _run_log(svc, run_id)
     assert "INTERNALERROR" not in log and "SIGKILL" not in log, log[-3000:]
@@ -238,7 +249,7 @@ def test_sigterm_to_a_worker_process_interrupts_its_run_75(
     svc = _live_service(service_factory, llm, rows=3)
     svc.serve(workers=0)
     worker = svc.worker(name="stopped")
-    release = _held_model(svc, llm)
+    release, held = _held_model(svc, llm)
     with svc.client("EVAL") as client:
         run_id = client.post("/api/eval/runs", json=LIVE).json()["id"]
     _until(lambda: chat_calls(llm) >= 1, what="a model call")
@@ -249,7 +260,8 @@ def test_sigterm_to_a_worker_process_interrupts_its_run_75(
     assert run["status"] == "INTERRUPTED", run
     assert run["exitCode"] == 75 and run["passed"] is False, run
     assert run["error"].startswith("worker stopped"), run
-    assert len(_graded(svc, run_id)) == 1
+    graded = {r["caseId"] for r in _graded(svc, run_id)}
+    assert held[0] in graded and len(graded) < 3
     assert worker.proc is not None and worker.proc.wait(timeout=60) == 0  # it ended on its own
     assert "INTERNALERROR" not in _run_log(svc, run_id)
 

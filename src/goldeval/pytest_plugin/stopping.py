@@ -9,10 +9,13 @@ records itself and sets ``session.shouldstop``: pytest ends after the current it
 (``ending.py``) writes the run with ``interruptedBy`` so the verdict decides (SIGTERM: 75;
 SIGINT keeps pytest's 2: a person chose to stop).
 
-The current item finishes first: a model call in flight is not cut (cutting it would record
-the attempt as a TIMEOUT ERROR); it is bounded by its own call timeout. A session that has
-not ended within ``stop_grace_seconds``, or a second signal, falls back to the hard stop
-(``KeyboardInterrupt``, the previous behaviour), so a hung item cannot block forever.
+The current item finishes first: a model call in flight is not cut, although the provider
+watchdog (``limits.WATCHDOG``) could shut its socket down, because a cut call is recorded as
+an ERROR TIMEOUT attempt, which is not what happened; the call is bounded by its own timeout
+(``call_seconds``). A session that has not ended within ``stop_grace_seconds``, or a second
+signal, falls back to the hard stop (``KeyboardInterrupt``, the previous behaviour), so a hung
+item cannot block forever: that item is not recorded (a resume runs it again), and threads
+still blocked in a call are abandoned when pytest is done (see ``_abandon_calls_in_flight``).
 """
 
 from __future__ import annotations
