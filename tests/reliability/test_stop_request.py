@@ -55,6 +55,11 @@ def golden_provider():
     return answer
 
 
+def pytest_collection_modifyitems(items):
+    if BLOCK_IN == "collection":
+        _block("collection")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     # Where pytest-html and hypothesis wrap too: the signal used to be raised in here.
@@ -198,3 +203,16 @@ def test_a_stop_that_does_not_take_effect_in_the_grace_period_is_forced(
     doc = run.run()
     assert doc["status"] == "INTERRUPTED" and doc["interruptedBy"] == "SIGTERM"
     assert len(_graded(doc)) == 2
+
+
+def test_sigterm_during_collection_starts_no_item(blocked_project: Path) -> None:
+    run = Blocked(blocked_project, "collection")
+    run.blocked()
+    run.proc.send_signal(signal.SIGTERM)
+    run.stop_requested()
+    run.release()
+    code = run.finish()
+    out = run.output()
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
+    assert code == 75, out[-3000:]  # nothing graded yet, still infrastructure: retry
+    assert " passed" not in out and "golden-generation.jsonl ." not in out, out[-3000:]

@@ -81,7 +81,13 @@ class StopRequest:
             signal.signal(sig, self._on_signal)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self) -> Iterator[None]:
+    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        if self.requested is not None:
+            # Asked to stop during collection: no item starts (pytest checks shouldstop only
+            # after an item). The same exception pytest raises for shouldstop itself.
+            self._loop_over = True
+            self._cancel_grace()
+            raise session.Interrupted(str(session.shouldstop or self.requested))
         try:
             return (yield)
         finally:
