@@ -361,7 +361,7 @@ def test_cancel_resume_delete_and_operations(service_factory: Any) -> None:
         _problem(admin.delete(f"/api/eval/runs/{queued['id']}"), 409, "run-active")
         cancelled = admin.post(f"/api/eval/runs/{queued['id']}/cancel").json()
         assert cancelled["status"] == "INTERRUPTED" and cancelled["cancelRequested"] is True
-        assert cancelled["error"] == "cancelled before it started"
+        assert cancelled["error"] == "cancelled by key#2 before it started"  # the ADMIN key
         resumed = admin.post(f"/api/eval/runs/{queued['id']}/resume").json()
         assert resumed["status"] == "QUEUED"
         _problem(admin.post(f"/api/eval/runs/{queued['id']}/resume"), 409, "not-resumable")

@@ -9,6 +9,7 @@ with the recorded fixtures and can be told to hang, so a run can be caught mid-w
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -96,15 +97,19 @@ def test_worker_killed_mid_run_is_resumed_and_nothing_is_graded_twice(
     with svc.client("EVAL") as client:
         run_id = client.post("/api/eval/runs", json={**LIVE, "idempotencyKey": "k"}).json()["id"]
     _until(lambda: len(_graded(svc, run_id)) == 3 and chat_calls(llm) == 6, what="3 graded")
-    before = {r["caseId"] for r in _graded(svc, run_id)}
     with svc.client("EVAL") as client:
         running = client.get(f"/api/eval/runs/{run_id}").json()
     assert running["status"] == "RUNNING" and running["claims"] == 1
 
     first.kill_hard()  # SIGKILL: no clean-up at all; its pytest gets SIGTERM (parent death)
-    calls_at_kill = len(llm.requests)
     release.set()
-    time.sleep(1.0)
+    # The orphaned pytest finishes the item in progress (graded), then ends INTERRUPTED.
+    log = svc.root / ".goldeval" / "service" / f"{run_id}.log"
+    _until(lambda: "terminated by SIGTERM" in log.read_text(encoding="utf-8", errors="replace"),
+           what="the orphaned pytest to end on its INTERRUPTED path")
+    calls_at_kill = len(llm.requests)
+    before = {r["caseId"] for r in _graded(svc, run_id)}
+    assert 3 <= len(before) < 6, before
     with svc.client("EVAL") as client:
         assert client.get(f"/api/eval/runs/{run_id}").json()["status"] == "RUNNING"  # orphaned
 
@@ -143,8 +148,10 @@ def test_graceful_shutdown_interrupts_the_run_and_resume_finishes_it(
     with svc.client("EVAL") as client:
         stopped = client.get(f"/api/eval/runs/{run_id}").json()
     assert stopped["status"] == "INTERRUPTED", stopped
-    assert "shut down" in stopped["error"]
-    assert stopped["passed"] is False
+    assert stopped["error"].startswith("worker stopped") and "shut down" in stopped["error"]
+    # The call hangs: the plugin forces its stop after stop_grace_seconds, still on its own
+    # INTERRUPTED path (the verdict's 75), before the worker's SIGKILL.
+    assert stopped["exitCode"] == 75 and stopped["passed"] is False, stopped
     with svc.client("ADMIN") as admin:
         assert admin.post(f"/api/eval/runs/{run_id}/resume").json()["status"] == "QUEUED"
     run = svc.wait_status(run_id)
@@ -155,8 +162,71 @@ def test_graceful_shutdown_interrupts_the_run_and_resume_finishes_it(
     assert len(_graded(svc, run_id)) == 2
 
 
+def _held_model(svc: Service, llm: FakeLLMServer) -> tuple[threading.Event, list[str]]:
+    """The model answers the first call only once the returned event is set; the list gets
+    the case id of that call (the prefetcher may send another item's call first)."""
+    release = threading.Event()
+    answer = fixture_responder(svc.root / "golden" / "demo")
+    prompts = _prompts(svc)
+    held: list[str] = []
+    lock = threading.Lock()
+
+    def responder(request: Any) -> Any:
+        with lock:
+            first = not held
+            if first:
+                held.append(_case_of(request, prompts))
+        if first:
+            release.wait(120)
+        return answer(request)
+
+    llm.responder = responder
+    return release, held
+
+
+def _run_log(svc: Service, run_id: str) -> str:
+    path = svc.root / ".goldeval" / "service" / f"{run_id}.log"
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def _stop_requested(svc: Service, run_id: str) -> None:
+    """The run's pytest process printed that it got SIGTERM and stops after the current item."""
+    _until(lambda: "SIGTERM received: the run stops after the current item"
+           in _run_log(svc, run_id), what="the pytest process to take the stop request")
+
+
 @SQLITE_ONLY
-def test_cancel_stops_a_running_run(service_factory: Any, llm: FakeLLMServer) -> None:
+def test_cancel_ends_a_running_run_between_items_interrupted_75(
+    service_factory: Any, llm: FakeLLMServer
+) -> None:
+    svc = _live_service(service_factory, llm, rows=3)
+    svc.serve(workers=1)
+    release, held = _held_model(svc, llm)
+    with svc.client("EVAL") as client:
+        run_id = client.post("/api/eval/runs", json=LIVE).json()["id"]
+    _until(lambda: chat_calls(llm) >= 1, what="a model call")
+    with svc.client("ADMIN") as admin:
+        flagged = admin.post(f"/api/eval/runs/{run_id}/cancel").json()
+    assert flagged["cancelRequested"] is True
+    _stop_requested(svc, run_id)
+    calls = chat_calls(llm)  # the prefetcher may have started the other calls already
+    release.set()  # the call in progress ends; no other item starts
+    run = svc.wait_status(run_id, timeout=60)
+    assert run["status"] == "INTERRUPTED", run
+    assert run["exitCode"] == 75 and run["passed"] is False, run  # the plugin's verdict
+    assert run["error"] == "cancelled by key#2", run  # the ADMIN key
+    assert run["exitDecision"]["code"] == 75 and "SIGTERM" in run["exitDecision"]["reason"]
+    graded = {r["caseId"] for r in _graded(svc, run_id)}
+    assert held[0] in graded and len(graded) < 3  # the item caught by the stop was graded
+    assert chat_calls(llm) == calls  # no model call after the stop
+    log = _run_log(svc, run_id)
+    assert "INTERNALERROR" not in log and "SIGKILL" not in log, log[-3000:]
+
+
+@SQLITE_ONLY
+def test_cancel_of_a_hung_call_is_forced_after_the_grace_period(
+    service_factory: Any, llm: FakeLLMServer
+) -> None:
     svc = _live_service(service_factory, llm, rows=2)
     svc.serve(workers=1)
     llm.set_fault(Fault.hang(120))
@@ -166,9 +236,36 @@ def test_cancel_stops_a_running_run(service_factory: Any, llm: FakeLLMServer) ->
     with svc.client("ADMIN") as admin:
         flagged = admin.post(f"/api/eval/runs/{run_id}/cancel").json()
     assert flagged["cancelRequested"] is True
+    run = svc.wait_status(run_id, timeout=90)
+    # The call never ends: the plugin's stop_grace_seconds passes and it stops at once, still
+    # on its INTERRUPTED path (before the worker's SIGKILL).
+    assert run["status"] == "INTERRUPTED" and run["error"] == "cancelled by key#2", run
+    assert run["exitCode"] == 75 and run["passed"] is False, run
+    assert "the stop did not take effect within" in _run_log(svc, run_id)
+
+
+@SQLITE_ONLY
+def test_sigterm_to_a_worker_process_interrupts_its_run_75(
+    service_factory: Any, llm: FakeLLMServer
+) -> None:
+    svc = _live_service(service_factory, llm, rows=3)
+    svc.serve(workers=0)
+    worker = svc.worker(name="stopped")
+    release, held = _held_model(svc, llm)
+    with svc.client("EVAL") as client:
+        run_id = client.post("/api/eval/runs", json=LIVE).json()["id"]
+    _until(lambda: chat_calls(llm) >= 1, what="a model call")
+    worker.signal(signal.SIGTERM)
+    _stop_requested(svc, run_id)
+    release.set()
     run = svc.wait_status(run_id, timeout=60)
-    assert run["status"] == "INTERRUPTED" and run["error"] == "cancelled", run
-    assert run["exitCode"] != 0 and run["passed"] is False
+    assert run["status"] == "INTERRUPTED", run
+    assert run["exitCode"] == 75 and run["passed"] is False, run
+    assert run["error"].startswith("worker stopped"), run
+    graded = {r["caseId"] for r in _graded(svc, run_id)}
+    assert held[0] in graded and len(graded) < 3
+    assert worker.proc is not None and worker.proc.wait(timeout=60) == 0  # it ended on its own
+    assert "INTERNALERROR" not in _run_log(svc, run_id)
 
 
 @SQLITE_ONLY

@@ -129,6 +129,15 @@ LIMITS: tuple[LimitSpec, ...] = (
         "the time a client of the evaluation service has to send a request's headers, from the "
         "connection opening or the previous response (408 and closed after it)",
     ),
+    LimitSpec(
+        "stop_grace_seconds",
+        10,
+        "seconds",
+        "",
+        "how long a pytest session given SIGTERM/SIGINT may take to end between items (the "
+        "current item finishes first, a model call bounded by its own timeout); past it, or "
+        "at a second signal, the session stops at once. Under the service's `kill_grace_seconds`",
+    ),
 )
 
 LIMITS_BY_NAME: dict[str, LimitSpec] = {spec.name: spec for spec in LIMITS}

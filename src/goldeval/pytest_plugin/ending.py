@@ -57,11 +57,12 @@ def ended_by_user(status: int, state: GoldenSession, interrupt: BaseException | 
     pytest turns ``session.shouldstop`` (``--sw``, a plugin) into ``Session.Interrupted`` and
     xdist turns ``-x``/``--maxfail`` into its own ``Interrupted``; both subclass
     KeyboardInterrupt and give pytest's status 2, but nobody pressed Ctrl-C: those runs are
-    stopped early (INCOMPLETE), not INTERRUPTED.
+    stopped early (INCOMPLETE), not INTERRUPTED. A SIGTERM/SIGINT is turned into such a
+    ``shouldstop`` too (``stopping.StopRequest``), told apart by ``state.stopped_by``.
     """
     if status != pytest.ExitCode.INTERRUPTED:
         return False
-    if state.signal_received is not None or interrupt is None:
+    if state.stopped_by is not None or interrupt is None:
         return True
     if isinstance(interrupt, pytest.Session.Interrupted):
         return False

@@ -63,6 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(builtin, "goldeval-builtin")
     state = GoldenSession(config)
     config.stash[STATE_KEY] = state
+    # SIGTERM/SIGINT: a stop between items, not an exception inside other plugins' hooks.
+    _submodule("stopping").register(config, state)
     from goldeval.pytest_plugin.fixtures import ItemFixtures
 
     config.pluginmanager.register(ItemFixtures(state), "goldeval-item-fixtures")

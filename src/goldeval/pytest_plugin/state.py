@@ -8,8 +8,6 @@ goldeval.pytest_plugin.attempts (pytest's side) and goldeval.pipeline.orchestrat
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import time
 from collections.abc import Hashable
 from datetime import datetime
@@ -129,11 +127,13 @@ class GoldenSession:
         refuse_rerun_plugins(config)
         #: Items whose call phase was graded in this process (a second one is a rerun).
         self.graded_items: set[Hashable] = set()
-        #: "SIGTERM" once that signal arrived: the session ends as after Ctrl-C (INTERRUPTED).
+        #: "SIGTERM" once that signal arrived: the run is INTERRUPTED and the verdict gives 75
+        #: (set by :mod:`goldeval.pytest_plugin.stopping`).
         self.signal_received: str | None = None
-        #: Called by the SIGTERM handler first (the controller forwards it to xdist workers).
+        #: "SIGTERM" or "SIGINT": the signal that asked the session to stop between items.
+        self.stopped_by: str | None = None
+        #: Called by the stop request first (the controller forwards it to xdist workers).
         self.on_signal: list[Any] = []
-        self._install_sigterm()
         if self.is_worker:
             # The controller closes the prefetcher in finish_session; a worker's would
             # otherwise run its queued model calls at interpreter exit, even after a signal.
@@ -167,35 +167,6 @@ class GoldenSession:
             self.meter.share(self._provider)
         if self.settings.judge:
             self.judge_provider()
-
-    def _install_sigterm(self) -> None:
-        """SIGTERM ends the session the way Ctrl-C does (pytest's KeyboardInterrupt path).
-
-        Without this, SIGTERM kills the process at once: no run folder, the store run left
-        RUNNING. Restored when pytest unconfigures.
-        """
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def on_sigterm(signum: int, frame: Any) -> None:
-            first = self.signal_received is None
-            self.signal_received = "SIGTERM"
-            for callback in list(self.on_signal):
-                try:
-                    callback(signum)
-                except Exception:
-                    pass
-            if first:
-                raise KeyboardInterrupt("SIGTERM")
-
-        signal.signal(signal.SIGTERM, on_sigterm)
-
-        def restore() -> None:
-            if signal.getsignal(signal.SIGTERM) is on_sigterm:
-                signal.signal(signal.SIGTERM, previous)
-
-        self.config.add_cleanup(restore)
 
     # -- collection ------------------------------------------------------------------------
 

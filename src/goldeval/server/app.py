@@ -433,9 +433,9 @@ def create_app(
         responses=problem_doc,
         tags=["admin"],
     )
-    def cancel_run(run_id: str, _: Annotated[Principal, Depends(manage)]) -> RunOut:
+    def cancel_run(run_id: str, who: Annotated[Principal, Depends(manage)]) -> RunOut:
         """QUEUED: INTERRUPTED at once. RUNNING: the worker stops it (SIGTERM) shortly."""
-        out = service.cancel(run_id)
+        out = service.cancel(run_id, who.label)
         logs.event("run cancel requested", run_id=run_id, status=out.status)
         return out
 

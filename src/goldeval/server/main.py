@@ -96,8 +96,10 @@ def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
         threads.extend(start_workers(settings, args.workers, stop))
 
     def shutdown() -> None:
-        # Workers SIGTERM their pytest runs (the plugin records them INTERRUPTED) and mark
-        # the service rows INTERRUPTED: resumable with POST .../resume.
+        # uvicorn turns SIGTERM/SIGINT into a graceful shutdown, then this: workers SIGTERM
+        # their pytest runs' process groups (the plugin ends them between items, INTERRUPTED,
+        # 75) and record the plugin's status: resumable with POST .../resume. The join waits
+        # for the worker's own SIGKILL grace too.
         stop.set()
         for thread in threads:
             thread.join(timeout=settings.kill_grace_seconds + 10)

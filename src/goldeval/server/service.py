@@ -582,11 +582,11 @@ class Service:
 
     # ---- admin
 
-    def cancel(self, run_id: str) -> RunOut:
+    def cancel(self, run_id: str, by: str = "") -> RunOut:
         with self.pool.store() as store:
             q = RunQueue(store)
             self._job(q, run_id)
-            job = q.request_cancel(run_id)
+            job = q.request_cancel(run_id, by)
             assert job is not None
             return self.view(q, job, detail=False)
 

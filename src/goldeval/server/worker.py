@@ -9,12 +9,19 @@ exit decision as a run started by hand or by CI. The worker only supervises it:
   the plugin skip every attempt already graded: nothing is graded twice);
 * the pytest process gets SIGTERM when its worker dies (Linux ``PR_SET_PDEATHSIG``), so it
   records the run INTERRUPTED instead of running on unsupervised next to its successor;
+* the pytest process runs in its own process group (a new session): a Ctrl-C or SIGTERM
+  meant for the worker does not reach it twice, and the worker signals the whole group;
 * cancellation (``POST .../cancel``), the run budget (``deadlineSeconds``, passed on as
   ``--golden-deadline`` and enforced with SIGTERM after a grace period) and a graceful
-  shutdown all stop the pytest process with SIGTERM — the plugin's own INTERRUPTED path (exit
-  75) — and SIGKILL only if it does not stop within ``kill_grace_seconds``;
-* the final status is the one the plugin recorded in the store (COMPLETED, FAILED or
-  INTERRUPTED); a run the plugin never began (a usage error) is FAILED with pytest's message.
+  shutdown all send SIGTERM to that group — the plugin turns it into a stop between items and
+  its own INTERRUPTED path (exit 75, ``pytest_plugin/stopping.py``) — and SIGKILL only if it
+  does not stop within ``kill_grace_seconds`` (longer than the plugin's own
+  ``stop_grace_seconds``);
+* the final status and exit code are the ones the plugin's verdict recorded (COMPLETED,
+  FAILED or INTERRUPTED, and its exit code); a run killed before recording its end is decided
+  by the same verdict from the signal that ended it; a run the plugin never began (a usage
+  error) is FAILED with pytest's message. ``error`` says why a stopped run stopped
+  ("cancelled by key#N", "worker stopped", "killed ...").
 
 The store URL reaches pytest through ``GOLDEVAL_STORE`` (the environment, not the command
 line: a PostgreSQL password must not show in ``ps``).
@@ -36,6 +43,7 @@ from typing import IO, Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
+from goldeval.results.documents import typed_run
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
@@ -44,7 +52,9 @@ from goldeval.store import Store, StoreError, open_store, redact_url
 from goldeval.store.base import RunRow
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
 from goldeval.store.views import run_document
-from goldeval.verdict.exit_codes import INFRA, USAGE
+from goldeval.verdict.exit_codes import INFRA, USAGE, decide_exit
+from goldeval.verdict.outcome import RunOutcome
+from goldeval.verdict.run_status import run_status
 
 #: Starts pytest with SIGTERM as its parent-death signal (Linux; elsewhere a no-op).
 _LAUNCHER = (
@@ -110,20 +120,38 @@ def _decision_line(text: str) -> str | None:
     return None
 
 
-#: Why a run stopped when the worker stopped it.
+#: Why a run stopped when the worker stopped it (cancellation names who asked, see
+#: ``RunQueue.request_cancel``).
 STOP_REASONS = {
     "cancelled": "cancelled",
-    "shutdown": "the worker shut down; resume with POST /api/eval/runs/{id}/resume",
+    "shutdown": "worker stopped: the worker shut down; resume with POST /api/eval/runs/{id}/resume",
 }
+
+
+def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """``signum`` to the run's process group (pytest and anything it started)."""
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
+    except OSError:
+        proc.send_signal(signum)
+
+
+def unrecorded_stop(signal_name: str) -> tuple[str, int, str]:
+    """Status, exit code and reason of a run whose pytest process ended by ``signal_name``
+    before the plugin recorded the end (SIGKILL after the grace period, or SIGTERM before the
+    session began): the run document the plugin would have written, decided by the verdict."""
+    outcome = RunOutcome.from_run(
+        typed_run({"status": "INTERRUPTED", "interruptedBy": signal_name}), signal=signal_name
+    )
+    decision = decide_exit(outcome)
+    return run_status(outcome), decision.code, decision.reason
 
 
 def _exit_text(code: int) -> str:
     if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"pytest was killed by {name}"
+        return f"pytest was killed by {_signal_name(code)}"
     return f"pytest exited {code}"
 
 
@@ -275,16 +303,21 @@ class Worker:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                # Its own process group: stops are sent to the group, once (see the module).
+                start_new_session=True,
             )
-            reason = self._supervise(job, proc, log)
+            reason, killed = self._supervise(job, proc, log)
         elapsed = time.monotonic() - started
         if reason == "lost":
             logs.event("run taken over", logging.WARNING, run_id=job.id, worker=self.name)
             return
-        self._conclude(job, queue, proc.returncode, reason, log_path, elapsed)
+        self._conclude(job, queue, proc.returncode, reason, log_path, elapsed, killed=killed)
 
-    def _supervise(self, job: ServiceRun, proc: subprocess.Popen[bytes], log: IO[bytes]) -> str:
-        """Wait for pytest, renewing the claim; returns why it ended early ("" if it did not)."""
+    def _supervise(
+        self, job: ServiceRun, proc: subprocess.Popen[bytes], log: IO[bytes]
+    ) -> tuple[str, bool]:
+        """Wait for pytest, renewing the claim; returns why it ended early ("" if it did not)
+        and whether it had to be killed (SIGKILL after ``kill_grace_seconds``)."""
         settings = self.settings
         queue = self._queue()
         deadline = job.request.get("deadlineSeconds")
@@ -293,11 +326,12 @@ class Worker:
         )
         reason = ""
         terminated_at: float | None = None
+        killed = False
         linked = False
         while True:
             try:
                 proc.wait(timeout=settings.heartbeat_seconds)
-                return reason
+                return reason, killed
             except subprocess.TimeoutExpired:
                 pass
             try:
@@ -312,9 +346,9 @@ class Worker:
                 logs.event("heartbeat failed", logging.WARNING, run_id=job.id, error=str(exc))
                 ours, cancel = True, False
             if not ours:
-                proc.kill()
+                signal_group(proc, signal.SIGKILL)
                 proc.wait()
-                return "lost"
+                return "lost", True
             now = time.monotonic()
             if terminated_at is None:
                 if cancel:
@@ -325,11 +359,13 @@ class Worker:
                     reason = "deadline"
                 if reason:
                     logs.event("stopping run", run_id=job.id, reason=reason)
-                    proc.send_signal(signal.SIGTERM)
+                    signal_group(proc, signal.SIGTERM)
                     terminated_at = now
-            elif now - terminated_at > settings.kill_grace_seconds:
+            elif now - terminated_at > settings.kill_grace_seconds and not killed:
                 log.write(b"\n== goldeval worker: SIGKILL after the grace period\n")
-                proc.kill()
+                log.flush()
+                signal_group(proc, signal.SIGKILL)
+                killed = True
 
     def _conclude(
         self,
@@ -339,14 +375,27 @@ class Worker:
         reason: str,
         log_path: Path,
         elapsed: float,
+        *,
+        killed: bool = False,
     ) -> None:
         row = queue.store.get_run(job.run_key)
         if row is not None:
             queue.link(job.id, row.run_id, str(self.settings.runs_dir / row.run_id))
         status = _final_status(row, reason)
         error: str | None = None
+        recorded = row is not None and row.status in FINISHED
+        if reason and (code < 0 or (not recorded and code != USAGE)):
+            # Stopped by the worker, and the plugin recorded no end: killed (SIGKILL after the
+            # grace period, SIGTERM before the session began), or stopped before any attempt
+            # was recorded. The verdict decides from the signal, as the plugin did or would.
+            status, code, _why = unrecorded_stop(_signal_name(code) if code < 0 else "SIGTERM")
         if reason in STOP_REASONS:
-            error = STOP_REASONS[reason]
+            error = self._stop_text(job, queue, reason)
+            if killed:
+                error = (
+                    f"killed: pytest did not stop within {self.settings.kill_grace_seconds:g}s"
+                    f" of SIGTERM ({error})"
+                )
         elif status != "COMPLETED" or code != 0:
             # Never a silent failure: the API's error says why, from what pytest printed, else
             # what the plugin recorded, else how the process ended.
@@ -395,6 +444,18 @@ class Worker:
                 "run evidence not recorded", logging.WARNING, run_id=job.id, error=safe_text(exc)
             )
 
+    @staticmethod
+    def _stop_text(job: ServiceRun, queue: RunQueue, reason: str) -> str:
+        """Why the worker stopped the run: "cancelled by key#N" as recorded at the request."""
+        if reason == "cancelled":
+            try:
+                now = queue.get(job.id)
+            except StoreError:
+                now = None
+            if now is not None and now.error and now.error.startswith("cancelled"):
+                return now.error
+        return STOP_REASONS[reason].replace("{id}", job.id)
+
     def _log_cases(self, job: ServiceRun, store_run_id: str) -> None:
         """One log line per case with its status (the seed's per-case evidence)."""
         try:
@@ -413,11 +474,17 @@ class Worker:
             )
 
 
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
 def _final_status(row: RunRow | None, reason: str) -> str:
     """The service's status of a run whose pytest process ended: the one the plugin recorded
-    (a run it never began, or left unfinished, is FAILED); stopped by the worker: INTERRUPTED."""
-    if reason in STOP_REASONS:
-        return "INTERRUPTED"
+    (a run it never began, or left unfinished, is FAILED; stopped by the worker before the
+    plugin recorded its end: decided by ``unrecorded_stop``)."""
     if row is None or row.status not in FINISHED:
         return "FAILED"
     if reason == "deadline" and row.status == "COMPLETED":

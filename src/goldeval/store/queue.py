@@ -319,20 +319,25 @@ class RunQueue:
             counters.bump(tx, deltas)
             return True
 
-    def request_cancel(self, run_id: str) -> ServiceRun | None:
+    def request_cancel(self, run_id: str, by: str = "") -> ServiceRun | None:
         """Cancel: a QUEUED run ends INTERRUPTED at once, a RUNNING one is flagged for its
-        worker (which stops the run within a heartbeat). Finished runs are left as they are."""
+        worker (which stops the run within a heartbeat). Finished runs are left as they are.
+
+        ``by`` (an API key's label, ``key#N``) is kept in ``error`` as "cancelled by key#N": the
+        worker reports it when the run ends (no column of its own: the row has one reason)."""
         now = self._ts(_utcnow())
+        who = f"cancelled by {by}" if by else "cancelled"
         with self.store.transaction("cancel") as tx:
             stopped = tx.execute(
                 "UPDATE service_runs SET status = 'INTERRUPTED', cancel_requested = 1,"
-                " error = 'cancelled before it started', finished_at = ?"
+                " error = ?, finished_at = ?"
                 " WHERE id = ? AND status = 'QUEUED'",
-                (now, run_id),
+                (f"{who} before it started", now, run_id),
             )
             tx.execute(
-                "UPDATE service_runs SET cancel_requested = 1 WHERE id = ? AND status = 'RUNNING'",
-                (run_id,),
+                "UPDATE service_runs SET cancel_requested = 1, error = ?"
+                " WHERE id = ? AND status = 'RUNNING'",
+                (who, run_id),
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
             if stopped == 1:
