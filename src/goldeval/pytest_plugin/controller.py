@@ -44,7 +44,7 @@ from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
 from goldeval.results.evidence import inventory, write_manifest
-from goldeval.results.finalise import FinalisationError, finalisation
+from goldeval.results.finalise import FAULT_KEY, FinalisationError, finalisation
 from goldeval.results.run_document import (
     build_run,
     config_fingerprint,
@@ -762,12 +762,15 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
     reason = f"{fault.reason}; it is marked {status} (exit {code}), {action}"
     recorder = state.recorder
     run_id = recorder.run_id if recorder is not None and recorder.run_id else state.run_id
-    left = fin.rollback(state.settings.out_dir, run_id, status, code, reason, recorder)
+    left = fin.rollback(
+        state.settings.out_dir, run_id, status, code, reason, recorder, path_refused=path_refused
+    )
     if left:
         reason += f"; also left behind: {', '.join(left[:3])}"
     if state.run is not None:
         state.run["status"] = status
         state.run["exitDecision"] = {"code": code, "reason": reason}
+        state.run[FAULT_KEY] = {"reason": reason, "pathRefused": path_refused}
     state.exit_reason = reason
     apply_exit(session, ExitDecision(code, reason))
     return reason

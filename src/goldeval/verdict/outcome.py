@@ -115,7 +115,8 @@ class RunOutcome:
         """The outcome of a run document (run.json shape), plus session facts as keywords.
 
         Facts the document records itself (``stoppedEarly``, ``duplicateAttempts``,
-        ``interruptedBy``, ``storeError``, ``notStartedBeforeDeadline``, ...) are read from it;
+        ``interruptedBy``, ``storeError``, ``finalisationFault``, ``notStartedBeforeDeadline``,
+        ...) are read from it;
         a keyword given here wins.
         """
         counts = attempt_counts(run)
@@ -137,6 +138,13 @@ class RunOutcome:
             recorded["stopped_early"] = StoppedEarly(
                 str(stopped.get("reason") or "stopped early"),
                 _int(stopped.get("attemptsNotRun")),
+            )
+        fault = run.get("finalisationFault")
+        if isinstance(fault, Mapping) and isinstance(fault.get("reason"), str):
+            # Finishing the run failed (recorded by goldeval.results.finalise): the saved run
+            # is gated as the session exited, not as its attempts alone would be.
+            recorded["finalisation"] = FinalisationFault(
+                fault["reason"], path_refused=fault.get("pathRefused") is True
             )
         duplicates = run.get("duplicateAttempts")
         if isinstance(duplicates, list) and duplicates:
