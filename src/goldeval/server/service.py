@@ -40,6 +40,7 @@ from goldeval.store import LATEST_VERSION, Store, StoreError, open_store
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun, decode_cursor, encode_cursor
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
+from goldeval.verdict.outcome import cut_short
 
 #: Artifact types (the seed's names) → the file in the run folder the plugin writes.
 ARTIFACT_TYPES: dict[str, str] = {
@@ -434,6 +435,18 @@ class Service:
         result = verdict.comparison
         assert result is not None  # a baseline was given
         decision = {"code": verdict.code, "reason": self.settings.public_text(verdict.reason)}
+        cut = cut_short(candidate, verdict.outcome)
+        if cut is not None:
+            # As `goldeval compare`: a run cut short (-x, a signal, the store) is a part of
+            # its selection, so it is neither compared nor gated; the one verdict says why.
+            return {
+                "decision": None,
+                "cutShort": {"status": cut.status, "reason": self.settings.public_text(cut.reason)},
+                "qualityGate": None,
+                "exitDecision": decision,
+                "runId": run_id,
+                "comparedWith": baseline_id,
+            }
         if not result.valid:
             reasons = list(result.invalid_reasons) or [
                 f"{d.key}: {d.baseline} != {d.candidate}" for d in result.protocol_differences
@@ -453,6 +466,7 @@ class Service:
             **result.dump(),
             "qualityGate": verdict.gate.dump() if verdict.gate is not None else None,
             "exitDecision": decision,
+            "cutShort": None,
             "runId": run_id,
             "comparedWith": baseline_id,
         }
@@ -544,6 +558,10 @@ class Service:
             doc.update(verdict.run_fields())
             doc["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
             doc["baselinePath"] = f"run {compare_with}"
+            if cut_short(doc, verdict.outcome) is not None:
+                # As the compare endpoint: a run cut short is neither compared nor gated.
+                doc.pop("comparison", None)
+                doc["qualityGate"] = None
         return self.settings.public_text(site.render_run(doc))
 
     # ---- admin
