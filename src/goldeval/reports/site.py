@@ -53,7 +53,7 @@ from goldeval.reports.templating import render
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.baseline import check_shape
 from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, run_mode
-from goldeval.verdict.exit_codes import OK, USAGE
+from goldeval.verdict.exit_codes import COMPARISON_INVALID, OK, USAGE
 
 TREND_METRICS = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
 VERDICTS = ("PASS", "FAIL")
@@ -154,7 +154,7 @@ def not_comparable(run: Mapping[str, Any]) -> bool:
     """The run exited 65: its baseline comparison was invalid, so its gate verdict says
     nothing about a regression (it is neither PASS nor FAIL)."""
     decision = run.get("exitDecision")
-    return isinstance(decision, Mapping) and decision.get("code") == 65
+    return isinstance(decision, Mapping) and decision.get("code") == COMPARISON_INVALID
 
 
 def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
