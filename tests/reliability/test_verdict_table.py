@@ -70,6 +70,8 @@ class Row:
     label: str
     #: The run is gated against the committed baseline (else --no-gate on the CLI).
     gated: bool = True
+    #: The session saves a run (else only pytest's own exit status and line are checked).
+    saved: bool = True
 
 
 TABLE: dict[str, Row] = {
@@ -78,6 +80,8 @@ TABLE: dict[str, Row] = {
     "not comparable": Row(65, "mismatch"),
     "cut short by -x": Row(1, "stopped early"),
     "cut short by SIGTERM": Row(75, "terminated by SIGTERM", gated=False),
+    # Nothing graded, so nothing saved: pytest is the only surface, and it says why.
+    "SIGTERM before any attempt was graded": Row(75, "terminated by SIGTERM", saved=False),
     "deadline": Row(75, "infrastructure failure", gated=False),
     "budget": Row(1, "not started over the token/cost budget", gated=False),
     "provider down": Row(75, "infrastructure failure", gated=False),
@@ -128,8 +132,9 @@ def _in_process(pytester: pytest.Pytester, *args: str) -> Session:
     return Session(int(result.ret), output, runs[0] if len(runs) == 1 else None)
 
 
-def _sigterm(project: Path, llm: FakeLLMServer) -> Session:
-    """A live run stopped by SIGTERM once some attempts were graded and a call is in flight."""
+def _sigterm(project: Path, llm: FakeLLMServer, calls: int = 3) -> Session:
+    """A live run stopped by SIGTERM once ``calls`` calls were made (one at a time: the
+    calls before the last were graded)."""
     llm.latency = 0.3
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     proc = subprocess.Popen(
@@ -150,10 +155,8 @@ def _sigterm(project: Path, llm: FakeLLMServer) -> Session:
     )
     try:
         deadline = time.monotonic() + 60
-        # One call at a time: the third call in flight means two items were reported (a
-        # SIGTERM before the first is a row of its own: nothing to record). An event to wait
-        # for, not a guessed delay.
-        while chat_calls(llm) < 3:
+        # An event to wait for, not a guessed delay.
+        while chat_calls(llm) < calls:
             assert proc.poll() is None and time.monotonic() < deadline, "no model call"
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
@@ -173,6 +176,7 @@ def _make(name: str, pytester: pytest.Pytester, project: Path, llm: FakeLLMServe
         "regression": lambda: _in_process(pytester, *FIXTURE),
         "cut short by -x": lambda: _in_process(pytester, *FIXTURE, "-x"),
         "cut short by SIGTERM": lambda: _sigterm(project, llm),
+        "SIGTERM before any attempt was graded": lambda: _sigterm(project, llm, calls=1),
         "deadline": lambda: _in_process(
             pytester,
             *LIVE,
@@ -252,6 +256,10 @@ def test_one_outcome_one_code_and_label_on_every_surface(
     seen: dict[str, tuple[int, str]] = {}
     seen["pytest"] = (session.code, _decision_line(session.output))
     run_json = session.run_json
+    if not row.saved:
+        assert run_json is None and session.code == row.code, session.output[-3000:]
+        assert row.label in seen["pytest"][1], session.output[-3000:]
+        return
     assert run_json is not None, session.output[-3000:]
     run = json.loads(run_json.read_text(encoding="utf-8"))
     if name != "not comparable":  # the refused session saved nothing; this run is another's

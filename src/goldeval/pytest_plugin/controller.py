@@ -424,7 +424,9 @@ def finish_session(
             # before any attempt was graded is still infrastructure (retry).
             if ending.signal:
                 outcome = RunOutcome(pytest_status=ending.pytest_status, **ending.outcome_facts())
-                apply_exit(session, decide_exit(outcome))
+                decision = decide_exit(outcome)
+                apply_exit(session, decision)
+                state.unrecorded_decision = (decision.code, decision.reason)
             return
     if state.dataset is None:
         try:
@@ -785,6 +787,10 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
 
     run = state.run
     if run is None:
+        if state.unrecorded_decision is not None:
+            code, reason = state.unrecorded_decision
+            line = f"goldeval decision: exit {code} — {reason} (nothing graded, nothing recorded)"
+            tr.write_line(one_line(line), red=True, bold=True)
         return
     tr.write_sep(
         "=",

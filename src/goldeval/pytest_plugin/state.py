@@ -304,6 +304,9 @@ class GoldenSession:
         self.is_worker = hasattr(config, "workerinput")
         self.run: dict[str, Any] | None = None
         self.exit_reason: str | None = None
+        #: The decision on a session that recorded nothing (a signal before any attempt was
+        #: graded), as (code, reason): the terminal still says why it exits so.
+        self.unrecorded_decision: tuple[int, str] | None = None
         self._pipelines: dict[tuple[int, int], Pipeline] = {}
         self._graders_in_use: list[str] | None = None
         self._fixtures: tuple[Any, Any, list[Grader]] | None = None
