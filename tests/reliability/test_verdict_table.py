@@ -286,3 +286,17 @@ def test_one_outcome_one_code_and_label_on_every_surface(
         assert reason in seen["pytest"][1], table
         assert seen["summary.json"][1] == seen["goldeval gate"][1] == reason, table
         assert seen["goldeval compare"][1] == reason, table
+
+
+def test_a_run_folder_without_run_json_is_read_from_the_store(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    """A run killed while its folder was written leaves the folder without run.json: named by
+    its id, ``goldeval gate`` reads the store's record (the same verdict), not a usage error."""
+    session = _in_process(pytester, *FIXTURE)
+    assert session.code == 0 and session.run_json is not None, session.output[-3000:]
+    run_id = session.run_json.parent.name
+    session.run_json.unlink()
+    code, doc, text = _cli(golden_project, "gate", run_id)
+    assert code == 0, text
+    assert doc["exitDecision"]["reason"].startswith("GATE PASS"), text

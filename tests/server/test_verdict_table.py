@@ -1,5 +1,6 @@
 """One verdict, every surface (issue 31's table), the service's part: for pass, regression, a
-run cut short (cancelled: SIGTERM; killed: SIGKILL) and a provider that is down, the API's run
+run cut short (cancelled: SIGTERM; killed: SIGKILL), a provider that is down and a run whose
+finalisation failed, the API's run
 endpoint, its compare endpoint, the run page and ``goldeval compare`` on the saved runs give
 the same exit code and decision label. tests/reliability/test_verdict_table.py has the whole
 table through pytest, run.json, ``goldeval gate`` and ``goldeval compare``.
@@ -151,22 +152,36 @@ def test_the_service_gives_the_verdict_of_every_other_surface(
         # (the worker's SIGTERM), then killed (SIGKILL: the plugin records nothing).
         fixture.write_text(recorded, encoding="utf-8")  # as the baseline again
         llm.responder = fixture_responder(svc.root / "golden" / "demo")
-        llm.script([None])
-        llm.set_fault(Fault.latency(30))
-        cancelled = start("cancelled")
-        _until(lambda: _graded(client, cancelled), "a graded attempt")
-        admin.post(f"/api/eval/runs/{cancelled}/cancel")
+
+        def cancel(run_id: str) -> None:
+            admin.post(f"/api/eval/runs/{run_id}/cancel")
+
+        def kill(run_id: str) -> None:
+            run_key = client.get(f"/api/eval/runs/{run_id}").json()["runKey"]
+            for pid in _pytest_pids(run_key):
+                os.kill(pid, signal.SIGKILL)
+
+        def cut_short(key: str, stop: Callable[[str], None]) -> str:
+            """A run stopped once an attempt is graded; again (up to 3 runs) when the run
+            finished before the stop reached it (the worker acts on a cancel at its next
+            heartbeat), which is not the case this row is about."""
+            for attempt in range(3):
+                llm.script([None])
+                llm.set_fault(Fault.latency(30))
+                run_id = start(f"{key}-{attempt}")
+                _until(lambda r=run_id: _graded(client, r), "a graded attempt")
+                stop(run_id)
+                if svc.wait_status(run_id)["status"] != "COMPLETED":
+                    return run_id
+            raise AssertionError(f"{key}: every run finished before it was stopped")
+
+        cancelled = cut_short("cancelled", cancel)
         table["cut short (cancel: SIGTERM)"] = (
             75,
             "terminated by SIGTERM",
             _surfaces(svc, client, good, cancelled),
         )
-        llm.script([None])
-        killed = start("killed")
-        _until(lambda: _graded(client, killed), "a graded attempt")
-        job = client.get(f"/api/eval/runs/{killed}").json()
-        (pid,) = _until(lambda: _pytest_pids(job["runKey"]), "the run's pytest process")
-        os.kill(pid, signal.SIGKILL)
+        killed = cut_short("killed", kill)
         table["cut short (killed: SIGKILL)"] = (
             75,
             "terminated by SIGKILL",
@@ -180,6 +195,18 @@ def test_the_service_gives_the_verdict_of_every_other_surface(
             "infrastructure failure",
             _surfaces(svc, client, good, start("down")),
         )
+        # Finishing the run fails (a folder where the LATEST pointer goes, as a full disk
+        # would): the fault is recorded with the run, so every surface says 75 and why.
+        llm.set_fault(None)
+        latest = svc.root / ".goldeval" / "runs" / "LATEST"
+        latest.unlink(missing_ok=True)
+        latest.mkdir()
+        table["finalisation fault"] = (
+            75,
+            "could not finish the run",
+            _surfaces(svc, client, good, start("unfinished")),
+        )
+        latest.rmdir()
     lines = []
     for name, (code, label, seen) in table.items():
         lines.append(f"{name}: want exit {code} '{label}'")
