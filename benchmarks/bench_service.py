@@ -17,6 +17,15 @@ session:
   ``--total`` requests in all, requests per second and p95; the reference is the same number of
   threads, one connection each, running the plain query.
 
+With ``--observability`` it measures the operations surface instead (issue 33), on the same
+fresh store of ``--runs`` finished service runs (each with the store run and summary the
+plugin leaves):
+
+* ``GET /metrics``: ``--requests`` sequential scrapes, p50/p95, first with no attempt stored,
+  then after ``--attempts`` attempts were written through the store's own write path (which
+  keeps the counters the scrape reads): flat means the scrape does not read attempts;
+* ``GET /ui/``: the first page of the run index, its size and p50/p95 time.
+
 The client runs on the same machine as the server (2 cores here), so both compete for CPU;
 the figures are what one small machine gives, not a capacity plan.
 """
@@ -51,6 +60,7 @@ from goldeval.store import open_store
 from goldeval.store.base import json_text
 
 KEY = "bench-key-0123456789abcdef"
+MONITOR_KEY = "bench-monitor-0123456789abcdef"
 PAGE = 50
 LIST_SQL = (
     "SELECT id, idempotency_key, status, dataset_id, request, run_key, run_id, run_dir, worker,"
@@ -118,7 +128,7 @@ def free_port() -> int:
 
 def start_server(url: str, root: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = dict(os.environ, GOLDEVAL_API_KEYS=f"{KEY}:EVAL")
+    env = dict(os.environ, GOLDEVAL_API_KEYS=f"{KEY}:EVAL,{MONITOR_KEY}:MONITOR")
     src = str(Path(__file__).resolve().parent.parent / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     proc = subprocess.Popen(
@@ -332,6 +342,141 @@ def bench(name: str, url: str, root: Path, args: argparse.Namespace) -> list[tup
     ]
 
 
+def fill_store_runs(url: str, runs: int) -> None:
+    """The store run and summary document of each service run of :func:`fill` (what the
+    /ui/ index reads), in one transaction."""
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with open_store(url) as store:
+        ts = store.ts_param  # type: ignore[attr-defined]
+        rows = []
+        for n in range(runs):
+            created = start + timedelta(minutes=n)
+            run_id = f"2026-run-{n}"
+            hits = 40 + n % 10
+            rate = {"value": hits / 50, "hits": hits, "total": 50}
+            doc = {
+                "runId": run_id,
+                "status": "COMPLETED",
+                "protocol": {"datasetId": f"ds-{n % 7}-v1", "mode": "fixture"},
+                "metrics": {"overallPassRate": rate},
+                "qualityGate": {"verdict": "PASS"},
+            }
+            summary = {"runDocument": doc, "metrics": doc["metrics"]}
+            rows.append(
+                (
+                    run_id,
+                    f"svc-{n:032x}",
+                    f"ds-{n % 7}-v1",
+                    json_text(doc["protocol"]),
+                    json_text(summary),
+                    ts(created),
+                    ts(created + timedelta(seconds=30)),
+                )
+            )
+        with store._transaction("bench fill runs") as tx:  # type: ignore[attr-defined]
+            tx.executemany(
+                "INSERT INTO datasets (id, hash, source, first_seen) VALUES (?, ?, NULL, ?)"
+                " ON CONFLICT DO NOTHING",
+                [(f"ds-{d}-v1", "h" * 64, ts(start)) for d in range(7)],
+            )
+            tx.executemany(
+                "INSERT INTO runs (run_id, run_key, dataset_id, dataset_hash, mode, model,"
+                " protocol, configuration, status, started_at, finished_at, summary)"
+                " VALUES (?, ?, ?, '" + "h" * 64 + "', 'fixture', NULL, ?, '{}', 'COMPLETED',"
+                " ?, ?, ?)",
+                [(r[0], r[1], r[2], r[3], r[5], r[6], r[4]) for r in rows],
+            )
+
+
+def write_attempts(url: str, total: int, per_run: int = 10_000) -> None:
+    """``total`` attempts through the store's write path, 500 a batch, ``per_run`` a run."""
+    with open_store(url) as store:
+        for r in range(0, total, per_run):
+            run_id = f"2026-run-{r // per_run}"
+            batch: list[dict[str, Any]] = []
+            for i in range(r, min(total, r + per_run)):
+                status = ("PASS", "PASS", "PASS", "FAIL", "ERROR")[i % 5]
+                record = {
+                    "caseId": f"case-{i:07d}",
+                    "index": 0,
+                    "status": status,
+                    "tokens": {"totalTokens": 30, "estimatedCost": 0.0001},
+                }
+                if status == "ERROR":
+                    record["errorKind"] = "TIMEOUT"
+                batch.append(record)
+                if len(batch) == 500:
+                    store.record_attempts(run_id, batch)
+                    batch = []
+            if batch:
+                store.record_attempts(run_id, batch)
+
+
+def timed_get(client: httpx.Client, path: str, n: int) -> tuple[list[float], int]:
+    times = []
+    size = 0
+    for _ in range(n):
+        started = time.perf_counter()
+        response = client.get(path)
+        times.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            raise SystemExit(f"{path}: {response.status_code} {response.text[:300]}")
+        size = len(response.content)
+    return times, size
+
+
+def observability(
+    name: str, url: str, root: Path, args: argparse.Namespace
+) -> list[tuple[str, ...]]:
+    fill(url, args.runs)
+    fill_store_runs(url, args.runs)
+    proc, base = start_server(url, root)
+    try:
+        with httpx.Client(base_url=base, headers={"X-API-Key": MONITOR_KEY}) as monitor:
+            before, _ = timed_get(monitor, "/metrics", args.requests)
+            started = time.perf_counter()
+            write_attempts(url, args.attempts)
+            wrote = time.perf_counter() - started
+            after, _ = timed_get(monitor, "/metrics", args.requests)
+            text = monitor.get("/metrics").text
+        if "goldeval_store_up 1.0" not in text:
+            raise SystemExit("the scrape did not read the store")
+        with httpx.Client(base_url=base, auth=("bench", KEY), timeout=60) as browser:
+            page, size = timed_get(browser, "/ui/", args.requests)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    label = f"{name}, {args.runs:,} runs"
+    return [
+        (f"{label}: GET /metrics p50, 0 attempts", ms(statistics.median(before)), "—", "—", "—"),
+        (f"{label}: GET /metrics p95, 0 attempts", ms(pct(before, 0.95)), "—", "—", "—"),
+        (
+            f"{label}: GET /metrics p50, {args.attempts:,} attempts",
+            ms(statistics.median(after)),
+            f"0 attempts {ms(statistics.median(before))}",
+            f"{statistics.median(after) / statistics.median(before):.2f}x",
+            "—",
+        ),
+        (
+            f"{label}: GET /metrics p95, {args.attempts:,} attempts",
+            ms(pct(after, 0.95)),
+            f"0 attempts {ms(pct(before, 0.95))}",
+            f"{pct(after, 0.95) / pct(before, 0.95):.2f}x",
+            "—",
+        ),
+        (
+            f"{label}: writing {args.attempts:,} attempts (counters kept)",
+            f"{wrote:.1f} s",
+            "—",
+            "—",
+            "—",
+        ),
+        (f"{label}: GET /ui/ first page size", f"{size / 1024:.0f} KiB", "—", "—", "—"),
+        (f"{label}: GET /ui/ p50", ms(statistics.median(page)), "—", "—", "—"),
+        (f"{label}: GET /ui/ p95", ms(pct(page, 0.95)), "—", "—", "—"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10_000)
@@ -340,13 +485,18 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=4000)
     parser.add_argument("--postgres", default=None, help="a URL whose database may be used")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--observability", action="store_true", help="measure /metrics and /ui/ instead"
+    )
+    parser.add_argument("--attempts", type=int, default=100_000, help="with --observability")
     args = parser.parse_args()
+    measure = observability if args.observability else bench
     rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory(prefix="goldeval-bench-service-") as tmp:
         root = Path(tmp) / "project"
         root.mkdir()
         init_dataset("bench", root)
-        rows += bench("SQLite", str(root / "store.sqlite3"), root, args)
+        rows += measure("SQLite", str(root / "store.sqlite3"), root, args)
         if not args.no_postgres:
             server = None
             url = args.postgres
@@ -361,7 +511,7 @@ def main() -> None:
                 server.wait_ready()
                 url = server.admin_url()
             try:
-                rows += bench("PostgreSQL", url, root, args)
+                rows += measure("PostgreSQL", url, root, args)
             finally:
                 if server is not None:
                     server.stop()

@@ -74,10 +74,14 @@ def run_cli(
 def decide_run_exit(
     run: Any, comparison: Any = None, gate: Any = None, *, pytest_status: int = 0, **facts: Any
 ) -> Any:
-    """The one exit decision for a run document (``RunOutcome.from_run`` → ``decide_exit``)."""
+    """The one exit decision for a run document (``RunOutcome.from_run`` → ``decide_exit``);
+    ``run``: the JSON document, typed here as every caller types it."""
+    from goldeval.results.documents import typed_run
     from goldeval.verdict.exit_codes import decide_exit
     from goldeval.verdict.outcome import RunOutcome
 
     return decide_exit(
-        RunOutcome.from_run(run, comparison, gate, pytest_status=pytest_status, **facts)
+        RunOutcome.from_run(
+            typed_run(run), comparison, gate, pytest_status=pytest_status, **facts
+        )
     )

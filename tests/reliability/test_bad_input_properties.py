@@ -43,6 +43,7 @@ from goldeval.dataset.rows import CORE_EXPECT_KEYS, check_case_id, parse_rows
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
 from goldeval.judge.parse import JudgeDecision, JudgeResult, parse_judge_output
+from goldeval.results.documents import RunDocument
 from goldeval.verdict.baseline import load_baseline
 from tests.helpers import ROOT
 
@@ -299,7 +300,7 @@ def check_baseline(path: Path, data: bytes) -> str:
         assert exc.path == str(path)
         assert str(exc).startswith(str(path))
         return "error"
-    assert isinstance(doc, dict)
+    assert isinstance(doc, RunDocument)
     return "clean"
 
 

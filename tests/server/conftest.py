@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from goldeval.cli.scaffold import init_dataset
+from goldeval.store.queue import FINISHED
 from tests.store.conftest import (  # noqa: F401  (fixtures re-used from the store tests)
     PostgresServer,
     _raw_connect,
@@ -186,7 +187,7 @@ class Service:
         return httpx.Client(base_url=self.server.base_url, headers=headers, timeout=30)
 
     def wait_status(
-        self, run_id: str, statuses: tuple[str, ...] = ("COMPLETED", "FAILED", "INTERRUPTED"),
+        self, run_id: str, statuses: tuple[str, ...] = FINISHED,
         timeout: float = 90.0,
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,12 @@ def test_run_executes_as_the_plugin_and_every_read_endpoint_reports_it(service: 
         assert on_disk["exitDecision"] == run["exitDecision"]
         types = {a["type"]: a for a in run["artifacts"]}
         assert {"JSON_SUMMARY", "RUN_JSON", "REPORT_MD"} <= set(types)
+        # The service's own evidence (JUnit, HTML report, logs) is kept beside the run folder.
+        evidence = service.root / ".goldeval" / "service" / "evidence" / created["id"]
         for artifact in types.values():
-            data = (run_dir / artifact["path"]).read_bytes()
+            path = artifact["path"]
+            folder = evidence if path.startswith("service/") else run_dir
+            data = (folder / path.removeprefix("service/")).read_bytes()
             assert artifact["sha256"] == hashlib.sha256(data).hexdigest()
             assert artifact["size"] == len(data)
 
@@ -373,7 +378,8 @@ def test_cancel_resume_delete_and_operations(service_factory: Any) -> None:
         text = metrics.text
         assert 'goldeval_runs{status="QUEUED"} 1.0' in text
         assert 'goldeval_runs{status="INTERRUPTED"} 0.0' in text
-        assert "goldeval_attempts{" in text
+        assert "goldeval_attempts_total{" in text
+        assert "goldeval_store_up 1.0" in text
         assert "goldeval_http_request_duration_seconds_bucket" in text
         assert 'route="/api/eval/runs"' in text
         # Not ready without its datasets folder (liveness is unaffected).
@@ -514,7 +520,12 @@ def test_the_store_password_never_leaves_the_server(
     with svc.client("MONITOR") as monitor:
         texts += [monitor.get("/readyz").text, monitor.get("/metrics").text]
     texts.append(svc.server.output())  # type: ignore[union-attr]
-    texts += [p.read_text() for p in (svc.root / ".goldeval").rglob("*") if p.is_file()]
+    for path in (svc.root / ".goldeval").rglob("*"):
+        if path.suffix == ".zip":  # the log bundle: what it holds
+            with zipfile.ZipFile(path) as bundle:
+                texts += [bundle.read(name).decode() for name in bundle.namelist()]
+        elif path.is_file():
+            texts.append(path.read_text())
     password = postgres_server.password
     assert password and all(password not in text for text in texts)
     assert "postgresql://goldeval_pw:***@" in svc.server.output()  # type: ignore[union-attr]

@@ -179,7 +179,9 @@ def test_run_budget_stops_a_slow_run(service_factory: Any, llm: FakeLLMServer) -
     with svc.client("EVAL") as client:
         run_id = client.post("/api/eval/runs", json={**LIVE, "deadlineSeconds": 1}).json()["id"]
     run = svc.wait_status(run_id, timeout=90)
-    assert run["status"] in ("INTERRUPTED", "FAILED"), run
+    # The plugin's deadline cuts the hanging calls and skips the rest: INCOMPLETE, as its
+    # summary.json says; INTERRUPTED only when the worker had to stop pytest itself.
+    assert run["status"] in ("INCOMPLETE", "INTERRUPTED"), run
     assert run["passed"] is False and run["exitCode"] != 0
 
 

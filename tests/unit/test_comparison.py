@@ -16,11 +16,10 @@ from goldeval.verdict.comparison import (
     Decision,
     Direction,
     classify,
-    compare,
     mcnemar,
     metric_delta,
-    protocol_differences,
 )
+from tests.verdict_json import compare, protocol_differences
 
 # ------------------------------------------------------------------------------------------
 # Builders: JSON-plain run documents shaped like run.json

@@ -13,8 +13,6 @@ from goldeval.verdict.comparison import (
     PROTOCOL_KEYS,
     REFERENCE_RATES,
     Decision,
-    compare,
-    metric_value,
 )
 from goldeval.verdict.exit_codes import (
     COMPARISON_INVALID,
@@ -25,8 +23,9 @@ from goldeval.verdict.exit_codes import (
     USAGE,
     ExitDecision,
 )
-from goldeval.verdict.gate import GateResult, GateRule, RuleKind, attach_gate, evaluate
+from goldeval.verdict.gate import GateResult, GateRule, RuleKind, attach_gate
 from tests.helpers import decide_run_exit
+from tests.verdict_json import compare, evaluate, metric_value
 
 # ------------------------------------------------------------------------------------------
 # Builder (same shape as run.json; kept local so each test module stands alone)

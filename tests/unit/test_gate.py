@@ -8,18 +8,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from goldeval.verdict.comparison import REFERENCE_RATES, Decision, compare
+from goldeval.verdict.comparison import REFERENCE_RATES, Decision
 from goldeval.verdict.gate import (
     GatePolicy,
     GateResult,
     GateRule,
     RuleKind,
     attach_gate,
-    evaluate,
-    evaluate_fixture,
-    evaluate_live,
-    incomplete_rule,
 )
+from tests.verdict_json import compare, evaluate, evaluate_fixture, evaluate_live, incomplete_rule
 
 # ------------------------------------------------------------------------------------------
 # Builders (same shape as run.json; kept local so each test module stands alone)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from goldeval.dataset.manifest import Manifest
 from goldeval.verdict.comparison import Decision
-from goldeval.verdict.decide import CAPTURE_NOTE, NO_GATE_NOTE, decide, policy_from_manifest
+from goldeval.verdict.decide import CAPTURE_NOTE, NO_GATE_NOTE, policy_from_manifest
 from goldeval.verdict.exit_codes import COMPARISON_INVALID, GATE_FAILED, INFRA, OK
 from goldeval.verdict.gate import GatePolicy
 from tests.unit.test_exitcodes import make_run
+from tests.verdict_json import decide
 
 POLICY = GatePolicy(thresholds={"overallPassRate": 0.5})
 

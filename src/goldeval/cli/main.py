@@ -24,13 +24,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goldeval.cli import prune
 from goldeval.core import limits
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.verdict import exit_codes
+
+if TYPE_CHECKING:
+    from goldeval.cli.runs import ResolvedRun
+    from goldeval.results.documents import RunDocument
 
 #: What a RUN argument may be (goldeval.cli.runs.resolve_run).
 RUN_HELP = (
@@ -173,7 +177,7 @@ def find_project(run: dict[str, Any], args: argparse.Namespace, *anchors: Path |
     return project
 
 
-def _is_live(run: dict[str, Any]) -> bool:
+def _is_live(run: RunDocument) -> bool:
     from goldeval.verdict.comparison import run_mode
 
     return run_mode(run) == "LIVE"
@@ -216,8 +220,8 @@ def _print_verdict(verdict: Any, cut: Any, policy_from: str | None) -> None:
 
 
 def _finish(
-    run: dict[str, Any],
-    baseline: dict[str, Any] | None,
+    run: ResolvedRun,
+    baseline: RunDocument | None,
     project: Project,
     no_gate: bool,
     as_json: bool,
@@ -228,12 +232,14 @@ def _finish(
     if not no_gate and project.dataset_dir is None:
         # Without the dataset's manifest the policy is unknown: gating with none would be a
         # silent NO_REGRESSION for any regressed run.
-        raise _no_project(run, project)
-    verdict = decide_pair(run, baseline, dataset_dir=project.dataset_dir, gate_enabled=not no_gate)
+        raise _no_project(run.document, project)
+    verdict = decide_pair(
+        run.typed, baseline, dataset_dir=project.dataset_dir, gate_enabled=not no_gate
+    )
     # The run's own record of how it ended (-x, a signal, a rerun plugin) is part of the one
     # verdict (RunOutcome.from_run reads it); the comparison and gate of a part of the
     # selection are not shown.
-    cut = cut_short(run, verdict.outcome)
+    cut = cut_short(run.typed, verdict.outcome)
     if cut is not None:
         verdict.comparison, verdict.gate = None, None
     policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
@@ -243,7 +249,7 @@ def _finish(
             json.dumps(
                 {
                     "run": {
-                        "status": run.get("status"),
+                        "status": run.typed.status,
                         "cutShort": cut.reason if cut is not None else None,
                     },
                     "comparison": comparison.dump() if comparison else None,
@@ -280,13 +286,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     baseline = resolve_run(args.baseline, places)
     candidate = resolve_run(args.candidate, places)
     project = find_project(candidate.document, args, candidate.anchor, baseline.anchor)
-    return _finish(candidate.document, baseline.document, project, args.no_gate, args.json)
+    return _finish(candidate, baseline.typed, project, args.no_gate, args.json)
 
 
-def _default_baseline(run: dict[str, Any], args: argparse.Namespace, project: Project) -> Any:
+def _default_baseline(
+    run: RunDocument, args: argparse.Namespace, project: Project
+) -> RunDocument | None:
     """The baseline of the default lookup (as pytest's): the first comparable file of the
     run's dataset and mode under ``--baselines`` or the project's baselines/, else None."""
     from goldeval.verdict.baseline import default_candidates, first_comparable
+    from goldeval.verdict.decide import run_dataset_id
 
     if args.baselines:
         baselines_dir: Path | None = Path(args.baselines)
@@ -294,7 +303,7 @@ def _default_baseline(run: dict[str, Any], args: argparse.Namespace, project: Pr
         baselines_dir = project.root / "baselines"
     else:
         baselines_dir = None  # no project: refused in _finish unless --no-gate
-    dataset_id = _dataset_id(run)
+    dataset_id = run_dataset_id(run)
     if baselines_dir is None or dataset_id is None:
         return None
     candidates = default_candidates(baselines_dir, dataset_id, _is_live(run))
@@ -309,13 +318,13 @@ def cmd_gate(args: argparse.Namespace) -> int:
         raise GoldevalError("give a run or --run-key KEY, not both")
     places = _run_places(args)
     resolved = stored_run(args.run_key, places) if args.run_key else resolve_run(args.run, places)
-    run = resolved.document
-    project = find_project(run, args, resolved.anchor)
+    project = find_project(resolved.document, args, resolved.anchor)
+    baseline: RunDocument | None
     if args.baseline:
-        baseline = resolve_run(args.baseline, places).document
+        baseline = resolve_run(args.baseline, places).typed
     else:
-        baseline = _default_baseline(run, args, project)
-    return _finish(run, baseline, project, args.no_gate, args.json)
+        baseline = _default_baseline(resolved.typed, args, project)
+    return _finish(resolved, baseline, project, args.no_gate, args.json)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

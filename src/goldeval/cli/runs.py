@@ -15,9 +15,10 @@ from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.safe_files import read_regular_file
+from goldeval.results.documents import RunDocument, typed_run
 from goldeval.store import StoreError, open_store
 from goldeval.store.views import run_document
-from goldeval.verdict.baseline import load_baseline
+from goldeval.verdict.baseline import load_run_file
 
 #: The file pytest points at the last complete run with, in the runs folder.
 LATEST = "LATEST"
@@ -47,7 +48,10 @@ class RunPlaces:
 class ResolvedRun:
     """A saved run found from a reference."""
 
+    #: The JSON as read (what ``goldeval show`` renders).
     document: dict[str, Any]
+    #: The same document typed once (what the verdict reads).
+    typed: RunDocument
     #: How messages name it: the run.json read, or ``store run ID``.
     source: str
     #: A folder to look for the run's project from (the run file's, the store file's).
@@ -94,7 +98,8 @@ def read_pointer(pointer: Path) -> Path:
 
 
 def _from_file(path: Path) -> ResolvedRun:
-    return ResolvedRun(load_baseline(path), str(path), path.parent)
+    loaded = load_run_file(path)
+    return ResolvedRun(loaded.raw, loaded.typed, str(path), path.parent)
 
 
 def _from_folder(folder: Path) -> ResolvedRun:
@@ -124,7 +129,7 @@ def _from_path(path: Path) -> ResolvedRun | None:
     if path.is_file() or path.is_symlink():
         if path.name == LATEST:
             return _from_folder(read_pointer(path))
-        return _from_file(path)  # load_baseline refuses what is not a readable run document
+        return _from_file(path)  # load_run_file refuses what is not a readable run document
     target = _through_pointer(path)
     return _from_path(target) if target is not None else None
 
@@ -145,7 +150,8 @@ def _from_store(reference: str, url: str) -> ResolvedRun | None:
     finally:
         store.close()
     anchor = None if "://" in url else Path(url).parent
-    return ResolvedRun(document, f"store run {reference}", anchor)
+    source = f"store run {reference}"
+    return ResolvedRun(document, typed_run(document, source), source, anchor)
 
 
 def stored_run(reference: str, places: RunPlaces) -> ResolvedRun:

@@ -482,3 +482,26 @@ LIMITS = (
     ),
 )
 LIMITS_BY_NAME.update({spec.name: spec for spec in LIMITS})
+# -- the evaluation service's operations surface (issue 33: scrapes and pages that cost O(1) /
+# O(page), whatever the store holds) --
+
+LIMITS = (
+    *LIMITS,
+    LimitSpec(
+        "metrics_store_seconds",
+        2,
+        "seconds",
+        "",
+        "the store reads of one /metrics scrape; a store slower than this (or down) is reported "
+        "as goldeval_store_up 0 with the process series, never a timed-out scrape",
+    ),
+    LimitSpec(
+        "ui_page_runs",
+        50,
+        "runs",
+        "",
+        "runs on one page of the service's run index (/ui/); older runs are reached with the "
+        "page's `?before=` link",
+    ),
+)
+LIMITS_BY_NAME.update({spec.name: spec for spec in LIMITS})

@@ -43,6 +43,7 @@ from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
+from goldeval.results.documents import typed_run
 from goldeval.results.evidence import inventory, write_manifest
 from goldeval.results.finalise import FAULT_KEY, FinalisationError, finalisation
 from goldeval.results.run_document import (
@@ -455,7 +456,7 @@ def finish_side_by_side(
             "models side by side (--golden-models): no baseline, no gate"
         )
         outcome = RunOutcome.from_run(
-            run, pytest_status=ending.pytest_status, **ending.outcome_facts()
+            typed_run(run), pytest_status=ending.pytest_status, **ending.outcome_facts()
         )
         decision = decide_exit(outcome)
         record_ending(run, ending, decision)
@@ -491,7 +492,7 @@ def finish_one_run(
     live = state.settings.mode is not Mode.FIXTURE
     decision = decide(
         state,
-        run,
+        typed_run(run),  # the run typed once, where it enters the verdict
         ending.pytest_status,
         live=live,
         resumed_all=resumed_all,
@@ -507,7 +508,7 @@ def finish_one_run(
     if recorder is not None:
         recorder.finish(run, state.artifact_inventory)
     if decision.save_baseline:
-        decision = save_requested_baseline(state, run, run_dir / "run.json", decision)
+        decision = save_requested_baseline(state, run_dir / "run.json", decision)
         run.update(decision.run_fields)
     state.run = run
     state.exit_reason = decision.reason

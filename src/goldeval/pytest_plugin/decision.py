@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 from goldeval.core.errors import BaselineError, ConfigError, GoldevalError
 from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
 from goldeval.pytest_plugin.protocol import protocol_for
+from goldeval.results.documents import RunDocument, typed_run
 from goldeval.verdict.baseline import (
+    LoadedRun,
     default_candidates,
     first_comparable,
     load_baseline,
@@ -72,8 +74,8 @@ def explicit_baseline_path(state: GoldenSession) -> Path | None:
 
 
 def find_baseline(
-    state: GoldenSession, run: dict[str, Any], live: bool
-) -> tuple[Path | None, dict[str, Any] | None, ComparisonResult | None]:
+    state: GoldenSession, run: RunDocument, live: bool
+) -> tuple[Path | None, RunDocument | None, ComparisonResult | None]:
     """Explicit ``--golden-baseline``, else the first comparable file of the default lookup."""
     path = explicit_baseline_path(state)
     if path is not None:
@@ -86,9 +88,11 @@ def find_baseline(
 
 
 def decide(
-    state: GoldenSession, run: dict[str, Any], pytest_status: int, *, live: bool, **facts: Any
+    state: GoldenSession, run: RunDocument, pytest_status: int, *, live: bool, **facts: Any
 ) -> Decision:
     """The session's options and dataset → :func:`goldeval.verdict.decide.decide`.
+
+    ``run``: the run pytest just built, typed once by the controller (``typed_run``).
 
     ``facts``: how the session ended (:class:`goldeval.verdict.outcome.RunOutcome` fields).
     """
@@ -100,7 +104,7 @@ def decide(
     }
     # Notes already on the run (build_for's judge self-preference warning, ...) are kept:
     # fields["notes"] replaces the run's list, so it must start from it.
-    notes: list[str] = list(run.get("notes") or [])
+    notes: list[str] = list(run.notes)
     capture = state.settings.save_baseline is not None
     try:
         path, baseline, comparison = (
@@ -130,23 +134,22 @@ def decide(
     return Decision(verdict, fields, save_baseline=capture and verdict.code == 0)
 
 
-def save_requested_baseline(
-    state: GoldenSession, run: dict[str, Any], run_json: Path, decision: Decision
-) -> Decision:
+def save_requested_baseline(state: GoldenSession, run_json: Path, decision: Decision) -> Decision:
     """Save the just-written run.json (full cases) as the requested baseline."""
     import json
 
     save_path = Path(state.settings.save_baseline or "")
     if not save_path.is_absolute():
         save_path = Path(state.config.invocation_params.dir) / save_path
-    notes = list(run.get("notes") or [])
+    full = json.loads(run_json.read_text(encoding="utf-8"))
+    notes = list(full.get("notes") or [])
     verdict = decision.verdict
     try:
-        full = json.loads(run_json.read_text(encoding="utf-8"))
-        save_baseline(full, save_path, force=state.settings.force_save_baseline)
+        run = LoadedRun(full, typed_run(full, run_json))
+        save_baseline(run, save_path, force=state.settings.force_save_baseline)
         notes.append(f"baseline saved to {save_path}")
         verdict = verdict.with_reason(
-            f"baseline captured: {capture_summary(run)}, saved to {save_path}"
+            f"baseline captured: {capture_summary(run.typed)}, saved to {save_path}"
         )
     except BaselineError as exc:
         verdict = verdict.redecide(baseline_not_saved=str(exc))
@@ -184,8 +187,7 @@ def preflight_baseline_file(state: GoldenSession) -> None:
         )
     doc = load_baseline(path)
     s = state.settings
-    base_protocol = doc.get("protocol")
-    if not s.gate or len(s.models) > 1 or not isinstance(base_protocol, dict):
+    if not s.gate or len(s.models) > 1 or doc.protocol is None:
         return
     # What the options and the manifest already say (the rest waits for the collection):
     # another dataset's baseline, another mode or attempt count is refused right here.
@@ -198,11 +200,8 @@ def preflight_baseline_file(state: GoldenSession) -> None:
     except GoldevalError:
         return  # reported by the collection
     known = {"datasetId": dataset_id, "mode": s.mode.protocol_name, "attempts": s.attempts}
-    diffs = [
-        d
-        for d in protocol_differences(doc, {"protocol": {**base_protocol, **known}})
-        if d.key in known
-    ]
+    candidate = typed_run({"protocol": {**doc.protocol.dump(), **known}})
+    diffs = [d for d in protocol_differences(doc, candidate) if d.key in known]
     if diffs:
         more = f" (+{len(diffs) - 1} more)" if len(diffs) > 1 else ""
         raise BaselineError(
@@ -249,11 +248,10 @@ def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
         ]
     first_reasons: list[str] | None = None
     for _path, doc in docs:
-        base_protocol = doc.get("protocol")
-        if not isinstance(base_protocol, dict):
+        if doc.protocol is None:
             return None  # a reference-format baseline: compared after the run
-        candidate = {**protocol, "provider": base_protocol.get("provider")}
-        diffs = [d for d in protocol_differences(doc, {"protocol": candidate}) if d.key in keys]
+        candidate = typed_run({"protocol": {**protocol, "provider": doc.protocol.provider}})
+        diffs = [d for d in protocol_differences(doc, candidate) if d.key in keys]
         if not diffs:
             return None
         if first_reasons is None:

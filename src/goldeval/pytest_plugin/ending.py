@@ -17,8 +17,10 @@ import pytest
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.settings import MASK, redact_url
+from goldeval.results.documents import typed_run
 from goldeval.verdict.exit_codes import ExitDecision
-from goldeval.verdict.outcome import StoppedEarly
+from goldeval.verdict.outcome import RunOutcome, StoppedEarly
+from goldeval.verdict.run_status import run_status
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
@@ -138,26 +140,23 @@ def record_ending(run: dict[str, Any], ending: SessionEnding, decision: ExitDeci
 
     An unfinished run is never COMPLETED: reruns and early stops make it INCOMPLETE, a signal
     INTERRUPTED; the fields are what ``RunOutcome.from_run`` reads back, so ``goldeval gate``
-    on the saved run decides the same.
+    on the saved run decides the same, and the status is the one
+    :func:`~goldeval.verdict.run_status.run_status` gives that outcome (the store records the
+    same: ``store.recorder``).
     """
     notes = run.setdefault("notes", [])
     if ending.duplicates:
-        if run.get("status") == "COMPLETED":
-            run["status"] = "INCOMPLETE"
         run["duplicateAttempts"] = list(ending.duplicates[:50])
     if ending.stopped_early is not None:
         stop = ending.stopped_early
-        run["status"] = "INCOMPLETE"
         run["incomplete"] = True
         run["stoppedEarly"] = {"reason": stop.reason, "attemptsNotRun": stop.attempts_not_run}
         notes.append(stop.describe())
     if ending.signal:
-        run["status"] = "INTERRUPTED"
         run["incomplete"] = True
         run["interruptedBy"] = ending.signal
     store_error = ending.facts.get("store_error")
     if store_error:
-        run["status"] = "INTERRUPTED"
         run["storeError"] = store_error
     conflict = ending.facts.get("store_conflict")
     if conflict:
@@ -168,6 +167,7 @@ def record_ending(run: dict[str, Any], ending: SessionEnding, decision: ExitDeci
         notes.append(decision.reason)
     # What the session weighed beyond the document, so a later `goldeval gate` decides the same.
     run["pytestStatus"] = ending.pytest_status
+    run["status"] = run_status(RunOutcome.from_run(typed_run(run)))
     if ending.rerun_command:
         run["rerunCommand"] = ending.rerun_command
     run["exitDecision"] = {"code": decision.code, "reason": decision.reason}

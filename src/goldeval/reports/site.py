@@ -52,7 +52,7 @@ from goldeval.reports.labels import chart_label
 from goldeval.reports.templating import render
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.baseline import check_shape
-from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, run_mode
+from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, normal_mode
 from goldeval.verdict.exit_codes import COMPARISON_INVALID, OK, USAGE
 
 TREND_METRICS = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
@@ -162,7 +162,11 @@ def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
     protocol key, ``selectedCaseIds`` as a set, provider/model/judge only in live mode. A run
     without a protocol object: dataset version and hash, mode, model and repetitions."""
     protocol = run.get("protocol")
-    mode = run_mode(run)
+    configuration = run.get("configuration")
+    # verdict.comparison.run_mode's rule, on the JSON form the site reads.
+    mode = normal_mode(protocol.get("mode")) if isinstance(protocol, Mapping) else None
+    if mode is None and isinstance(configuration, Mapping):
+        mode = normal_mode(configuration.get("mode"))
     if not isinstance(protocol, Mapping):
         cfg = run.get("configuration") or {}
         return {

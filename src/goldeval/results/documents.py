@@ -35,7 +35,9 @@ __all__ = [
     "Protocol",
     "RateDoc",
     "RunDocument",
+    "StoppedEarlyDoc",
     "Summary",
+    "typed_run",
     "validate_run_document",
 ]
 
@@ -238,6 +240,20 @@ class ExitDecisionDoc(_Doc):
     reason: str
 
 
+class StoppedEarlyDoc(_Doc):
+    """``stoppedEarly``: the run loop stopped before every selected item ran (``-x``)."""
+
+    reason: str | None = None
+    attempts_not_run: int | None = Field(default=None, alias="attemptsNotRun")
+
+
+class FinalisationFaultDoc(_Doc):
+    """``finalisationFault``: writing the finished run failed (goldeval.results.finalise)."""
+
+    reason: str
+    path_refused: bool = Field(default=False, alias="pathRefused")
+
+
 class Summary(_Doc):
     """``summary.json``: the run without its cases (and what the store keeps of a run)."""
 
@@ -261,6 +277,34 @@ class Summary(_Doc):
     notes: list[str] = Field(default_factory=list)
     incomplete: bool | None = None
     duration_ms: float | None = Field(default=None, alias="durationMs")
+    # The counters (results.rollup.Counters); absent in some reference-format documents.
+    cases_total: int | None = Field(default=None, alias="casesTotal")
+    cases_passed: int | None = Field(default=None, alias="casesPassed")
+    cases_failed: int | None = Field(default=None, alias="casesFailed")
+    cases_skipped: int | None = Field(default=None, alias="casesSkipped")
+    cases_error: int | None = Field(default=None, alias="casesError")
+    attempts_total: int | None = Field(default=None, alias="attemptsTotal")
+    attempts_passed: int | None = Field(default=None, alias="attemptsPassed")
+    attempts_failed: int | None = Field(default=None, alias="attemptsFailed")
+    attempts_skipped: int | None = Field(default=None, alias="attemptsSkipped")
+    attempts_error: int | None = Field(default=None, alias="attemptsError")
+    # How the session ended (pytest_plugin.ending.record_ending): what RunOutcome.from_run
+    # reads back, so a saved run regated later gets the session's own code and reason.
+    not_started_before_deadline: int | None = Field(default=None, alias="notStartedBeforeDeadline")
+    not_started_over_budget: int | None = Field(default=None, alias="notStartedOverBudget")
+    attempts_not_started: int | None = Field(default=None, alias="attemptsNotStarted")
+    stopped_early: StoppedEarlyDoc | None = Field(default=None, alias="stoppedEarly")
+    duplicate_attempts: list[str] | None = Field(default=None, alias="duplicateAttempts")
+    interrupted_by: str | None = Field(default=None, alias="interruptedBy")
+    store_error: str | None = Field(default=None, alias="storeError")
+    store_conflict: str | None = Field(default=None, alias="storeConflict")
+    rerun_command: str | None = Field(default=None, alias="rerunCommand")
+    finalisation_fault: FinalisationFaultDoc | None = Field(
+        default=None, alias="finalisationFault"
+    )
+    pytest_status: int | None = Field(default=None, alias="pytestStatus")
+    #: How many tests that are not golden items failed in the session.
+    other_failures: int | None = Field(default=None, alias="otherFailures")
 
 
 class RunDocument(Summary):
@@ -342,3 +386,21 @@ def validate_run_document(doc: Any, path: Path) -> RunDocument:
             field=_field(loc),
             hint="hand-edited or damaged; re-save or re-run it",
         ) from None
+
+
+#: How a document is named in an error when the caller has no file for it (a run built in
+#: memory, a store row).
+IN_MEMORY = Path("<run document>")
+
+
+def typed_run(raw: Any, path: Path | str | None = None) -> RunDocument:
+    """The run document typed once, at the edge where it enters the verdict.
+
+    ``raw``: run.json's JSON object (a file read, a store view, the run pytest just built) or
+    an already typed document (returned as it is). ``path`` names the file or the store row
+    in the BaselineError a wrong field type raises (:func:`validate_run_document`); extra
+    keys are kept, so older and newer run.json files still load.
+    """
+    if isinstance(raw, RunDocument):
+        return raw
+    return validate_run_document(raw, Path(path) if path is not None else IN_MEMORY)

@@ -5,7 +5,7 @@
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any
@@ -15,9 +15,13 @@ from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import APIKeyHeader
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,6 +30,7 @@ from goldeval.core.textsafe import safe_text
 from goldeval.server import auth, logs
 from goldeval.server.auth import KeyRing, Principal, RateLimiter, Role
 from goldeval.server.models import Health, Liveness, ResultPage, RunOut, RunPage, RunRequest
+from goldeval.server.observability import MetricsReader, StoreCollector
 from goldeval.server.problems import MEDIA_TYPE, Problem, validation_problem
 from goldeval.server.service import Service
 from goldeval.server.settings import ServiceSettings
@@ -135,39 +140,6 @@ class RequestLog:
             )
 
 
-class StoreCollector(Collector):
-    """Run and attempt counts read from the store at scrape time (all processes' work)."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        try:
-            runs, attempts, errors = self.service.metrics_snapshot()
-        except StoreError:
-            return
-        g = GaugeMetricFamily("goldeval_runs", "Runs of this service by status", labels=["status"])
-        for status in ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"):
-            g.add_metric([status], runs.get(status, 0))
-        yield g
-        g = GaugeMetricFamily(
-            "goldeval_attempts",
-            "Graded attempts of this service's runs by status",
-            labels=["status"],
-        )
-        for status in ("PASS", "FAIL", "SKIPPED", "ERROR"):
-            g.add_metric([status], attempts.get(status, 0))
-        yield g
-        g = GaugeMetricFamily(
-            "goldeval_provider_errors",
-            "ERROR attempts of this service's runs by error kind",
-            labels=["kind"],
-        )
-        for kind, count in sorted(errors.items()):
-            g.add_metric([kind], count)
-        yield g
-
-
 def create_app(
     settings: ServiceSettings,
     *,
@@ -189,7 +161,9 @@ def create_app(
         ["method", "route", "status"],
         registry=registry,
     )
-    registry.register(StoreCollector(service))
+    reader = MetricsReader(settings.store_url)
+    registry.register(StoreCollector(reader))
+    ProcessCollector(registry=registry)  # CPU, memory, open files of this process
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -203,6 +177,7 @@ def create_app(
         if on_shutdown is not None:
             on_shutdown()
         service.pool.close()
+        reader.close()
         logs.event("server stopped")
 
     app = FastAPI(
@@ -427,12 +402,24 @@ def create_app(
 
     @app.get(
         "/api/eval/runs/{run_id}/artifacts/{kind}",
-        responses={200: {"content": {"application/json": {}, "text/markdown": {}}}, **problem_doc},
+        responses={
+            200: {
+                "content": {
+                    "application/json": {},
+                    "text/markdown": {},
+                    "application/xml": {},
+                    "text/html": {},
+                    "application/zip": {},
+                }
+            },
+            **problem_doc,
+        },
         tags=["runs"],
     )
     def get_artifact(run_id: str, kind: str, _: Annotated[Principal, Depends(read)]) -> Response:
-        """One artifact (JSON_SUMMARY, RUN_JSON, REPORT_MD, COMPARISON), served only if its
-        SHA-256 and size still match the inventory the run recorded (409 otherwise)."""
+        """One artifact (JSON_SUMMARY, RUN_JSON, REPORT_MD, COMPARISON, MANIFEST, JUNIT_XML,
+        HTML_REPORT, LOG_BUNDLE), served only if its SHA-256 and size still match the inventory
+        the run recorded (409 otherwise)."""
         data, media, filename = service.artifact(run_id, kind)
         return Response(
             data,
@@ -459,7 +446,7 @@ def create_app(
         tags=["admin"],
     )
     def resume_run(run_id: str, _: Annotated[Principal, Depends(manage)]) -> RunOut:
-        """Queue an INTERRUPTED or FAILED run again; it resumes by its run key."""
+        """Queue an INTERRUPTED, INCOMPLETE or FAILED run again; it resumes by its run key."""
         return service.resume(run_id)
 
     @app.delete("/api/eval/runs/{run_id}", status_code=204, responses=problem_doc, tags=["admin"])
@@ -503,8 +490,12 @@ def create_app(
 
     @app.get("/ui/", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/index.html", response_class=HTMLResponse, include_in_schema=False)
-    def ui_index(_: Annotated[Principal, Depends(browse)]) -> HTMLResponse:
-        return HTMLResponse(service.page_index(), headers=html_headers)
+    def ui_index(
+        _: Annotated[Principal, Depends(browse)],
+        before: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> HTMLResponse:
+        """Newest runs first, ``ui_page_runs`` a page; ``?before=`` is the older page's link."""
+        return HTMLResponse(service.page_index(before), headers=html_headers)
 
     @app.get("/ui/runs/{page}", response_class=HTMLResponse, include_in_schema=False)
     def ui_run(

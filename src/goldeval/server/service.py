@@ -30,27 +30,49 @@ from goldeval.core.safe_files import read_fd
 from goldeval.core.textsafe import safe_text
 from goldeval.dataset.rows import discover
 from goldeval.reports import site
-from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
+from goldeval.results.documents import (
+    Comparison,
+    ExitDecisionDoc,
+    GateDoc,
+    Metrics,
+    Protocol,
+    RunDocument,
+    typed_run,
+)
 from goldeval.results.run_document import RUN_DOCUMENT
-from goldeval.server import datasets
+from goldeval.server import datasets, pages, run_artifacts
 from goldeval.server.models import ArtifactOut, ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import RUN_ID, ServiceSettings
-from goldeval.store import LATEST_VERSION, Store, StoreError, open_store
-from goldeval.store.queue import FINISHED, RunQueue, ServiceRun, decode_cursor, encode_cursor
+from goldeval.store import LATEST_VERSION, RUN_STATUSES, Store, StoreError, open_store
+from goldeval.store.queue import (
+    FINISHED,
+    RESUMABLE,
+    RunQueue,
+    ServiceRun,
+    decode_cursor,
+    encode_cursor,
+)
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
 
-#: Artifact types (the seed's names) → the file in the run folder the plugin writes.
+#: Artifact types (the seed's names) → their path in the run's artifact inventory: a file of
+#: the run folder the plugin writes, or one the worker adds (:mod:`run_artifacts`).
 ARTIFACT_TYPES: dict[str, str] = {
     "JSON_SUMMARY": "summary.json",
     "RUN_JSON": "run.json",
     "REPORT_MD": "report.md",
     "COMPARISON": "comparison.json",
+    **run_artifacts.SERVICE_ARTIFACTS,
 }
-MEDIA_TYPES = {".json": "application/json", ".md": "text/markdown; charset=utf-8"}
-RUN_STATUSES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED")
+MEDIA_TYPES = {
+    ".json": "application/json",
+    ".md": "text/markdown; charset=utf-8",
+    ".xml": "application/xml",
+    ".html": "text/html; charset=utf-8",
+    ".zip": "application/zip",
+}
 ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
 #: Artifacts larger than this are refused rather than read into memory to be checked.
@@ -397,7 +419,20 @@ class Service:
                 ) from None
             raise Problem(404, "run-not-found", "Run not found", f"no run {ref!r}") from None
 
-    def _verdict(self, run: dict[str, Any], baseline: dict[str, Any], *, gate: bool) -> Verdict:
+    def _typed(self, doc: dict[str, Any], ref: str) -> RunDocument:
+        """A stored run's document typed once, where it enters the verdict; 409 when a field
+        has the wrong type (the field named)."""
+        try:
+            return typed_run(doc, f"run {ref}")
+        except GoldevalError as exc:
+            raise Problem(
+                409,
+                "run-document-invalid",
+                "The run document cannot be read",
+                self.settings.public_text(safe_text(exc)),
+            ) from None
+
+    def _verdict(self, run: RunDocument, baseline: RunDocument, *, gate: bool) -> Verdict:
         """``goldeval compare``'s verdict on ``run`` against ``baseline``: the same function,
         with the gate policy of the run's dataset manifest in this server's datasets folder."""
         dataset_id = run_dataset_id(run)
@@ -431,11 +466,12 @@ class Service:
             self._job(q, run_id)
             candidate, _ = self.document(q, run_id)
             baseline, _ = self.document(q, baseline_id)
-        verdict = self._verdict(candidate, baseline, gate=gate)
+        typed = self._typed(candidate, run_id)
+        verdict = self._verdict(typed, self._typed(baseline, baseline_id), gate=gate)
         result = verdict.comparison
         assert result is not None  # a baseline was given
         decision = {"code": verdict.code, "reason": self.settings.public_text(verdict.reason)}
-        cut = cut_short(candidate, verdict.outcome)
+        cut = cut_short(typed, verdict.outcome)
         if cut is not None:
             # As `goldeval compare`: a run cut short (-x, a signal, the store) is a part of
             # its selection, so it is neither compared nor gated; the one verdict says why.
@@ -499,14 +535,16 @@ class Service:
                 + ("" if job.status not in ("QUEUED", "RUNNING") else f" yet ({job.status})"),
             )
         runs_root = self.settings.runs_dir.resolve()
-        folder = Path(job.run_dir) if job.run_dir else runs_root / store_run_id
-        path = (folder / name).resolve()
-        if not path.is_relative_to(runs_root) or path.parent != folder.resolve():
+        run_folder = Path(job.run_dir) if job.run_dir else runs_root / store_run_id
+        file, folder = run_artifacts.locate(name, run_folder, self.settings.work_dir, job.id)
+        root = runs_root if folder == run_folder else self.settings.work_dir.resolve()
+        path = file.resolve()
+        if not path.is_relative_to(root) or path.parent != folder.resolve():
             raise Problem(
                 409,
                 "artifact-outside-runs",
                 "Artifact is not in this server's runs folder",
-                f"{kind} of run {job.id} is not under {runs_root}; serve it from the machine "
+                f"{kind} of run {job.id} is not under {root}; serve it from the machine "
                 "that ran it, or point --runs at the shared runs folder",
             )
         data = _read_regular(path, job.id, kind, entry.size)
@@ -524,26 +562,19 @@ class Service:
                 actualSha256=digest,
             )
         media = MEDIA_TYPES.get(Path(name).suffix, "application/octet-stream")
-        return data, media, f"{store_run_id}-{name}"
+        return data, media, f"{store_run_id}-{Path(name).name}"
 
     # ---- run page
 
-    def page_index(self, limit: int = 30) -> str:
+    def page_index(self, before: str | None) -> str:
+        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``."""
+        try:
+            after = pages.parse_before(before)
+        except ValueError as exc:
+            raise validation_problem([{"field": "before", "message": str(exc)}]) from None
         with self.pool.store() as store:
-            q = RunQueue(store)
-            docs: list[dict[str, Any]] = []
-            names: dict[int, str] = {}
-            for job in q.page(limit=limit * 2):
-                if len(docs) >= limit:
-                    break
-                try:
-                    doc, _ = self.document(q, job.id)
-                except Problem:
-                    continue
-                doc.setdefault("timestamp", job.created_at.isoformat())
-                docs.append(doc)
-                names[id(doc)] = job.id
-        return self.settings.public_text(site.render_index(docs, names))
+            page, _older = pages.index_page(RunQueue(store), after)
+        return self.settings.public_text(page)
 
     def page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
@@ -554,11 +585,12 @@ class Service:
         if compare_with and baseline is not None:
             # The page shows what the compare endpoint answers: comparison, gate and exit
             # decision of `goldeval compare`, labelled with the run asked for.
-            verdict = self._verdict(doc, baseline, gate=True)
+            typed = self._typed(doc, run_id)
+            verdict = self._verdict(typed, self._typed(baseline, compare_with), gate=True)
             doc.update(verdict.run_fields())
             doc["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
             doc["baselinePath"] = f"run {compare_with}"
-            if cut_short(doc, verdict.outcome) is not None:
+            if cut_short(typed, verdict.outcome) is not None:
                 # As the compare endpoint: a run cut short is neither compared nor gated.
                 doc.pop("comparison", None)
                 doc["qualityGate"] = None
@@ -578,12 +610,12 @@ class Service:
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)
-            if job.status not in ("INTERRUPTED", "FAILED"):
+            if job.status not in RESUMABLE:
                 raise Problem(
                     409,
                     "not-resumable",
                     "Run cannot be resumed",
-                    f"run {run_id} is {job.status}; only INTERRUPTED or FAILED runs resume",
+                    f"run {run_id} is {job.status}; only {', '.join(RESUMABLE)} runs resume",
                 )
             again = q.requeue(run_id)
             assert again is not None
@@ -604,6 +636,9 @@ class Service:
             folder = (self.settings.runs_dir / job.run_id).resolve()
             if folder.parent == self.settings.runs_dir.resolve() and folder.is_dir():
                 _remove_tree(folder)
+        evidence = run_artifacts.evidence_dir(self.settings.work_dir, job.id)
+        if evidence.is_dir():
+            _remove_tree(evidence)
 
     # ---- health
 
@@ -623,17 +658,6 @@ class Service:
             checks["store"] = self.settings.public_text(safe_text(exc))
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
-
-    def metrics_snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-        with self.pool.store() as store:
-            q = RunQueue(store)
-            runs = q.runs_by_status()
-            attempts = q.attempts_by_status()
-            errors: dict[str, int] = {}
-            for record in q.error_records():
-                kind = str(record.get("errorKind") or "UNKNOWN")
-                errors[kind] = errors.get(kind, 0) + 1
-        return runs, attempts, errors
 
 
 def _read_regular(path: Path, run_id: str, kind: str, expected: int) -> bytes:

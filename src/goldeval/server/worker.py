@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from goldeval.core.errors import GoldevalError
-from goldeval.core.textsafe import one_line
+from goldeval.core.textsafe import one_line, safe_text
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.results.run_folder import summary as run_summary
-from goldeval.server import datasets, logs
+from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.settings import ServiceSettings
 from goldeval.store import Store, StoreError, open_store, redact_url
@@ -271,7 +271,13 @@ class Worker:
         env = child_environment(os.environ)
         env["GOLDEVAL_STORE"] = settings.store_url
         env["GOLDEVAL_WORKER_PID"] = str(os.getpid())
-        argv = [settings.python, "-c", _LAUNCHER, *self._argv(job, resolved.rows_path, baseline)]
+        argv = [
+            settings.python,
+            "-c",
+            _LAUNCHER,
+            *self._argv(job, resolved.rows_path, baseline),
+            *run_artifacts.child_options(run_artifacts.evidence_dir(settings.work_dir, job.id)),
+        ]
         started = time.monotonic()
         with log_path.open("ab") as log:
             log.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}\n".encode())
@@ -378,6 +384,9 @@ class Worker:
                 or _exit_text(code)
                 + ("" if row is None or row.status in FINISHED else " without finishing the run")
             )
+        if row is not None:
+            # Before the final status: a client that sees it finished finds every artifact.
+            self._record_evidence(job, queue, row.run_id, log_path)
         queue.finish(job.id, self.name, status, exit_code=code, error=error)
         logs.event(
             "run finished",
@@ -421,6 +430,25 @@ class Worker:
             except (StoreError, GoldevalError) as exc:
                 logs.event("run not marked", logging.WARNING, run_id=job.id, error=str(exc))
         return decision
+
+    def _record_evidence(
+        self, job: ServiceRun, queue: RunQueue, store_run_id: str, log_path: Path
+    ) -> None:
+        """JUnit XML, HTML report, log bundle and manifest.json into the run's inventory
+        (:mod:`goldeval.server.run_artifacts`); a failure costs those downloads, not the run."""
+        settings = self.settings
+        try:
+            run_artifacts.record(
+                queue.store,
+                store_run_id,
+                settings.runs_dir / store_run_id,
+                run_artifacts.evidence_dir(settings.work_dir, job.id),
+                [log_path],
+            )
+        except (OSError, StoreError) as exc:
+            logs.event(
+                "run evidence not recorded", logging.WARNING, run_id=job.id, error=safe_text(exc)
+            )
 
     def _log_cases(self, job: ServiceRun, store_run_id: str) -> None:
         """One log line per case with its status (the seed's per-case evidence)."""

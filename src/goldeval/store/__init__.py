@@ -28,12 +28,13 @@ from goldeval.store.base import (
     attempt_key,
     redact_url,
 )
-from goldeval.store.migrations import LATEST_VERSION
+from goldeval.store.migrations import LATEST_VERSION, RUN_STATUSES
 from goldeval.store.sqlite import DEFAULT_PATH, SqliteStore
 
 __all__ = [
     "DEFAULT_PATH",
     "LATEST_VERSION",
+    "RUN_STATUSES",
     "ArtifactRow",
     "AttemptKey",
     "RunConflictError",

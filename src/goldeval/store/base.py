@@ -19,7 +19,7 @@ import math
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, cast
 
 from goldeval.core.record_text import split_parts
+from goldeval.store import counters
 from goldeval.store.migrations import (
     ATTEMPT_STATUSES,
     LATEST_VERSION,
@@ -50,8 +51,12 @@ from goldeval.store.pages import (
     split_record,
 )
 
-RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED"]
-"""Life cycle of a run: QUEUED -> RUNNING -> COMPLETED | FAILED | INTERRUPTED."""
+RunStatus = Literal["QUEUED", "RUNNING", "COMPLETED", "INCOMPLETE", "FAILED", "INTERRUPTED"]
+"""Life cycle of a run: QUEUED -> RUNNING -> COMPLETED | INCOMPLETE | FAILED | INTERRUPTED.
+
+INCOMPLETE: cut short by ``-x``/``--maxfail``, its deadline or its budget; INTERRUPTED: ended
+by a signal (or a store failure): the status the run document's outcome gives
+(:func:`goldeval.verdict.run_status.run_status`)."""
 
 AttemptKey = tuple[str, int, str]
 """(case id, attempt index, model) of an attempt; model is ``""`` when the run has none."""
@@ -380,21 +385,45 @@ class Tx(ABC):
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run a query and fetch every row."""
 
-    def insert_new(self, insert: str, upsert: str, rows: Sequence[Sequence[Any]]) -> int:
+    def insert_new(
+        self,
+        insert: str,
+        upsert: str,
+        rows: Sequence[Sequence[Any]],
+        on_conflict: Callable[[], None] | None = None,
+    ) -> int:
         """``executemany(upsert, rows)``, tried first as a plain ``insert`` of all rows.
 
         A fresh run conflicts with nothing, and PostgreSQL's ``ON CONFLICT`` costs about a
         third more per row even when nothing conflicts. When a row does conflict (a resumed
         run, a rerun of errors, a re-sent report) the insert is rolled back to a savepoint
         and the batch is written with the upsert, so the result is the same either way.
+        ``on_conflict`` runs just before the upsert (only then): the attempt counters read
+        what the upsert is about to replace.
         """
+        if on_conflict is not None:
+            on_conflict()
         return self.executemany(upsert, rows)
 
 
-_RUN_COLUMNS = (
-    "run_id, run_key, dataset_id, dataset_hash, mode, model, protocol, configuration,"
-    " status, started_at, finished_at, summary"
-)
+class _RunColumns(NamedTuple):
+    """One ``runs`` row as :data:`_RUN_COLUMNS` selects it, read by name (not position)."""
+
+    run_id: str
+    run_key: str | None
+    dataset_id: str
+    dataset_hash: str
+    mode: str
+    model: str | None
+    protocol: Any
+    configuration: Any
+    status: str
+    started_at: Any
+    finished_at: Any
+    summary: Any
+
+
+_RUN_COLUMNS = ", ".join(_RunColumns._fields)
 
 _UPSERT_DATASET = (
     "INSERT INTO datasets (id, hash, source, first_seen) VALUES (?, ?, ?, ?)"
@@ -557,19 +586,23 @@ class _Attempt:
         return None
 
 
-def _content_columns(content: str) -> tuple[str | None, int | None]:
-    """``(error kind, total tokens)`` of an attempt's content JSON, for the row's columns."""
+def _content_columns(content: str) -> tuple[str | None, int | None, float | None]:
+    """``(error kind, total tokens, estimated cost)`` of an attempt's content JSON: the row's
+    columns, and the cost the counters add up (:mod:`goldeval.store.counters`)."""
     value = json.loads(content) if content else {}
     if not isinstance(value, dict):
-        return None, None
+        return None, None, None
     kind = value.get("errorKind", value.get("error_kind"))
     tokens = value.get("tokens")
-    total = (
-        tokens.get("totalTokens", tokens.get("total_tokens")) if isinstance(tokens, dict) else None
-    )
+    usage = tokens if isinstance(tokens, dict) else {}
+    total = usage.get("totalTokens", usage.get("total_tokens"))
+    cost = usage.get("estimatedCost", usage.get("estimated_cost"))
     return (
         kind if isinstance(kind, str) else None,
         total if isinstance(total, int) and not isinstance(total, bool) else None,
+        float(cost)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost)
+        else None,
     )
 
 
@@ -605,8 +638,8 @@ class SqlStore(Store):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._closed = False
-        #: content digest -> (error kind, total tokens): each distinct content parsed once
-        self._columns: dict[bytes, tuple[str | None, int | None]] = {}
+        #: content digest -> (error kind, total tokens, cost): each distinct content parsed once
+        self._columns: dict[bytes, tuple[str | None, int | None, float | None]] = {}
 
     # ---- backend hooks
 
@@ -643,6 +676,17 @@ class SqlStore(Store):
     def _close(self) -> None:
         """Close the connection."""
 
+    # ---- public transactions (for the service queue, :mod:`goldeval.store.queue`)
+
+    def transaction(self, op: str) -> AbstractContextManager[Tx]:
+        """A write transaction holding the backend's writer lock (``op`` names it in errors);
+        committed when the block ends, rolled back when it raises; errors -> StoreError."""
+        return self._transaction(op)
+
+    def read(self, op: str) -> AbstractContextManager[Tx]:
+        """A cursor for reads outside a write transaction; errors -> StoreError."""
+        return self._read(op)
+
     # ---- helpers
 
     @contextmanager
@@ -676,18 +720,18 @@ class SqlStore(Store):
                     (step.version, step.description, self.ts_param(_utcnow())),
                 )
 
-    def _stored_run(self, row: tuple[Any, ...], *, resumed: bool) -> StoredRun:
+    def _stored_run(self, row: _RunColumns, *, resumed: bool) -> StoredRun:
         return StoredRun(
-            run_id=row[0],
-            run_key=row[1],
-            dataset_id=row[2],
-            dataset_hash=row[3],
-            mode=row[4],
-            model=row[5],
-            protocol=cast(dict[str, Any], _json_value(row[6])),
-            configuration=cast(dict[str, Any], _json_value(row[7])),
-            status=row[8],
-            started_at=self.ts_value(row[9]),
+            run_id=row.run_id,
+            run_key=row.run_key,
+            dataset_id=row.dataset_id,
+            dataset_hash=row.dataset_hash,
+            mode=row.mode,
+            model=row.model,
+            protocol=cast(dict[str, Any], _json_value(row.protocol)),
+            configuration=cast(dict[str, Any], _json_value(row.configuration)),
+            status=row.status,
+            started_at=self.ts_value(row.started_at),
             resumed=resumed,
         )
 
@@ -713,36 +757,36 @@ class SqlStore(Store):
             wanted -= set(texts)
         return texts
 
-    def _run_rows(self, tx: Tx, rows: list[tuple[Any, ...]]) -> list[RunRow]:
+    def _run_rows(self, tx: Tx, rows: list[_RunColumns]) -> list[RunRow]:
         """Rows as :class:`RunRow`, their summaries' stored values put back in place."""
-        summaries = [_json_value(r[11]) if r[11] is not None else None for r in rows]
+        summaries = [_json_value(r.summary) if r.summary is not None else None for r in rows]
         texts = self._stand_in_texts(tx, summaries)
         return [
             self._run_row(r, expand(s, texts) if texts else s)
             for r, s in zip(rows, summaries, strict=True)
         ]
 
-    def _run_row(self, row: tuple[Any, ...], summary: Any) -> RunRow:
+    def _run_row(self, row: _RunColumns, summary: Any) -> RunRow:
         return RunRow(
-            run_id=row[0],
-            run_key=row[1],
-            dataset_id=row[2],
-            dataset_hash=row[3],
-            mode=row[4],
-            model=row[5],
-            protocol=cast(dict[str, Any], _json_value(row[6])),
-            configuration=cast(dict[str, Any], _json_value(row[7])),
-            status=row[8],
-            started_at=self.ts_value(row[9]),
-            finished_at=self.ts_value(row[10]) if row[10] is not None else None,
+            run_id=row.run_id,
+            run_key=row.run_key,
+            dataset_id=row.dataset_id,
+            dataset_hash=row.dataset_hash,
+            mode=row.mode,
+            model=row.model,
+            protocol=cast(dict[str, Any], _json_value(row.protocol)),
+            configuration=cast(dict[str, Any], _json_value(row.configuration)),
+            status=row.status,
+            started_at=self.ts_value(row.started_at),
+            finished_at=self.ts_value(row.finished_at) if row.finished_at is not None else None,
             pass_rate=_pass_rate(summary),
             summary=cast("dict[str, Any] | None", summary),
         )
 
     @staticmethod
-    def _find(tx: Tx, column: str, value: str) -> tuple[Any, ...] | None:
+    def _find(tx: Tx, column: str, value: str) -> _RunColumns | None:
         rows = tx.query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {column} = ?", (value,))
-        return rows[0] if rows else None
+        return _RunColumns(*rows[0]) if rows else None
 
     # ---- pages
 
@@ -810,25 +854,55 @@ class SqlStore(Store):
             return 0
         keys = [digest(a.content) for a in attempts]
         ids = self._content_ids(tx, {k: a.content for k, a in zip(keys, attempts, strict=True)})
-        rows = [
+        made = [
             self._attempt_row(run_id, a, key, ids[key])
             for a, key in zip(attempts, keys, strict=True)
         ]
+        rows = [row for row, _cost in made]
+        stored: dict[Any, str] | None = None
+
+        def read_stored() -> None:
+            nonlocal stored
+            stored = self._stored_statuses(tx, run_id, attempts)
+
         # A fresh run conflicts with nothing: a plain insert. A resumed run, a rerun of
         # errors or a re-sent report: the upsert keeps a stored attempt, except an ERROR
         # one, which a later non-ERROR attempt replaces.
-        return tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows)
+        written = tx.insert_new(_INSERT_ATTEMPT, _UPSERT_ATTEMPT, rows, read_stored)
+        batch: list[counters.Written] = [
+            ((a.case_id, a.index, a.model), a.status, row[5], row[7], cost)
+            for a, (row, cost) in zip(attempts, made, strict=True)
+        ]
+        # Last in the transaction, so /metrics never counts what was not committed.
+        counters.bump(tx, counters.attempt_deltas(batch, stored))
+        return written
+
+    @staticmethod
+    def _stored_statuses(tx: Tx, run_id: str, attempts: list[_Attempt]) -> dict[Any, str]:
+        """Status of the stored attempts of the batch's cases (the conflict path only)."""
+        cases = sorted({a.case_id for a in attempts})
+        out: dict[Any, str] = {}
+        for i in range(0, len(cases), _IN_CHUNK):
+            chunk = cases[i : i + _IN_CHUNK]
+            found = tx.query(
+                "SELECT case_id, attempt_index, model, status FROM attempts"
+                f" WHERE run_id = ? AND case_id IN ({', '.join('?' * len(chunk))})",
+                (run_id, *chunk),
+            )
+            out.update({(str(c), int(n), str(m)): str(st) for c, n, m, st in found})
+        return out
 
     def _attempt_row(
         self, run_id: str, a: _Attempt, key: bytes, content_id: int
-    ) -> tuple[Any, ...]:
+    ) -> tuple[tuple[Any, ...], float | None]:
+        """The attempts row of ``a`` and its estimated cost (counted, not stored)."""
         columns = self._columns.get(key)
         if columns is None:
             if len(self._columns) >= _COLUMN_CACHE:
                 self._columns.clear()
             columns = self._columns[key] = _content_columns(a.content)
-        error_kind, tokens = columns
-        return (
+        error_kind, tokens, cost = columns
+        row = (
             run_id,
             a.case_id,
             a.index,
@@ -840,6 +914,7 @@ class SqlStore(Store):
             content_id,
             json_text(a.slim()),
         )
+        return row, cost
 
     @staticmethod
     def records_of(rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
@@ -897,7 +972,7 @@ class SqlStore(Store):
                 status, content_id, slim = str(e[3]), int(e[4]), e[5]
                 run_fields = full_fields(case_id, index, status, slim)
                 attempt = _Attempt(case_id, index, model, status, run_fields, texts[content_id])
-                error_kind, tokens = _content_columns(texts[content_id])
+                error_kind, tokens, _cost = _content_columns(texts[content_id])
                 rows.append(
                     (
                         run_id,
@@ -1021,22 +1096,23 @@ class SqlStore(Store):
                     existing = self._find(tx, "run_id", run_id)
                     if existing is None:
                         raise StoreError(f"begin_run: could not create run {run_id!r}")
-                    if run_key is not None and existing[1] != run_key:
+                    if run_key is not None and existing.run_key != run_key:
                         raise RunConflictError(
-                            f"run id {run_id!r} exists with run key {existing[1]!r}, "
+                            f"run id {run_id!r} exists with run key {existing.run_key!r}, "
                             f"not {run_key!r}"
                         )
-            if (existing[2], existing[3]) != (dataset_id, dataset_hash):
+            if (existing.dataset_id, existing.dataset_hash) != (dataset_id, dataset_hash):
                 name = f"run key {run_key!r}" if run_key is not None else f"run id {run_id!r}"
                 raise RunConflictError(
-                    f"{name} belongs to run {existing[0]!r} of dataset "
-                    f"{existing[2]}@{str(existing[3])[:12]}, not {dataset_id}@{dataset_hash[:12]}"
+                    f"{name} belongs to run {existing.run_id!r} of dataset "
+                    f"{existing.dataset_id}@{str(existing.dataset_hash)[:12]}, "
+                    f"not {dataset_id}@{dataset_hash[:12]}"
                 )
             tx.execute(
                 "UPDATE runs SET status = 'RUNNING', finished_at = NULL WHERE run_id = ?",
-                (existing[0],),
+                (existing.run_id,),
             )
-            row = self._find(tx, "run_id", existing[0])
+            row = self._find(tx, "run_id", existing.run_id)
             assert row is not None
             return self._stored_run(row, resumed=True)
 
@@ -1182,7 +1258,7 @@ class SqlStore(Store):
                 " ORDER BY started_at DESC, run_id DESC LIMIT ?",
                 (*params, int(limit)),
             )
-            return self._run_rows(tx, rows)
+            return self._run_rows(tx, [_RunColumns(*r) for r in rows])
 
     def get_run(self, run_id_or_key: str) -> RunRow | None:
         with self._read("get_run") as tx:

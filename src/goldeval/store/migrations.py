@@ -30,19 +30,36 @@ Versions:
    runs; ``run_cases`` (run, case, content id). Texts stay in ``contents``, once per SHA-256.
    The pages of every run are moved into rows (the ``move_pages_to_rows`` hook) and
    ``run_pages`` dropped.
+9. run status INCOMPLETE in ``runs`` and ``service_runs``: a run cut short by ``-x`` /
+   ``--maxfail``, its deadline or its budget, named as its run document and summary.json name
+   it (a signal still makes it INTERRUPTED). SQLite cannot alter a CHECK: both tables are
+   rebuilt from their own stored definition, rows and indexes kept (the ``rebuild_status_checks``
+   hook, foreign keys off around the migration so dropping ``runs`` cascades to nothing);
+   PostgreSQL replaces the two CHECK constraints.
+10. ``service_counters`` (name, labels, value): the counters ``/metrics`` reads instead of
+   scanning attempts (:mod:`goldeval.store.counters`), filled from the rows already stored
+   (runs by status and dataset, attempts by status, errors by kind, tokens; cost and the run
+   duration histogram count from this version on). Self-contained in ``_COUNTERS`` so it can
+   be renumbered in one edit.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 Backend = Literal["sqlite", "postgresql"]
 
-RUN_STATUSES: tuple[str, ...] = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED")
+#: The run statuses of schemas 1-8: the CHECK of released steps 1 and 6 (never edited).
+_RUN_STATUSES_V1: tuple[str, ...] = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED")
+#: Since schema 9, also INCOMPLETE (cut short by -x/--maxfail, the deadline or the budget).
+RUN_STATUSES: tuple[str, ...] = (*_RUN_STATUSES_V1, "INCOMPLETE")
 ATTEMPT_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "SKIPPED", "ERROR")
 
-_RUN_STATUS_CHECK = ", ".join(f"'{s}'" for s in RUN_STATUSES)
+_RUN_STATUS_CHECK = ", ".join(f"'{s}'" for s in _RUN_STATUSES_V1)
+#: The run status CHECK of schema 9 on: ``status IN (...)``.
+RUN_STATUS_CHECK = "status IN (" + ", ".join(f"'{s}'" for s in RUN_STATUSES) + ")"
 _ATTEMPT_STATUS_CHECK = ", ".join(f"'{s}'" for s in ATTEMPT_STATUSES)
 
 
@@ -226,6 +243,59 @@ def _rows(text: str, real: str, without_rowid: str) -> tuple[str, ...]:
 
 
 _DROP_PAGES: tuple[str, ...] = ("DROP TABLE run_pages",)
+
+#: The tables whose ``status`` column holds a run status (schema 9 widens their CHECK).
+RUN_STATUS_TABLES: tuple[str, ...] = ("runs", "service_runs")
+_INCOMPLETE_DESCRIPTION = "run status INCOMPLETE in runs and service_runs"
+# PostgreSQL names an inline column CHECK "<table>_<column>_check"; no IF EXISTS, so a store
+# whose constraint is named otherwise fails the step instead of keeping the old CHECK.
+_PG_INCOMPLETE: tuple[str, ...] = tuple(
+    statement
+    for table in RUN_STATUS_TABLES
+    for statement in (
+        f"ALTER TABLE {table} DROP CONSTRAINT {table}_status_check",
+        f"ALTER TABLE {table} ADD CONSTRAINT {table}_status_check CHECK ({RUN_STATUS_CHECK})",
+    )
+)
+
+_STATUS_CHECK = re.compile(r"CHECK \(status IN \([^()]*\)\)")
+
+
+def rebuilt_table_sql(create_sql: str, table: str, new_name: str) -> str:
+    """SQLite's stored ``CREATE TABLE`` of ``table`` as ``new_name`` with schema 9's run status
+    CHECK. Built from the stored text, not a copy of steps 1 and 6, so every column a later
+    step added (``run_key``, ``idempotency_owner``, ...) is kept in its place."""
+    head = re.match(rf'\s*CREATE TABLE\s+(?:"{table}"|{table})\s*\(', create_sql)
+    checks = _STATUS_CHECK.findall(create_sql)
+    if head is None or len(checks) != 1:
+        raise ValueError(f"unexpected definition of table {table}: {create_sql[:200]}")
+    body = create_sql[head.end() :]
+    return f"CREATE TABLE {new_name} (" + _STATUS_CHECK.sub(f"CHECK ({RUN_STATUS_CHECK})", body)
+
+
+def _counters(real: str) -> tuple[str, ...]:
+    fill = "INSERT INTO service_counters (name, labels, value) "
+    return (
+        "CREATE TABLE service_counters ("
+        " name TEXT NOT NULL,"
+        " labels TEXT NOT NULL,"
+        f" value {real} NOT NULL,"
+        " PRIMARY KEY (name, labels))",
+        fill + "SELECT 'runs', status || '|' || dataset_id, COUNT(*) FROM service_runs"
+        " GROUP BY status, dataset_id",
+        fill + "SELECT 'attempts', status, COUNT(*) FROM attempts GROUP BY status",
+        fill + "SELECT 'provider_errors', COALESCE(error_kind, 'UNKNOWN'), COUNT(*)"
+        " FROM attempts WHERE status = 'ERROR' GROUP BY COALESCE(error_kind, 'UNKNOWN')",
+        fill + "SELECT 'tokens', '', SUM(tokens) FROM attempts HAVING SUM(tokens) IS NOT NULL",
+    )
+
+
+#: The whole step, one tuple per backend: (version, description, statements by backend).
+_COUNTERS = (
+    10,
+    "service_counters: what /metrics reads, kept as runs and attempts move",
+    {"sqlite": _counters("REAL"), "postgresql": _counters("DOUBLE PRECISION")},
+)
 _ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
 
@@ -250,6 +320,8 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         hook="move_pages_to_rows",
         after=_DROP_PAGES,
     ),
+    Migration(9, _INCOMPLETE_DESCRIPTION, (), hook="rebuild_status_checks"),
+    Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["sqlite"]),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -275,6 +347,8 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         hook="move_pages_to_rows",
         after=_DROP_PAGES,
     ),
+    Migration(9, _INCOMPLETE_DESCRIPTION, _PG_INCOMPLETE),
+    Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["postgresql"]),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

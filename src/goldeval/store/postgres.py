@@ -13,7 +13,7 @@ Error messages name the server by a redacted URL and are scrubbed of the passwor
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, ClassVar
@@ -53,11 +53,19 @@ class _PgTx(Tx):
         self._cur.execute(_pg_sql(sql), params)
         return [tuple(row) for row in self._cur.fetchall()]
 
-    def insert_new(self, insert: str, upsert: str, rows: Sequence[Sequence[Any]]) -> int:
+    def insert_new(
+        self,
+        insert: str,
+        upsert: str,
+        rows: Sequence[Sequence[Any]],
+        on_conflict: Callable[[], None] | None = None,
+    ) -> int:
         try:
             with self._cur.connection.transaction():  # nested: a savepoint
                 return self.executemany(insert, rows)
         except psycopg.errors.UniqueViolation:
+            if on_conflict is not None:
+                on_conflict()
             return self.executemany(upsert, rows)
 
 

@@ -1,9 +1,9 @@
 """The evaluation service's run queue (``service_runs``) and the paged reads it serves.
 
 One row per run requested over HTTP (``goldeval serve``). The row is the service's view of the
-run — QUEUED → RUNNING → COMPLETED / FAILED / INTERRUPTED, who runs it, its idempotency key,
-its cancellation flag — and points at the store run the pytest plugin writes through
-``run_key`` (``svc-<id>``), so the attempts, cases, summary and artifact inventory are the
+run — QUEUED → RUNNING → COMPLETED / INCOMPLETE / FAILED / INTERRUPTED, who runs it, its
+idempotency key, its cancellation flag — and points at the store run the pytest plugin writes
+through ``run_key`` (``svc-<id>``), so the attempts, cases, summary and artifact inventory are the
 plugin's own records, never a copy.
 
 Claiming is safe across processes: on PostgreSQL ``SELECT ... FOR UPDATE SKIP LOCKED`` lets
@@ -21,27 +21,52 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
+from goldeval.store import counters
 from goldeval.store.base import (
-    ATTEMPT_ROW_COLUMNS,
-    ATTEMPT_ROW_JOIN,
     SqlStore,
     Store,
     StoreError,
     json_text,
 )
 
-FINISHED = ("COMPLETED", "FAILED", "INTERRUPTED")
+#: Statuses a run ends with (INCOMPLETE: cut short by -x/--maxfail, its deadline or budget).
+FINISHED = ("COMPLETED", "INCOMPLETE", "FAILED", "INTERRUPTED")
+#: Finished runs that ``requeue`` (``POST .../resume``) puts back in the queue: each resumes by
+#: its run key, grading only the attempts not graded yet.
+RESUMABLE = ("INTERRUPTED", "INCOMPLETE", "FAILED")
 
-_COLUMNS = (
-    "id, idempotency_key, status, dataset_id, request, run_key, run_id, run_dir, worker,"
-    " claims, cancel_requested, exit_code, error, created_at, started_at, heartbeat_at,"
-    " finished_at"
-)
+
+class _Columns(NamedTuple):
+    """One ``service_runs`` row as :data:`_COLUMNS` selects it, read by name."""
+
+    id: str
+    idempotency_key: str | None
+    status: str
+    dataset_id: str
+    request: Any
+    run_key: str
+    run_id: str | None
+    run_dir: str | None
+    worker: str | None
+    claims: int
+    cancel_requested: int
+    exit_code: int | None
+    error: str | None
+    created_at: Any
+    started_at: Any
+    heartbeat_at: Any
+    finished_at: Any
+
+
+_COLUMNS = ", ".join(_Columns._fields)
+
+
+def _marks(values: tuple[str, ...]) -> str:
+    return ", ".join("?" for _ in values)
 
 
 def _utcnow() -> datetime:
@@ -85,6 +110,16 @@ class ResultRow:
     record: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class QueueMetrics:
+    """The store's side of a ``/metrics`` scrape (:meth:`RunQueue.metrics`)."""
+
+    counters: dict[tuple[str, str], float]
+    """(name, labels) -> value, see :mod:`goldeval.store.counters`."""
+    oldest_queued: datetime | None
+    busy_workers: int
+
+
 def encode_cursor(*parts: str) -> str:
     """An opaque page cursor (URL-safe base64 of a JSON list)."""
     raw = json.dumps(list(parts), separators=(",", ":")).encode()
@@ -123,29 +158,34 @@ class RunQueue:
     def _ts(self, value: datetime) -> Any:
         return self.store.ts_param(value)
 
-    def _row(self, row: Sequence[Any]) -> ServiceRun:
+    def _row(self, raw: tuple[Any, ...]) -> ServiceRun:
+        row = _Columns(*raw)
         ts = self.store.ts_value
-        request = row[4]
+        request = row.request
         if isinstance(request, (str, bytes, bytearray)):
             request = json.loads(request)
+
+        def when(value: Any) -> datetime | None:
+            return ts(value) if value is not None else None
+
         return ServiceRun(
-            id=row[0],
-            idempotency_key=row[1],
-            status=row[2],
-            dataset_id=row[3],
+            id=row.id,
+            idempotency_key=row.idempotency_key,
+            status=row.status,
+            dataset_id=row.dataset_id,
             request=cast(dict[str, Any], request),
-            run_key=row[5],
-            run_id=row[6],
-            run_dir=row[7],
-            worker=row[8],
-            claims=int(row[9]),
-            cancel_requested=bool(row[10]),
-            exit_code=None if row[11] is None else int(row[11]),
-            error=row[12],
-            created_at=ts(row[13]),
-            started_at=ts(row[14]) if row[14] is not None else None,
-            heartbeat_at=ts(row[15]) if row[15] is not None else None,
-            finished_at=ts(row[16]) if row[16] is not None else None,
+            run_key=row.run_key,
+            run_id=row.run_id,
+            run_dir=row.run_dir,
+            worker=row.worker,
+            claims=int(row.claims),
+            cancel_requested=bool(row.cancel_requested),
+            exit_code=None if row.exit_code is None else int(row.exit_code),
+            error=row.error,
+            created_at=ts(row.created_at),
+            started_at=when(row.started_at),
+            heartbeat_at=when(row.heartbeat_at),
+            finished_at=when(row.finished_at),
         )
 
     # ---- writes
@@ -168,7 +208,7 @@ class RunQueue:
         """
         now = self._ts(_utcnow())
         scope = owner if idempotency_key is not None else None
-        with self.store._transaction("enqueue") as tx:
+        with self.store.transaction("enqueue") as tx:
             inserted = tx.execute(
                 f"INSERT INTO service_runs ({_COLUMNS}, idempotency_owner) VALUES"
                 " (?, ?, 'QUEUED', ?, ?, ?, NULL, NULL, NULL, 0, 0, NULL, NULL, ?, NULL, NULL,"
@@ -185,6 +225,7 @@ class RunQueue:
             )
             values: tuple[str, ...]
             if inserted == 1:
+                counters.bump(tx, counters.run_moved(dataset_id, None, "QUEUED"))
                 where, values = "id = ?", (run_id,)
             elif idempotency_key is not None:
                 where = "idempotency_owner = ? AND idempotency_key = ?"
@@ -201,38 +242,43 @@ class RunQueue:
         now = _utcnow()
         stale = self._ts(now - timedelta(seconds=lease_seconds))
         lock = " FOR UPDATE SKIP LOCKED" if self._pg else ""
-        with self.store._transaction("claim") as tx:
+        with self.store.transaction("claim") as tx:
             rows = tx.query(
-                "SELECT id FROM service_runs WHERE status = 'QUEUED'"
+                "SELECT id, status, dataset_id FROM service_runs WHERE status = 'QUEUED'"
                 " OR (status = 'RUNNING' AND heartbeat_at < ?)"
                 f" ORDER BY created_at, id LIMIT 1{lock}",
                 (stale,),
             )
             if not rows:
                 return None
-            run_id = rows[0][0]
+            run_id, old, dataset_id = rows[0]
             tx.execute(
                 "UPDATE service_runs SET status = 'RUNNING', worker = ?, claims = claims + 1,"
                 " started_at = COALESCE(started_at, ?), heartbeat_at = ? WHERE id = ?",
                 (worker, self._ts(now), self._ts(now), run_id),
             )
+            counters.bump(tx, counters.run_moved(str(dataset_id), str(old), "RUNNING"))
             got = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
         return self._row(got[0])
 
     def heartbeat(self, run_id: str, worker: str) -> tuple[bool, bool]:
         """Renew the claim: (still ours, cancellation requested)."""
-        with self.store._transaction("heartbeat") as tx:
+        with self.store.transaction("heartbeat") as tx:
             changed = tx.execute(
                 "UPDATE service_runs SET heartbeat_at = ?"
                 " WHERE id = ? AND worker = ? AND status = 'RUNNING'",
                 (self._ts(_utcnow()), run_id, worker),
             )
             rows = tx.query("SELECT cancel_requested FROM service_runs WHERE id = ?", (run_id,))
-        return changed == 1, bool(rows and rows[0][0])
+        cancel = False
+        if rows:
+            (flag,) = rows[0]
+            cancel = bool(flag)
+        return changed == 1, cancel
 
     def link(self, run_id: str, store_run_id: str, run_dir: str | None) -> None:
         """Record the store run (and its artifact folder) the plugin created for ``run_id``."""
-        with self.store._transaction("link") as tx:
+        with self.store.transaction("link") as tx:
             tx.execute(
                 "UPDATE service_runs SET run_id = ?, run_dir = ? WHERE id = ?",
                 (store_run_id, run_dir, run_id),
@@ -250,23 +296,35 @@ class RunQueue:
         """Set the final status (only while ``worker`` still owns the run, if given)."""
         if status not in FINISHED:
             raise ValueError(f"finish: {status!r} is not one of {FINISHED}")
+        now = _utcnow()
         sql = (
             "UPDATE service_runs SET status = ?, exit_code = ?, error = ?, finished_at = ?"
             " WHERE id = ? AND status = 'RUNNING'"
         )
-        params: tuple[Any, ...] = (status, exit_code, error, self._ts(_utcnow()), run_id)
+        params: tuple[Any, ...] = (status, exit_code, error, self._ts(now), run_id)
         if worker is not None:
             sql += " AND worker = ?"
             params = (*params, worker)
-        with self.store._transaction("finish") as tx:
-            return tx.execute(sql, params) == 1
+        with self.store.transaction("finish") as tx:
+            if tx.execute(sql, params) != 1:
+                return False
+            rows = tx.query(
+                "SELECT dataset_id, started_at FROM service_runs WHERE id = ?", (run_id,)
+            )
+            dataset_id, started = rows[0]
+            deltas = counters.run_moved(str(dataset_id), "RUNNING", status)
+            if started is not None:
+                seconds = (now - self.store.ts_value(started)).total_seconds()
+                deltas.update(counters.run_duration(seconds))
+            counters.bump(tx, deltas)
+            return True
 
     def request_cancel(self, run_id: str) -> ServiceRun | None:
         """Cancel: a QUEUED run ends INTERRUPTED at once, a RUNNING one is flagged for its
         worker (which stops the run within a heartbeat). Finished runs are left as they are."""
         now = self._ts(_utcnow())
-        with self.store._transaction("cancel") as tx:
-            tx.execute(
+        with self.store.transaction("cancel") as tx:
+            stopped = tx.execute(
                 "UPDATE service_runs SET status = 'INTERRUPTED', cancel_requested = 1,"
                 " error = 'cancelled before it started', finished_at = ?"
                 " WHERE id = ? AND status = 'QUEUED'",
@@ -277,33 +335,50 @@ class RunQueue:
                 (run_id,),
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
+            if stopped == 1:
+                dataset_id = str(rows[0][3])
+                counters.bump(tx, counters.run_moved(dataset_id, "QUEUED", "INTERRUPTED"))
         return self._row(rows[0]) if rows else None
 
     def requeue(self, run_id: str) -> ServiceRun | None:
-        """Put an INTERRUPTED or FAILED run back in the queue (it resumes by its run key)."""
-        with self.store._transaction("requeue") as tx:
-            tx.execute(
+        """Put a :data:`RESUMABLE` run back in the queue (it resumes by its run key)."""
+        with self.store.transaction("requeue") as tx:
+            before = tx.query(
+                "SELECT status, dataset_id FROM service_runs WHERE id = ?"
+                f" AND status IN ({_marks(RESUMABLE)})",
+                (run_id, *RESUMABLE),
+            )
+            changed = tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
                 " exit_code = NULL, finished_at = NULL, worker = NULL, claims = 0"
-                " WHERE id = ? AND status IN ('INTERRUPTED', 'FAILED')",
-                (run_id,),
+                f" WHERE id = ? AND status IN ({_marks(RESUMABLE)})",
+                (run_id, *RESUMABLE),
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
+            if changed == 1 and before:
+                old, dataset_id = before[0]
+                counters.bump(tx, counters.run_moved(str(dataset_id), str(old), "QUEUED"))
         return self._row(rows[0]) if rows else None
 
     def delete(self, run_id: str) -> bool:
         """Delete a finished run: its queue row, then its store runs (pages, inventory and the
         contents no other run uses) through the store's own :meth:`delete_runs`."""
-        with self.store._transaction("delete") as tx:
-            rows = tx.query("SELECT run_key, status FROM service_runs WHERE id = ?", (run_id,))
+        with self.store.transaction("delete") as tx:
+            rows = tx.query(
+                "SELECT run_key, status, dataset_id FROM service_runs WHERE id = ?", (run_id,)
+            )
             if not rows or rows[0][1] not in FINISHED:
                 return False
-            run_key = rows[0][0]
+            run_key, status, dataset_id = rows[0]
             store_runs = [
-                str(r[0]) for r in tx.query("SELECT run_id FROM runs WHERE run_key = ?", (run_key,))
+                str(store_run)
+                for (store_run,) in tx.query(
+                    "SELECT run_id FROM runs WHERE run_key = ?", (run_key,)
+                )
             ]
             if tx.execute("DELETE FROM service_runs WHERE id = ?", (run_id,)) != 1:
                 return False
+            counters.bump(tx, counters.run_moved(str(dataset_id), str(status), None))
         # A crash here leaves a store run without its queue row: `goldeval prune` removes it.
         self.store.delete_runs(store_runs)
         return True
@@ -311,7 +386,7 @@ class RunQueue:
     # ---- reads
 
     def get(self, run_id: str) -> ServiceRun | None:
-        with self.store._read("get") as tx:
+        with self.store.read("get") as tx:
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
         return self._row(rows[0]) if rows else None
 
@@ -340,7 +415,7 @@ class RunQueue:
             where.append("(created_at, id) < (?, ?)")
             params.extend((self._ts(before[0]), before[1]))
         clause = f" WHERE {' AND '.join(where)}" if where else ""
-        with self.store._read("page") as tx:
+        with self.store.read("page") as tx:
             rows = tx.query(
                 f"SELECT {_COLUMNS} FROM service_runs{clause}"
                 " ORDER BY created_at DESC, id DESC LIMIT ?",
@@ -349,9 +424,12 @@ class RunQueue:
         return [self._row(r) for r in rows]
 
     def store_run_id(self, run_key: str) -> str | None:
-        with self.store._read("store_run_id") as tx:
+        with self.store.read("store_run_id") as tx:
             rows = tx.query("SELECT run_id FROM runs WHERE run_key = ?", (run_key,))
-        return str(rows[0][0]) if rows else None
+        if not rows:
+            return None
+        (store_run,) = rows[0]
+        return str(store_run)
 
     def results(
         self,
@@ -375,32 +453,26 @@ class RunQueue:
         return self.store.attempt_counts(store_run_id)
 
     def runs_by_status(self) -> dict[str, int]:
-        with self.store._read("runs_by_status") as tx:
+        with self.store.read("runs_by_status") as tx:
             rows = tx.query("SELECT status, COUNT(*) FROM service_runs GROUP BY status")
         return {str(s): int(n) for s, n in rows}
 
-    def attempts_by_status(self) -> dict[str, int]:
-        """Attempts of the service's runs, by status."""
-        with self.store._read("attempts_by_status") as tx:
-            rows = tx.query(
-                "SELECT a.status, COUNT(*) FROM attempts a"
-                " JOIN runs r ON r.run_id = a.run_id"
-                " JOIN service_runs s ON s.run_key = r.run_key"
-                " GROUP BY a.status"
+    def metrics(self) -> QueueMetrics:
+        """What ``/metrics`` shows, in three small reads: the counters table, the oldest QUEUED
+        row (the status index's first entry) and the RUNNING rows (one per busy worker). None
+        of them reads attempts, so a scrape costs the same at 100 or 1,000,000 attempts."""
+        with self.store.read("metrics") as tx:
+            values = counters.read(tx)
+            oldest = tx.query(
+                "SELECT created_at FROM service_runs WHERE status = 'QUEUED'"
+                " ORDER BY created_at, id LIMIT 1"
             )
-        return {str(st): int(n) for st, n in rows}
-
-    def error_records(self, limit: int = 10_000) -> list[dict[str, Any]]:
-        """ERROR attempt records of the service's runs, most recent runs first (provider
-        errors)."""
-        with self.store._read("error_records") as tx:
-            rows = tx.query(
-                f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
-                " JOIN runs r ON r.run_id = a.run_id"
-                " JOIN service_runs s ON s.run_key = r.run_key"
-                " WHERE a.status = 'ERROR'"
-                " ORDER BY r.started_at DESC, a.run_id, a.case_id, a.attempt_index, a.model"
-                " LIMIT ?",
-                (int(limit),),
+            running = tx.query(
+                "SELECT DISTINCT worker FROM service_runs WHERE status = 'RUNNING'"
+                " AND worker IS NOT NULL"
             )
-        return self.store.records_of(rows)
+        return QueueMetrics(
+            counters=values,
+            oldest_queued=self.store.ts_value(oldest[0][0]) if oldest else None,
+            busy_workers=len(running),
+        )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from goldeval.results.documents import typed_run
 from goldeval.results.run_document import (
     RUN_DOCUMENT,
     attempt_entry,
@@ -20,8 +21,10 @@ from goldeval.results.run_document import (
     without_raw_text,
 )
 from goldeval.results.run_folder import summary as run_summary
-from goldeval.store import Store, StoreError, open_store, redact_url
+from goldeval.store import RunStatus, Store, StoreError, open_store, redact_url
 from goldeval.store.base import AttemptText
+from goldeval.verdict.outcome import RunOutcome
+from goldeval.verdict.run_status import run_status
 
 BATCH = 500
 BATCH_SECONDS = 1.0
@@ -219,13 +222,12 @@ class RunRecorder:
         self.finished = True
         if self.store is None or self.run_id is None or self.error:
             return
-        status = {"COMPLETED": "COMPLETED", "INTERRUPTED": "INTERRUPTED"}.get(
-            str(run.get("status")), "FAILED"
-        )
-        if run.get("stoppedEarly"):
-            status = "INTERRUPTED"  # unfinished, not failed: resume it with the run key
-        if run.get("attemptsError"):
-            status = "FAILED" if status == "COMPLETED" else status
+        # The status the run document's outcome gives (summary.json says the same): cut short
+        # by -x, the deadline or the budget INCOMPLETE, ended by a signal INTERRUPTED. A whole
+        # run with ERROR attempts is FAILED here (the store's listing shows it needs a retry).
+        status: RunStatus = run_status(RunOutcome.from_run(typed_run(run)))
+        if status == "COMPLETED" and run.get("attemptsError"):
+            status = "FAILED"
 
         # The same summary as summary.json (counters, rates, gate, exit decision), plus every
         # run-level field of run.json (provider, fingerprint, commit, duration, comparison,
@@ -237,7 +239,7 @@ class RunRecorder:
             self.store.record_artifacts(
                 self.run_id, [(e["path"], e["sha256"], e["size"]) for e in inventory]
             )
-            self.store.finish_run(self.run_id, status, summary)  # type: ignore[arg-type]
+            self.store.finish_run(self.run_id, status, summary)
         except (StoreError, OSError) as exc:
             self._fail(exc)
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
 from goldeval.store.base import SqlStore, StoreError, Tx
-from goldeval.store.migrations import Backend
+from goldeval.store.migrations import RUN_STATUS_TABLES, Backend, rebuilt_table_sql
 
 DEFAULT_PATH = Path(".goldeval") / "goldeval.sqlite3"
 MEMORY = ":memory:"
@@ -39,7 +39,13 @@ class _SqliteTx(Tx):
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._conn.execute(sql, params).fetchall())
 
-    def insert_new(self, insert: str, upsert: str, rows: Sequence[Sequence[Any]]) -> int:
+    def insert_new(
+        self,
+        insert: str,
+        upsert: str,
+        rows: Sequence[Sequence[Any]],
+        on_conflict: Callable[[], None] | None = None,
+    ) -> int:
         self._conn.execute("SAVEPOINT goldeval_insert_new")
         try:
             count = self._conn.executemany(insert, rows).rowcount
@@ -48,6 +54,8 @@ class _SqliteTx(Tx):
             self._conn.execute("RELEASE goldeval_insert_new")
             if "UNIQUE" not in str(exc).upper():
                 raise  # a CHECK or foreign key failure is not a duplicate: the upsert fails too
+            if on_conflict is not None:
+                on_conflict()
             return self._conn.executemany(upsert, rows).rowcount
         self._conn.execute("RELEASE goldeval_insert_new")
         return count
@@ -136,6 +144,54 @@ class SqliteStore(SqlStore):
 
     def _migration_lock(self, tx: Tx) -> None:
         """BEGIN IMMEDIATE already holds the file's write lock."""
+
+    def _migrate(self) -> None:
+        # Schema 9 rebuilds ``runs``: with foreign keys on, dropping the old table would
+        # delete every attempt, case and artifact row (ON DELETE CASCADE). SQLite ignores this
+        # pragma inside a transaction, so it is off around the migration transaction; the
+        # rebuild checks the keys itself before the commit (``rebuild_status_checks``).
+        with self._guard("migrate"), self._errors("migrate"):
+            self._conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            super()._migrate()
+        finally:
+            with self._guard("migrate"), self._errors("migrate"):
+                self._conn.execute("PRAGMA foreign_keys = ON")
+
+    def rebuild_status_checks(self, tx: Tx) -> None:
+        """Migration 9: each run status table rebuilt with the wider CHECK (SQLite cannot
+        alter one), its rows copied and its indexes re-created as they were."""
+        before = len(tx.query("PRAGMA foreign_key_check"))
+        for table in RUN_STATUS_TABLES:
+            (create_sql,) = tx.query(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            )[0]
+            indexes = [
+                str(sql)
+                for (sql,) in tx.query(
+                    "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?"
+                    " AND sql IS NOT NULL ORDER BY name",
+                    (table,),
+                )
+            ]
+            try:
+                rebuilt = rebuilt_table_sql(str(create_sql), table, f"{table}_v9")
+            except ValueError as exc:
+                raise StoreError(f"migrate {self.path}: {exc}") from None
+            tx.execute(rebuilt)
+            tx.execute(f"INSERT INTO {table}_v9 SELECT * FROM {table}")
+            tx.execute(f"DROP TABLE {table}")
+            tx.execute(f"ALTER TABLE {table}_v9 RENAME TO {table}")
+            for sql in indexes:
+                tx.execute(sql)
+        # Rows that referred to missing rows before (a store written with keys off) are not
+        # this step's doing; any new one would be, and rolls the whole migration back.
+        broken = tx.query("PRAGMA foreign_key_check")
+        if len(broken) > before:
+            raise StoreError(
+                f"migrate {self.path}: the run status rebuild left {len(broken) - before} rows "
+                "referring to missing rows; nothing was changed"
+            )
 
     def _lock_run(self, tx: Tx, run_id: str) -> bool:
         # BEGIN IMMEDIATE already holds the file's write lock: writers are serialised.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from goldeval.core.errors import BaselineError, BaselineMissing, DatasetError
 from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.rates import RATE_NAMES
 from goldeval.core.safe_files import read_regular_file
-from goldeval.results.documents import validate_run_document
+from goldeval.results.documents import RunDocument, validate_run_document
 from goldeval.results.metrics import compute_metrics
 from goldeval.results.run_folder import (
     ArtifactError,
@@ -21,7 +22,7 @@ from goldeval.results.run_folder import (
     dumps,
     refuse_link,
 )
-from goldeval.verdict.comparison import compare
+from goldeval.verdict.comparison import ComparisonResult, compare, rate_of
 
 #: Keys that change on every run without changing what the run measured (``projectRoot`` and
 #: ``goldenRoot`` say where the run was made, not what it measured).
@@ -37,77 +38,83 @@ VOLATILE_KEYS = (
 )
 
 
-def check_shape(doc: Any, path: Path) -> None:
+def check_shape(doc: Any, path: Path) -> RunDocument:
     """Refuse a run document whose known fields have the wrong type (BaselineError, field named).
 
-    The shape is the typed :class:`~goldeval.results.documents.RunDocument`.
+    The shape is the typed :class:`~goldeval.results.documents.RunDocument`, which is returned.
     """
-    validate_run_document(doc, path)
+    return validate_run_document(doc, path)
 
 
-def _check_counters(doc: Mapping[str, Any], path: Path) -> None:
-    def num(key: str) -> int:
-        value = doc.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+#: The counters a baseline must carry, as (attribute, JSON name).
+_CASE_COUNTERS = (
+    ("cases_passed", "casesPassed"),
+    ("cases_failed", "casesFailed"),
+    ("cases_skipped", "casesSkipped"),
+    ("cases_error", "casesError"),
+)
+_ATTEMPT_COUNTERS = (
+    ("attempts_passed", "attemptsPassed"),
+    ("attempts_failed", "attemptsFailed"),
+    ("attempts_skipped", "attemptsSkipped"),
+    ("attempts_error", "attemptsError"),
+)
+
+
+def _check_counters(run: RunDocument, path: Path) -> None:
+    def num(attribute: str, key: str) -> int:
+        value = getattr(run, attribute)
+        if value is None or value < 0:
             raise BaselineError(
                 "missing or not a count",
                 path=path,
                 field=key,
                 hint="the file is truncated or hand-edited; re-save it",
             )
-        return value
+        return int(value)
 
-    cases = doc.get("cases")
-    if not isinstance(cases, list):
+    if "cases" not in run.model_fields_set:
         raise BaselineError("missing", path=path, field="cases", hint="not a run or baseline file")
-    if num("casesPassed") + num("casesFailed") + num("casesSkipped") + num("casesError") != num(
-        "casesTotal"
-    ):
+    counted = sum(num(a, k) for a, k in _CASE_COUNTERS)
+    cases_total = num("cases_total", "casesTotal")
+    if counted != cases_total:
         raise BaselineError(
             "case counters do not add up to casesTotal",
             path=path,
             field="casesTotal",
             hint="tampered or hand-edited; re-save it",
         )
-    if num("attemptsPassed") + num("attemptsFailed") + num("attemptsSkipped") + num(
-        "attemptsError"
-    ) != num("attemptsTotal"):
+    counted = sum(num(a, k) for a, k in _ATTEMPT_COUNTERS)
+    attempts_total = num("attempts_total", "attemptsTotal")
+    if counted != attempts_total:
         raise BaselineError(
             "attempt counters do not add up to attemptsTotal",
             path=path,
             field="attemptsTotal",
             hint="tampered or hand-edited; re-save it",
         )
-    if len(cases) != doc["casesTotal"]:
+    if len(run.cases) != cases_total:
         raise BaselineError(
-            f"{len(cases)} cases listed but casesTotal is {doc['casesTotal']}",
+            f"{len(run.cases)} cases listed but casesTotal is {cases_total}",
             path=path,
             field="cases",
             hint="tampered or hand-edited; re-save it",
         )
-    attempts = sum(
-        len(c["attempts"])
-        for c in cases
-        if isinstance(c, dict) and isinstance(c.get("attempts"), list)
-    )
-    if attempts != doc["attemptsTotal"]:
+    attempts = sum(len(c.attempts) for c in run.cases if "attempts" in c.model_fields_set)
+    if attempts != attempts_total:
         raise BaselineError(
-            f"{attempts} attempts listed but attemptsTotal is {doc['attemptsTotal']}",
+            f"{attempts} attempts listed but attemptsTotal is {attempts_total}",
             path=path,
             field="attemptsTotal",
             hint="tampered or hand-edited; re-save it",
         )
 
 
-def _recomputed(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    for n, case in enumerate(doc["cases"]):
-        ok = (
-            isinstance(case, dict)
-            and isinstance(case.get("attempts"), list)
-            and all(
-                isinstance(a, dict) and a.get("status") in ("PASS", "FAIL", "SKIPPED", "ERROR")
-                for a in case["attempts"]
-            )
+def _recomputed(run: RunDocument, cases: list[Any], path: Path) -> dict[str, Any]:
+    """The rates recomputed from the cases (``cases``: the same cases as read, JSON)."""
+    for n, case in enumerate(run.cases):
+        ok = "attempts" in case.model_fields_set and all(
+            a.status in ("PASS", "FAIL", "SKIPPED", "ERROR") for a in case.attempts
         )
         if not ok:
             raise BaselineError(
@@ -117,7 +124,7 @@ def _recomputed(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
                 hint="tampered or truncated; re-save it",
             )
     try:
-        return compute_metrics(doc["cases"])
+        return compute_metrics(cases)
     except (TypeError, AttributeError, KeyError, ValueError, OverflowError) as exc:
         raise BaselineError(
             f"a case record is malformed ({type(exc).__name__})",
@@ -127,24 +134,23 @@ def _recomputed(doc: Mapping[str, Any], path: Path) -> dict[str, Any]:
         ) from None
 
 
-def check_integrity(doc: Any, path: Path) -> None:
+def check_integrity(doc: Any, path: Path) -> RunDocument:
+    """The typed document of a baseline or saved run, after its counters and stored rates
+    were checked against its cases (BaselineError naming the field otherwise)."""
     if not isinstance(doc, dict):
         raise BaselineError("a baseline must be a JSON object", path=path)
-    check_shape(doc, path)
-    _check_counters(doc, path)
-    metrics = doc.get("metrics")
-    if not isinstance(metrics, dict):
+    run = check_shape(doc, path)
+    _check_counters(run, path)
+    if run.metrics is None:
         raise BaselineError("missing", path=path, field="metrics")
-    fresh = _recomputed(doc, path)
+    fresh = _recomputed(run, doc["cases"], path)
     for name in RATE_NAMES:
-        stored = metrics.get(name)
+        stored = rate_of(run, name)
         if stored is None:
             if name == "overallPassRate":
                 raise BaselineError("missing", path=path, field=f"metrics.{name}")
             continue
-        if not isinstance(stored, dict):
-            raise BaselineError("not a rate", path=path, field=f"metrics.{name}")
-        got = (stored.get("hits"), stored.get("total"))
+        got = (stored.hits, stored.total)
         want = (fresh[name]["hits"], fresh[name]["total"])
         if got != want:
             raise BaselineError(
@@ -153,6 +159,7 @@ def check_integrity(doc: Any, path: Path) -> None:
                 field=f"metrics.{name}",
                 hint="the metric was hand-edited or the cases were changed; re-save the baseline",
             )
+    return run
 
 
 def _read_document(path: Path) -> bytes:
@@ -170,7 +177,22 @@ def _read_document(path: Path) -> bytes:
         raise error(exc.message, path=path, hint=exc.hint) from None
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LoadedRun:
+    """A baseline or saved run file: its JSON as read (what reports render) and the typed
+    document (what the verdict reads), validated once."""
+
+    raw: dict[str, Any]
+    typed: RunDocument
+
+
+def load_baseline(path: Path) -> RunDocument:
+    """The typed document of a baseline or saved run, after its integrity check."""
+    return load_run_file(path).typed
+
+
+def load_run_file(path: Path) -> LoadedRun:
+    """A baseline or saved run file read, integrity-checked and typed (BaselineError)."""
     raw = _read_document(path)
     try:
         doc = loads_json(raw.decode("utf-8-sig"), what="the document")
@@ -189,31 +211,36 @@ def load_baseline(path: Path) -> dict[str, Any]:
         raise BaselineError("invalid JSON: nested too deeply", path=path) from None
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
         raise BaselineError(f"invalid JSON: {str(exc)[:120]}", path=path) from None
-    check_integrity(doc, path)
-    return doc  # type: ignore[no-any-return]
+    typed = check_integrity(doc, path)
+    return LoadedRun(doc, typed)
 
 
-def baseline_document(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A run without raw text and per-run noise: what a committed baseline holds."""
-    return {k: v for k, v in run.items() if k not in VOLATILE_KEYS and k != "qualityGate"}
+def baseline_document(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A run without raw text and per-run noise: what a committed baseline holds.
+
+    ``raw`` is run.json's JSON object as read: the baseline keeps its keys in their order, so
+    a baseline stays a diffable copy of the run (the typed model would reorder them).
+    """
+    return {k: v for k, v in raw.items() if k not in VOLATILE_KEYS and k != "qualityGate"}
 
 
-def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
-
+def save_baseline(run: LoadedRun, path: Path, *, force: bool) -> None:
+    """Save a finished run (its run.json as read and typed) as a committed baseline."""
+    typed = run.typed
     if path.exists() and not force:
         raise BaselineError(
             "already exists", path=path, hint="pass --golden-force-save-baseline to overwrite it"
         )
-    errors = int(run.get("attemptsError") or 0)
+    errors = typed.attempts_error or 0
     if errors:
         raise BaselineError(
             f"not saved: the run has {errors} ERROR attempt(s), so it is not a quality snapshot",
             path=path,
             hint="rerun when the provider is healthy (or with --golden-rerun-errors), then save",
         )
-    if run.get("status") not in (None, "COMPLETED"):
+    if typed.status not in (None, "COMPLETED"):
         raise BaselineError(
-            f"not saved: the run is {run.get('status')}",
+            f"not saved: the run is {typed.status}",
             path=path,
             hint="a baseline must come from a complete run",
         )
@@ -224,19 +251,19 @@ def save_baseline(run: Mapping[str, Any], path: Path, *, force: bool) -> None:
         refuse_link(history, "baselines/history.jsonl")
     except ArtifactError as exc:
         raise BaselineError(str(exc)) from None
-    atomic_write(path, dumps(baseline_document(run)))
-    overall = (run.get("metrics") or {}).get("overallPassRate") or {}
+    atomic_write(path, dumps(baseline_document(run.raw)))
+    overall = typed.metrics.overall_pass_rate if typed.metrics is not None else None
     line = {
         "timestamp": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
-        "runId": run.get("runId"),
-        "gitCommit": run.get("gitCommit"),
-        "datasetVersion": run.get("datasetVersion"),
-        "datasetHash": run.get("datasetHash"),
-        "mode": (run.get("protocol") or {}).get("mode"),
-        "model": run.get("model"),
-        "overallHits": overall.get("hits"),
-        "overallTotal": overall.get("total"),
-        "overallPassRate": overall.get("rate"),
+        "runId": typed.run_id,
+        "gitCommit": typed.git_commit,
+        "datasetVersion": typed.dataset_version,
+        "datasetHash": typed.dataset_hash,
+        "mode": typed.protocol.mode if typed.protocol is not None else None,
+        "model": typed.model,
+        "overallHits": overall.hits if overall is not None else None,
+        "overallTotal": overall.total if overall is not None else None,
+        "overallPassRate": overall.rate if overall is not None else None,
         "baseline": path.name,
     }
     try:
@@ -259,12 +286,12 @@ def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list
 
 
 def first_comparable(
-    candidates: list[Path], run: Mapping[str, Any]
-) -> tuple[Path, dict[str, Any], Any] | None:
+    candidates: list[Path], run: RunDocument
+) -> tuple[Path, RunDocument, ComparisonResult] | None:
     """The first candidate baseline comparable with ``run``, else the first one (so the caller
     reports why it is not comparable), else None. Each candidate passes ``load_baseline``."""
 
-    first: tuple[Path, dict[str, Any], Any] | None = None
+    first: tuple[Path, RunDocument, ComparisonResult] | None = None
     for path in candidates:
         doc = load_baseline(path)
         result = compare(doc, run)

@@ -43,6 +43,7 @@ from pydantic import Field
 from goldeval.core.models import Rate, Record
 from goldeval.core.rates import GRADER_PREFIX, LATENCY_METRIC, LOWER_IS_BETTER, RATE_NAMES
 from goldeval.core.stats import binomial_two_sided
+from goldeval.results.documents import Case, Metrics, RateDoc, RunDocument
 
 #: Tolerance of every comparison of rates (reference: 1e-12).
 EPSILON = 1e-12
@@ -202,100 +203,84 @@ class AttemptCounts(NamedTuple):
         return self.passed + self.failed
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
-
-
-def _cases(run: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    cases = run.get("cases")
-    if not isinstance(cases, list):
-        return []
-    return [c for c in cases if isinstance(c, Mapping)]
-
-
-def _attempts(case: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    attempts = case.get("attempts")
-    if not isinstance(attempts, list):
-        return []
-    return [a for a in attempts if isinstance(a, Mapping)]
-
-
-def attempt_counts(run: Mapping[str, Any]) -> AttemptCounts:
+def attempt_counts(run: RunDocument) -> AttemptCounts:
     """Attempt counters of a run: the document's counters, else counted from ``cases[]``."""
-    keys = ("attemptsTotal", "attemptsPassed", "attemptsFailed", "attemptsSkipped", "attemptsError")
-    values = [_int(run.get(k)) for k in keys]
-    if all(v is not None for v in values[1:]):
-        passed, failed, skipped, error = (v or 0 for v in values[1:])
-        total = values[0] if values[0] is not None else passed + failed + skipped + error
+    passed, failed = run.attempts_passed, run.attempts_failed
+    skipped, error = run.attempts_skipped, run.attempts_error
+    if passed is not None and failed is not None and skipped is not None and error is not None:
+        total = run.attempts_total
+        if total is None:
+            total = passed + failed + skipped + error
         return AttemptCounts(total, passed, failed, skipped, error)
     counted = {"PASS": 0, "FAIL": 0, "SKIPPED": 0, "ERROR": 0}
     total = 0
-    for case in _cases(run):
-        for attempt in _attempts(case):
+    for case in run.cases:
+        for attempt in case.attempts:
             total += 1
-            status = attempt.get("status")
-            if isinstance(status, str) and status in counted:
-                counted[status] += 1
+            if attempt.status in counted:
+                counted[attempt.status] += 1
     return AttemptCounts(
         total, counted["PASS"], counted["FAIL"], counted["SKIPPED"], counted["ERROR"]
     )
 
 
-def cases_total(run: Mapping[str, Any]) -> int:
+def cases_total(run: RunDocument) -> int:
     """``casesTotal`` of a run, else the length of ``cases[]``."""
-    value = _int(run.get("casesTotal"))
-    return value if value is not None else len(_cases(run))
+    return run.cases_total if run.cases_total is not None else len(run.cases)
 
 
-def _as_rate(value: Any) -> Rate | None:
+def _as_rate(value: RateDoc | None) -> Rate | None:
+    return Rate(hits=value.hits, total=value.total) if value is not None else None
+
+
+def _extra_rate(value: Any) -> Rate | None:
+    """A rate under a key the typed :class:`Metrics` does not name (a newer writer's)."""
     if not isinstance(value, Mapping):
         return None
-    hits, total = _int(value.get("hits")), _int(value.get("total"))
-    if hits is None or total is None:
+    hits, total = value.get("hits"), value.get("total")
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (hits, total)):
         return None
     return Rate(hits=hits, total=total)
 
 
-def rate_of(run: Mapping[str, Any] | None, name: str) -> Rate | None:
+#: JSON name of a ``metrics`` field → its attribute on :class:`Metrics`.
+_METRIC_FIELDS = {(info.alias or name): name for name, info in Metrics.model_fields.items()}
+
+
+def rate_of(run: RunDocument | None, name: str) -> Rate | None:
     """The ``{hits,total}`` of a reference rate or ``grader.<name>``; None when absent.
 
     A present rate may still be undefined (``total == 0``); ``Rate.rate`` is then None. An
     optional ``"rate"`` key next to hits/total is ignored: the value is always recomputed.
     """
-    if run is None:
+    if run is None or run.metrics is None:
         return None
-    metrics = run.get("metrics")
-    if not isinstance(metrics, Mapping):
-        return None
+    metrics = run.metrics
     if name.startswith(GRADER_PREFIX):
-        graders = metrics.get("graders")
-        if not isinstance(graders, Mapping):
+        if metrics.graders is None:
             return None
-        return _as_rate(graders.get(name[len(GRADER_PREFIX) :]))
-    return _as_rate(metrics.get(name))
+        return _as_rate(metrics.graders.get(name[len(GRADER_PREFIX) :]))
+    field = _METRIC_FIELDS.get(name)
+    if field is None:
+        return _extra_rate((metrics.model_extra or {}).get(name))
+    value = getattr(metrics, field)
+    return _as_rate(value) if isinstance(value, RateDoc) else None
 
 
-def grader_names(run: Mapping[str, Any] | None) -> list[str]:
+def grader_names(run: RunDocument | None) -> list[str]:
     """Names of the general graders with a rate in ``metrics.graders`` (document order)."""
-    if run is None:
+    if run is None or run.metrics is None or run.metrics.graders is None:
         return []
-    metrics = run.get("metrics")
-    graders = metrics.get("graders") if isinstance(metrics, Mapping) else None
-    if not isinstance(graders, Mapping):
-        return []
-    return [str(k) for k, v in graders.items() if _as_rate(v) is not None]
+    return list(run.metrics.graders)
 
 
-def metric_value(run: Mapping[str, Any] | None, name: str) -> float | None:
+def metric_value(run: RunDocument | None, name: str) -> float | None:
     """Value of a rate, ``grader.<name>`` or ``latencyAvgMs``; None when absent or undefined."""
     if run is None:
         return None
     if name == LATENCY_METRIC:
-        metrics = run.get("metrics")
-        latency = metrics.get("latency") if isinstance(metrics, Mapping) else None
-        if not isinstance(latency, Mapping):
+        latency = run.metrics.latency if run.metrics is not None else None
+        if latency is None:
             return None
         avg = latency.get("avgMs")
         if isinstance(avg, bool) or not isinstance(avg, (int, float)):
@@ -307,17 +292,18 @@ def metric_value(run: Mapping[str, Any] | None, name: str) -> float | None:
     return rate.rate if rate is not None else None
 
 
-def _protocol(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    protocol = doc.get("protocol")
-    return protocol if isinstance(protocol, Mapping) else None
+def _protocol(doc: RunDocument) -> dict[str, Any] | None:
+    """The ``protocol`` object as JSON: comparability is key by key, extra keys included
+    (``selectedAttempts``), and a key absent differs from one present."""
+    return doc.protocol.dump() if doc.protocol is not None else None
 
 
-def _configuration(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    configuration = doc.get("configuration")
-    return configuration if isinstance(configuration, Mapping) else None
+def _configuration(doc: RunDocument) -> dict[str, Any] | None:
+    """The ``configuration`` object as JSON (every key takes part in its differences)."""
+    return doc.configuration.dump() if doc.configuration is not None else None
 
 
-def _normal_mode(mode: Any) -> str | None:
+def normal_mode(mode: Any) -> str | None:
     """DETERMINISTIC or LIVE (BENCHMARK counts as LIVE); anything else is unknown (None)."""
     if not isinstance(mode, str):
         return None
@@ -329,25 +315,22 @@ def _normal_mode(mode: Any) -> str | None:
     return None
 
 
-def run_mode(doc: Mapping[str, Any]) -> str | None:
+def run_mode(doc: RunDocument) -> str | None:
     """``protocol.mode`` or ``configuration.mode`` normalised to DETERMINISTIC/LIVE, else None."""
-    protocol = _protocol(doc)
-    if protocol is not None and _normal_mode(protocol.get("mode")) is not None:
-        return _normal_mode(protocol.get("mode"))
-    configuration = _configuration(doc)
-    return _normal_mode(configuration.get("mode")) if configuration is not None else None
+    if doc.protocol is not None and normal_mode(doc.protocol.mode) is not None:
+        return normal_mode(doc.protocol.mode)
+    configuration = doc.configuration
+    return normal_mode(configuration.mode) if configuration is not None else None
 
 
-def _critical_categories(case: Mapping[str, Any]) -> list[str]:
+def _critical_categories(case: Case) -> list[str]:
     """Categories of CRITICAL violations in a case's taxonomy or any contract taxonomy."""
-    taxonomies: list[Any] = [case.get("taxonomy")]
-    contract = case.get("contract")
-    if isinstance(contract, Mapping):
-        taxonomies.append(contract.get("taxonomy"))
-    for attempt in _attempts(case):
-        attempt_contract = attempt.get("contract")
-        if isinstance(attempt_contract, Mapping):
-            taxonomies.append(attempt_contract.get("taxonomy"))
+    taxonomies: list[Any] = [case.taxonomy]
+    if case.contract is not None:
+        taxonomies.append(case.contract.get("taxonomy"))
+    for attempt in case.attempts:
+        if attempt.contract is not None:
+            taxonomies.append(attempt.contract.get("taxonomy"))
     found: list[str] = []
     for taxonomy in taxonomies:
         if not isinstance(taxonomy, list):
@@ -360,11 +343,11 @@ def _critical_categories(case: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def _success(case: Mapping[str, Any]) -> Rate:
-    rate = _as_rate(case.get("successRate"))
+def _success(case: Case) -> Rate:
+    rate = _as_rate(case.success_rate)
     if rate is not None:
         return rate
-    statuses = [a.get("status") for a in _attempts(case)]
+    statuses = [a.status for a in case.attempts]
     return Rate(
         hits=sum(1 for s in statuses if s == "PASS"),
         total=sum(1 for s in statuses if s in QUALITY_STATUSES),
@@ -471,7 +454,7 @@ def _attempts_difference(baseline: Any, candidate: Any) -> ProtocolDifference:
 
 def _live_keys_in_play(b: Mapping[str, Any], c: Mapping[str, Any]) -> set[str]:
     """The live-only keys that take part in comparability for these two protocols."""
-    if not (_normal_mode(b.get("mode")) == "LIVE" and _normal_mode(c.get("mode")) == "LIVE"):
+    if not (normal_mode(b.get("mode")) == "LIVE" and normal_mode(c.get("mode")) == "LIVE"):
         return set()
     keys = {"provider", "model", "judgeEnabled"}
     if b.get("judgeEnabled") is True or c.get("judgeEnabled") is True:
@@ -496,7 +479,7 @@ def _protocol_differences(b: Mapping[str, Any], c: Mapping[str, Any]) -> list[Pr
                 diffs.append(_attempts_difference(bv, cv))
             continue
         if key == "mode":
-            bm, cm = _normal_mode(bv) or bv, _normal_mode(cv) or cv
+            bm, cm = normal_mode(bv) or bv, normal_mode(cv) or cv
             if bm != cm:
                 diffs.append(_mismatch(key, bv, cv))
             continue
@@ -509,10 +492,10 @@ def _protocol_differences(b: Mapping[str, Any], c: Mapping[str, Any]) -> list[Pr
     return diffs
 
 
-def _reference_view(doc: Mapping[str, Any]) -> dict[str, Any]:
+def _reference_view(doc: RunDocument) -> dict[str, Any]:
     """The reference's comparability fields, filled from ``protocol`` where a run lacks them."""
     protocol = _protocol(doc) or {}
-    configuration = dict(_configuration(doc) or {})
+    configuration = _configuration(doc) or {}
     if not configuration and protocol:
         configuration = {
             "mode": protocol.get("mode"),
@@ -522,20 +505,20 @@ def _reference_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         }
     has_configuration = bool(configuration)
 
-    def pick(top: str, proto: str) -> Any:
-        return doc[top] if doc.get(top) is not None else protocol.get(proto)
+    def pick(top: str | None, proto: str) -> Any:
+        return top if top is not None else protocol.get(proto)
 
     return {
-        "datasetVersion": pick("datasetVersion", "datasetId"),
-        "datasetHash": pick("datasetHash", "datasetHash"),
-        "packDatasetVersion": pick("packDatasetVersion", "packId"),
-        "packHash": pick("packHash", "packHash"),
+        "datasetVersion": pick(doc.dataset_version, "datasetId"),
+        "datasetHash": pick(doc.dataset_hash, "datasetHash"),
+        "packDatasetVersion": pick(doc.pack_dataset_version, "packId"),
+        "packHash": pick(doc.pack_hash, "packHash"),
         "configuration": configuration if has_configuration else None,
     }
 
 
 def _reference_differences(
-    baseline: Mapping[str, Any], candidate: Mapping[str, Any]
+    baseline: RunDocument, candidate: RunDocument
 ) -> list[ProtocolDifference]:
     """Reference section 5.2 checks 2–7, every failing one reported."""
     b, c = _reference_view(baseline), _reference_view(candidate)
@@ -561,7 +544,7 @@ def _reference_differences(
             for key in ("judgeEnabled", "judgeModel"):
                 if bc.get(key) != cc.get(key):
                     diffs.append(_mismatch(key, bc.get(key), cc.get(key)))
-        bm, cm = _normal_mode(bc.get("mode")), _normal_mode(cc.get("mode"))
+        bm, cm = normal_mode(bc.get("mode")), normal_mode(cc.get("mode"))
         if bm is not None and cm is not None and bm != cm:
             diffs.append(_mismatch("mode", bc.get("mode"), cc.get("mode")))
         for key in ("repetitions", "includeRed"):
@@ -571,9 +554,7 @@ def _reference_differences(
     return diffs
 
 
-def protocol_differences(
-    baseline: Mapping[str, Any], candidate: Mapping[str, Any]
-) -> list[ProtocolDifference]:
+def protocol_differences(baseline: RunDocument, candidate: RunDocument) -> list[ProtocolDifference]:
     """Every key on which the two runs are not comparable; empty when they are comparable.
 
     With a ``protocol`` on both sides the protocol keys decide; otherwise the reference's
@@ -586,8 +567,8 @@ def protocol_differences(
 
 
 def configuration_differences(
-    baseline: Mapping[str, Any],
-    candidate: Mapping[str, Any],
+    baseline: RunDocument,
+    candidate: RunDocument,
     exclude: Iterable[str] = (),
 ) -> list[str]:
     """Informational ``k: a vs b`` lines for settings that may differ between comparable runs.
@@ -647,23 +628,16 @@ def classify(baseline_status: str | None, candidate_status: str | None) -> CaseC
     return CaseClass.UNCHANGED_FAIL
 
 
-def _status(case: Mapping[str, Any]) -> str:
-    status = case.get("status")
-    return str(status) if status is not None else "UNKNOWN"
-
-
-def compare_cases(
-    baseline: Mapping[str, Any], candidate: Mapping[str, Any]
-) -> list[CaseComparison]:
+def compare_cases(baseline: RunDocument, candidate: RunDocument) -> list[CaseComparison]:
     """Per-case pairs over the union of case ids, baseline order first (section 5.3)."""
-    b_cases = {str(c.get("caseId")): c for c in _cases(baseline)}
-    c_cases = {str(c.get("caseId")): c for c in _cases(candidate)}
+    b_cases = {c.case_id: c for c in baseline.cases}
+    c_cases = {c.case_id: c for c in candidate.cases}
     order = list(b_cases) + [cid for cid in c_cases if cid not in b_cases]
     pairs: list[CaseComparison] = []
     for cid in order:
         b, c = b_cases.get(cid), c_cases.get(cid)
-        b_status = _status(b) if b is not None else None
-        c_status = _status(c) if c is not None else None
+        b_status = b.status if b is not None else None
+        c_status = c.status if c is not None else None
         critical = _critical_categories(c) if c is not None else []
         pairs.append(
             CaseComparison.model_validate(
@@ -703,7 +677,7 @@ def metric_delta(name: str, baseline: float | None, candidate: float | None) -> 
     )
 
 
-def metric_deltas(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[MetricDelta]:
+def metric_deltas(baseline: RunDocument, candidate: RunDocument) -> list[MetricDelta]:
     """Deltas of the 9 rates, ``latencyAvgMs`` and every grader rate present on both sides."""
     names: list[str] = [*REFERENCE_RATES, LATENCY_METRIC]
     candidate_graders = set(grader_names(candidate))
@@ -737,14 +711,11 @@ def _class_counts(pairs: Iterable[CaseComparison]) -> dict[str, int]:
     return counts
 
 
-def _run_id(doc: Mapping[str, Any] | None) -> str | None:
-    run_id = doc.get("runId") if doc is not None else None
-    return str(run_id) if run_id is not None else None
+def _run_id(doc: RunDocument | None) -> str | None:
+    return doc.run_id if doc is not None else None
 
 
-def compare(
-    baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any] | None
-) -> ComparisonResult:
+def compare(baseline: RunDocument | None, candidate: RunDocument | None) -> ComparisonResult:
     """Compare a candidate run with a baseline.
 
     Not comparable → ``COMPARISON_INVALID`` with every reason and no deltas or classes (no

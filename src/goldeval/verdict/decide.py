@@ -10,7 +10,6 @@ the run did when it finished.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from goldeval.core.errors import GoldevalError
 from goldeval.dataset.manifest import Manifest, check_gate_policy, find_manifest, read_manifest
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
+from goldeval.results.documents import RunDocument
 from goldeval.verdict.comparison import (
     ComparisonResult,
     Decision,
@@ -101,11 +101,11 @@ def policy_from_manifest(manifest: Manifest, live: bool) -> GatePolicy | None:
     )
 
 
-def capture_summary(run: Mapping[str, Any]) -> str:
+def capture_summary(run: RunDocument) -> str:
     """``10 cases, 2 FAIL (12 attempts: 10 PASS, 2 FAIL)`` for the capture lines."""
     counts = attempt_counts(run)
-    cases = int(run.get("casesTotal") or 0)
-    failed_cases = int(run.get("casesFailed") or 0)
+    cases = run.cases_total or 0
+    failed_cases = run.cases_failed or 0
     parts = [f"{counts.passed} PASS", f"{counts.failed} FAIL"]
     if counts.skipped:
         parts.append(f"{counts.skipped} SKIPPED")
@@ -116,9 +116,9 @@ def capture_summary(run: Mapping[str, Any]) -> str:
 
 
 def decide(
-    run: Mapping[str, Any],
+    run: RunDocument,
     *,
-    baseline: Mapping[str, Any] | None,
+    baseline: RunDocument | None,
     policy: GatePolicy | None,
     live: bool,
     gate_enabled: bool = True,
@@ -145,18 +145,12 @@ def decide(
     """
     notes: list[str] = []
     if comparison is None and baseline is not None:
-        comparison = compare(dict(baseline), dict(run))
+        comparison = compare(baseline, run)
     gate: GateResult | None = None
     if capture:
         notes.append(CAPTURE_NOTE)
     elif gate_enabled and (policy is not None or live):
-        gate = evaluate(
-            dict(run),
-            policy,
-            dict(baseline) if baseline is not None else None,
-            comparison,
-            live=live,
-        )
+        gate = evaluate(run, policy, baseline, comparison, live=live)
         if comparison is not None:
             comparison = attach_gate(comparison, gate)
     elif not gate_enabled:
@@ -182,16 +176,14 @@ def decide(
 # ---- a saved run against a baseline: `goldeval gate` / `goldeval compare` and the service
 
 
-def run_dataset_id(run: Mapping[str, Any]) -> str | None:
+def run_dataset_id(run: RunDocument) -> str | None:
     """The run's dataset id (``protocol.datasetId``, else ``datasetVersion``): the manifest
     whose gate policy applies to it."""
-    protocol = run.get("protocol")
-    value = protocol.get("datasetId") if isinstance(protocol, Mapping) else None
-    value = value or run.get("datasetVersion")
-    return value if isinstance(value, str) and value else None
+    value = run.protocol.dataset_id if run.protocol is not None else None
+    return value or run.dataset_version or None
 
 
-def saved_run_policy(run: Mapping[str, Any], dataset_dir: Path) -> GatePolicy | None:
+def saved_run_policy(run: RunDocument, dataset_dir: Path) -> GatePolicy | None:
     """The gate policy of the manifest in ``dataset_dir`` for ``run``'s mode (None: the
     manifest gates nothing in this mode).
 
@@ -203,16 +195,14 @@ def saved_run_policy(run: Mapping[str, Any], dataset_dir: Path) -> GatePolicy | 
         raise GoldevalError("no dataset.yaml or dataset.json", path=dataset_dir)
     manifest = read_manifest(manifest_path)
     if manifest.gate is not None:
-        names = set(grader_names(dict(run))) | {
-            g.name for g in [ContractGrader(), *builtin_graders()]
-        }
+        names = set(grader_names(run)) | {g.name for g in [ContractGrader(), *builtin_graders()]}
         check_gate_policy(manifest.gate, manifest_path, names)
-    return policy_from_manifest(manifest, run_mode(dict(run)) == "LIVE")
+    return policy_from_manifest(manifest, run_mode(run) == "LIVE")
 
 
 def decide_pair(
-    run: Mapping[str, Any],
-    baseline: Mapping[str, Any] | None,
+    run: RunDocument,
+    baseline: RunDocument | None,
     *,
     dataset_dir: Path | None,
     gate_enabled: bool = True,
@@ -236,14 +226,14 @@ def decide_pair(
     # The session's own pytestStatus when the run recorded it (RunOutcome reads it); else as
     # in pytest: a FAIL attempt is a failed test, which only a gate may weigh.
     session: dict[str, Any] = {}
-    if "pytestStatus" not in run:
+    if "pytest_status" not in run.model_fields_set:
         session["pytest_status"] = GATE_FAILED if attempt_counts(run).failed else OK
     return decide(
         run,
         baseline=baseline,
         policy=policy,
-        live=run_mode(dict(run)) == "LIVE",
+        live=run_mode(run) == "LIVE",
         gate_enabled=gate_enabled,
-        other_failures=bool(run.get("otherFailures")),
+        other_failures=bool(run.other_failures),
         **session,
     )

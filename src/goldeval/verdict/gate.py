@@ -34,6 +34,7 @@ from pydantic import Field, field_validator
 
 from goldeval.core.models import Record
 from goldeval.core.rates import GATED_RATES, GRADER_PREFIX, LOWER_IS_BETTER
+from goldeval.results.documents import RunDocument
 from goldeval.verdict.comparison import (
     EPSILON,
     CaseClass,
@@ -169,7 +170,7 @@ def as_policy(policy: PolicyLike) -> GatePolicy:
 # Rule families
 
 
-def _execution_rules(run: Mapping[str, Any], policy: GatePolicy) -> list[GateRule]:
+def _execution_rules(run: RunDocument, policy: GatePolicy) -> list[GateRule]:
     rules: list[GateRule] = []
     counts = attempt_counts(run)
     if policy.quality_attempts and counts.quality == 0:
@@ -188,23 +189,28 @@ def _execution_rules(run: Mapping[str, Any], policy: GatePolicy) -> list[GateRul
                 kind=RuleKind.EXECUTION,
             )
         )
-    if run.get("incomplete"):
+    if run.incomplete:
         rules.append(incomplete_rule(run))
     return rules
 
 
-def incomplete_rule(run: Mapping[str, Any]) -> GateRule:
+def incomplete_rule(run: RunDocument) -> GateRule:
     """FAIL rule ``complete``: the run did not grade every selected attempt (its deadline or
     budget left some unstarted, or it was cut short)."""
-    over = run.get("notStartedOverBudget")
-    missing = run.get("notStartedBeforeDeadline", run.get("attemptsNotStarted"))
-    if isinstance(over, int) and not isinstance(over, bool) and over > 0:
+    over = run.not_started_over_budget
+    # The deadline's count when the run recorded one (even null), else the older key.
+    missing = (
+        run.not_started_before_deadline
+        if "not_started_before_deadline" in run.model_fields_set
+        else run.attempts_not_started
+    )
+    if over is not None and over > 0:
         detail = (
             f"run incomplete: {over} attempts not started, the budget (--golden-max-cost / "
             "--golden-max-tokens) was spent"
         )
-        actual: float | None = float(over + (missing if isinstance(missing, int) else 0))
-    elif isinstance(missing, int) and not isinstance(missing, bool):
+        actual: float | None = float(over + (missing if missing is not None else 0))
+    elif missing is not None:
         detail = f"run incomplete: {missing} attempts not started before the deadline"
         actual = float(missing)
     else:
@@ -222,7 +228,7 @@ def incomplete_rule(run: Mapping[str, Any]) -> GateRule:
     )
 
 
-def _policy_warnings(run: Mapping[str, Any], policy: GatePolicy) -> list[str]:
+def _policy_warnings(run: RunDocument, policy: GatePolicy) -> list[str]:
     warnings: list[str] = []
     present = set(grader_names(run))
     for name in policy.thresholds:
@@ -240,7 +246,7 @@ def _gated_graders(policy: GatePolicy) -> list[str]:
     return sorted(n for n in policy.thresholds if n.startswith(GRADER_PREFIX))
 
 
-def _absolute_rules(run: Mapping[str, Any], policy: GatePolicy) -> list[GateRule]:
+def _absolute_rules(run: RunDocument, policy: GatePolicy) -> list[GateRule]:
     rules: list[GateRule] = []
     for name in [*ABSOLUTE_METRICS, *_gated_graders(policy)]:
         if name not in policy.thresholds:
@@ -282,9 +288,7 @@ def _absolute_rules(run: Mapping[str, Any], policy: GatePolicy) -> list[GateRule
     return rules
 
 
-def _delta_rules(
-    run: Mapping[str, Any], baseline: Mapping[str, Any], allowed: float
-) -> list[GateRule]:
+def _delta_rules(run: RunDocument, baseline: RunDocument, allowed: float) -> list[GateRule]:
     rules: list[GateRule] = []
     in_run = set(grader_names(run))
     graders = sorted(GRADER_PREFIX + g for g in grader_names(baseline) if g in in_run)
@@ -362,9 +366,9 @@ def _baseline_rule(detail: str, *, passed: bool) -> GateRule:
 
 
 def _run_rules(
-    run: Mapping[str, Any],
+    run: RunDocument,
     policy: GatePolicy,
-    baseline: Mapping[str, Any] | None,
+    baseline: RunDocument | None,
     comparison: ComparisonResult | None,
     allowed: float | None,
 ) -> list[GateRule]:
@@ -384,9 +388,9 @@ def _run_rules(
 
 
 def evaluate_fixture(
-    run: Mapping[str, Any],
+    run: RunDocument,
     policy: PolicyLike,
-    baseline: Mapping[str, Any] | None = None,
+    baseline: RunDocument | None = None,
     comparison: ComparisonResult | None = None,
 ) -> GateResult:
     """Fixture (DETERMINISTIC) gate.
@@ -416,9 +420,9 @@ def evaluate_fixture(
 
 
 def evaluate_live(
-    run: Mapping[str, Any],
+    run: RunDocument,
     policy: PolicyLike,
-    baseline: Mapping[str, Any] | None,
+    baseline: RunDocument | None,
     comparison: ComparisonResult | None = None,
 ) -> GateResult:
     """Live gate: needs a comparable live baseline; ``allowedRegression`` defaults to 0.0.
@@ -448,9 +452,9 @@ def evaluate_live(
 
 
 def evaluate(
-    run: Mapping[str, Any],
+    run: RunDocument,
     policy: PolicyLike,
-    baseline: Mapping[str, Any] | None = None,
+    baseline: RunDocument | None = None,
     comparison: ComparisonResult | None = None,
     *,
     live: bool = False,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from goldeval.core.errors import is_retryable
+from goldeval.results.documents import RunDocument
 from goldeval.verdict.comparison import AttemptCounts, ComparisonResult, attempt_counts, cases_total
 from goldeval.verdict.gate import GateResult
 
@@ -107,7 +108,7 @@ class RunOutcome:
     @classmethod
     def from_run(
         cls,
-        run: Mapping[str, Any],
+        run: RunDocument,
         comparison: ComparisonResult | None = None,
         gate: GateResult | None = None,
         **facts: Any,
@@ -119,48 +120,43 @@ class RunOutcome:
         ...) are read from it;
         a keyword given here wins.
         """
-        counts = attempt_counts(run)
-        statuses = _case_statuses(run)
+        statuses = [case.status for case in run.cases]
         recorded: dict[str, Any] = {
             "cases_total": cases_total(run),
-            "attempts": counts,
+            "attempts": attempt_counts(run),
             "cases_error": statuses.count("ERROR"),
             "cases_graded": sum(1 for s in statuses if s in ("PASS", "FAIL")),
             "non_retryable": dict(_non_retryable(run)),
             "comparison": comparison,
             "gate": gate,
-            "not_started_deadline": _int(run.get("notStartedBeforeDeadline")),
-            "not_started_budget": _int(run.get("notStartedOverBudget")),
-            "recorded_interrupted": run.get("status") == "INTERRUPTED",
+            "not_started_deadline": run.not_started_before_deadline or 0,
+            "not_started_budget": run.not_started_over_budget or 0,
+            "recorded_interrupted": run.status == "INTERRUPTED",
         }
-        stopped = run.get("stoppedEarly")
-        if isinstance(stopped, Mapping):
+        stopped = run.stopped_early
+        if stopped is not None:
             recorded["stopped_early"] = StoppedEarly(
-                str(stopped.get("reason") or "stopped early"),
-                _int(stopped.get("attemptsNotRun")),
+                stopped.reason or "stopped early", stopped.attempts_not_run or 0
             )
-        fault = run.get("finalisationFault")
-        if isinstance(fault, Mapping) and isinstance(fault.get("reason"), str):
+        fault = run.finalisation_fault
+        if fault is not None:
             # Finishing the run failed (recorded by goldeval.results.finalise): the saved run
             # is gated as the session exited, not as its attempts alone would be.
             recorded["finalisation"] = FinalisationFault(
-                fault["reason"], path_refused=fault.get("pathRefused") is True
+                fault.reason, path_refused=fault.path_refused
             )
-        duplicates = run.get("duplicateAttempts")
-        if isinstance(duplicates, list) and duplicates:
-            recorded["duplicates"] = tuple(str(d) for d in duplicates)
-        for key, name in (
-            ("interruptedBy", "signal"),
-            ("storeError", "store_error"),
-            ("storeConflict", "store_conflict"),
-            ("rerunCommand", "rerun_command"),
+        if run.duplicate_attempts:
+            recorded["duplicates"] = tuple(run.duplicate_attempts)
+        for value, name in (
+            (run.interrupted_by, "signal"),
+            (run.store_error, "store_error"),
+            (run.store_conflict, "store_conflict"),
+            (run.rerun_command, "rerun_command"),
         ):
-            value = run.get(key)
-            if isinstance(value, str) and value:
+            if value:
                 recorded[name] = value
-        status = run.get("pytestStatus")
-        if status in _SESSION_STATUSES:
-            recorded["pytest_status"] = status  # a keyword fact still wins
+        if run.pytest_status in _SESSION_STATUSES:
+            recorded["pytest_status"] = run.pytest_status  # a keyword fact still wins
         recorded.update(facts)
         return cls(**recorded)
 
@@ -173,28 +169,13 @@ class RunOutcome:
 _SESSION_STATUSES = (0, 1, 2)
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _case_statuses(run: Mapping[str, Any]) -> list[str]:
-    cases = run.get("cases")
-    if not isinstance(cases, list):
-        return []
-    return [str(c.get("status")) for c in cases if isinstance(c, Mapping)]
-
-
-def _non_retryable(run: Mapping[str, Any]) -> Counter[str]:
+def _non_retryable(run: RunDocument) -> Counter[str]:
     """Kinds of the ERROR attempts that a retry cannot fix, with their counts."""
     kinds: Counter[str] = Counter()
-    cases = run.get("cases")
-    for case in cases if isinstance(cases, list) else []:
-        attempts = case.get("attempts") if isinstance(case, Mapping) else None
-        for attempt in attempts if isinstance(attempts, list) else []:
-            if not isinstance(attempt, Mapping) or attempt.get("status") != "ERROR":
-                continue
-            kind = attempt.get("errorKind")
-            if isinstance(kind, str) and not is_retryable(kind):
+    for case in run.cases:
+        for attempt in case.attempts:
+            kind = attempt.error_kind
+            if attempt.status == "ERROR" and kind is not None and not is_retryable(kind):
                 kinds[kind] += 1
     return kinds
 
@@ -207,10 +188,10 @@ class CutShort:
     reason: str
 
 
-def cut_short(run: Mapping[str, Any], outcome: RunOutcome) -> CutShort | None:
+def cut_short(run: RunDocument, outcome: RunOutcome) -> CutShort | None:
     """The run's own account of why it is not whole (a rerun plugin, ``-x``, a signal, the
     store), else None. Display only: the code is :func:`decide_exit`'s."""
-    status = str(run.get("status") or "INCOMPLETE")
+    status = run.status or "INCOMPLETE"
     if outcome.duplicates:
         return CutShort(status, f"{len(outcome.duplicates)} golden attempts reported twice")
     if outcome.stopped_early is not None:
@@ -220,6 +201,6 @@ def cut_short(run: Mapping[str, Any], outcome: RunOutcome) -> CutShort | None:
         return CutShort(status, f"terminated by {outcome.signal}: the run is INTERRUPTED")
     if outcome.store_error:
         return CutShort(status, outcome.store_error)
-    if run.get("status") == "INTERRUPTED":
+    if run.status == "INTERRUPTED":
         return CutShort(status, "the run is INTERRUPTED: not every selected attempt was graded")
     return None
