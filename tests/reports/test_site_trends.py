@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from goldeval.reports.site import main_site, protocol_key
+from goldeval.reports.site import main_site
+from goldeval.reports.site_charts import protocol_key
 from tests.helpers import RunFiles
 
 

@@ -21,8 +21,6 @@ LAZY_IMPORTS_ALLOWED = {
     # pytest loads the entry point in every project that has the plugin installed: it imports
     # the heavy modules only once --golden is given.
     "pytest_plugin/hooks.py",
-    # `goldeval --version` and `goldeval --help` answer without importing every subcommand.
-    "cli/main.py",
     # Start-up cost of every collection (issue 19, docs/performance.md): a library that only
     # some datasets or modes need is imported when first used. httpx for the model providers
     # (a fixture run calls no model) ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from goldeval.core.models import ContractResult, GraderOutcome, Severity, Violation
@@ -14,6 +14,8 @@ from goldeval.graders.base import ExpectKey, GradeContext, Grader
 _WS = re.compile(r"[ \t\n\x0b\f\r]+")
 NAME = "ContractGrader"
 CONTRACT_KEYS = ("layer", "class", "status", "rag", "refuse", "contains")
+#: Records one violation: ``(category, severity, reason)``.
+_Add = Callable[[str, Severity, str], None]
 
 
 def excerpt(text: str | None, limit: int = 280) -> str:
@@ -62,9 +64,8 @@ class ContractChecker:
         retrieved: Sequence[str],
         pack_chunk_ids: Sequence[str],
     ) -> ContractResult:
-        cfg = self.config
         text = "" if output is None else output
-        ex = excerpt(output, cfg.excerpt_chars)
+        ex = excerpt(output, self.config.excerpt_chars)
         violations: list[Violation] = []
 
         def add(category: str, severity: Severity, reason: str) -> None:
@@ -78,6 +79,30 @@ class ContractChecker:
                 )
             )
 
+        # The reference's order: banned words, then either the refusal or the answer checks.
+        hallucination = self._banned(case_id, text, must_not, add)
+        if expect.get("refuse") is True:
+            before = len(violations)
+            self._refusal(case_id, text, ex, pack_chunk_ids, add)
+            return self._result(
+                violations, hallucination, refuse_checked=True, refuse_ok=len(violations) == before
+            )
+        rag_ok = self._rag_header(case_id, text, ex, retrieved, add)
+        layer = expect.get("layer")
+        layer_ok = self._expectations(case_id, text, ex, expect, add)
+        return self._result(
+            violations,
+            hallucination,
+            rag_checked=True,
+            rag_ok=rag_ok,
+            layer_checked=layer is not None,
+            layer_ok=layer_ok,
+        )
+
+    def _banned(self, case_id: str, text: str, must_not: Sequence[str], add: _Add) -> bool:
+        """must_not: each banned string found is a violation; True when one is a
+        hallucination word."""
+        cfg = self.config
         hallucination = False
         for banned in must_not:
             if banned in text:
@@ -89,65 +114,72 @@ class ContractChecker:
                     add("SAFETY", Severity.CRITICAL, reason)
                 else:
                     add("FORBIDDEN", Severity.HIGH, reason)
+        return hallucination
 
-        if expect.get("refuse") is True:
-            before = len(violations)
-            if not first_line(text).startswith(cfg.refusal_token):
-                add(
-                    "REFUSAL",
-                    Severity.HIGH,
-                    f"{case_id} first line must be «{cfg.refusal_token}», got: {ex}",
-                )
-            if any(marker in text for marker in cfg.java_markers):
-                add(
-                    "SAFETY",
-                    Severity.CRITICAL,
-                    f"{case_id} refuse must not include Java, got: {ex}",
-                )
-            for chunk_id in sorted(pack_chunk_ids):
-                if chunk_id in text:
-                    add(
-                        "HALLUCINATION",
-                        Severity.CRITICAL,
-                        f"{case_id} refuse must not cite RAG id {chunk_id}, got: {ex}",
-                    )
-            return self._result(
-                violations, hallucination, refuse_checked=True, refuse_ok=len(violations) == before
+    def _refusal(
+        self, case_id: str, text: str, ex: str, pack_chunk_ids: Sequence[str], add: _Add
+    ) -> None:
+        """expect.refuse: the refusal token first, no Java, no cited RAG id."""
+        cfg = self.config
+        if not first_line(text).startswith(cfg.refusal_token):
+            add(
+                "REFUSAL",
+                Severity.HIGH,
+                f"{case_id} first line must be «{cfg.refusal_token}», got: {ex}",
             )
+        if any(marker in text for marker in cfg.java_markers):
+            add(
+                "SAFETY",
+                Severity.CRITICAL,
+                f"{case_id} refuse must not include Java, got: {ex}",
+            )
+        for chunk_id in sorted(pack_chunk_ids):
+            if chunk_id in text:
+                add(
+                    "HALLUCINATION",
+                    Severity.CRITICAL,
+                    f"{case_id} refuse must not cite RAG id {chunk_id}, got: {ex}",
+                )
 
-        rag_ok = True
+    def _rag_header(
+        self, case_id: str, text: str, ex: str, retrieved: Sequence[str], add: _Add
+    ) -> bool:
+        """The RAG header on the first line cites exactly the retrieved ids; True when it does."""
+        cfg = self.config
         if not retrieved:
             add("RETRIEVAL", Severity.HIGH, f"{case_id}: retriever returned no chunks")
-            rag_ok = False
-        else:
-            line = first_line(text)
-            if not line[: len(cfg.rag_header)].upper() == cfg.rag_header.upper():
+            return False
+        line = first_line(text)
+        if not line[: len(cfg.rag_header)].upper() == cfg.rag_header.upper():
+            add(
+                "CONTRACT",
+                Severity.HIGH,
+                f"{case_id} missing {cfg.rag_header} header, got: {ex}",
+            )
+            return False
+        rag_ok = True
+        cited_raw = line.split(":", 1)[1] if ":" in line else ""
+        cited = list(dict.fromkeys(part.strip() for part in cited_raw.split(",") if part.strip()))
+        for rid in retrieved:
+            if rid not in cited:
+                add("RETRIEVAL", Severity.HIGH, f"{case_id} missing RAG id {rid}, got: {ex}")
+                rag_ok = False
+        for cid in cited:
+            if cid not in retrieved:
                 add(
-                    "CONTRACT",
-                    Severity.HIGH,
-                    f"{case_id} missing {cfg.rag_header} header, got: {ex}",
+                    "HALLUCINATION",
+                    Severity.CRITICAL,
+                    f"{case_id} unexpected RAG id {cid}, got: {ex}",
                 )
                 rag_ok = False
-            else:
-                cited_raw = line.split(":", 1)[1] if ":" in line else ""
-                cited = list(
-                    dict.fromkeys(part.strip() for part in cited_raw.split(",") if part.strip())
-                )
-                for rid in retrieved:
-                    if rid not in cited:
-                        add(
-                            "RETRIEVAL", Severity.HIGH, f"{case_id} missing RAG id {rid}, got: {ex}"
-                        )
-                        rag_ok = False
-                for cid in cited:
-                    if cid not in retrieved:
-                        add(
-                            "HALLUCINATION",
-                            Severity.CRITICAL,
-                            f"{case_id} unexpected RAG id {cid}, got: {ex}",
-                        )
-                        rag_ok = False
+        return rag_ok
 
+    def _expectations(
+        self, case_id: str, text: str, ex: str, expect: Mapping[str, Any], add: _Add
+    ) -> bool:
+        """layer, class, status and contains, then no step markers on a *Tests class; True
+        when the expected layer annotation is there."""
+        cfg = self.config
         layer = expect.get("layer")
         layer_ok = False
         if layer is not None:
@@ -172,14 +204,7 @@ class ContractChecker:
                     f"{case_id} @Step / Allure.step on *Tests, got: {ex}",
                 )
                 break
-        return self._result(
-            violations,
-            hallucination,
-            rag_checked=True,
-            rag_ok=rag_ok,
-            layer_checked=layer is not None,
-            layer_ok=layer_ok,
-        )
+        return layer_ok
 
     @staticmethod
     def _result(

@@ -39,18 +39,15 @@ incomparable, not silently compared.
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import functools
-import ipaddress
 import json
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal, localcontext
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, UnknownType, ValidationError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
@@ -68,6 +65,7 @@ from goldeval.graders.common import (
     show,
 )
 from goldeval.graders.json_paths import format_path
+from goldeval.graders.json_schema_formats import CHECKED_FORMATS, FORMATS
 
 __all__ = [
     "CHECKED_FORMATS",
@@ -81,68 +79,6 @@ MESSAGE_LIMIT = 300
 #: Most problems reported for one schema at collection.
 MAX_SCHEMA_PROBLEMS = 20
 _GRADER = "json_schema"
-
-# --------------------------------------------------------------------------- formats
-
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z", re.ASCII)
-_DATE_TIME = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z", re.ASCII
-)
-_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\Z")
-
-FORMATS = FormatChecker(formats=())
-
-
-@FORMATS.checks("date", raises=ValueError)
-def _is_date(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    return bool(_DATE.match(value)) and bool(dt.date.fromisoformat(value))
-
-
-@FORMATS.checks("date-time", raises=ValueError)
-def _is_date_time(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    match = _DATE_TIME.match(value)
-    if match is None:
-        return False
-    date, time, _fraction, zone = match.groups()
-    zone = "+00:00" if zone in ("Z", "z") else zone
-    dt.datetime.fromisoformat(f"{date}T{time}{zone}")  # range checks (month 13, hour 25)
-    return True
-
-
-@FORMATS.checks("email")
-def _is_email(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    local, at, domain = value.rpartition("@")
-    return bool(at and local and domain) and not any(c.isspace() for c in value)
-
-
-@FORMATS.checks("ipv4", raises=ValueError)
-def _is_ipv4(value: object) -> bool:
-    return not isinstance(value, str) or bool(ipaddress.IPv4Address(value))
-
-
-@FORMATS.checks("ipv6", raises=ValueError)
-def _is_ipv6(value: object) -> bool:
-    return not isinstance(value, str) or bool(ipaddress.IPv6Address(value))
-
-
-@FORMATS.checks("uuid")
-def _is_uuid(value: object) -> bool:
-    return not isinstance(value, str) or bool(_UUID.match(value))
-
-
-@FORMATS.checks("regex")
-def _is_regex(value: object) -> bool:
-    return not isinstance(value, str) or pattern_error(value) is None
-
-
-#: The formats asserted (see the module docstring); any other format is an annotation.
-CHECKED_FORMATS = tuple(sorted(FORMATS.checkers))
 
 # --------------------------------------------------------------------------- the validator
 # Keyword implementations replacing the library's: patterns under the grader's time budget

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+
+#: ``group.addoption`` of the goldeval option group.
+_Add = Callable[..., Any]
 
 
 def _positive_int(text: str) -> int:
@@ -49,7 +54,19 @@ def _positive_number(text: str) -> float:
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("goldeval", "golden datasets (pytest-goldeval)")
-    add = group.addoption
+    # In the order of `pytest --help`.
+    _dataset_options(group.addoption)
+    _model_options(group.addoption)
+    _call_options(group.addoption)
+    _budget_options(group.addoption)
+    _baseline_options(group.addoption)
+    _judge_options(group.addoption)
+    _recording_options(group.addoption)
+    _ini_keys(parser)
+
+
+def _dataset_options(add: _Add) -> None:
+    """What is evaluated and where its artifacts go."""
     add(
         "--golden",
         metavar="ID",
@@ -82,6 +99,10 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="per-case artifacts: for failed/errored cases (default), always or never",
     )
+
+
+def _model_options(add: _Add) -> None:
+    """Which model answers in live and record mode."""
     add(
         "--golden-provider",
         default=None,
@@ -101,6 +122,10 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="URL",
         help="provider base URL (default: OLLAMA_HOST / OPENAI_BASE_URL)",
     )
+
+
+def _call_options(add: _Add) -> None:
+    """How one model call is bounded, retried and paced."""
     add(
         "--golden-timeout",
         type=_seconds,
@@ -166,6 +191,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="ask for streamed answers (a slow answer is no read timeout while tokens arrive); "
         "records time to first token",
     )
+
+
+def _budget_options(add: _Add) -> None:
+    """When the remaining attempts are skipped (the run is then incomplete)."""
     add(
         "--golden-max-cost",
         type=_positive_number,
@@ -189,6 +218,10 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="attempts not started by then are SKIPPED (reason deadline); the run is incomplete",
     )
+
+
+def _baseline_options(add: _Add) -> None:
+    """The baseline compared with, and the gate."""
     add(
         "--golden-baseline",
         default=None,
@@ -213,6 +246,10 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="report metrics and comparison without gating the exit status",
     )
+
+
+def _judge_options(add: _Add) -> None:
+    """The LLM judge (a soft signal, never a gate)."""
     add(
         "--golden-judge",
         action="store_true",
@@ -249,6 +286,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="max_tokens of every judge call (default: the golden_judge_max_tokens ini key, "
         "else 512)",
     )
+
+
+def _recording_options(add: _Add) -> None:
+    """Caches, fixtures, the run store and report files."""
     add(
         "--golden-cache",
         default=None,
@@ -288,6 +329,10 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write a dashboard JUnit XML: one testcase per case and per gate rule",
     )
+
+
+def _ini_keys(parser: pytest.Parser) -> None:
+    """The ini keys (pytest.ini / pyproject.toml)."""
     parser.addini(
         "golden_prices",
         "prices per model, one per line: MODEL = INPUT OUTPUT (per 1k tokens)",

@@ -156,69 +156,12 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
     protocol = run.get("protocol") or {}
     dataset = str(protocol.get("datasetId") or run.get("datasetVersion") or "dataset")
     classname = f"golden.{dataset}{suffix}"
-    cases: list[Any] = []
-    for case in run.get("cases") or []:
-        hits, total = _attempt_counts(case)
-        status = str(case.get("status"))
-        out = [f"{hits} of {total} attempts passed", f"status: {status}"]
-        if case.get("kinds"):
-            out.append("kinds: " + ", ".join(str(k) for k in case["kinds"]))
-        tc = TestCase(
-            str(case.get("caseId")),
-            classname=classname,
-            elapsed_sec=_seconds(case.get("durationMs")),
-            stdout="\n".join(out),
-        )
-        if status == "FAIL":
-            reasons = failure_reasons(case)
-            tc.add_failure_info(
-                message=_message(f"{hits} of {total} attempts passed", reasons),
-                output="\n".join(reasons),
-                failure_type="golden.FAIL",
-            )
-        elif status == "ERROR":
-            reasons = error_reasons(case)
-            kind = reasons[0].split(":", 1)[0] if ":" in reasons[0] else "ERROR"
-            tc.add_error_info(
-                message=_message("infrastructure error", reasons),
-                output="\n".join(reasons),
-                error_type=f"golden.{kind}",
-            )
-        elif status == "SKIPPED":
-            reasons = _skip_reasons(case)
-            tc.add_skipped_info(message=reasons[0], output="\n".join(reasons))
-        cases.append(tc)
+    cases = [_case_test(case, classname) for case in run.get("cases") or []]
     gate_class = f"{classname}.gate"
     gate = run.get("qualityGate") or {}
-    for rule in gate.get("rules") or []:
-        detail = one_line(rule.get("detail") or "")
-        tc = TestCase(
-            rule_test_name(rule), classname=gate_class, stdout=f"{rule.get('kind')}: {detail}"
-        )
-        if not rule.get("passed"):
-            tc.add_failure_info(
-                message=f"{rule.get('name')}: {detail}",
-                output=detail,
-                failure_type=f"golden.gate.{rule.get('kind')}",
-            )
-        cases.append(tc)
+    cases += [_rule_test(rule, gate_class) for rule in gate.get("rules") or []]
     comparison = run.get("comparison")
-    tc = TestCase("comparison", classname=gate_class)
-    if not comparison:
-        tc.add_skipped_info(message="no baseline to compare with")
-    else:
-        decision = str(comparison.get("decision"))
-        label, why = comparison_label(comparison)
-        baseline = run.get("baselinePath") or comparison.get("baselineRunId") or "baseline"
-        tc.stdout = f"{label} vs {one_line(baseline)}" + (f": {why}" if why else "")
-        if decision == "COMPARISON_INVALID":
-            reasons = _dedupe(str(r) for r in comparison.get("invalidReasons") or []) or [decision]
-            tc.add_failure_info(
-                message=_message("comparison invalid", reasons),
-                output="\n".join(reasons),
-                failure_type="golden.comparison",
-            )
-    cases.append(tc)
+    cases.append(_comparison_test(run, comparison, gate_class))
     properties = {
         "golden.runId": run.get("runId"),
         "golden.status": run.get("status"),
@@ -238,6 +181,75 @@ def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
         id=run.get("runId"),
         properties={k: str(v) for k, v in properties.items() if v is not None},
     )
+
+
+def _case_test(case: Mapping[str, Any], classname: str) -> Any:
+    """One testcase per case: failed, errored or skipped with the reasons, as the case ended."""
+    hits, total = _attempt_counts(case)
+    status = str(case.get("status"))
+    out = [f"{hits} of {total} attempts passed", f"status: {status}"]
+    if case.get("kinds"):
+        out.append("kinds: " + ", ".join(str(k) for k in case["kinds"]))
+    tc = TestCase(
+        str(case.get("caseId")),
+        classname=classname,
+        elapsed_sec=_seconds(case.get("durationMs")),
+        stdout="\n".join(out),
+    )
+    if status == "FAIL":
+        reasons = failure_reasons(case)
+        tc.add_failure_info(
+            message=_message(f"{hits} of {total} attempts passed", reasons),
+            output="\n".join(reasons),
+            failure_type="golden.FAIL",
+        )
+    elif status == "ERROR":
+        reasons = error_reasons(case)
+        kind = reasons[0].split(":", 1)[0] if ":" in reasons[0] else "ERROR"
+        tc.add_error_info(
+            message=_message("infrastructure error", reasons),
+            output="\n".join(reasons),
+            error_type=f"golden.{kind}",
+        )
+    elif status == "SKIPPED":
+        reasons = _skip_reasons(case)
+        tc.add_skipped_info(message=reasons[0], output="\n".join(reasons))
+    return tc
+
+
+def _rule_test(rule: Mapping[str, Any], gate_class: str) -> Any:
+    """One testcase per gate rule, failed when the rule failed."""
+    detail = one_line(rule.get("detail") or "")
+    tc = TestCase(
+        rule_test_name(rule), classname=gate_class, stdout=f"{rule.get('kind')}: {detail}"
+    )
+    if not rule.get("passed"):
+        tc.add_failure_info(
+            message=f"{rule.get('name')}: {detail}",
+            output=detail,
+            failure_type=f"golden.gate.{rule.get('kind')}",
+        )
+    return tc
+
+
+def _comparison_test(run: Mapping[str, Any], comparison: Any, gate_class: str) -> Any:
+    """The comparison as a testcase: skipped without a baseline, failed when invalid."""
+    tc = TestCase("comparison", classname=gate_class)
+    if not comparison:
+        tc.add_skipped_info(message="no baseline to compare with")
+        return tc
+    decision = str(comparison.get("decision"))
+    label, why = comparison_label(comparison)
+    baseline = run.get("baselinePath") or comparison.get("baselineRunId") or "baseline"
+    tc.stdout = f"{label} vs {one_line(baseline)}" + (f": {why}" if why else "")
+    if decision == "COMPARISON_INVALID":
+        reasons = _dedupe(str(r) for r in comparison.get("invalidReasons") or []) or [decision]
+        tc.add_failure_info(
+            message=_message("comparison invalid", reasons),
+            output="\n".join(reasons),
+            failure_type="golden.comparison",
+        )
+    return tc
 
 
 def dashboard_xml(runs: Sequence[Mapping[str, Any]]) -> str:

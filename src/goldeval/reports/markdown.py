@@ -45,9 +45,24 @@ def _ci(metric: Mapping[str, Any] | None) -> str:
 
 def render(run: Mapping[str, Any]) -> str:
     m = run.get("metrics", {})
+    out: list[str] = ["# AI eval report", ""]
+    out += _header_lines(run)
+    out += _execution_lines(run)
+    out += _metric_lines(run, m)
+    out += _failure_lines(run)
+    out += _stability_lines(run)
+    out += _pass_at_k_lines(m.get("passAtK"))
+    comparison = run.get("comparison")
+    if comparison:
+        out += ["", render_comparison(comparison)]
+    out += _gate_lines(run)
+    return "\n".join(out) + "\n"
+
+
+def _header_lines(run: Mapping[str, Any]) -> list[str]:
+    """The run's identity as bullets, then the notes a reader must see first."""
     cfg = run.get("configuration", {})
     proto = run.get("protocol", {})
-    out: list[str] = ["# AI eval report", ""]
     bullets = [
         ("Run", run.get("runId")),
         ("Status", run.get("status")),
@@ -65,15 +80,19 @@ def render(run: Mapping[str, Any]) -> str:
         ("Selected cases", len(proto.get("selectedCaseIds") or [])),
         ("Duration", f"{run.get('durationMs', 0)} ms"),
     ]
-    out += [f"- {k}: {md_escape(v)}" for k, v in bullets]
+    out = [f"- {k}: {md_escape(v)}" for k, v in bullets]
     # Up front, where a job summary is read: what the metrics alone do not say.
     remarks = [*notices(run), *(str(n) for n in run.get("notes") or [])]
     if remarks:
         out += ["", "## Notes", ""]
         out += [f"- {md_escape(r)}" for r in remarks]
+    return out
+
+
+def _execution_lines(run: Mapping[str, Any]) -> list[str]:
     executed = run.get("casesTotal", 0) - run.get("casesSkipped", 0)
     quality = run.get("attemptsPassed", 0) + run.get("attemptsFailed", 0)
-    out += ["", "## Execution", "", "| | |", "|---|---|"]
+    out = ["", "## Execution", "", "| | |", "|---|---|"]
     rows = [
         ("Cases", run.get("casesTotal")),
         ("Executed", executed),
@@ -97,7 +116,11 @@ def render(run: Mapping[str, Any]) -> str:
         ),
     ]
     out += [f"| {k} | {v} |" for k, v in rows]
-    out += ["", "## Metrics", "", "| Metric | Value | Wilson 95% |", "|---|---|---|"]
+    return out
+
+
+def _metric_lines(run: Mapping[str, Any], m: Mapping[str, Any]) -> list[str]:
+    out = ["", "## Metrics", "", "| Metric | Value | Wilson 95% |", "|---|---|---|"]
     for name in shown_rates(run):
         out.append(f"| {RATE_LABELS[name]} | {format_rate(m.get(name))} | {_ci(m.get(name))} |")
     unstable_label = RATE_LABELS["unstableCaseRate"]
@@ -130,36 +153,45 @@ def render(run: Mapping[str, Any]) -> str:
         )
         if "estimatedCost" in tokens:
             out.append(f"| Estimated cost | {tokens['estimatedCost']:.4f} | {note} |")
-    out += ["", "## Failures / taxonomy", ""]
+    return out
+
+
+def _failure_lines(run: Mapping[str, Any]) -> list[str]:
+    out = ["", "## Failures / taxonomy", ""]
     failures = [c for c in run.get("cases", []) if c.get("status") in ("FAIL", "ERROR")]
     if not failures:
         out.append("_None._")
     for c in failures:
         sr = c.get("successRate") or {}
-        detail = ""
-        if c.get("taxonomy"):
-            t = c["taxonomy"][0]
-            detail = f"{t['category']}/{t['severity']}/{t['grader']}: {t['reason']}"
-        elif c.get("errors"):
-            detail = c["errors"][0]
-        else:
-            for a in c.get("attempts", []):
-                for g in a.get("graders", []):
-                    if not g.get("passed") and g.get("violations"):
-                        v = g["violations"][0]
-                        detail = f"{v['category']}/{v['severity']}/{v['grader']}: {v['reason']}"
-                        break
-                if detail:
-                    break
-            if not detail and (c.get("retrieval") or {}).get("applicable"):
-                r = c["retrieval"]
-                detail = f"retrieval: missing {r.get('missing')}, unexpected {r.get('unexpected')}"
         out.append(
             f"- **{md_escape(c['caseId'])}** {c['status']} {sr.get('hits', 0)} / "
-            f"{sr.get('total', 0)}: {md_escape(detail)}"
+            f"{sr.get('total', 0)}: {md_escape(_failure_detail(c))}"
         )
         out += _prompt_lines(c)
-    out += ["", "## Stability", ""]
+    return out
+
+
+def _failure_detail(c: Mapping[str, Any]) -> str:
+    """What a failed case shows first: its taxonomy, else its error, else the first grader
+    violation, else what its retrieval missed."""
+    if c.get("taxonomy"):
+        t = c["taxonomy"][0]
+        return f"{t['category']}/{t['severity']}/{t['grader']}: {t['reason']}"
+    if c.get("errors"):
+        return str(c["errors"][0])
+    for a in c.get("attempts", []):
+        for g in a.get("graders", []):
+            if not g.get("passed") and g.get("violations"):
+                v = g["violations"][0]
+                return f"{v['category']}/{v['severity']}/{v['grader']}: {v['reason']}"
+    if (c.get("retrieval") or {}).get("applicable"):
+        r = c["retrieval"]
+        return f"retrieval: missing {r.get('missing')}, unexpected {r.get('unexpected')}"
+    return ""
+
+
+def _stability_lines(run: Mapping[str, Any]) -> list[str]:
+    out = ["", "## Stability", ""]
     multi = [c for c in run.get("cases", []) if (c.get("successRate") or {}).get("total", 0) >= 2]
     if not multi:
         out.append("_(single attempt)_")
@@ -172,11 +204,11 @@ def render(run: Mapping[str, Any]) -> str:
                 f"| {md_escape(c['caseId'])} | {sr['hits']}/{sr['total']} | "
                 f"{'yes' if unstable else 'no'} |"
             )
-    out += _pass_at_k_lines(m.get("passAtK"))
-    comparison = run.get("comparison")
-    if comparison:
-        out += ["", render_comparison(comparison)]
-    out += ["", "## Quality gate", ""]
+    return out
+
+
+def _gate_lines(run: Mapping[str, Any]) -> list[str]:
+    out = ["", "## Quality gate", ""]
     gate = run.get("qualityGate")
     if not gate:
         out.append("_Not applied._")
@@ -192,7 +224,7 @@ def render(run: Mapping[str, Any]) -> str:
     decision = run.get("exitDecision")
     if decision:
         out += ["", f"Exit status {decision.get('code')}: {md_escape(decision.get('reason'))}"]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _pass_at_k_lines(table: Mapping[str, Any] | None) -> list[str]:

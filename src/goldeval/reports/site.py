@@ -22,25 +22,21 @@ a single flip is shown as *changed* (a regression or a recovery, not noise).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import itertools
-import json
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from goldeval.core.errors import BaselineError, GoldevalError
 from goldeval.core.limits import loads_json
-from goldeval.core.rates import LOWER_IS_BETTER
 from goldeval.core.safe_files import read_regular_file
 from goldeval.core.textsafe import one_line
 from goldeval.reports.html import (
     comparison_classes,
     comparison_view,
-    fmt_ci,
     fmt_pct,
     gate_view,
     metric_rows,
@@ -48,19 +44,20 @@ from goldeval.reports.html import (
     rate_of,
 )
 from goldeval.reports.junit import error_reasons, failure_reasons
-from goldeval.reports.labels import chart_label
+from goldeval.reports.site_charts import (
+    NOT_COMPARABLE,
+    not_comparable,
+    protocol_legend,
+    run_model,
+    trend_view,
+)
 from goldeval.reports.templating import render
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.baseline import check_shape
-from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, normal_mode
-from goldeval.verdict.exit_codes import COMPARISON_INVALID, OK, USAGE
+from goldeval.verdict.exit_codes import OK, USAGE
 
 TREND_METRICS = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
 VERDICTS = ("PASS", "FAIL")
-#: How the site shows a run that exited 65 (its comparison was invalid), instead of a verdict.
-NOT_COMPARABLE = "not comparable"
-#: Colours of the second and later protocol lines in a chart (the first keeps the metric's).
-SERIES_COLOURS = ("#8250df", "#1a7f37", "#bc4c00", "#57606a", "#bf3989", "#0550ae")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 #: How many failure reasons a case row of a run page lists before "+N more".
 SHOWN_REASONS = 5
@@ -137,91 +134,9 @@ def _dataset(run: Mapping[str, Any]) -> str:
     )
 
 
-def _model(run: Mapping[str, Any]) -> Any:
-    return (
-        (run.get("protocol") or {}).get("model")
-        or run.get("model")
-        or (run.get("configuration") or {}).get("model")
-    )
-
-
 def _mode(run: Mapping[str, Any]) -> str:
     cfg = run.get("configuration") or {}
     return str(cfg.get("goldenMode") or (run.get("protocol") or {}).get("mode") or "n/a")
-
-
-def not_comparable(run: Mapping[str, Any]) -> bool:
-    """The run exited 65: its baseline comparison was invalid, so its gate verdict says
-    nothing about a regression (it is neither PASS nor FAIL)."""
-    decision = run.get("exitDecision")
-    return isinstance(decision, Mapping) and decision.get("code") == COMPARISON_INVALID
-
-
-def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
-    """What two runs must share to be comparable (as in :mod:`goldeval.verdict.comparison`): every
-    protocol key, ``selectedCaseIds`` as a set, provider/model/judge only in live mode. A run
-    without a protocol object: dataset version and hash, mode, model and repetitions."""
-    protocol = run.get("protocol")
-    configuration = run.get("configuration")
-    # verdict.comparison.run_mode's rule, on the JSON form the site reads.
-    mode = normal_mode(protocol.get("mode")) if isinstance(protocol, Mapping) else None
-    if mode is None and isinstance(configuration, Mapping):
-        mode = normal_mode(configuration.get("mode"))
-    if not isinstance(protocol, Mapping):
-        cfg = run.get("configuration") or {}
-        return {
-            "datasetVersion": run.get("datasetVersion"),
-            "datasetHash": run.get("datasetHash"),
-            "mode": mode,
-            "model": _model(run) if mode == "LIVE" else None,
-            "repetitions": cfg.get("repetitions") if isinstance(cfg, Mapping) else None,
-        }
-    view: dict[str, Any] = {}
-    for key in PROTOCOL_KEYS:
-        if key in LIVE_ONLY_KEYS and mode != "LIVE":
-            continue
-        if key == "judgeModel" and protocol.get("judgeEnabled") is not True:
-            continue
-        value = protocol.get(key)
-        if key == "selectedCaseIds" and isinstance(value, list):
-            value = sorted({str(v) for v in value})
-        view[key] = mode if key == "mode" else value
-    return view
-
-
-def protocol_key(run: Mapping[str, Any]) -> str:
-    """A short stable id of the run's comparable protocol (one trend line per id)."""
-    text = json.dumps(protocol_view(run), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
-def protocol_label(run: Mapping[str, Any]) -> str:
-    view = protocol_view(run)
-    ids = view.get("selectedCaseIds")
-    cases = f"{len(ids)} cases" if isinstance(ids, list) else "cases n/a"
-    data = str(view.get("datasetHash") or "n/a")[:8]
-    model = f"model {view['model']}" if view.get("model") else "any model (not live)"
-    return (
-        f"{view.get('mode') or 'n/a'} · {model} · {view.get('attempts') or 1} attempt(s) · "
-        f"{cases} · data {data}"
-    )
-
-
-def protocol_legend(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One legend entry per comparable protocol, in order of first appearance."""
-    keys = [protocol_key(r) for r in runs]
-    legend = []
-    for number, key in enumerate(dict.fromkeys(keys)):
-        group = [r for r, k in zip(runs, keys, strict=True) if k == key]
-        legend.append(
-            {
-                "key": key,
-                "colour": _series_colour("", number),
-                "label": protocol_label(group[0]),
-                "runs": len(group),
-            }
-        )
-    return legend
 
 
 def _slug(text: str) -> str:
@@ -246,117 +161,6 @@ def _page_names(runs: Sequence[Mapping[str, Any]]) -> dict[int, str]:
 def _run_href(name: str) -> str:
     """The index's relative link to a run page (escaped by the template)."""
     return "/".join(quote(p) for p in ("runs", name)) + ".html"
-
-
-# -- charts ---------------------------------------------------------------------------------
-
-
-def trend_view(
-    metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380, height: int = 190
-) -> dict[str, Any]:
-    """An SVG line chart of one rate over runs (oldest left), with its Wilson band: one line
-    per comparable protocol (``templates/trend.svg.j2`` draws it)."""
-    left, right, top, bottom = 42, 12, 24, 30
-    plot_w, plot_h = width - left - right, height - top - bottom
-    n = len(runs)
-
-    def x(i: int) -> float:
-        return left + (plot_w / 2 if n <= 1 else plot_w * i / (n - 1))
-
-    def y(v: float) -> float:
-        return top + plot_h * (1 - max(0.0, min(1.0, v)))
-
-    ticks = [
-        {"y": f"{y(t):.1f}", "text_y": f"{y(t) + 4:.1f}", "label": f"{t * 100:.0f}%"}
-        for t in (0.0, 0.25, 0.5, 0.75, 1.0)
-    ]
-    points: list[Point | None] = []
-    for i, run in enumerate(runs):
-        m = (run.get("metrics") or {}).get(metric)
-        value = rate_of(m)
-        points.append(None if value is None or m is None else (x(i), value, m, run))
-    # One line per comparable protocol: a line joins only runs that could be compared with
-    # each other, so a change of selection, attempts, model or data is never drawn as a trend.
-    keys = [protocol_key(run) for run in runs]
-    series = []
-    for number, key in enumerate(dict.fromkeys(keys)):
-        mine = [p if k == key else None for p, k in zip(points, keys, strict=True)]
-        series.append(
-            {"key": key, "colour": _series_colour(metric, number), "segments": _segments(mine, y)}
-        )
-    no_data = None
-    if not any(points):
-        no_data = {"x": f"{left + plot_w / 2:.1f}", "y": f"{top + plot_h / 2:.1f}"}
-    return {
-        "metric": metric,
-        "label": chart_label(metric),
-        "width": width,
-        "height": height,
-        "left": left,
-        "plot_right": left + plot_w,
-        "tick_x": left - 4,
-        "label_y": height - 8,
-        "ticks": ticks,
-        "series": series,
-        "no_data": no_data,
-        "first": str(runs[0].get("runId")) if n else None,
-        "last": str(runs[-1].get("runId")) if n > 1 else None,
-    }
-
-
-#: A chart point: x, value, the metric's rate object, the run.
-Point = tuple[float, float, Mapping[str, Any], Mapping[str, Any]]
-
-
-def _series_colour(metric: str, number: int) -> str:
-    if number == 0:
-        return "#cf222e" if metric in LOWER_IS_BETTER else "#0969da"
-    return SERIES_COLOURS[(number - 1) % len(SERIES_COLOURS)]
-
-
-def _segments(points: Sequence[Point | None], y: Callable[[float], float]) -> list[dict[str, Any]]:
-    """One protocol's line, broken where a run has no value: per segment its Wilson band
-    (a bar for a single point), its polyline and its points; a run that exited 65 is drawn
-    hollow and titled "not comparable"."""
-    segments: list[list[Point]] = [[]]
-    for p in points:
-        if p is None:
-            if segments[-1]:
-                segments.append([])
-        else:
-            segments[-1].append(p)
-    out: list[dict[str, Any]] = []
-    for seg in segments:
-        band_ci = [(px, (m.get("ci95") or {})) for px, _, m, _ in seg]
-        band: dict[str, Any] | None = None
-        if band_ci and all(
-            ci.get("lower") is not None and ci.get("upper") is not None for _, ci in band_ci
-        ):
-            if len(band_ci) == 1:
-                px, ci = band_ci[0]
-                band = {
-                    "line": True,
-                    "x": f"{px:.1f}",
-                    "upper": f"{y(ci['upper']):.1f}",
-                    "lower": f"{y(ci['lower']):.1f}",
-                }
-            else:
-                upper = [f"{px:.1f},{y(ci['upper']):.1f}" for px, ci in band_ci]
-                lower = [f"{px:.1f},{y(ci['lower']):.1f}" for px, ci in reversed(band_ci)]
-                band = {"line": False, "points": " ".join(upper + lower)}
-        line = " ".join(f"{px:.1f},{y(v):.1f}" for px, v, _, _ in seg) if len(seg) > 1 else None
-        dots = []
-        for px, v, m, run in seg:
-            tip = (
-                f"{run.get('runId')}: {fmt_pct(v)} ({m.get('hits', 0)} / {m.get('total', 0)})"
-                f", Wilson 95% {fmt_ci(m)}"
-            )
-            hollow = not_comparable(run)
-            if hollow:
-                tip += f"; {NOT_COMPARABLE} with its baseline (exit 65)"
-            dots.append({"x": f"{px:.1f}", "y": f"{y(v):.1f}", "tip": tip, "hollow": hollow})
-        out.append({"band": band, "line": line, "points": dots})
-    return out
 
 
 # -- per-case history -----------------------------------------------------------------------
@@ -427,7 +231,7 @@ def _run_row(run: Mapping[str, Any], names: Mapping[int, str]) -> dict[str, Any]
         "timestamp": run.get("timestamp"),
         "dataset": _dataset(run),
         "mode": _mode(run),
-        "model": _model(run),
+        "model": run_model(run),
         "status": run.get("status"),
         "overall": fmt_pct(rate_of(metric)),
         "hits": (metric or {}).get("hits", 0),

@@ -110,34 +110,7 @@ class MetricsAccumulator:
         case_hits = case_quality = 0
         for a in case.get("attempts") or ():
             status = a.get("status")
-            duration = a.get("durationMs") or 0
-            if status != "SKIPPED" and duration > 0:
-                self.latencies.append(duration)
-            jt = (a.get("judge") or {}).get("tokens")
-            if jt:
-                self.judge_tokens.add(jt)
-            tk = a.get("tokens")
-            if tk:
-                self.tok_in = _add(self.tok_in, tk.get("inputTokens"))
-                self.tok_out = _add(self.tok_out, tk.get("outputTokens"))
-                self.tok_total = _add(self.tok_total, tk.get("totalTokens"))
-                if tk.get("estimated") is True:
-                    self.tok_estimated += 1
-                if tk.get("estimatedCost") is not None:
-                    self.cost = (self.cost or 0.0) + tk["estimatedCost"]
-                elif status != "SKIPPED":
-                    self.cost_known = False
-            elif status != "SKIPPED":
-                self.cost_known = False
-            if isinstance(a.get("queueMs"), int):
-                self.queue_waits.append(a["queueMs"])
-            if isinstance(a.get("ttftMs"), int):
-                self.ttfts.append(a["ttftMs"])
-            tries = a.get("tries")
-            if isinstance(tries, int) and tries > 1:
-                self.retried += 1
-                self.extra_tries += tries - 1
-                self.retried_cases.add(case.get("caseId"))
+            self._usage(case, a, status)
             if status != "PASS" and status != "FAIL":
                 continue
             passed = status == "PASS"
@@ -170,13 +143,7 @@ class MetricsAccumulator:
             if hallucination:
                 t["hallucinationRate"] += 1
                 h["hallucinationRate"] += not passed
-            for g in a.get("graders") or ():
-                if g.get("hard", True):
-                    bucket = self.graders.setdefault(g["grader"], [0, 0])
-                    bucket[0] += bool(g.get("passed"))
-                    bucket[1] += 1
-                elif g.get("score") is not None:
-                    self.soft.setdefault(g["grader"], []).append(g["score"])
+            self._graders(a)
         if case_quality:
             self.tallies[Tally(case_hits, case_quality)] += 1
             for kind in kinds:
@@ -187,6 +154,47 @@ class MetricsAccumulator:
         if (rate.get("total") or 0) >= 2:
             self.unstable_t += 1
             self.unstable_h += 0 < rate.get("hits", 0) < rate["total"]
+
+    def _usage(self, case: Mapping[str, Any], a: Mapping[str, Any], status: Any) -> None:
+        """One attempt's latency, tokens, cost, waits and retries (whatever its status)."""
+        duration = a.get("durationMs") or 0
+        if status != "SKIPPED" and duration > 0:
+            self.latencies.append(duration)
+        jt = (a.get("judge") or {}).get("tokens")
+        if jt:
+            self.judge_tokens.add(jt)
+        tk = a.get("tokens")
+        if tk:
+            self.tok_in = _add(self.tok_in, tk.get("inputTokens"))
+            self.tok_out = _add(self.tok_out, tk.get("outputTokens"))
+            self.tok_total = _add(self.tok_total, tk.get("totalTokens"))
+            if tk.get("estimated") is True:
+                self.tok_estimated += 1
+            if tk.get("estimatedCost") is not None:
+                self.cost = (self.cost or 0.0) + tk["estimatedCost"]
+            elif status != "SKIPPED":
+                self.cost_known = False
+        elif status != "SKIPPED":
+            self.cost_known = False
+        if isinstance(a.get("queueMs"), int):
+            self.queue_waits.append(a["queueMs"])
+        if isinstance(a.get("ttftMs"), int):
+            self.ttfts.append(a["ttftMs"])
+        tries = a.get("tries")
+        if isinstance(tries, int) and tries > 1:
+            self.retried += 1
+            self.extra_tries += tries - 1
+            self.retried_cases.add(case.get("caseId"))
+
+    def _graders(self, a: Mapping[str, Any]) -> None:
+        """A graded attempt's per-grader tallies (hard) and scores (soft)."""
+        for g in a.get("graders") or ():
+            if g.get("hard", True):
+                bucket = self.graders.setdefault(g["grader"], [0, 0])
+                bucket[0] += bool(g.get("passed"))
+                bucket[1] += 1
+            elif g.get("score") is not None:
+                self.soft.setdefault(g["grader"], []).append(g["score"])
 
     def _judge(self, case_id: Any, j: Mapping[str, Any]) -> None:
         self.judged = True

@@ -37,16 +37,15 @@ from typing import IO, Any
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.results.run_document import RUN_DOCUMENT
-from goldeval.results.run_folder import summary as run_summary
 from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
+from goldeval.server.killed_runs import mark_killed, recorded_decision
 from goldeval.server.settings import ServiceSettings
 from goldeval.store import Store, StoreError, open_store, redact_url
 from goldeval.store.base import RunRow
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
 from goldeval.store.views import run_document
-from goldeval.verdict.exit_codes import INFRA, USAGE, ExitDecision, decide_exit
-from goldeval.verdict.outcome import RunOutcome
+from goldeval.verdict.exit_codes import INFRA, USAGE, ExitDecision
 
 #: Starts pytest with SIGTERM as its parent-death signal (Linux; elsewhere a no-op).
 _LAUNCHER = (
@@ -136,18 +135,6 @@ def _recorded_reason(row: RunRow | None) -> str | None:
     decision = doc.get("exitDecision") if isinstance(doc, dict) else None
     reason = decision.get("reason") if isinstance(decision, dict) else None
     return one_line(reason) if isinstance(reason, str) and reason else None
-
-
-def _recorded_decision(row: RunRow | None) -> ExitDecision | None:
-    """The exit decision the plugin recorded on a run it finished (None: it finished none)."""
-    if row is None or row.status not in FINISHED:
-        return None
-    summary = row.summary
-    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
-    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
-    if not isinstance(decision, dict) or type(decision.get("code")) is not int:
-        return None
-    return ExitDecision(decision["code"], one_line(str(decision.get("reason") or "")))
 
 
 class Worker:
@@ -363,7 +350,7 @@ class Worker:
             # plugin finished keeps the verdict it recorded (the kill came after it); else the
             # one verdict decides from the signal, as for a run the plugin saw terminated, and
             # the store's run says so too.
-            killed = _recorded_decision(row) or self._killed(job, queue, row, -code)
+            killed = recorded_decision(row) or mark_killed(job, queue, row, -code)
             code = killed.code
             row = queue.store.get_run(job.run_key)
         status = _final_status(row, reason)
@@ -400,36 +387,6 @@ class Worker:
         )
         if row is not None:
             self._log_cases(job, row.run_id)
-
-    def _killed(
-        self, job: ServiceRun, queue: RunQueue, row: RunRow | None, signum: int
-    ) -> ExitDecision:
-        """The verdict on a run whose pytest process a signal killed, recorded on its store
-        run (INTERRUPTED, ``interruptedBy``) when the plugin left that run unfinished, so the
-        compare endpoint and the run page decide from the same fact."""
-        try:
-            name = signal.Signals(signum).name
-        except ValueError:
-            name = f"signal {signum}"
-        resume = f"POST /api/eval/runs/{job.id}/resume"
-        decision = decide_exit(RunOutcome(signal=name, rerun_command=resume))
-        if row is not None and row.status not in FINISHED:
-            try:
-                # What was graded, as the store holds it, with how the run ended.
-                rebuilt = run_document(queue.store, row.run_id)
-                document = {k: v for k, v in rebuilt.items() if k != "cases"}
-                document.update(
-                    status="INTERRUPTED",
-                    interruptedBy=name,
-                    rerunCommand=resume,
-                    exitDecision={"code": decision.code, "reason": decision.reason},
-                )
-                summary = run_summary(document)
-                summary[RUN_DOCUMENT] = document
-                queue.store.finish_run(row.run_id, "INTERRUPTED", summary)
-            except (StoreError, GoldevalError) as exc:
-                logs.event("run not marked", logging.WARNING, run_id=job.id, error=str(exc))
-        return decision
 
     def _record_evidence(
         self, job: ServiceRun, queue: RunQueue, store_run_id: str, log_path: Path

@@ -8,7 +8,7 @@ from typing import Any
 from goldeval.cli.importers.bounded import json_data
 from goldeval.cli.importers.model import ImportReport, Rename, Row, import_error
 from goldeval.core.limits import loads_json
-from goldeval.dataset.rows import SAFE_ID, TAG
+from goldeval.dataset.row_fields import SAFE_ID, TAG
 
 PROMPT_NAMES = ("prompt", "input", "question", "query", "instruction")
 ANSWER_NAMES = ("expected_output", "expected", "answer", "ideal", "output", "target", "reference")

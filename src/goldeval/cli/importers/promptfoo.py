@@ -74,19 +74,7 @@ def read_promptfoo(path: Path, report: ImportReport) -> list[Row]:
     tests = data
     if isinstance(data, dict):
         tests = data.get("tests")
-        prompts = data.get("prompts")
-        if isinstance(prompts, list) and len(prompts) == 1 and isinstance(prompts[0], str):
-            template = prompts[0]
-        elif isinstance(prompts, str):
-            template = prompts
-        elif prompts:
-            report.notes.append(
-                "several prompts in the config: each row takes its prompt "
-                "from its vars (prompt/question/input/query)"
-            )
-        default = data.get("defaultTest")
-        if default:
-            report.dropped["defaultTest (apply it to the rows by hand)"] += 1
+        template = _template(data, report)
     if not isinstance(tests, list):
         raise import_error(
             str(path),
@@ -97,72 +85,104 @@ def read_promptfoo(path: Path, report: ImportReport) -> list[Row]:
     rows = []
     for n, test in enumerate(tests):
         where = f"{path}:{lines[n]}" if n < len(lines) else f"{path} test {n + 1}"
-        if not isinstance(test, dict):
-            raise import_error(where, None, "a test must be a mapping", "write `- vars: {...}`")
-        test = json_data(test, where=where, field="")  # dates as ISO text, NaN as null
-        variables = test.get("vars") or {}
-        if not isinstance(variables, dict):
-            raise import_error(
-                where,
-                "vars",
-                "must be a mapping of names to values",
-                "write `vars: {question: ...}`",
-            )
-        row = Row(where=where)
-        if template is not None:
-            row.prompt = _render(template, variables)
-            missing = re.findall(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", row.prompt)
-            if missing:
-                raise import_error(
-                    where,
-                    f"vars.{missing[0]}",
-                    "the prompt uses it but the test has no such var",
-                    f"add `{missing[0]}` to the test's vars",
-                )
-            report.mapped["prompts[0] + vars -> prompt (rendered)"] += 1
-            row.metadata["vars"] = variables
-        else:
-            key = first_of(variables, PROMPT_NAMES)
-            if key is None:
-                raise import_error(
-                    where,
-                    "vars",
-                    f"no prompt: none of {', '.join(PROMPT_NAMES)} is set "
-                    "and the file has no single prompt template",
-                    "add `prompt:` to vars, or import the promptfooconfig with `prompts:`",
-                )
-            row.prompt = text_of(variables[key])
-            report.mapped[f"vars.{key} -> prompt"] += 1
-            rest = {k: v for k, v in variables.items() if k != key}
-            if rest:
-                row.metadata["vars"] = rest
-                report.mapped["other vars -> metadata.vars"] += 1
-        if test.get("description"):
-            row.id = slug(str(test["description"]))
-            row.metadata["description"] = test["description"]
-            report.mapped["description -> id, metadata.description"] += 1
-        for k in ("options", "metadata", "threshold", "provider"):
-            if k in test:
-                report.dropped[f"{k} (no golden equivalent)"] += 1
-        asserts = test.get("assert") or []
-        if not isinstance(asserts, list):
-            raise import_error(
-                where,
-                "assert",
-                "must be a list of assertions",
-                "write `assert: [{type: contains, value: ...}]`",
-            )
-        for m, assertion in enumerate(asserts):
-            _pf_assert(row, assertion, f"assert[{m}]", report)
-        if not row.expect:
-            raise import_error(
-                where,
-                "assert",
-                "no assertion that goldeval can grade",
-                "add a contains/equals/regex/is-json assertion, or write expect by hand",
-            )
-        rows.append(row)
+        rows.append(_test_row(test, where, template, report))
     return rows
+
+
+def _template(config: dict[str, Any], report: ImportReport) -> str | None:
+    """A promptfooconfig's one prompt template (None: each row's prompt is in its vars)."""
+    template = None
+    prompts = config.get("prompts")
+    if isinstance(prompts, list) and len(prompts) == 1 and isinstance(prompts[0], str):
+        template = prompts[0]
+    elif isinstance(prompts, str):
+        template = prompts
+    elif prompts:
+        report.notes.append(
+            "several prompts in the config: each row takes its prompt "
+            "from its vars (prompt/question/input/query)"
+        )
+    default = config.get("defaultTest")
+    if default:
+        report.dropped["defaultTest (apply it to the rows by hand)"] += 1
+    return template
+
+
+def _test_row(test: Any, where: str, template: str | None, report: ImportReport) -> Row:
+    """One promptfoo test as a row: its prompt, id, and the assertions goldeval grades."""
+    if not isinstance(test, dict):
+        raise import_error(where, None, "a test must be a mapping", "write `- vars: {...}`")
+    test = json_data(test, where=where, field="")  # dates as ISO text, NaN as null
+    variables = test.get("vars") or {}
+    if not isinstance(variables, dict):
+        raise import_error(
+            where,
+            "vars",
+            "must be a mapping of names to values",
+            "write `vars: {question: ...}`",
+        )
+    row = Row(where=where)
+    _prompt(row, variables, template, report)
+    if test.get("description"):
+        row.id = slug(str(test["description"]))
+        row.metadata["description"] = test["description"]
+        report.mapped["description -> id, metadata.description"] += 1
+    for k in ("options", "metadata", "threshold", "provider"):
+        if k in test:
+            report.dropped[f"{k} (no golden equivalent)"] += 1
+    asserts = test.get("assert") or []
+    if not isinstance(asserts, list):
+        raise import_error(
+            where,
+            "assert",
+            "must be a list of assertions",
+            "write `assert: [{type: contains, value: ...}]`",
+        )
+    for m, assertion in enumerate(asserts):
+        _pf_assert(row, assertion, f"assert[{m}]", report)
+    if not row.expect:
+        raise import_error(
+            where,
+            "assert",
+            "no assertion that goldeval can grade",
+            "add a contains/equals/regex/is-json assertion, or write expect by hand",
+        )
+    return row
+
+
+def _prompt(
+    row: Row, variables: dict[str, Any], template: str | None, report: ImportReport
+) -> None:
+    """The row's prompt: the template rendered over the vars, else the var that names one."""
+    where = row.where
+    if template is not None:
+        row.prompt = _render(template, variables)
+        missing = re.findall(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", row.prompt)
+        if missing:
+            raise import_error(
+                where,
+                f"vars.{missing[0]}",
+                "the prompt uses it but the test has no such var",
+                f"add `{missing[0]}` to the test's vars",
+            )
+        report.mapped["prompts[0] + vars -> prompt (rendered)"] += 1
+        row.metadata["vars"] = variables
+        return
+    key = first_of(variables, PROMPT_NAMES)
+    if key is None:
+        raise import_error(
+            where,
+            "vars",
+            f"no prompt: none of {', '.join(PROMPT_NAMES)} is set "
+            "and the file has no single prompt template",
+            "add `prompt:` to vars, or import the promptfooconfig with `prompts:`",
+        )
+    row.prompt = text_of(variables[key])
+    report.mapped[f"vars.{key} -> prompt"] += 1
+    rest = {k: v for k, v in variables.items() if k != key}
+    if rest:
+        row.metadata["vars"] = rest
+        report.mapped["other vars -> metadata.vars"] += 1
 
 
 def _pf_assert(row: Row, assertion: Any, fld: str, report: ImportReport) -> None:

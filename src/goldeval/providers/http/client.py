@@ -9,206 +9,73 @@ Credentials never reach a message: every URL shown is redacted, request headers 
 shown, any echo of a secret in a response excerpt is masked, and :class:`ProviderError` is
 raised outside of the ``except`` block that caught the httpx exception, so it carries neither a
 ``__cause__`` nor a ``__context__`` (httpx exceptions hold the request, headers included).
+
+This module is the call and its retries; what a response carries is read in :mod:`.wire`, a
+failed try is mapped to its ERROR kind in :mod:`.failures`, and the base URL and pooled client
+are set up in :mod:`.connection`.
 """
 
 from __future__ import annotations
 
-import codecs
-import email.utils
 import functools
 import json
-import math
 import random
-import re
-import socket
-import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from datetime import timezone
+from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from goldeval.core.errors import ConfigError, ProviderError
-from goldeval.core.limits import WATCHDOG, Deadline, LimitExceeded, loads_json, read_bounded
+from goldeval.core.errors import ProviderError
+from goldeval.core.limits import WATCHDOG, Deadline, LimitExceeded, read_bounded
 from goldeval.core.settings import (
     ProviderSettings,
     mask_secrets,
     redact_url,
-    secret_forms,
-    strip_userinfo,
-    url_secrets,
 )
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 from goldeval.providers.budget import cost_of
+from goldeval.providers.http.connection import base_url, cut, declared_length, pooled_client
+from goldeval.providers.http.failures import (
+    FIX_HINTS,
+    bad_stream,
+    classify,
+    expired,
+    json_body,
+    overload,
+    status_failure,
+    status_kind,
+    too_large,
+    transport_failure,
+    truncated,
+)
 from goldeval.providers.http.limiter import CallLimiter, Permit
+from goldeval.providers.http.wire import (
+    CallStats,
+    Failure,
+    error_text,
+    excerpt,
+    finish_reason_of,
+    iter_lines,
+    parse_retry_after,
+    text_content,
+    token_count,
+    tool_calls,
+)
 
+# Failure, CallStats and the wire readers live in .wire; re-exported for the protocol modules
+# and callers that import them from here.
 __all__ = [
     "CallStats",
     "Failure",
     "HTTPProvider",
+    "finish_reason_of",
+    "iter_lines",
     "parse_retry_after",
     "text_content",
     "token_count",
 ]
-
-#: Longest excerpt of an error body quoted in a message.
-_EXCERPT = 200
-#: Statuses retried when tries remain (besides every 5xx).
-_RETRY_STATUSES = frozenset({408, 429})
-#: Statuses whose ``Retry-After`` header is honoured.
-_RETRY_AFTER_STATUSES = frozenset({429, 503})
-
-# Wordings of errors that no retry can fix, whatever the status they come with (OpenAI's
-# ``context_length_exceeded`` / ``model_not_found`` codes, vLLM's and llama.cpp's "maximum
-# context length", Ollama's "input length exceeds the context length" and "model "x" not found,
-# try pulling it first"). Matched on the unmasked-then-masked error text, case-insensitively.
-_CONTEXT_WORDING = re.compile(
-    r"context[_ ]length|context[_ ]window|maximum context|too many tokens|prompt is too long"
-    r"|input (?:length|is too long)|exceeds? (?:the )?(?:model'?s? )?(?:max(?:imum)? )?"
-    r"(?:context|token limit|number of tokens)",
-    re.IGNORECASE,
-)
-_MODEL_WORDING = re.compile(
-    r"model_not_found|try pulling it|(?:unknown|no such|invalid) model"
-    r"|model\b[^.\n]{0,120}?\b(?:not found|does not exist)",
-    re.IGNORECASE,
-)
-#: Hints for the kinds a retry cannot fix (they say what to change instead).
-_FIX_HINTS = {
-    "CONTEXT_LENGTH": "the prompt does not fit the model's context window: shorten the row's "
-    "prompt or the pack, or use a model with a longer context (retrying will not help)",
-    "MODEL_NOT_FOUND": "check --golden-model / --golden-models and that the model is pulled "
-    "or available to this key (retrying will not help)",
-}
-
-
-def _classify(text: str) -> str | None:
-    """CONTEXT_LENGTH or MODEL_NOT_FOUND when an error text says so, else None."""
-    if _CONTEXT_WORDING.search(text):
-        return "CONTEXT_LENGTH"
-    if _MODEL_WORDING.search(text):
-        return "MODEL_NOT_FOUND"
-    return None
-
-
-@dataclass
-class Failure:
-    """One failed try: what to report and whether another try may help."""
-
-    kind: str
-    message: str
-    retryable: bool
-    retry_after: float | None = None
-
-
-@dataclass
-class CallStats:
-    """One call over all its tries: what the attempt reports as its latency and tokens.
-
-    ``busy_s`` runs from each try's send to its end, plus the backoff between tries; the wait
-    for a permit (:mod:`.limiter`) before each try is ``queue_s``, kept apart.
-    """
-
-    tries: int = 0
-    queue_s: float = 0.0
-    busy_s: float = 0.0
-    ttft_s: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-
-    def add_tokens(self, tokens_in: int | None, tokens_out: int | None) -> None:
-        if tokens_in is not None:
-            self.input_tokens = (self.input_tokens or 0) + tokens_in
-        if tokens_out is not None:
-            self.output_tokens = (self.output_tokens or 0) + tokens_out
-
-
-def _excerpt(text: str, limit: int = _EXCERPT) -> str:
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    return flat[: limit - 1] + "…"
-
-
-def _error_text(error: Any) -> str:
-    """The human text of an ``error`` field: a string, ``{message}``, or its JSON."""
-    if isinstance(error, str):
-        return error
-    if isinstance(error, dict):
-        msg = error.get("message")
-        if isinstance(msg, str) and msg.strip():
-            return msg
-    try:
-        return json.dumps(error, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(error)
-
-
-def token_count(value: Any) -> int | None:
-    """A token count only when it is a (non-negative, integral) number."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 0:
-        return int(value)
-    return None
-
-
-def text_content(content: Any) -> str | None:
-    """Message content as text; OpenAI-style lists of parts are joined; other shapes: None."""
-    if content is None:
-        return None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context per process (building one costs ~20 ms; sharing is safe)."""
-    return httpx.create_ssl_context()
-
-
-def finish_reason_of(value: Any) -> str | None:
-    """Why the model stopped, as the protocol says it (OpenAI ``finish_reason``, Ollama
-    ``done_reason``), when it is a plain string."""
-    return value if isinstance(value, str) and value else None
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds from now (delta-seconds or an HTTP date); None if invalid."""
-    if value is None:
-        return None
-    raw = value.strip()
-    if not raw:
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if math.isfinite(seconds) else None
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
 
 
 class HTTPProvider(Provider):
@@ -235,47 +102,11 @@ class HTTPProvider(Provider):
         self._rng = rng if rng is not None else random.Random()
         self._rng_lock = threading.Lock()
         self._closed = False
-        base = (settings.base_url or self.default_base_url).strip()
-        if base and "://" not in base:
-            base = "http://" + base
-        user = settings.user
-        password = settings.password
-        try:
-            parts = urlsplit(base)
-            url_user, url_password = parts.username, parts.password
-        except ValueError:
-            raise ConfigError(
-                f"invalid base URL {redact_url(base)!r}", field=self.base_url_option
-            ) from None
-        if url_user is not None:  # userinfo in the URL wins, as in the reference
-            user = unquote(url_user)
-            if url_password is not None:
-                password = unquote(url_password)
-        plain = strip_userinfo(base)
-        #: Where endpoints are built: no userinfo, no query, no trailing slash.
-        self._root = plain.split("#", 1)[0].split("?", 1)[0].rstrip("/")
-        #: The base URL's query (``?api-version=...``, ``?key=...``), sent with every call.
-        self._query = parts.query
+        url = base_url(settings, self.default_base_url, self.base_url_option)
+        self._root, self._query, self._secrets = url.root, url.query, url.secrets
         #: The base URL as it may be shown: no userinfo, credential parameters masked.
-        self.base_url = redact_url(plain).rstrip("/")
-        # The one masking list (goldeval.core.settings.secret_forms) for chat, judge and embeddings:
-        # the password, the key, their percent-encoded forms, the Basic token, and credential
-        # values of the base URL's query.
-        self._secrets = secret_forms(user, password, settings.api_key, url_secrets(base))
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(
-                connect=settings.connect_timeout,
-                read=settings.read_timeout,
-                write=settings.read_timeout,
-                # Waiting for a free pooled connection is bounded like one call.
-                pool=settings.connect_timeout + settings.read_timeout,
-            ),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            auth=self._auth(user, password),
-            follow_redirects=False,
-            verify=_ssl_context(),
-        )
+        self.base_url = url.shown
+        self._client = pooled_client(settings, self._auth(url.user, url.password))
         self._client.headers.update(self._extra_headers())
         #: Shared by every thread calling this provider; None: no limit (judge, embeddings).
         self.limiter: CallLimiter | None = None
@@ -386,7 +217,7 @@ class HTTPProvider(Provider):
                 if permit is not None and limiter is not None:
                     limiter.release(
                         permit,
-                        overloaded=_overload(outcome),
+                        overloaded=overload(outcome),
                         retry_after=retry_after if outcome.retryable else None,
                     )
             else:
@@ -470,7 +301,7 @@ class HTTPProvider(Provider):
             with self._client.stream(
                 "POST", url, content=payload, timeout=self._timeouts(deadline)
             ) as response:
-                alarm = WATCHDOG.arm(deadline, functools.partial(_cut, response))
+                alarm = WATCHDOG.arm(deadline, functools.partial(cut, response))
                 try:
                     outcome, first = self._read_response(response, parse, streamed, deadline)
                 finally:
@@ -520,7 +351,7 @@ class HTTPProvider(Provider):
         url = self.endpoint
         cap = self.settings.max_response_bytes
         what = f"the response from {redact_url(url)}"
-        declared = _declared_length(response)
+        declared = declared_length(response)
         if declared is not None and declared > cap:
             return self._too_large(
                 LimitExceeded(
@@ -546,30 +377,7 @@ class HTTPProvider(Provider):
         self, body: bytes, url: str, parse: Callable[[dict[str, Any]], Any] | None
     ) -> Any:
         """A whole (non-streamed) 2xx body as a result or a Failure."""
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            return Failure(
-                "PARSER_ERROR",
-                f"response from {redact_url(url)} is not valid UTF-8",
-                retryable=False,
-            )
-        try:
-            data = loads_json(text, what=f"the response from {redact_url(url)}")
-        except ValueError:
-            return Failure(
-                "PARSER_ERROR",
-                f"response from {redact_url(url)} is not JSON: "
-                f"{_excerpt(self._scrub(text)) or '<empty>'!r}",
-                retryable=False,
-            )
-        if not isinstance(data, dict):
-            return Failure(
-                "PARSER_ERROR",
-                f"response from {redact_url(url)} is not a JSON object: "
-                f"{_excerpt(self._scrub(text))!r}",
-                retryable=False,
-            )
+        data = json_body(body, url, self._scrub)
         return self._outcome(data, url, parse)
 
     def _limit_failure(self, exc: LimitExceeded, deadline: Deadline) -> Failure:
@@ -582,29 +390,11 @@ class HTTPProvider(Provider):
         return Failure("PARSER_ERROR", self._scrub(str(exc)), retryable=False)
 
     def _too_large(self, exc: LimitExceeded) -> Failure:
-        return Failure(
-            "RESPONSE_TOO_LARGE",
-            f"{exc.message} — raise --golden-max-response-bytes (golden_max_response_bytes) "
-            "if the model really answers this much",
-            retryable=False,
-        )
+        return too_large(exc)
 
     def _expired(self, deadline: Deadline) -> Failure:
         """TIMEOUT for a try cut by its whole-call bound or by the run deadline."""
-        url = redact_url(self.endpoint)
-        run = self.settings.run_deadline
-        if run is not None and deadline is run:
-            message = (
-                f"call to {url} cut at the run deadline (--golden-deadline="
-                f"{run.seconds or 0:g}s) before a complete response"
-            )
-        else:
-            message = (
-                f"no complete response from {url} within {deadline.seconds or 0:g}s (the "
-                "whole-call bound: connect, wait and the whole body or stream) — raise "
-                "--golden-call-timeout or --golden-timeout"
-            )
-        return Failure("TIMEOUT", message, retryable=True)
+        return expired(deadline, endpoint=self.endpoint, run_deadline=self.settings.run_deadline)
 
     def _outcome(
         self,
@@ -616,11 +406,11 @@ class HTTPProvider(Provider):
         if isinstance(data, Failure):
             return data
         if data.get("error") is not None:
-            shown = self._scrub(_error_text(data["error"]))
-            kind = _classify(shown) or "PROVIDER_ERROR"
-            message = f"{self.name} reported an error: {_excerpt(shown)}"
-            if kind in _FIX_HINTS:
-                message += f" — {_FIX_HINTS[kind]}"
+            shown = self._scrub(error_text(data["error"]))
+            kind = classify(shown) or "PROVIDER_ERROR"
+            message = f"{self.name} reported an error: {excerpt(shown)}"
+            if kind in FIX_HINTS:
+                message += f" — {FIX_HINTS[kind]}"
             return Failure(kind, message, retryable=False)
         outcome = (parse or self._parse)(data)
         if isinstance(outcome, Answer):
@@ -635,134 +425,31 @@ class HTTPProvider(Provider):
         raise NotImplementedError
 
     def _truncated(self, pieces: int) -> Failure:
-        """TRUNCATED_STREAM: the stream ended without a finish reason (llama.cpp's server cuts
-        an older stream when a new one arrives). Retried, and a sign of overload."""
-        return Failure(
-            "TRUNCATED_STREAM",
-            f"stream from {redact_url(self.endpoint)} ended after {pieces} piece"
-            f"{'' if pieces == 1 else 's'} without a finish reason (cut by the server: "
-            "overloaded, or another request took its slot)",
-            retryable=True,
-        )
+        return truncated(pieces, self.endpoint)
 
     def _bad_stream(self, line: str) -> Failure:
-        return Failure(
-            "PARSER_ERROR",
-            f"streamed response from {redact_url(self.endpoint)} has a line that is not JSON: "
-            f"{_excerpt(self._scrub(line)) or '<empty>'!r}",
-            retryable=False,
-        )
+        return bad_stream(self._scrub(line), self.endpoint)
 
     def _transport_failure(self, exc: httpx.HTTPError) -> Failure:
-        url = redact_url(self.endpoint)
-        detail = _excerpt(self._scrub(str(exc))) or type(exc).__name__
-        hint = f"is the model server running? set {self.base_url_option} or {self.base_url_env}"
-        s = self.settings
-        if isinstance(exc, httpx.ReadTimeout):
-            return Failure(
-                "TIMEOUT",
-                f"no response from {url} within {s.read_timeout:g}s (read timeout) — the model "
-                "may be loading or overloaded; raise --golden-timeout or OLLAMA_TIMEOUT_MINUTES",
-                retryable=True,
-            )
-        if isinstance(exc, (httpx.WriteTimeout, httpx.PoolTimeout)):
-            what = (
-                "sending the request"
-                if isinstance(exc, httpx.WriteTimeout)
-                else ("waiting for a free connection")
-            )
-            return Failure("TIMEOUT", f"timed out {what} to {url}", retryable=True)
-        if isinstance(exc, httpx.ConnectTimeout):
-            return Failure(
-                "MODEL_UNAVAILABLE",
-                f"no connection to {url} within {s.connect_timeout:g}s — {hint}",
-                retryable=True,
-            )
-        if isinstance(exc, httpx.ConnectError):
-            if _refused(exc):
-                return Failure(
-                    "MODEL_UNAVAILABLE", f"connection refused by {url} — {hint}", retryable=True
-                )
-            return Failure(
-                "MODEL_UNAVAILABLE", f"cannot connect to {url}: {detail} — {hint}", retryable=True
-            )
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-            return Failure(
-                "MODEL_UNAVAILABLE",
-                f"connection to {url} dropped before a complete response ({detail}) — the "
-                "server may have crashed or restarted",
-                retryable=True,
-            )
-        if isinstance(exc, httpx.UnsupportedProtocol):
-            return Failure(
-                "CONFIG_ERROR",
-                f"unsupported URL scheme in {url} — set {self.base_url_option} or "
-                f"{self.base_url_env} to an http(s) URL",
-                retryable=False,
-            )
-        if isinstance(exc, httpx.DecodingError):
-            return Failure(
-                "PARSER_ERROR", f"cannot decode the response from {url}: {detail}", retryable=False
-            )
-        return Failure(
-            "MODEL_UNAVAILABLE",
-            f"HTTP transport error talking to {url}: {type(exc).__name__}: {detail}",
-            retryable=False,
+        return transport_failure(
+            exc,
+            endpoint=self.endpoint,
+            detail=excerpt(self._scrub(str(exc))) or type(exc).__name__,
+            hint=f"is the model server running? set {self.base_url_option} or {self.base_url_env}",
+            read_timeout=self.settings.read_timeout,
+            connect_timeout=self.settings.connect_timeout,
+            base_url_hint=f"{self.base_url_option} or {self.base_url_env}",
         )
 
     def _status_failure(self, response: httpx.Response, raw: bytes | None = None) -> Failure:
         """A non-2xx answer as a Failure; ``raw`` is its body, read within the call's bounds
         (default: ``response.content``, for a response already read)."""
-        status = response.status_code
-        url = redact_url(self.endpoint)
-        body = (response.content if raw is None else raw).decode("utf-8", errors="replace")
-        shown = body
-        code = ""
-        try:
-            data = loads_json(body, what=f"the HTTP {status} body from {url}")
-        except LimitExceeded as exc:
-            return Failure("PARSER_ERROR", self._scrub(str(exc)), retryable=False)
-        except ValueError:
-            pass
-        else:
-            if isinstance(data, dict) and data.get("error") is not None:
-                shown = _error_text(data["error"])
-                if isinstance(data["error"], dict):
-                    code = f"{data['error'].get('code') or ''} {data['error'].get('type') or ''}"
-        scrubbed = self._scrub(shown)
-        excerpt = _excerpt(scrubbed)  # mask before cutting: no half keys
-        message = f"HTTP {status} from {url}" + (f": {excerpt}" if excerpt else "")
-        kind = self._status_kind(status, f"{code} {scrubbed}")
-        hint = _FIX_HINTS.get(kind) or self._status_hint(status)
-        if hint:
-            message += f" — {hint}"
-        retry_after = None
-        if status in _RETRY_AFTER_STATUSES:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
-        retryable = kind in ("RATE_LIMIT", "HTTP_ERROR")
-        return Failure(kind, message, retryable=retryable, retry_after=retry_after)
+        body = response.content if raw is None else raw
+        return status_failure(
+            response, body, endpoint=self.endpoint, scrub=self._scrub, hint_for=self._status_hint
+        )
 
-    @staticmethod
-    def _status_kind(status: int, text: str) -> str:
-        """The ERROR kind of an HTTP error answer; only RATE_LIMIT and HTTP_ERROR are retried.
-
-        What the body says wins over the status: a context overflow or an unknown model is
-        not fixed by another try even when a server reports it as a 500.
-        """
-        said = _classify(text)
-        if said is not None:
-            return said
-        if status == 429:
-            return "RATE_LIMIT"
-        if status in _RETRY_STATUSES or 500 <= status <= 599:
-            return "HTTP_ERROR"
-        if status in (401, 403):
-            return "AUTH_FAILED"
-        if status == 404:
-            return "NOT_FOUND"
-        if 400 <= status <= 499:
-            return "BAD_REQUEST"
-        return "HTTP_ERROR"  # 1xx/3xx (redirects are not followed): not a usable answer
+    _status_kind = staticmethod(status_kind)
 
     def _status_hint(self, status: int) -> str:
         if status == 429:
@@ -782,46 +469,7 @@ class HTTPProvider(Provider):
         return mask_secrets(message, self._secrets)
 
     def _tool_calls(self, raw: Any) -> list[ToolCall] | Failure:
-        if raw is None:
-            return []
-        if not isinstance(raw, list):
-            return Failure("PARSER_ERROR", "tool_calls is not a list", retryable=False)
-        calls: list[ToolCall] = []
-        for index, item in enumerate(raw):
-            fn = item.get("function") if isinstance(item, dict) else None
-            if not isinstance(fn, dict):
-                fn = item if isinstance(item, dict) else None
-            name = fn.get("name") if fn is not None else None
-            if not isinstance(name, str) or not name:
-                return Failure(
-                    "PARSER_ERROR", f"tool call #{index + 1} has no function name", retryable=False
-                )
-            assert fn is not None
-            args = fn.get("arguments")
-            if args is None or (isinstance(args, str) and not args.strip()):
-                parsed: Any = {}
-            elif isinstance(args, str):
-                try:
-                    parsed = loads_json(args, what=f"tool call {name!r} arguments")
-                except LimitExceeded as exc:
-                    return Failure("PARSER_ERROR", str(exc), retryable=False)
-                except ValueError:
-                    return Failure(
-                        "PARSER_ERROR",
-                        f"tool call {name!r} has arguments that are not JSON: "
-                        f"{_excerpt(args, 80)!r}",
-                        retryable=False,
-                    )
-            else:
-                parsed = args
-            if not isinstance(parsed, dict):
-                return Failure(
-                    "PARSER_ERROR",
-                    f"tool call {name!r} arguments are not a JSON object",
-                    retryable=False,
-                )
-            calls.append(ToolCall(name=name, arguments=parsed))
-        return calls
+        return tool_calls(raw)
 
     @staticmethod
     def _messages(request: ProviderRequest) -> list[dict[str, str]]:
@@ -832,72 +480,5 @@ class HTTPProvider(Provider):
         return messages
 
 
-def _refused(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError):
-            return True
-        current = current.__cause__ or current.__context__
-    text = str(exc).lower()
-    return "refused" in text or "errno 111" in text or "errno 61" in text
-
-
-def _overload(failure: Failure) -> bool:
-    """A sign of too many calls in flight: a timeout, a stream cut short, a 429 or a 503
-    (see :mod:`.limiter`)."""
-    if failure.kind in ("TIMEOUT", "TRUNCATED_STREAM"):
-        return True
-    return failure.kind in ("RATE_LIMIT", "HTTP_ERROR") and (
-        "HTTP 429" in failure.message or "HTTP 503" in failure.message
-    )
-
-
 def _passed(deadline: Deadline | None) -> bool:
     return deadline is not None and deadline.expired()
-
-
-def _declared_length(response: httpx.Response) -> int | None:
-    """The body size a response declares (Content-Length), when it declares a valid one."""
-    raw = response.headers.get("content-length")
-    if raw is None:
-        return None
-    try:
-        return int(raw.split(",")[0].strip())
-    except ValueError:
-        return None
-
-
-def _cut(response: httpx.Response) -> None:
-    """Shut down ``response``'s socket: a read blocked on it returns at once (the watchdog's
-    action when a call's deadline passes between two pieces of its body)."""
-    stream = response.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    if isinstance(sock, socket.socket):
-        # socket.socket's own shutdown, not ssl.SSLSocket's (that one also drops the TLS
-        # object under the reading thread): the read sees end of file and fails.
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def iter_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """The lines of a streamed body (UTF-8, ``\n`` or ``\r\n`` ends), piece by piece.
-
-    A line is held only until its end arrives; ``chunks`` is already size-bounded, so a line
-    that never ends cannot grow past the response limit.
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pending: list[str] = []
-    for chunk in chunks:
-        text = decoder.decode(chunk)
-        if "\n" not in text:
-            pending.append(text)
-            continue
-        parts = text.split("\n")
-        parts[0] = "".join(pending) + parts[0]
-        pending = [parts.pop()]
-        for line in parts:
-            yield line.removesuffix("\r")
-    tail = "".join(pending) + decoder.decode(b"", final=True)
-    if tail:
-        yield tail.removesuffix("\r")

@@ -16,7 +16,7 @@ from goldeval.testing.llm_server.server import FakeLLMServer
 from goldeval.testing.llm_server.wire import DEFAULT_MODELS
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m goldeval.testing.llm_server",
         description="Serve a fake Ollama + OpenAI compatible LLM API until killed.",
@@ -56,8 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds between the pieces of a streamed answer",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
     srv = FakeLLMServer(

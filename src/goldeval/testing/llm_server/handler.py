@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
+from goldeval.testing.llm_server.fault_bodies import BODY_FAULTS, CANNED_BODIES
 from goldeval.testing.llm_server.faults import Fault, RecordedRequest, Reply
 from goldeval.testing.llm_server.wire import (
     INVALID_JSON,
@@ -20,7 +21,6 @@ from goldeval.testing.llm_server.wire import (
     count_tokens,
     embed_inputs,
     error_body,
-    now_iso,
     phrase,
     text_of,
 )
@@ -30,131 +30,6 @@ if TYPE_CHECKING:  # the server imports this module; the handler only needs its 
 
 log = logging.getLogger(__name__)
 
-
-def _context_length_body(record: RecordedRequest) -> dict[str, Any]:
-    if record.protocol == "ollama":
-        return {"error": "the input length exceeds the context length"}
-    return {
-        "error": {
-            "message": "This model's maximum context length is 8192 tokens. However, your "
-            "messages resulted in 9001 tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error",
-            "param": "messages",
-            "code": "context_length_exceeded",
-        }
-    }
-
-
-def _model_not_found_body(record: RecordedRequest) -> dict[str, Any]:
-    model = record.model or ""
-    if record.protocol == "ollama":
-        return {"error": f'model "{model}" not found, try pulling it first'}
-    return {
-        "error": {
-            "message": f"The model `{model}` does not exist or you do not have access to it.",
-            "type": "invalid_request_error",
-            "param": None,
-            "code": "model_not_found",
-        }
-    }
-
-
-#: Error bodies of :meth:`Fault.context_length` and :meth:`Fault.model_not_found`.
-_CANNED: dict[str, Callable[[RecordedRequest], dict[str, Any]]] = {
-    "context_length": _context_length_body,
-    "model_not_found": _model_not_found_body,
-}
-
-# --------------------------------------------------------------------------- body faults
-
-
-def _stream_piece(record: RecordedRequest, text: str) -> bytes:
-    """One content piece of a stream in the request's protocol (no finish reason)."""
-    model = record.model or "fake"
-    if record.protocol == "ollama":
-        message = {"role": "assistant", "content": text}
-        line = {"model": model, "created_at": now_iso(), "message": message, "done": False}
-        return (json.dumps(line) + "\n").encode()
-    event = {
-        "id": "chatcmpl-fault",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
-    }
-    return f"data: {json.dumps(event)}\n\n".encode()
-
-
-def _stream_type(record: RecordedRequest) -> str:
-    return "application/x-ndjson" if record.protocol == "ollama" else "text/event-stream"
-
-
-def _slow_drip(h: Handler, fault: Fault, record: RecordedRequest) -> None:
-    """200 with a large declared Content-Length, then one byte per ``fault.seconds``."""
-    declared = int(fault.body)
-    h.close_connection = True
-    h.send_response(200)
-    h.send_header("Content-Type", "application/json")
-    h.send_header("Content-Length", str(declared))
-    h.send_header("Connection", "close")
-    h.end_headers()
-    h.wfile.flush()
-    for _ in range(declared):
-        h.sleep(fault.seconds)
-        h.wfile.write(b" ")
-        h.wfile.flush()
-
-
-def _endless_stream(h: Handler, fault: Fault, record: RecordedRequest) -> None:
-    """A chunked stream of content pieces, ``fault.seconds`` apart, that never ends."""
-    h.close_connection = True
-    h.send_response(200)
-    h.send_header("Content-Type", _stream_type(record))
-    h.send_header("Transfer-Encoding", "chunked")
-    h.end_headers()
-    while True:
-        piece = _stream_piece(record, "more ")
-        h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-        h.wfile.flush()
-        h.sleep(fault.seconds)
-
-
-def _truncated_stream(h: Handler, fault: Fault, record: RecordedRequest) -> None:
-    """The first piece of a stream, then its end without a finish reason."""
-    body = _stream_piece(record, "partial ")
-    if record.protocol == "openai":
-        body += b"data: [DONE]\n\n"
-    h.send(200, body, _stream_type(record))
-
-
-def _streamed(record: RecordedRequest) -> bool:
-    """Whether the request asked for a stream (Ollama streams unless told not to)."""
-    body = record.json if isinstance(record.json, dict) else {}
-    if record.protocol == "ollama":
-        return body.get("stream", True) is not False
-    return body.get("stream") is True
-
-
-def _deep_json(h: Handler, fault: Fault, record: RecordedRequest) -> None:
-    """A JSON object nested ``fault.body`` levels deep, as the body or a stream's event."""
-    depth = int(fault.body)
-    document = b'{"error":' * depth + b"1" + b"}" * depth
-    if fault.status_code == 200 and _streamed(record):
-        if record.protocol == "openai":
-            h.send(200, b"data: " + document + b"\n\n", "text/event-stream")
-        else:
-            h.send(200, document + b"\n", "application/x-ndjson")
-        return
-    h.send(fault.status_code, document, "application/json")
-
-
-#: Faults that write the whole response themselves (the request is not answered normally).
-_BODY_FAULTS: dict[str, Callable[[Handler, Fault, RecordedRequest], None]] = {
-    "slow_drip": _slow_drip,
-    "endless_stream": _endless_stream,
-    "truncated_stream": _truncated_stream,
-    "deep_json": _deep_json,
-}
 
 # --------------------------------------------------------------------------- HTTP plumbing
 
@@ -350,8 +225,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
             elif item.kind == "empty_content":
                 empty = True
-            elif item.kind in _BODY_FAULTS:
-                _BODY_FAULTS[item.kind](self, item, record)
+            elif item.kind in BODY_FAULTS:
+                BODY_FAULTS[item.kind](self, item, record)
                 return
         elif isinstance(item, Reply):
             override = item
@@ -425,8 +300,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
 
     def _send_status_fault(self, fault: Fault, record: RecordedRequest) -> None:
-        if fault.body is None and isinstance(fault.message, str) and fault.message in _CANNED:
-            canned = _CANNED[fault.message](record)
+        if fault.body is None and isinstance(fault.message, str) and fault.message in CANNED_BODIES:
+            canned = CANNED_BODIES[fault.message](record)
             self.send_json(fault.status_code, canned, dict(fault.headers))
             return
         if isinstance(fault.body, bytes):

@@ -1,0 +1,113 @@
+"""``goldeval calibrate``: the judge's agreement with human labels over calibration.jsonl,
+from canned outputs or re-judged by a live judge model (``--live``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from goldeval.cli.project import project_root
+from goldeval.core.errors import GoldevalError
+from goldeval.core.safe_files import contained_file, read_regular_file
+from goldeval.core.settings import provider_from_env
+from goldeval.core.textsafe import one_line
+from goldeval.dataset.case import GoldenCase
+from goldeval.dataset.discovery import resolve_dataset
+from goldeval.dataset.manifest import find_manifest, read_manifest
+from goldeval.dataset.rows import load_dataset
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
+from goldeval.judge.calibration import calibrate, judge_calibration, load_calibration
+from goldeval.judge.parse import build_judge_messages, parse_judge_output
+from goldeval.judge.runner import DEFAULT_RUBRIC
+from goldeval.providers.base import ProviderRequest
+from goldeval.providers.http import make_http_provider
+from goldeval.verdict import exit_codes
+from goldeval.verdict.calibration import calibration_exit
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    root = project_root(args.root)
+    # As in pytest: an explicit --golden-root is relative to the working directory, the default
+    # golden/ and .goldeval/ are the project's.
+    golden_root = Path(args.golden_root) if args.golden_root else root / "golden"
+    folder = resolve_dataset(args.golden, golden_root, Path.cwd())
+    path = folder / "calibration.jsonl"
+    if not (path.exists() or path.is_symlink()):
+        raise GoldevalError("no calibration.jsonl in the dataset folder", path=folder)
+    # A link out of the dataset folder or a FIFO is refused before anything is opened.
+    rows = load_calibration(contained_file(path, folder, what="calibration corpus"))
+    policy = _calibration_policy(folder)
+    if args.live:
+        predict = _live_judge(args, folder)
+        report = calibrate(rows, predict, live=True)
+    else:
+        report = calibrate(rows)
+    verdict = judge_calibration(report, policy)
+    decision = calibration_exit(verdict)
+    out = (Path(args.out) if args.out else root / ".goldeval") / "calibration"
+    out.mkdir(parents=True, exist_ok=True)
+    document = {**report.to_json(), "verdict": verdict.to_json()}
+    document["exitDecision"] = {"code": decision.code, "reason": decision.reason}
+    (out / "report.json").write_text(
+        json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    markdown = report.to_markdown() + verdict.to_markdown()
+    (out / "report.md").write_text(markdown, encoding="utf-8")
+    print(markdown)
+    print(f"written to {out}")
+    if decision.code == exit_codes.GATE_FAILED:
+        for d in report.disagreements:
+            line = f"disagreement {d.row_id} ({d.case_id}): human {d.human.value}, judge "
+            print("  " + one_line(line + d.predicted.value))
+    print(f"goldeval decision: exit {decision.code} — {one_line(decision.reason)}")
+    return decision.code
+
+
+def _calibration_policy(folder: Path) -> Any:
+    """The dataset manifest's ``calibration:`` bar (None: the documented defaults)."""
+    manifest_path = find_manifest(folder)
+    return read_manifest(manifest_path).calibration if manifest_path is not None else None
+
+
+def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
+    """The dataset's rows, read by the same loader pytest uses (built-in graders' keys)."""
+    graders = [ContractGrader(), *builtin_graders()]
+    dataset = load_dataset(
+        folder, project_root=project_root(root), graders=graders, require_fixtures=False
+    )
+    return dataset.cases
+
+
+def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
+    settings = provider_from_env(args.provider, args.judge_model, args.base_url)
+    provider = make_http_provider(settings)
+    rubric_path = folder / "rubric.md"
+    rubric = (
+        read_regular_file(rubric_path).decode("utf-8") if rubric_path.is_file() else DEFAULT_RUBRIC
+    )
+    cases = {c.id: c for c in _dataset_cases(folder, args.root)}
+
+    def predict(row: Any) -> Any:
+        case = cases.get(row.case_id) or GoldenCase(row.case_id, "", {})
+        candidate = row.candidate
+        if candidate is None:
+            fixture = folder / "fixtures" / f"{row.case_id}.out.md"
+            candidate = (
+                read_regular_file(fixture, limit="fixture_bytes").decode("utf-8", "replace")
+                if fixture.is_file()
+                else ""
+            )
+        system, user = build_judge_messages(
+            rubric, case.id, case.prompt, case.expect, list(case.must_not), [], candidate
+        )
+        answer = provider.complete(
+            ProviderRequest(
+                case=case, attempt=1, system=system, user=user, model=settings.model, retrieved=[]
+            )
+        )
+        return parse_judge_output(answer.text)
+
+    return predict

@@ -1,0 +1,136 @@
+"""Where a ``goldeval`` command looks: the project root, the run store, and the project (gate
+policy and baselines) a saved run belongs to."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from goldeval.cli.scaffold import find_project_root
+from goldeval.core.errors import GoldevalError
+from goldeval.dataset.discovery import discover
+
+#: The run store, the runs folder and the datasets under the project root (as in pytest).
+DEFAULT_STORE = ".goldeval/goldeval.sqlite3"
+DEFAULT_RUNS = ".goldeval/runs"
+
+
+def project_root(explicit: str | None = None) -> Path:
+    """The project root of every ``goldeval`` command: ``--root``, else the nearest folder at or
+    above the working directory with a pytest configuration file (pytest's rootdir for the
+    plugin), else the working directory. Defaults (store, runs, golden/, baselines/) live
+    under it, so a command started in any subfolder sees what pytest wrote.
+    """
+    if explicit:
+        root = Path(explicit).resolve()
+        if not root.is_dir():
+            raise GoldevalError("--root: not a folder", path=explicit)
+        return root
+    cwd = Path.cwd().resolve()
+    return find_project_root(cwd) or cwd
+
+
+def store_location(args: argparse.Namespace) -> str:
+    """The store a command reads: ``--store`` (relative to the working directory, like any
+    path given on the command line), else ``GOLDEVAL_STORE`` (relative to the project root, as
+    the plugin reads it), else ``<project root>/.goldeval/goldeval.sqlite3``."""
+    explicit = getattr(args, "store", None)
+    if explicit:
+        return str(explicit)
+    url = os.environ.get("GOLDEVAL_STORE") or DEFAULT_STORE
+    if "://" in url or Path(url).is_absolute():
+        return url
+    return str(project_root(getattr(args, "root", None)) / url)
+
+
+def run_dataset_id(run: dict[str, Any]) -> str | None:
+    """The run's dataset id (``protocol.datasetId``, else ``datasetVersion``); shapes are checked
+    by load_baseline, so both are strings or absent here."""
+    protocol = run.get("protocol")
+    value = protocol.get("datasetId") if isinstance(protocol, dict) else None
+    value = value or run.get("datasetVersion")
+    return value if isinstance(value, str) and value else None
+
+
+class Project:
+    """Where a saved run's gate policy and baselines live (see :func:`find_project`)."""
+
+    def __init__(self, root: Path | None, golden_root: Path | None, dataset_dir: Path | None):
+        self.root = root
+        self.golden_root = golden_root
+        self.dataset_dir = dataset_dir
+        self.looked_in: list[str] = []
+        #: Manifests that could not be read on the way (one of them may be the run's dataset).
+        self.problems: list[str] = []
+
+
+def _relative_golden(run: dict[str, Any]) -> Path:
+    """The golden root's path inside the project, as the run recorded it (default golden)."""
+    root, golden = run.get("projectRoot"), run.get("goldenRoot")
+    if isinstance(root, str) and isinstance(golden, str):
+        try:
+            return Path(golden).relative_to(root)
+        except ValueError:
+            pass
+    return Path("golden")
+
+
+def find_project(run: dict[str, Any], args: argparse.Namespace, *anchors: Path | None) -> Project:
+    """Find the project a saved run belongs to: never the working directory by accident.
+
+    Order: ``--golden-root`` (the datasets folder itself, relative to the working directory);
+    ``--root``; the ``projectRoot`` recorded in the run by pytest; the folders above each
+    anchor (the run file, the baseline file, the store) nearest first; the working directory.
+    A candidate counts only if its golden root holds the run's dataset id, so a project
+    without that dataset is never used for its policy.
+    """
+    dataset_id = run_dataset_id(run)
+    golden_rel = _relative_golden(run)
+    explicit_golden = getattr(args, "golden_root", None)
+    explicit_root = getattr(args, "root", None)
+    candidates: list[tuple[Path, Path]] = []  # (project root, golden root)
+    if explicit_golden:
+        golden = Path(explicit_golden).resolve()
+        root = Path(explicit_root).resolve() if explicit_root else golden.parent
+        candidates.append((root, golden))
+    elif explicit_root:
+        root = Path(explicit_root).resolve()
+        if not root.is_dir():
+            raise GoldevalError("--root: not a folder", path=explicit_root)
+        candidates.append((root, root / golden_rel))
+    else:
+        recorded_root, recorded_golden = run.get("projectRoot"), run.get("goldenRoot")
+        if isinstance(recorded_root, str) and isinstance(recorded_golden, str):
+            candidates.append((Path(recorded_root), Path(recorded_golden)))
+        for anchor in anchors:
+            if anchor is None:
+                continue
+            start = anchor.resolve()
+            for folder in [start, *start.parents] if start.is_dir() else start.parents:
+                candidates.append((folder, folder / golden_rel))
+        cwd = Path.cwd().resolve()
+        root = project_root()
+        candidates.append((root, root / golden_rel))
+        candidates.append((cwd, cwd / golden_rel))
+    project = Project(None, None, None)
+    seen: set[Path] = set()
+    for cand_root, cand_golden in candidates:
+        if cand_golden in seen:
+            continue
+        seen.add(cand_golden)
+        if not cand_golden.is_dir():
+            continue
+        project.looked_in.append(str(cand_golden))
+        if dataset_id is None:
+            continue
+        dataset_dir = discover(cand_golden, project.problems).get(dataset_id)
+        if dataset_dir is not None:
+            project.root, project.golden_root = cand_root, cand_golden
+            project.dataset_dir = dataset_dir
+            return project
+    if explicit_root or explicit_golden:
+        # An explicit place: its baselines are used even when its datasets are not.
+        project.root, project.golden_root = candidates[0]
+    return project

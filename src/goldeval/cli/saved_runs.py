@@ -1,0 +1,170 @@
+"""``goldeval compare``, ``gate`` and ``show``: the one verdict over saved runs, and a saved
+run's report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from goldeval.cli.project import (
+    DEFAULT_RUNS,
+    Project,
+    find_project,
+    project_root,
+    run_dataset_id,
+    store_location,
+)
+from goldeval.cli.runs import ResolvedRun, RunPlaces, resolve_run, stored_run
+from goldeval.core.errors import GoldevalError
+from goldeval.core.textsafe import one_line
+from goldeval.reports.markdown import render, render_comparison
+from goldeval.results.documents import RunDocument
+from goldeval.verdict import exit_codes
+from goldeval.verdict.baseline import default_candidates, first_comparable
+from goldeval.verdict.comparison import run_mode
+from goldeval.verdict.decide import decide_pair
+from goldeval.verdict.decide import run_dataset_id as typed_dataset_id
+from goldeval.verdict.outcome import cut_short
+
+
+def _is_live(run: RunDocument) -> bool:
+    return run_mode(run) == "LIVE"
+
+
+def _no_project(run: dict[str, Any], project: Project) -> GoldevalError:
+    dataset = run_dataset_id(run)
+    looked = ", ".join(project.looked_in) if project.looked_in else "no golden folder found"
+    what = f"dataset {dataset!r}" if dataset else "a dataset id (protocol.datasetId)"
+    broken = "".join(f"\n  unreadable manifest: {p}" for p in dict.fromkeys(project.problems))
+    return GoldevalError(
+        f"no gate policy: the run names {what}, but no project here has it "
+        f"(looked in: {looked}){broken}\n ",
+        hint="pass --root PROJECT (the folder holding golden/ and baselines/), or --no-gate to "
+        "report without gating",
+    )
+
+
+def _print_verdict(verdict: Any, cut: Any, policy_from: str | None) -> None:
+    """The terminal lines of a decision: the comparison and the gate, or what cut the run
+    short (a comparison of a run that did not finish its selection says nothing)."""
+    if policy_from is not None:
+        print(f"dataset and gate policy: {policy_from}")
+    if cut is not None:
+        print(f"run {cut.status}: {one_line(cut.reason)}")
+        print("not compared or gated: a run that did not grade its selection is no verdict")
+    else:
+        if verdict.comparison is not None:
+            print(render_comparison(verdict.comparison.dump()))
+        gate = verdict.gate
+        if gate is not None:
+            print(f"\nQuality gate: {gate.verdict}")
+            for rule in gate.rules:
+                print(one_line(f"  {'PASS' if rule.passed else 'FAIL'} {rule.name}: {rule.detail}"))
+            for warning in gate.warnings:
+                print(one_line(f"  warning: {warning}"))
+    print(f"\ngoldeval decision: exit {verdict.code} — {one_line(verdict.reason)}")
+
+
+def _finish(
+    run: ResolvedRun,
+    baseline: RunDocument | None,
+    project: Project,
+    no_gate: bool,
+    as_json: bool,
+) -> int:
+    if not no_gate and project.dataset_dir is None:
+        # Without the dataset's manifest the policy is unknown: gating with none would be a
+        # silent NO_REGRESSION for any regressed run.
+        raise _no_project(run.document, project)
+    verdict = decide_pair(
+        run.typed, baseline, dataset_dir=project.dataset_dir, gate_enabled=not no_gate
+    )
+    # The run's own record of how it ended (-x, a signal, a rerun plugin) is part of the one
+    # verdict (RunOutcome.from_run reads it); the comparison and gate of a part of the
+    # selection are not shown.
+    cut = cut_short(run.typed, verdict.outcome)
+    if cut is not None:
+        verdict.comparison, verdict.gate = None, None
+    policy_from = str(project.dataset_dir) if project.dataset_dir is not None else None
+    if as_json:
+        comparison, gate = verdict.comparison, verdict.gate
+        print(
+            json.dumps(
+                {
+                    "run": {
+                        "status": run.typed.status,
+                        "cutShort": cut.reason if cut is not None else None,
+                    },
+                    "comparison": comparison.dump() if comparison else None,
+                    "qualityGate": gate.dump() if gate else None,
+                    "exitDecision": {"code": verdict.code, "reason": verdict.reason},
+                    "project": {
+                        "root": str(project.root) if project.root else None,
+                        "dataset": policy_from,
+                    },
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    else:
+        _print_verdict(verdict, cut, policy_from)
+    return verdict.code
+
+
+def _run_places(args: argparse.Namespace) -> Any:
+    """Where run references are looked up: ``--runs`` (else the project root's runs folder)
+    and the store (as ``goldeval runs`` reads it)."""
+    runs = getattr(args, "runs", None)
+    runs_dir = Path(runs) if runs else project_root(getattr(args, "root", None)) / DEFAULT_RUNS
+    return RunPlaces(runs_dir, store_location(args))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    places = _run_places(args)
+    baseline = resolve_run(args.baseline, places)
+    candidate = resolve_run(args.candidate, places)
+    project = find_project(candidate.document, args, candidate.anchor, baseline.anchor)
+    return _finish(candidate, baseline.typed, project, args.no_gate, args.json)
+
+
+def _default_baseline(
+    run: RunDocument, args: argparse.Namespace, project: Project
+) -> RunDocument | None:
+    """The baseline of the default lookup (as pytest's): the first comparable file of the
+    run's dataset and mode under ``--baselines`` or the project's baselines/, else None."""
+    if args.baselines:
+        baselines_dir: Path | None = Path(args.baselines)
+    elif project.root is not None:
+        baselines_dir = project.root / "baselines"
+    else:
+        baselines_dir = None  # no project: refused in _finish unless --no-gate
+    dataset_id = typed_dataset_id(run)
+    if baselines_dir is None or dataset_id is None:
+        return None
+    candidates = default_candidates(baselines_dir, dataset_id, _is_live(run))
+    found = first_comparable(candidates, run)
+    return found[1] if found is not None else None
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    if args.run_key and args.run:
+        raise GoldevalError("give a run or --run-key KEY, not both")
+    places = _run_places(args)
+    resolved = stored_run(args.run_key, places) if args.run_key else resolve_run(args.run, places)
+    project = find_project(resolved.document, args, resolved.anchor)
+    baseline: RunDocument | None
+    if args.baseline:
+        baseline = resolve_run(args.baseline, places).typed
+    else:
+        baseline = _default_baseline(resolved.typed, args, project)
+    return _finish(resolved, baseline, project, args.no_gate, args.json)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    text = render(resolve_run(args.run, _run_places(args)).document)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return exit_codes.OK

@@ -1,0 +1,120 @@
+"""The calibration corpus (``calibration.jsonl``): human-labelled rows read with the file, line
+and field of every problem, and the canned judge decision of a row (its recorded
+``judgeOutput``). Scored in :mod:`goldeval.judge.calibration`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from goldeval.core.errors import DatasetError
+from goldeval.core.limits import LimitExceeded, loads_json
+from goldeval.core.safe_files import InputFileTooLarge, read_regular_file
+from goldeval.judge.parse import DEFAULT_TOKENS, JudgeDecision, JudgeResult, parse_judge_output
+
+
+class CalibrationRow(BaseModel):
+    """One human-labelled judge case; field names follow the reference's corpus."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    id: str
+    case_id: str = Field(
+        validation_alias=AliasChoices("caseId", "case_id"), serialization_alias="caseId"
+    )
+    human_label: JudgeDecision | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "humanLabel", "label", "humanExpectedDecision", "human_label"
+        ),
+        serialization_alias="humanLabel",
+    )
+    category: str | None = None
+    candidate: str | None = None
+    judge_output: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("judgeOutput", "judge_output"),
+        serialization_alias="judgeOutput",
+    )
+    note: str | None = None
+
+    @field_validator("id", "case_id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("human_label", mode="before")
+    @classmethod
+    def _label_token(cls, value: Any) -> Any:
+        """Accept the judge's decision words (``ПРИНЯТО``, ``rejected``...); blank means none."""
+        if value is None or isinstance(value, JudgeDecision):
+            return value
+        if isinstance(value, str):
+            if not value.strip():
+                return None
+            decision = DEFAULT_TOKENS.decision_for(value)
+            if decision is None:
+                raise ValueError(f"unknown label {value!r}: use ACCEPT, REJECT or PENDING")
+            return decision
+        raise ValueError("must be a string: ACCEPT, REJECT or PENDING")
+
+
+def _first_error(exc: ValidationError) -> tuple[str | None, str]:
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err.get("loc", ()))
+    return (loc or None), str(err.get("msg", "invalid value"))
+
+
+def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
+    """Read a calibration JSONL file: one object per line; blank and ``#`` lines are skipped.
+
+    Any problem raises :class:`goldeval.core.errors.DatasetError` naming the file, line and field.
+    """
+    try:
+        # Bounded (file_bytes, fstat before reading) and never blocking on a FIFO.
+        lines = read_regular_file(os.fspath(path)).decode("utf-8-sig").splitlines()
+    except InputFileTooLarge:
+        raise
+    except DatasetError as exc:
+        raise DatasetError(f"calibration file: {exc.message}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError("calibration file is not UTF-8", path=path) from exc
+    rows: list[CalibrationRow] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            data = loads_json(line, what="the row")
+        except LimitExceeded as exc:
+            raise DatasetError(exc.message, path=path, line=number) from None
+        except ValueError as exc:
+            raise DatasetError(
+                f"not valid JSON: {exc}", path=path, line=number, hint="one JSON object per line"
+            ) from exc
+        if not isinstance(data, dict):
+            raise DatasetError("a row must be a JSON object", path=path, line=number)
+        try:
+            row = CalibrationRow.model_validate(data)
+        except ValidationError as exc:
+            where, message = _first_error(exc)
+            raise DatasetError(message, path=path, line=number, field=where) from exc
+        if row.id in seen:
+            raise DatasetError(
+                f"duplicate id {row.id!r} (first on line {seen[row.id]})",
+                path=path,
+                line=number,
+                field="id",
+            )
+        seen[row.id] = number
+        rows.append(row)
+    return rows
+
+
+def canned_predict(row: CalibrationRow) -> JudgeResult:
+    """Canned mode: the decision parsed from the row's recorded judge output."""
+    return parse_judge_output(row.judge_output)

@@ -1,0 +1,114 @@
+"""The connection to one model server: the base URL split into what is sent and what may be
+shown (credentials taken out of it), one pooled ``httpx.Client`` per provider, and the socket
+a deadline cuts."""
+
+from __future__ import annotations
+
+import functools
+import socket
+import ssl
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from goldeval.core.errors import ConfigError
+from goldeval.core.settings import (
+    ProviderSettings,
+    redact_url,
+    secret_forms,
+    strip_userinfo,
+    url_secrets,
+)
+
+
+@dataclass(frozen=True)
+class BaseURL:
+    """A provider's base URL, taken apart once."""
+
+    #: Where endpoints are built: no userinfo, no query, no trailing slash.
+    root: str
+    #: The base URL's query (``?api-version=...``, ``?key=...``), sent with every call.
+    query: str
+    #: The base URL as it may be shown: no userinfo, credential parameters masked.
+    shown: str
+    user: str | None
+    password: str | None
+    #: The one masking list (goldeval.core.settings.secret_forms) for chat, judge and
+    #: embeddings: the password, the key, their percent-encoded forms, the Basic token, and
+    #: credential values of the base URL's query.
+    secrets: tuple[str, ...]
+
+
+def base_url(settings: ProviderSettings, default: str, option: str) -> BaseURL:
+    """``settings.base_url`` (else ``default``) taken apart; ``option`` names the setting in
+    the error for a URL that cannot be parsed."""
+    base = (settings.base_url or default).strip()
+    if base and "://" not in base:
+        base = "http://" + base
+    user = settings.user
+    password = settings.password
+    try:
+        parts = urlsplit(base)
+        url_user, url_password = parts.username, parts.password
+    except ValueError:
+        raise ConfigError(f"invalid base URL {redact_url(base)!r}", field=option) from None
+    if url_user is not None:  # userinfo in the URL wins, as in the reference
+        user = unquote(url_user)
+        if url_password is not None:
+            password = unquote(url_password)
+    plain = strip_userinfo(base)
+    return BaseURL(
+        root=plain.split("#", 1)[0].split("?", 1)[0].rstrip("/"),
+        query=parts.query,
+        shown=redact_url(plain).rstrip("/"),
+        user=user,
+        password=password,
+        secrets=secret_forms(user, password, settings.api_key, url_secrets(base)),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context per process (building one costs ~20 ms; sharing is safe)."""
+    return httpx.create_ssl_context()
+
+
+def pooled_client(settings: ProviderSettings, auth: httpx.Auth | None) -> httpx.Client:
+    """One JSON client with the settings' timeouts, no redirects, TLS verified."""
+    return httpx.Client(
+        timeout=httpx.Timeout(
+            connect=settings.connect_timeout,
+            read=settings.read_timeout,
+            write=settings.read_timeout,
+            # Waiting for a free pooled connection is bounded like one call.
+            pool=settings.connect_timeout + settings.read_timeout,
+        ),
+        limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        auth=auth,
+        follow_redirects=False,
+        verify=_ssl_context(),
+    )
+
+
+def declared_length(response: httpx.Response) -> int | None:
+    """The body size a response declares (Content-Length), when it declares a valid one."""
+    raw = response.headers.get("content-length")
+    if raw is None:
+        return None
+    try:
+        return int(raw.split(",")[0].strip())
+    except ValueError:
+        return None
+
+
+def cut(response: httpx.Response) -> None:
+    """Shut down ``response``'s socket: a read blocked on it returns at once (the watchdog's
+    action when a call's deadline passes between two pieces of its body)."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        # socket.socket's own shutdown, not ssl.SSLSocket's (that one also drops the TLS
+        # object under the reading thread): the read sees end of file and fails.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
