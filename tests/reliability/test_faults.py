@@ -56,8 +56,8 @@ def test_deadline_ends_a_run_where_every_call_hangs(
     llm.set_fault(Fault.hang(60))
     start = time.monotonic()
     result = pytester.runpytest(*LIVE, f"--golden-base-url={llm.base_url}",
-                                "--golden-timeout=2", "--golden-retries=0",
-                                "--golden-concurrency=2", "--golden-deadline=1")
+                                "--golden-timeout=10", "--golden-retries=0",
+                                "--golden-concurrency=2", "--golden-deadline=3")
     elapsed = time.monotonic() - start
     assert result.ret != 0 and result.ret == 75, result.stdout.str()
     assert elapsed < 20, elapsed

@@ -85,7 +85,8 @@ def _outcome_args(name: str, project: Path, llm: object) -> tuple[list[str], boo
         return live, False
     if name == "deadline":
         llm.set_fault(Fault.hang(60))  # type: ignore[attr-defined]
-        return [*live, "--golden-timeout=2", "--golden-concurrency=2", "--golden-deadline=1"], False
+        deadline = ["--golden-timeout=10", "--golden-concurrency=2", "--golden-deadline=3"]
+        return [*live, *deadline], False
     if name == "budget":
         return [*live, "--golden-max-tokens=1"], False
     raise AssertionError(name)

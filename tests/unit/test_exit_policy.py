@@ -1,7 +1,8 @@
 """One exit policy (issue 31): codes are decided in ``goldeval.verdict`` only.
 
 Outside ``verdict/`` no module writes an exit code as a number (``sys.exit(75)``,
-``return 4`` from a command, ``returncode=65``, ``exitstatus = 1``, ``USAGE = 4``), and a
+``return 4`` from a command, ``returncode=65``, ``exitstatus = 1``, ``USAGE = 4``,
+``decision["code"] == 65``), and a
 pytest session's exit status is set in exactly one function after a run
 (``pytest_plugin.ending.apply_exit``) and one before it (``Controller._refuse``).
 """
@@ -53,6 +54,20 @@ def _literals(path: Path) -> list[str]:
                     EXIT_CODES
                 ):
                     flag(node, f"{kw.arg}={_int(kw.value)}")
+        elif isinstance(node, ast.Compare):
+            # Deciding from a code written as a number (``decision["code"] == 65``) is
+            # computing a verdict again: 65 and 75 are ours alone, the others count when
+            # compared with something named a code or an exit status.
+            operands = [node.left, *node.comparators]
+            numbers = [_int(op) for op in operands if _int(op) in EXIT_CODES]
+            named = any(
+                word in ast.unparse(op).lower()
+                for op in operands
+                if _int(op) is None
+                for word in ("code", "exit")
+            )
+            if any(n in (65, 75) for n in numbers) or (numbers and named):
+                flag(node, f"comparison with {numbers[0]}: {ast.unparse(node)[:60]}")
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 text = ast.unparse(target)

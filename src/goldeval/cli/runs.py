@@ -195,10 +195,14 @@ def resolve_run(reference: str | None, places: RunPlaces) -> ResolvedRun:
         return found
     if os.sep not in reference and "/" not in reference:
         folder = places.runs_dir / reference
-        if folder.is_dir():
+        if folder.is_dir() and any((folder / name).is_file() for name in ("run.json", LATEST)):
             return _from_folder(folder)
+        # A run killed while its folder was being written leaves the folder without run.json:
+        # the store's record of it is the run.
         if places.store_url is not None and _store_exists(places.store_url):
             found = _from_store(reference, places.store_url)
             if found is not None:
                 return found
+        if folder.is_dir():
+            return _from_folder(folder)  # says what the folder lacks
     raise _not_found(reference, places, "not a file or folder, nor a run id or key")

@@ -28,7 +28,7 @@ from goldeval.pytest_plugin.recording import begin_recording
 from goldeval.pytest_plugin.run_writing import build_for, write_run
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results.documents import typed_run
-from goldeval.results.finalise import finalisation
+from goldeval.results.finalise import FAULT_KEY, finalisation
 from goldeval.results.run_folder import ArtifactError
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
 from goldeval.verdict.outcome import FinalisationFault, RunOutcome
@@ -149,7 +149,9 @@ def _stopped_before_any_attempt(
         return False
     if ending.signal:
         outcome = RunOutcome(pytest_status=ending.pytest_status, **ending.outcome_facts())
-        apply_exit(session, decide_exit(outcome))
+        decision = decide_exit(outcome)
+        apply_exit(session, decision)
+        state.unrecorded_decision = (decision.code, decision.reason)
     return True
 
 
@@ -259,12 +261,15 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
     reason = f"{fault.reason}; it is marked {status} (exit {code}), {action}"
     recorder = state.recorder
     run_id = recorder.run_id if recorder is not None and recorder.run_id else state.run_id
-    left = fin.rollback(state.settings.out_dir, run_id, status, code, reason, recorder)
+    left = fin.rollback(
+        state.settings.out_dir, run_id, status, code, reason, recorder, path_refused=path_refused
+    )
     if left:
         reason += f"; also left behind: {', '.join(left[:3])}"
     if state.run is not None:
         state.run["status"] = status
         state.run["exitDecision"] = {"code": code, "reason": reason}
+        state.run[FAULT_KEY] = {"reason": reason, "pathRefused": path_refused}
     state.exit_reason = reason
     apply_exit(session, ExitDecision(code, reason))
     return reason

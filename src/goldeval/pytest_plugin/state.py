@@ -87,6 +87,9 @@ class GoldenSession:
         self.is_worker = hasattr(config, "workerinput")
         self.run: dict[str, Any] | None = None
         self.exit_reason: str | None = None
+        #: The decision on a session that recorded nothing (a signal before any attempt was
+        #: graded), as (code, reason): the terminal still says why it exits so.
+        self.unrecorded_decision: tuple[int, str] | None = None
         self._pipelines: dict[tuple[int, int], Pipeline] = {}
         #: One AttemptRunner per (provider, graders, retriever): see attempts.runner_for.
         self._runners: dict[tuple[int, int, int], AttemptRunner] = {}

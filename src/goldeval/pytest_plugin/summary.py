@@ -19,6 +19,10 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
 
     run = state.run
     if run is None:
+        if state.unrecorded_decision is not None:
+            code, reason = state.unrecorded_decision
+            line = f"goldeval decision: exit {code} — {reason} (nothing graded, nothing recorded)"
+            tr.write_line(one_line(line), red=True, bold=True)
         return
     tr.write_sep(
         "=",

@@ -14,6 +14,7 @@ from goldeval.core.rates import LOWER_IS_BETTER
 from goldeval.reports.html import fmt_ci, fmt_pct, rate_of
 from goldeval.reports.labels import chart_label
 from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, normal_mode
+from goldeval.verdict.exit_codes import COMPARISON_INVALID
 
 #: How the site shows a run that exited 65 (its comparison was invalid), instead of a verdict.
 NOT_COMPARABLE = "not comparable"
@@ -33,7 +34,7 @@ def not_comparable(run: Mapping[str, Any]) -> bool:
     """The run exited 65: its baseline comparison was invalid, so its gate verdict says
     nothing about a regression (it is neither PASS nor FAIL)."""
     decision = run.get("exitDecision")
-    return isinstance(decision, Mapping) and decision.get("code") == 65
+    return isinstance(decision, Mapping) and decision.get("code") == COMPARISON_INVALID
 
 
 def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:

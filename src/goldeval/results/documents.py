@@ -247,6 +247,13 @@ class StoppedEarlyDoc(_Doc):
     attempts_not_run: int | None = Field(default=None, alias="attemptsNotRun")
 
 
+class FinalisationFaultDoc(_Doc):
+    """``finalisationFault``: writing the finished run failed (goldeval.results.finalise)."""
+
+    reason: str
+    path_refused: bool = Field(default=False, alias="pathRefused")
+
+
 class Summary(_Doc):
     """``summary.json``: the run without its cases (and what the store keeps of a run)."""
 
@@ -292,6 +299,9 @@ class Summary(_Doc):
     store_error: str | None = Field(default=None, alias="storeError")
     store_conflict: str | None = Field(default=None, alias="storeConflict")
     rerun_command: str | None = Field(default=None, alias="rerunCommand")
+    finalisation_fault: FinalisationFaultDoc | None = Field(
+        default=None, alias="finalisationFault"
+    )
     pytest_status: int | None = Field(default=None, alias="pytestStatus")
     #: How many tests that are not golden items failed in the session.
     other_failures: int | None = Field(default=None, alias="otherFailures")

@@ -21,8 +21,11 @@ from typing import Any
 from goldeval.core.errors import GoldevalError
 from goldeval.results import run_folder as artifacts
 from goldeval.results.evidence import MANIFEST, is_temp
+from goldeval.results.run_document import RUN_DOCUMENT
 
 ATTR = "_goldeval_finalisation"
+#: The run document's record of a failed finalisation: ``{"reason", "pathRefused"}``.
+FAULT_KEY = "finalisationFault"
 
 
 class FinalisationError(GoldevalError):
@@ -147,9 +150,21 @@ class Finalisation:
     # ------------------------------------------------------------------ rollback
 
     def rollback(
-        self, out_dir: Path, run_id: str, status: str, code: int, reason: str, recorder: Any
+        self,
+        out_dir: Path,
+        run_id: str,
+        status: str,
+        code: int,
+        reason: str,
+        recorder: Any,
+        *,
+        path_refused: bool = False,
     ) -> list[str]:
         """Mark everything this process recorded as ``status``; best effort, step by step.
+
+        The fault itself is recorded too (``finalisationFault``: the reason, and whether an
+        artifact path was refused), so a saved run gated again (``goldeval gate``, the
+        service) gets the code the session exited with, not a verdict on its attempts alone.
 
         Returns what could not be undone (for the error message): a full disk may refuse
         even the marker, which then leaves a folder without run.json or manifest.
@@ -161,6 +176,11 @@ class Finalisation:
             except OSError:
                 left.append(f"temp file {tmp}")
         decision = {"code": code, "reason": reason}
+        marks = {
+            "status": status,
+            "exitDecision": decision,
+            FAULT_KEY: {"reason": reason, "pathRefused": path_refused},
+        }
         for run_dir in self.dirs:
             self.lock(run_dir)  # a run key's folder: wait for a session writing it now
             if not self._still_ours(run_dir):
@@ -169,7 +189,7 @@ class Finalisation:
                 self.clear_stale_temps(run_dir)
             except OSError:
                 pass
-            left += _mark_folder(run_dir, self.runs.get(run_dir), status, decision)
+            left += _mark_folder(run_dir, self.runs.get(run_dir), marks)
         self.release_all()
         for path, previous, ours in reversed(self.latest):
             try:
@@ -188,22 +208,22 @@ class Finalisation:
         runs = [self.runs[d] for d in self.dirs if d in self.runs] or [{"runId": run_id}]
         for run in runs:
             try:  # one FAILED line per run: history never shows a failed run as finished
-                artifacts.append_history(
-                    out_dir, {**run, "status": status, "exitDecision": decision}
-                )
+                artifacts.append_history(out_dir, {**run, **marks})
             except (OSError, GoldevalError):
                 pass  # the history file may be what failed
         if recorder is not None and getattr(recorder, "began", False):
-            summary = artifacts.summary({**runs[0], "status": status, "exitDecision": decision})
+            marked = {**runs[0], **marks}
+            summary = artifacts.summary(marked)
+            # The store's copy of the run document (what the service shows and compares):
+            # the fault recorded as in run.json, so its verdict is the session's.
+            summary[RUN_DOCUMENT] = {k: v for k, v in marked.items() if k != "cases"}
             recorder.mark_failed(status, summary)
         return left
 
 
-def _mark_folder(
-    run_dir: Path, run: dict[str, Any] | None, status: str, decision: dict[str, Any]
-) -> list[str]:
-    """No manifest (the folder never verifies), run.json and summary.json saying ``status``,
-    report.md (which states a verdict) removed."""
+def _mark_folder(run_dir: Path, run: dict[str, Any] | None, marks: dict[str, Any]) -> list[str]:
+    """No manifest (the folder never verifies), run.json and summary.json carrying ``marks``
+    (the status, the exit decision, the fault), report.md (which states a verdict) removed."""
     left: list[str] = []
     if not run_dir.is_dir() or run_dir.is_symlink():
         return left
@@ -213,7 +233,7 @@ def _mark_folder(
             path.unlink(missing_ok=True)
         except OSError:
             left.append(str(path))
-    note = f"finalisation failed: {decision['reason']}"
+    note = f"finalisation failed: {marks['exitDecision']['reason']}"
     for name in ("summary.json", "run.json"):
         path = run_dir / name
         if path.is_symlink():
@@ -227,8 +247,7 @@ def _mark_folder(
                 doc = {k: v for k, v in (run or {}).items() if k != "cases"}
             else:
                 continue
-            doc["status"] = status
-            doc["exitDecision"] = decision
+            doc.update(marks)
             if name == "run.json":
                 notes = doc.get("notes")
                 doc["notes"] = [*(notes if isinstance(notes, list) else []), note]

@@ -55,6 +55,7 @@ from goldeval.store.queue import (
 )
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
+from goldeval.verdict.outcome import cut_short
 
 #: Artifact types (the seed's names) → their path in the run's artifact inventory: a file of
 #: the run folder the plugin writes, or one the worker adds (:mod:`run_artifacts`).
@@ -465,12 +466,23 @@ class Service:
             self._job(q, run_id)
             candidate, _ = self.document(q, run_id)
             baseline, _ = self.document(q, baseline_id)
-        verdict = self._verdict(
-            self._typed(candidate, run_id), self._typed(baseline, baseline_id), gate=gate
-        )
+        typed = self._typed(candidate, run_id)
+        verdict = self._verdict(typed, self._typed(baseline, baseline_id), gate=gate)
         result = verdict.comparison
         assert result is not None  # a baseline was given
         decision = {"code": verdict.code, "reason": self.settings.public_text(verdict.reason)}
+        cut = cut_short(typed, verdict.outcome)
+        if cut is not None:
+            # As `goldeval compare`: a run cut short (-x, a signal, the store) is a part of
+            # its selection, so it is neither compared nor gated; the one verdict says why.
+            return {
+                "decision": None,
+                "cutShort": {"status": cut.status, "reason": self.settings.public_text(cut.reason)},
+                "qualityGate": None,
+                "exitDecision": decision,
+                "runId": run_id,
+                "comparedWith": baseline_id,
+            }
         if not result.valid:
             reasons = list(result.invalid_reasons) or [
                 f"{d.key}: {d.baseline} != {d.candidate}" for d in result.protocol_differences
@@ -490,6 +502,7 @@ class Service:
             **result.dump(),
             "qualityGate": verdict.gate.dump() if verdict.gate is not None else None,
             "exitDecision": decision,
+            "cutShort": None,
             "runId": run_id,
             "comparedWith": baseline_id,
         }
@@ -572,12 +585,15 @@ class Service:
         if compare_with and baseline is not None:
             # The page shows what the compare endpoint answers: comparison, gate and exit
             # decision of `goldeval compare`, labelled with the run asked for.
-            verdict = self._verdict(
-                self._typed(doc, run_id), self._typed(baseline, compare_with), gate=True
-            )
+            typed = self._typed(doc, run_id)
+            verdict = self._verdict(typed, self._typed(baseline, compare_with), gate=True)
             doc.update(verdict.run_fields())
             doc["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
             doc["baselinePath"] = f"run {compare_with}"
+            if cut_short(typed, verdict.outcome) is not None:
+                # As the compare endpoint: a run cut short is neither compared nor gated.
+                doc.pop("comparison", None)
+                doc["qualityGate"] = None
         return self.settings.public_text(site.render_run(doc))
 
     # ---- admin

@@ -43,18 +43,24 @@ from typing import IO, Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
-from goldeval.results.documents import typed_run
-from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
+from goldeval.server.run_endings import (
+    decision_line,
+    exit_text,
+    final_status,
+    log_tail,
+    mark_killed,
+    recorded_decision,
+    recorded_reason,
+    signal_name,
+    unrecorded_stop,
+)
 from goldeval.server.settings import ServiceSettings
 from goldeval.store import Store, StoreError, open_store, redact_url
-from goldeval.store.base import RunRow
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
 from goldeval.store.views import run_document
-from goldeval.verdict.exit_codes import INFRA, USAGE, decide_exit
-from goldeval.verdict.outcome import RunOutcome
-from goldeval.verdict.run_status import run_status
+from goldeval.verdict.exit_codes import INFRA, USAGE, ExitDecision
 
 #: Starts pytest with SIGTERM as its parent-death signal (Linux; elsewhere a no-op).
 _LAUNCHER = (
@@ -68,7 +74,6 @@ _LAUNCHER = (
     f"    sys.exit({INFRA})\n"
     "os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])\n"
 )
-_LOG_TAIL = 4000
 #: A run whose workers died this many times is not taken again (a run that kills its worker
 #: must not take down every worker in turn): it ends FAILED.
 MAX_CLAIMS = 3
@@ -93,33 +98,6 @@ def worker_name(number: int = 0) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{number}"
 
 
-def _tail(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _LOG_TAIL))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-#: Lines pytest's output ends with that say why a run did not pass, most telling first: the
-#: plugin's decision, its finalisation error (a full disk, a store that failed at the end), a
-#: usage error, pytest's internal error.
-_REASON_PREFIXES = ("goldeval decision:", "goldeval: error:", "ERROR: ", "INTERNALERROR>")
-
-
-def _decision_line(text: str) -> str | None:
-    """The line of pytest's output that says why the run ended as it did (None: none does)."""
-    lines = text.splitlines()
-    for prefix in _REASON_PREFIXES:
-        for line in reversed(lines):
-            if line.startswith(prefix):
-                return one_line(line)
-    return None
-
-
 #: Why a run stopped when the worker stopped it (cancellation names who asked, see
 #: ``RunQueue.request_cancel``).
 STOP_REASONS = {
@@ -136,32 +114,6 @@ def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
         pass  # already gone
     except OSError:
         proc.send_signal(signum)
-
-
-def unrecorded_stop(signal_name: str) -> tuple[str, int, str]:
-    """Status, exit code and reason of a run whose pytest process ended by ``signal_name``
-    before the plugin recorded the end (SIGKILL after the grace period, or SIGTERM before the
-    session began): the run document the plugin would have written, decided by the verdict."""
-    outcome = RunOutcome.from_run(
-        typed_run({"status": "INTERRUPTED", "interruptedBy": signal_name}), signal=signal_name
-    )
-    decision = decide_exit(outcome)
-    return run_status(outcome), decision.code, decision.reason
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        return f"pytest was killed by {_signal_name(code)}"
-    return f"pytest exited {code}"
-
-
-def _recorded_reason(row: RunRow | None) -> str | None:
-    """The exit decision's reason the plugin recorded in the store, if any."""
-    summary = row.summary if row is not None else None
-    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
-    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
-    reason = decision.get("reason") if isinstance(decision, dict) else None
-    return one_line(reason) if isinstance(reason, str) and reason else None
 
 
 class Worker:
@@ -381,14 +333,25 @@ class Worker:
         row = queue.store.get_run(job.run_key)
         if row is not None:
             queue.link(job.id, row.run_id, str(self.settings.runs_dir / row.run_id))
-        status = _final_status(row, reason)
+        kill_verdict: ExitDecision | None = None
+        signum = -code if code < 0 else 0
+        if signum:
+            # Killed by a signal (SIGKILL after the grace period, the OOM killer). A run the
+            # plugin finished keeps the verdict it recorded (the kill came after it); else the
+            # one verdict decides from the signal, as for a run the plugin saw terminated, and
+            # the store's run says so too (run_endings.mark_killed).
+            kill_verdict = recorded_decision(row) or mark_killed(job, queue, row, signum)
+            code = kill_verdict.code
+            row = queue.store.get_run(job.run_key)
+        status = final_status(row, reason)
         error: str | None = None
         recorded = row is not None and row.status in FINISHED
-        if reason and (code < 0 or (not recorded and code != USAGE)):
-            # Stopped by the worker, and the plugin recorded no end: killed (SIGKILL after the
-            # grace period, SIGTERM before the session began), or stopped before any attempt
-            # was recorded. The verdict decides from the signal, as the plugin did or would.
-            status, code, _why = unrecorded_stop(_signal_name(code) if code < 0 else "SIGTERM")
+        if reason and not recorded and code != USAGE:
+            # Stopped by the worker, and no store run records the end: killed before the
+            # session made one, SIGTERM before the session began, or stopped before any
+            # attempt was recorded. The verdict decides from the signal, as the plugin would.
+            ended_by = signal_name(-signum if signum else -signal.SIGTERM)
+            status, code, _why = unrecorded_stop(ended_by)
         if reason in STOP_REASONS:
             error = self._stop_text(job, queue, reason)
             if killed:
@@ -396,16 +359,18 @@ class Worker:
                     f"killed: pytest did not stop within {self.settings.kill_grace_seconds:g}s"
                     f" of SIGTERM ({error})"
                 )
+        elif kill_verdict is not None:
+            error = kill_verdict.reason
         elif status != "COMPLETED" or code != 0:
             # Never a silent failure: the API's error says why, from what pytest printed, else
             # what the plugin recorded, else how the process ended.
-            tail = _tail(log_path)
+            tail = log_tail(log_path)
             error = (
-                _decision_line(tail)
-                or _recorded_reason(row)
+                decision_line(tail)
+                or recorded_reason(row)
                 or (one_line(tail[-800:]) if row is None else "")
                 or ("stopped at the run budget (deadlineSeconds)" if reason == "deadline" else "")
-                or _exit_text(code)
+                or exit_text(code)
                 + ("" if row is None or row.status in FINISHED else " without finishing the run")
             )
         if row is not None:
@@ -472,24 +437,6 @@ class Worker:
                 dataset_version=job.dataset_id,
                 statuses=",".join(statuses),
             )
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _final_status(row: RunRow | None, reason: str) -> str:
-    """The service's status of a run whose pytest process ended: the one the plugin recorded
-    (a run it never began, or left unfinished, is FAILED; stopped by the worker before the
-    plugin recorded its end: decided by ``unrecorded_stop``)."""
-    if row is None or row.status not in FINISHED:
-        return "FAILED"
-    if reason == "deadline" and row.status == "COMPLETED":
-        return "INTERRUPTED"
-    return str(row.status)
 
 
 def queue_records(store: Store, store_run_id: str) -> list[dict[str, Any]]:

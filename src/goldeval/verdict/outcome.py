@@ -116,7 +116,8 @@ class RunOutcome:
         """The outcome of a run document (run.json shape), plus session facts as keywords.
 
         Facts the document records itself (``stoppedEarly``, ``duplicateAttempts``,
-        ``interruptedBy``, ``storeError``, ``notStartedBeforeDeadline``, ...) are read from it;
+        ``interruptedBy``, ``storeError``, ``finalisationFault``, ``notStartedBeforeDeadline``,
+        ...) are read from it;
         a keyword given here wins.
         """
         statuses = [case.status for case in run.cases]
@@ -136,6 +137,13 @@ class RunOutcome:
         if stopped is not None:
             recorded["stopped_early"] = StoppedEarly(
                 stopped.reason or "stopped early", stopped.attempts_not_run or 0
+            )
+        fault = run.finalisation_fault
+        if fault is not None:
+            # Finishing the run failed (recorded by goldeval.results.finalise): the saved run
+            # is gated as the session exited, not as its attempts alone would be.
+            recorded["finalisation"] = FinalisationFault(
+                fault.reason, path_refused=fault.path_refused
             )
         if run.duplicate_attempts:
             recorded["duplicates"] = tuple(run.duplicate_attempts)

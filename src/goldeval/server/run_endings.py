@@ -1,0 +1,146 @@
+"""How a service run's pytest process ended, as the worker reports it: the status, exit code
+and error the API shows, always from what the plugin recorded or from the one verdict.
+
+A run whose pytest a signal killed (SIGKILL after the grace period, the OOM killer) recorded
+nothing, so the verdict decides from the signal (75, "terminated by SIGKILL", the resume
+request), and the store's run says so, so the API, the compare endpoint and the run page all
+decide from the same fact (issue 31). A run stopped before the plugin recorded its end is
+decided the same way (:func:`unrecorded_stop`); otherwise the error is the plugin's decision
+line or recorded reason (never a silent failure).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+
+from goldeval.core.errors import GoldevalError
+from goldeval.core.textsafe import one_line
+from goldeval.results.documents import typed_run
+from goldeval.results.run_document import RUN_DOCUMENT
+from goldeval.results.run_folder import summary as run_summary
+from goldeval.server import logs
+from goldeval.store import StoreError
+from goldeval.store.base import RunRow
+from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
+from goldeval.store.views import run_document
+from goldeval.verdict.exit_codes import ExitDecision, decide_exit
+from goldeval.verdict.outcome import RunOutcome
+from goldeval.verdict.run_status import run_status
+
+#: How much of the end of a run's log is read for the line that says why it ended.
+_LOG_TAIL = 4000
+
+
+def recorded_decision(row: RunRow | None) -> ExitDecision | None:
+    """The exit decision the plugin recorded on a run it finished (None: it finished none):
+    a kill that came after it does not change the run's verdict."""
+    if row is None or row.status not in FINISHED:
+        return None
+    summary = row.summary
+    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
+    if not isinstance(decision, dict) or type(decision.get("code")) is not int:
+        return None
+    return ExitDecision(decision["code"], one_line(str(decision.get("reason") or "")))
+
+
+def mark_killed(job: ServiceRun, queue: RunQueue, row: RunRow | None, signum: int) -> ExitDecision:
+    """The verdict on a run a signal killed, recorded on its store run (INTERRUPTED,
+    ``interruptedBy``) when the plugin left that run unfinished."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    resume = f"POST /api/eval/runs/{job.id}/resume"
+    decision = decide_exit(RunOutcome(signal=name, rerun_command=resume))
+    if row is not None and row.status not in FINISHED:
+        try:
+            # What was graded, as the store holds it, with how the run ended.
+            rebuilt = run_document(queue.store, row.run_id)
+            document = {k: v for k, v in rebuilt.items() if k != "cases"}
+            document.update(
+                status="INTERRUPTED",
+                interruptedBy=name,
+                rerunCommand=resume,
+                exitDecision={"code": decision.code, "reason": decision.reason},
+            )
+            summary = run_summary(document)
+            summary[RUN_DOCUMENT] = document
+            queue.store.finish_run(row.run_id, "INTERRUPTED", summary)
+        except (StoreError, GoldevalError) as exc:
+            logs.event("run not marked", logging.WARNING, run_id=job.id, error=str(exc))
+    return decision
+
+
+def log_tail(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _LOG_TAIL))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+#: Lines pytest's output ends with that say why a run did not pass, most telling first: the
+#: plugin's decision, its finalisation error (a full disk, a store that failed at the end), a
+#: usage error, pytest's internal error.
+_REASON_PREFIXES = ("goldeval decision:", "goldeval: error:", "ERROR: ", "INTERNALERROR>")
+
+
+def decision_line(text: str) -> str | None:
+    """The line of pytest's output that says why the run ended as it did (None: none does)."""
+    lines = text.splitlines()
+    for prefix in _REASON_PREFIXES:
+        for line in reversed(lines):
+            if line.startswith(prefix):
+                return one_line(line)
+    return None
+
+
+def unrecorded_stop(name: str) -> tuple[str, int, str]:
+    """Status, exit code and reason of a run whose pytest process ended by ``name``
+    before the plugin recorded the end (SIGKILL after the grace period, or SIGTERM before the
+    session began): the run document the plugin would have written, decided by the verdict."""
+    outcome = RunOutcome.from_run(
+        typed_run({"status": "INTERRUPTED", "interruptedBy": name}), signal=name
+    )
+    decision = decide_exit(outcome)
+    return run_status(outcome), decision.code, decision.reason
+
+
+def exit_text(code: int) -> str:
+    if code < 0:
+        return f"pytest was killed by {signal_name(code)}"
+    return f"pytest exited {code}"
+
+
+def recorded_reason(row: RunRow | None) -> str | None:
+    """The exit decision's reason the plugin recorded in the store, if any."""
+    summary = row.summary if row is not None else None
+    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
+    reason = decision.get("reason") if isinstance(decision, dict) else None
+    return one_line(reason) if isinstance(reason, str) and reason else None
+
+
+def signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def final_status(row: RunRow | None, reason: str) -> str:
+    """The service's status of a run whose pytest process ended: the one the plugin recorded
+    (a run it never began, or left unfinished, is FAILED; stopped by the worker before the
+    plugin recorded its end: decided by ``unrecorded_stop``)."""
+    if row is None or row.status not in FINISHED:
+        return "FAILED"
+    if reason == "deadline" and row.status == "COMPLETED":
+        return "INTERRUPTED"
+    return str(row.status)
