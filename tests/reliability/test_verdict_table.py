@@ -80,8 +80,9 @@ TABLE: dict[str, Row] = {
     "not comparable": Row(65, "mismatch"),
     "cut short by -x": Row(1, "stopped early"),
     "cut short by SIGTERM": Row(75, "terminated by SIGTERM", gated=False),
-    # Nothing graded, so nothing saved: pytest is the only surface, and it says why.
-    "SIGTERM before any attempt was graded": Row(75, "terminated by SIGTERM", saved=False),
+    # SIGTERM while the first attempt's call is in flight: the stop request lets that item
+    # finish (pytest_plugin/stopping.py), so the run is saved with it and read back the same.
+    "SIGTERM before any attempt was graded": Row(75, "terminated by SIGTERM", gated=False),
     "deadline": Row(75, "infrastructure failure", gated=False),
     "budget": Row(1, "not started over the token/cost budget", gated=False),
     "provider down": Row(75, "infrastructure failure", gated=False),

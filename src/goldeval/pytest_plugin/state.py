@@ -62,16 +62,7 @@ class GoldenSession:
         self.config = config
         self.settings = settings_from_config(config)
         self.project_root = Path(config.rootpath)
-        golden_root = Path(config.getini("golden_root") or "golden")
-        if not golden_root.is_absolute():
-            golden_root = self.project_root / golden_root
-        self.golden_root = golden_root
-        try:
-            self.dataset_dir = resolve_dataset(
-                self.settings.dataset, golden_root, Path(config.invocation_params.dir)
-            )
-        except GoldevalError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        self.golden_root, self.dataset_dir = self._dataset_place()
         self.target = self._collect_target()
         refuse_existing_baseline(config, self.settings)
         self.dataset: Dataset | None = None
@@ -141,6 +132,20 @@ class GoldenSession:
             # The controller closes the prefetcher in finish_session; a worker's would
             # otherwise run its queued model calls at interpreter exit, even after a signal.
             config.add_cleanup(self.close)
+
+    def _dataset_place(self) -> tuple[Path, Path]:
+        """The golden root (``golden_root`` ini key, relative to the project) and the folder of
+        the dataset ``--golden`` names; a name that resolves to none is a usage error."""
+        golden_root = Path(self.config.getini("golden_root") or "golden")
+        if not golden_root.is_absolute():
+            golden_root = self.project_root / golden_root
+        try:
+            dataset_dir = resolve_dataset(
+                self.settings.dataset, golden_root, Path(self.config.invocation_params.dir)
+            )
+        except GoldevalError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        return golden_root, dataset_dir
 
     def _start_deadline(self) -> float | None:
         """``time.monotonic()`` after which no attempt starts (None: no --golden-deadline)."""
