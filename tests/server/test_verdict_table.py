@@ -1,6 +1,6 @@
 """One verdict, every surface (issue 31's table), the service's part: for pass, regression, a
-run cut short (cancelled: SIGTERM; killed: SIGKILL), a provider that is down and a run whose
-finalisation failed, the API's run
+run cut short (cancelled: SIGTERM; killed: SIGKILL), a provider that is down, an auth error,
+a run budget (deadline) and a run whose finalisation failed, the API's run
 endpoint, its compare endpoint, the run page and ``goldeval compare`` on the saved runs give
 the same exit code and decision label. tests/reliability/test_verdict_table.py has the whole
 table through pytest, run.json, ``goldeval gate`` and ``goldeval compare``.
@@ -194,6 +194,16 @@ def test_the_service_gives_the_verdict_of_every_other_surface(
             75,
             "infrastructure failure",
             _surfaces(svc, client, good, start("down")),
+        )
+        llm.set_fault(Fault.status(401))
+        table["auth error"] = (4, "AUTH_FAILED", _surfaces(svc, client, good, start("auth")))
+        # Every call hangs past the run budget (deadlineSeconds): the plugin's deadline cuts
+        # them, infrastructure (75), whatever the worker's own stop did.
+        llm.set_fault(Fault.hang(60))
+        table["deadline"] = (
+            75,
+            "infrastructure failure",
+            _surfaces(svc, client, good, start("deadline", deadlineSeconds=3)),
         )
         # Finishing the run fails (a folder where the LATEST pointer goes, as a full disk
         # would): the fault is recorded with the run, so every surface says 75 and why.
