@@ -7,6 +7,8 @@
   ``exitCode`` and ``exitDecision.code`` agree, both from the resumed process's decision.
 * No absolute server path shows in a run's JSON answers (the run with its artifacts list,
   the run list, its results).
+* A store down at the end (its run left RUNNING) with the log's tail drowned by teardown
+  output: the error is the fault the plugin recorded in the run folder's run.json.
 
 Real parts: a ``goldeval serve`` process, its worker's pytest subprocess, a real SQLite store
 with a real trigger planted in it (the fault injection of tests/reliability/test_finalisation).
@@ -15,7 +17,10 @@ with a real trigger planted in it (the fault injection of tests/reliability/test
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +100,71 @@ def test_run_answers_name_no_absolute_server_path(service_factory: Any) -> None:
         }
     for name, answer in answers.items():
         assert _absolute_paths(answer, roots) == [], (name, answer)
+
+
+@pytest.fixture
+def full_runs_disk(tmp_path: Path) -> Iterator[Path]:
+    """The service's runs folder on a real 2 MB tmpfs, filled up (not even the run's folder
+    can be made; we run as root in CI); skipped where mounting is not allowed."""
+    runs = tmp_path / "project" / ".goldeval" / "runs"
+    runs.mkdir(parents=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(runs)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace')}")
+    try:
+        st = os.statvfs(runs)
+        with open(runs / "filler", "wb") as handle:
+            handle.write(b"\0" * (st.f_bavail * st.f_frsize))
+        yield runs
+    finally:
+        subprocess.run(["umount", "-l", str(runs)], check=False)
+
+
+@SQLITE_ONLY
+def test_disk_full_finalisation_is_failed_with_the_reason_in_error(
+    service_factory: Any, full_runs_disk: Path
+) -> None:
+    svc: Service = service_factory()
+    svc.serve(lease=5)
+    with svc.client("EVAL") as client:
+        run_id = client.post("/api/eval/runs", json={"dataset": "demo-v1"}).json()["id"]
+    run = svc.wait_status(run_id)
+    assert run["status"] == "FAILED", run
+    assert run["exitCode"] == 75 and run["exitDecision"]["code"] == 75, run
+    assert run["error"] and "No space left on device" in run["error"], run
+    assert _absolute_paths(run, [str(svc.root)]) == [], run
+
+
+#: The store refuses every final status: the plugin cannot even mark its run FAILED there.
+_NO_END = (
+    "CREATE TRIGGER planted BEFORE UPDATE ON runs WHEN NEW.status <> 'RUNNING' BEGIN "
+    "SELECT RAISE(ABORT, 'planted: the store is down'); END"
+)
+#: A project conftest.py that prints a lot after the plugin's last line (a teardown that
+#: logs), so the reason is no longer in the tail of the run's log.
+_NOISY_CONFTEST = (
+    "import sys\n\n\n"
+    "def pytest_unconfigure(config):\n"
+    "    sys.stdout.write('teardown chatter\\n' * 400)\n"
+)
+
+
+@SQLITE_ONLY
+def test_store_down_at_the_end_error_comes_from_the_recorded_fault(service_factory: Any) -> None:
+    """The store run stays RUNNING and the log's tail has no decision line: the error is the
+    finalisation fault the plugin recorded in the run folder's run.json."""
+    svc: Service = service_factory()
+    (svc.root / "conftest.py").write_text(_NOISY_CONFTEST, encoding="utf-8")
+    svc.serve(lease=5)
+    _sql(svc, _NO_END)
+    with svc.client("EVAL") as client:
+        run_id = client.post("/api/eval/runs", json={"dataset": "demo-v1"}).json()["id"]
+    run = svc.wait_status(run_id)
+    assert run["status"] == "FAILED", run
+    assert run["exitCode"] == 75 and run["exitDecision"]["code"] == 75, run
+    assert run["error"] and "planted: the store is down" in run["error"], run
+    assert _absolute_paths(run, [str(svc.root)]) == [], run
