@@ -11,6 +11,7 @@ line or recorded reason (never a silent failure).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
 from goldeval.results.documents import typed_run
+from goldeval.results.finalise import FAULT_KEY
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.results.run_folder import summary as run_summary
 from goldeval.server import logs
@@ -32,6 +34,9 @@ from goldeval.verdict.run_status import run_status
 
 #: How much of the end of a run's log is read for the line that says why it ended.
 _LOG_TAIL = 4000
+#: A run.json larger than this is not read for its finalisation fault (a bounded read: the
+#: worker must not load an arbitrarily large file to word an error).
+_RUN_JSON_MAX = 32 * 1024 * 1024
 
 
 def recorded_decision(row: RunRow | None) -> ExitDecision | None:
@@ -126,6 +131,28 @@ def recorded_reason(row: RunRow | None) -> str | None:
     decision = doc.get("exitDecision") if isinstance(doc, dict) else None
     reason = decision.get("reason") if isinstance(decision, dict) else None
     return one_line(reason) if isinstance(reason, str) and reason else None
+
+
+def folder_fault(run_dir: Path, code: int) -> str | None:
+    """The finalisation fault the plugin recorded in the run folder's run.json, when the
+    store could not take it (a store down at the end leaves its run RUNNING) and the log's
+    tail has no decision line. Only a fault decided with ``code`` counts: a run key's folder
+    is shared, and an earlier session's record must not explain this one's exit."""
+    path = run_dir / "run.json"
+    try:
+        if path.is_symlink() or path.stat().st_size > _RUN_JSON_MAX:
+            return None
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    fault = doc.get(FAULT_KEY) if isinstance(doc, dict) else None
+    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
+    if not isinstance(fault, dict) or not isinstance(decision, dict):
+        return None
+    reason = fault.get("reason")
+    if decision.get("code") != code or not isinstance(reason, str) or not reason:
+        return None
+    return one_line(reason)
 
 
 def signal_name(code: int) -> str:

@@ -49,6 +49,7 @@ from goldeval.server.run_endings import (
     decision_line,
     exit_text,
     final_status,
+    folder_fault,
     log_tail,
     mark_killed,
     recorded_decision,
@@ -368,6 +369,8 @@ class Worker:
             error = (
                 decision_line(tail)
                 or recorded_reason(row)
+                # The store may be what failed: the run folder's record of the fault.
+                or (folder_fault(self.settings.runs_dir / row.run_id, code) if row else None)
                 or (one_line(tail[-800:]) if row is None else "")
                 or ("stopped at the run budget (deadlineSeconds)" if reason == "deadline" else "")
                 or exit_text(code)
