@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from goldeval.store.base import Tx
+    from goldeval.store.sql import Tx
 
 #: Upper bounds (seconds) of the run duration histogram; +Inf is implied.
 DURATION_BUCKETS: tuple[float, ...] = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)

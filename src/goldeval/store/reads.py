@@ -1,0 +1,155 @@
+"""Reads of the SQL store: runs listed or found (their summaries' stored values put back),
+attempts whole or by page, counts, cases and artifacts. A mixin over
+:class:`~goldeval.store.sql.SqlCore` (see there for why the store is split this way)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, cast
+
+from goldeval.store.encoding import json_value, pass_rate
+from goldeval.store.pages import expand, full_fields, join_record
+from goldeval.store.rows import RUN_COLUMNS, ArtifactRow, AttemptKey, RunColumns, RunRow
+from goldeval.store.sql import SqlCore, Tx
+
+#: The columns :meth:`RunReads.records_of` turns back into records, and the join they need
+#: (``a``: attempts, ``c``: its content): one query per page, no second round trip.
+ATTEMPT_ROW_COLUMNS = "a.case_id, a.attempt_index, a.model, a.status, a.fields, c.body"
+ATTEMPT_ROW_JOIN = "attempts a JOIN contents c ON c.id = a.content_id"
+
+
+class RunReads(SqlCore):
+    """Everything that reads a run back."""
+
+    def _run_rows(self, tx: Tx, rows: list[RunColumns]) -> list[RunRow]:
+        """Rows as :class:`RunRow`, their summaries' stored values put back in place."""
+        summaries = [json_value(r.summary) if r.summary is not None else None for r in rows]
+        texts = self._stand_in_texts(tx, summaries)
+        return [
+            self._run_row(r, expand(s, texts) if texts else s)
+            for r, s in zip(rows, summaries, strict=True)
+        ]
+
+    def _run_row(self, row: RunColumns, summary: Any) -> RunRow:
+        return RunRow(
+            run_id=row.run_id,
+            run_key=row.run_key,
+            dataset_id=row.dataset_id,
+            dataset_hash=row.dataset_hash,
+            mode=row.mode,
+            model=row.model,
+            protocol=cast(dict[str, Any], json_value(row.protocol)),
+            configuration=cast(dict[str, Any], json_value(row.configuration)),
+            status=row.status,
+            started_at=self.ts_value(row.started_at),
+            finished_at=self.ts_value(row.finished_at) if row.finished_at is not None else None,
+            pass_rate=pass_rate(summary),
+            summary=cast("dict[str, Any] | None", summary),
+        )
+
+    @staticmethod
+    def records_of(rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+        """Attempt records of rows selected as :data:`ATTEMPT_ROW_COLUMNS` from
+        :data:`ATTEMPT_ROW_JOIN`: run fields and content joined back (also for callers
+        reading attempts with their own SQL: the service's queue)."""
+        return [
+            join_record(full_fields(str(c), int(i), str(st), json.loads(fields)), json.loads(body))
+            for c, i, _m, st, fields, body in rows
+        ]
+
+    def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
+        sql = "SELECT case_id, attempt_index, model FROM attempts WHERE run_id = ?"
+        if not include_errors:
+            sql += " AND status <> 'ERROR'"
+        with self._read("graded_keys") as tx:
+            rows = tx.query(sql, (run_id,))
+        return {(str(c), int(i), str(m)) for c, i, m in rows}
+
+    def attempts(self, run_id: str) -> list[dict[str, Any]]:
+        # Two queries, not the join: a run's attempts share few contents, each fetched once.
+        with self._read("attempts") as tx:
+            rows = tx.query(
+                "SELECT case_id, attempt_index, model, status, fields, content_id"
+                " FROM attempts WHERE run_id = ? ORDER BY case_id, attempt_index, model",
+                (run_id,),
+            )
+            texts = self._content_texts(tx, (int(r[5]) for r in rows))
+        return [
+            join_record(
+                full_fields(str(c), int(i), str(st), json.loads(fields)),
+                json.loads(texts[int(content_id)]),
+            )
+            for c, i, _m, st, fields, content_id in rows
+        ]
+
+    def attempts_page(
+        self,
+        run_id: str,
+        *,
+        limit: int,
+        status: str | None = None,
+        after: AttemptKey | None = None,
+    ) -> list[dict[str, Any]]:
+        where = ["a.run_id = ?"]
+        params: list[Any] = [run_id]
+        if status is not None:
+            where.append("a.status = ?")
+            params.append(status)
+        if after is not None:
+            where.append("(a.case_id, a.attempt_index, a.model) > (?, ?, ?)")
+            params.extend(after)
+        with self._read("attempts_page") as tx:
+            rows = tx.query(
+                f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
+                f" WHERE {' AND '.join(where)}"
+                " ORDER BY a.case_id, a.attempt_index, a.model LIMIT ?",
+                (*params, max(0, int(limit))),
+            )
+        return self.records_of(rows)
+
+    def attempt_counts(self, run_id: str) -> dict[str, int]:
+        with self._read("attempt_counts") as tx:
+            rows = tx.query(
+                "SELECT status, COUNT(*) FROM attempts WHERE run_id = ? GROUP BY status",
+                (run_id,),
+            )
+        return {str(st): int(n) for st, n in rows}
+
+    def cases(self, run_id: str) -> list[dict[str, Any]]:
+        with self._read("cases") as tx:
+            rows = tx.query("SELECT content_id FROM run_cases WHERE run_id = ?", (run_id,))
+            texts = self._content_texts(tx, (int(r[0]) for r in rows))
+        infos = [cast(dict[str, Any], json.loads(texts[int(r[0])])) for r in rows]
+
+        def order(info: dict[str, Any]) -> tuple[int, str]:
+            line = info.get("line")
+            return (line if isinstance(line, int) else 0, str(info.get("caseId", "")))
+
+        return sorted(infos, key=order)
+
+    def artifacts(self, run_id: str) -> list[ArtifactRow]:
+        with self._read("artifacts") as tx:
+            rows = tx.query(
+                "SELECT path, sha256, size, created_at FROM artifacts WHERE run_id = ?"
+                " ORDER BY path",
+                (run_id,),
+            )
+        return [ArtifactRow(r[0], r[1], int(r[2]), self.ts_value(r[3])) for r in rows]
+
+    def runs(self, limit: int = 50, dataset_id: str | None = None) -> list[RunRow]:
+        where, params = ("WHERE dataset_id = ?", [dataset_id]) if dataset_id else ("", [])
+        with self._read("runs") as tx:
+            rows = tx.query(
+                f"SELECT {RUN_COLUMNS} FROM runs {where}"
+                " ORDER BY started_at DESC, run_id DESC LIMIT ?",
+                (*params, int(limit)),
+            )
+            return self._run_rows(tx, [RunColumns(*r) for r in rows])
+
+    def get_run(self, run_id_or_key: str) -> RunRow | None:
+        with self._read("get_run") as tx:
+            row = self._find(tx, "run_id", run_id_or_key) or self._find(
+                tx, "run_key", run_id_or_key
+            )
+            return self._run_rows(tx, [row])[0] if row is not None else None
