@@ -269,7 +269,7 @@ def test_after_n_tries_is_said_once(
 
 def _run(*attempts: tuple[str, str | None]) -> dict:
     cases = [{"caseId": f"c{i}", "status": status,
-              "attempts": [{"status": status, "errorKind": kind}]}
+              "attempts": [{"index": 0, "status": status, "errorKind": kind}]}
              for i, (status, kind) in enumerate(attempts)]
     counts = {s: sum(1 for st, _ in attempts if st == s) for s in ("PASS", "FAIL", "ERROR")}
     return {"cases": cases, "casesTotal": len(cases), "attemptsTotal": len(cases),
