@@ -16,10 +16,6 @@ SRC = ROOT / "src" / "goldeval"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 
-_SERVER = (
-    "not split yet: the Service class grew with issue 33's work; next: split by concern "
-    "(run creation and validation, reads and compare, artifacts and pages)"
-)
 _STORE = (
     "not split yet: one SqlStore holds schema, run writes, reads and views; next: split by "
     "concern (migrations runner, run writes, reads/views) behind the one concrete class"
@@ -32,8 +28,6 @@ PENDING_SPLIT: dict[str, str] = {
         "not split yet: the contract, retrieval and general graders in reporting order; next: "
         "one step per grader family"
     ),
-    "server/service.py": _SERVER,
-    "server/service.py::Service.create": _SERVER,
     "store/base.py": _STORE,
     "verdict/comparison.py": (
         "not split yet: comparison, its protocol check and its JSON form; it was just moved onto "
