@@ -24,10 +24,6 @@ _SERVER = (
 #: ``path`` (a module) or ``path::Qualified.name`` (a function), relative to src/goldeval:
 #: why it is still over the limit.
 PENDING_SPLIT: dict[str, str] = {
-    "pipeline/attempt.py::Pipeline.grade": (
-        "not split yet: the contract, retrieval and general graders in reporting order; next: "
-        "one step per grader family"
-    ),
     "server/app.py": _SERVER,
     "server/app.py::create_app": _SERVER,
     "server/service.py": _SERVER,
