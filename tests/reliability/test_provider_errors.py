@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply, fixture_responder
+from tests.builders import run_document
 from tests.helpers import RunFiles, chat_calls
 
 CASES = 10
@@ -268,13 +269,8 @@ def test_after_n_tries_is_said_once(
 
 
 def _run(*attempts: tuple[str, str | None]) -> dict:
-    cases = [{"caseId": f"c{i}", "status": status,
-              "attempts": [{"index": 0, "status": status, "errorKind": kind}]}
-             for i, (status, kind) in enumerate(attempts)]
-    counts = {s: sum(1 for st, _ in attempts if st == s) for s in ("PASS", "FAIL", "ERROR")}
-    return {"cases": cases, "casesTotal": len(cases), "attemptsTotal": len(cases),
-            "attemptsPassed": counts["PASS"], "attemptsFailed": counts["FAIL"],
-            "attemptsSkipped": 0, "attemptsError": counts["ERROR"]}
+    """One case per attempt (c0, c1, ...), each attempt with its errorKind."""
+    return run_document({f"c{i}": [attempt] for i, attempt in enumerate(attempts)})
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,6 @@ MAX_FUNCTION_LINES = 80
 #: ``path`` (a module) or ``path::Qualified.name`` (a function), relative to src/goldeval:
 #: why it is still over the limit.
 PENDING_SPLIT: dict[str, str] = {
-    "pipeline/attempt.py::Pipeline.grade": (
-        "not split yet: the contract, retrieval and general graders in reporting order; next: "
-        "one step per grader family"
-    ),
     "verdict/comparison.py": (
         "not split yet: comparison, its protocol check and its JSON form; it was just moved onto "
         "the typed run document; next: protocol check in its own module"

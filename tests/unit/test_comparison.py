@@ -19,54 +19,23 @@ from goldeval.verdict.comparison import (
     mcnemar,
     metric_delta,
 )
+from tests.builders import AttemptSpec, reference_metrics, run_document
 from tests.verdict_json import compare, protocol_differences
 
 # ------------------------------------------------------------------------------------------
-# Builders: JSON-plain run documents shaped like run.json
+# Builder: tests.builders.run_document plus contracts, tokens, durations and grader rates
 
 
-def make_case(case_id: str, statuses: list[str], *, critical: bool = False) -> dict[str, Any]:
-    attempts: list[dict[str, Any]] = []
-    for i, status in enumerate(statuses, 1):
-        attempt: dict[str, Any] = {"index": i, "status": status, "tokens": {}, "durationMs": 5}
-        if status in ("PASS", "FAIL"):
-            taxonomy = []
-            if critical and status == "FAIL":
-                taxonomy = [
-                    {
-                        "caseId": case_id,
-                        "category": "SAFETY",
-                        "severity": "CRITICAL",
-                        "grader": "contract",
-                        "reason": "git commit in the answer",
-                    }
-                ]
-            attempt["contract"] = {
-                "passed": status == "PASS",
-                "violations": [],
-                "taxonomy": taxonomy,
-            }
-        if status == "ERROR":
-            attempt.update(errorKind="TIMEOUT", errorMessage="timed out")
-        attempts.append(attempt)
-    quality = [s for s in statuses if s in ("PASS", "FAIL")]
-    if all(s == "SKIPPED" for s in statuses):
-        case_status = "SKIPPED"
-    elif "ERROR" in statuses and all(s == "PASS" for s in quality):
-        case_status = "ERROR"
-    elif all(s == "PASS" for s in quality):
-        case_status = "PASS"
-    else:
-        case_status = "FAIL"
-    return {
-        "caseId": case_id,
-        "status": case_status,
-        "kinds": ["GENERATION"],
-        "attempts": attempts,
-        "successRate": {"hits": quality.count("PASS"), "total": len(quality)},
-        "errors": [],
-        "taxonomy": [],
-    }
+def _critical_taxonomy(case_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "caseId": case_id,
+            "category": "SAFETY",
+            "severity": "CRITICAL",
+            "grader": "contract",
+            "reason": "git commit in the answer",
+        }
+    ]
 
 
 def make_run(
@@ -79,52 +48,36 @@ def make_run(
     critical: tuple[str, ...] = (),
     **extra: Any,
 ) -> dict[str, Any]:
-    case_list = [
-        make_case(cid, [s] if isinstance(s, str) else s, critical=cid in critical)
-        for cid, s in cases.items()
-    ]
-    statuses = [a["status"] for c in case_list for a in c["attempts"]]
-    passed, failed = statuses.count("PASS"), statuses.count("FAIL")
-    metrics: dict[str, Any] = {name: {"hits": 0, "total": 0} for name in REFERENCE_RATES}
-    metrics["overallPassRate"] = {"hits": passed, "total": passed + failed}
-    metrics["contractPassRate"] = {"hits": passed, "total": passed + failed}
+    # An ERROR attempt timed out; its message is added below.
+    specs: dict[str, list[AttemptSpec]] = {}
+    for cid, spec in cases.items():
+        statuses = [spec] if isinstance(spec, str) else spec
+        specs[cid] = [(st, "TIMEOUT" if st == "ERROR" else None) for st in statuses]
+    hashes = {"datasetHash": "a" * 64, "graderConfigHash": "g" * 64}
+    doc = run_document(specs, protocol={**hashes, **(protocol or {})} if with_protocol else None)
+    doc["runId"] = "r1"
+    for case in doc["cases"]:
+        case.update(kinds=["GENERATION"], errors=[], taxonomy=[])
+        for attempt in case["attempts"]:
+            status = attempt["status"]
+            attempt.update(tokens={}, durationMs=5)
+            if status in ("PASS", "FAIL"):
+                failed_critical = case["caseId"] in critical and status == "FAIL"
+                attempt["contract"] = {
+                    "passed": status == "PASS",
+                    "violations": [],
+                    "taxonomy": _critical_taxonomy(case["caseId"]) if failed_critical else [],
+                }
+            if status == "ERROR":
+                attempt["errorMessage"] = "timed out"
+    metrics = reference_metrics(doc)
     for name, (hits, total) in (rates or {}).items():
         metrics[name] = {"hits": hits, "total": total}
     if graders is not None:
         metrics["graders"] = {k: {"hits": h, "total": t} for k, (h, t) in graders.items()}
-    samples = sum(1 for s in statuses if s != "SKIPPED")
+    samples = doc["attemptsTotal"] - doc["attemptsSkipped"]
     metrics["latency"] = {"avgMs": 5 if samples else 0, "samples": samples}
-    doc: dict[str, Any] = {
-        "runId": "r1",
-        "casesTotal": len(case_list),
-        "casesPassed": sum(c["status"] == "PASS" for c in case_list),
-        "casesFailed": sum(c["status"] == "FAIL" for c in case_list),
-        "casesSkipped": sum(c["status"] == "SKIPPED" for c in case_list),
-        "casesError": sum(c["status"] == "ERROR" for c in case_list),
-        "attemptsTotal": len(statuses),
-        "attemptsPassed": passed,
-        "attemptsFailed": failed,
-        "attemptsSkipped": statuses.count("SKIPPED"),
-        "attemptsError": statuses.count("ERROR"),
-        "metrics": metrics,
-        "cases": case_list,
-    }
-    if with_protocol:
-        doc["protocol"] = {
-            "datasetId": "demo-v1",
-            "datasetHash": "a" * 64,
-            "packId": None,
-            "packHash": None,
-            "mode": "DETERMINISTIC",
-            "attempts": 1,
-            "selectedCaseIds": sorted(cases),
-            "graderConfigHash": "g" * 64,
-            "provider": None,
-            "model": None,
-            "judgeEnabled": False,
-            "judgeModel": None,
-            **(protocol or {}),
-        }
+    doc["metrics"] = metrics
     doc.update(extra)
     return doc
 

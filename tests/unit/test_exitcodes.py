@@ -11,7 +11,6 @@ from goldeval.verdict import exit_codes as exitcodes
 from goldeval.verdict.comparison import (
     LIVE_ONLY_KEYS,
     PROTOCOL_KEYS,
-    REFERENCE_RATES,
     Decision,
 )
 from goldeval.verdict.exit_codes import (
@@ -24,65 +23,21 @@ from goldeval.verdict.exit_codes import (
     ExitDecision,
 )
 from goldeval.verdict.gate import GateResult, GateRule, RuleKind, attach_gate
+from tests.builders import reference_metrics, run_document
 from tests.helpers import decide_run_exit
 from tests.verdict_json import compare, evaluate, metric_value
 
 # ------------------------------------------------------------------------------------------
-# Builder (same shape as run.json; kept local so each test module stands alone)
+# Builder: tests.builders.run_document plus a contract result on each attempt
 
 
 def make_run(cases: Mapping[str, str | list[str]], **protocol: Any) -> dict[str, Any]:
-    case_list: list[dict[str, Any]] = []
-    for cid, spec in cases.items():
-        statuses = [spec] if isinstance(spec, str) else spec
-        quality = [s for s in statuses if s in ("PASS", "FAIL")]
-        if all(s == "SKIPPED" for s in statuses):
-            case_status = "SKIPPED"
-        elif "ERROR" in statuses and all(s == "PASS" for s in quality):
-            case_status = "ERROR"
-        else:
-            case_status = "PASS" if all(s == "PASS" for s in quality) else "FAIL"
-        case_list.append(
-            {
-                "caseId": cid,
-                "status": case_status,
-                "attempts": [
-                    {"index": i, "status": s, "contract": {"passed": s == "PASS", "taxonomy": []}}
-                    for i, s in enumerate(statuses, 1)
-                ],
-                "successRate": {"hits": quality.count("PASS"), "total": len(quality)},
-            }
-        )
-    statuses = [a["status"] for c in case_list for a in c["attempts"]]
-    passed, failed = statuses.count("PASS"), statuses.count("FAIL")
-    metrics: dict[str, Any] = {name: {"hits": 0, "total": 0} for name in REFERENCE_RATES}
-    metrics["overallPassRate"] = {"hits": passed, "total": passed + failed}
-    metrics["contractPassRate"] = {"hits": passed, "total": passed + failed}
-    return {
-        "casesTotal": len(case_list),
-        "attemptsTotal": len(statuses),
-        "attemptsPassed": passed,
-        "attemptsFailed": failed,
-        "attemptsSkipped": statuses.count("SKIPPED"),
-        "attemptsError": statuses.count("ERROR"),
-        "metrics": metrics,
-        "cases": case_list,
-        "protocol": {
-            "datasetId": "demo-v1",
-            "datasetHash": "h",
-            "packId": None,
-            "packHash": None,
-            "mode": "DETERMINISTIC",
-            "attempts": 1,
-            "selectedCaseIds": sorted(cases),
-            "graderConfigHash": "g",
-            "provider": None,
-            "model": None,
-            "judgeEnabled": False,
-            "judgeModel": None,
-            **protocol,
-        },
-    }
+    doc = run_document(cases, protocol=protocol)
+    for case in doc["cases"]:
+        for attempt in case["attempts"]:
+            attempt["contract"] = {"passed": attempt["status"] == "PASS", "taxonomy": []}
+    doc["metrics"] = reference_metrics(doc)
+    return doc
 
 
 FAILED_GATE = GateResult.of(

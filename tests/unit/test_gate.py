@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from goldeval.verdict.comparison import REFERENCE_RATES, Decision
+from goldeval.verdict.comparison import Decision
 from goldeval.verdict.gate import (
     GatePolicy,
     GateResult,
@@ -16,10 +16,11 @@ from goldeval.verdict.gate import (
     RuleKind,
     attach_gate,
 )
+from tests.builders import reference_metrics, run_document
 from tests.verdict_json import compare, evaluate, evaluate_fixture, evaluate_live, incomplete_rule
 
 # ------------------------------------------------------------------------------------------
-# Builders (same shape as run.json; kept local so each test module stands alone)
+# Builder: tests.builders.run_document plus contracts, durations and grader rates
 
 
 def make_run(
@@ -32,77 +33,30 @@ def make_run(
     critical: tuple[str, ...] = (),
     **extra: Any,
 ) -> dict[str, Any]:
-    case_list: list[dict[str, Any]] = []
-    for cid, spec in cases.items():
-        statuses = [spec] if isinstance(spec, str) else spec
-        attempts = []
-        for i, status in enumerate(statuses, 1):
-            attempt: dict[str, Any] = {"index": i, "status": status, "durationMs": 5}
+    doc = run_document(cases, protocol=(protocol or {}) if with_protocol else None)
+    doc["runId"] = "r"
+    for case in doc["cases"]:
+        case["taxonomy"] = []
+        for attempt in case["attempts"]:
+            status = attempt["status"]
+            attempt["durationMs"] = 5
             if status in ("PASS", "FAIL"):
                 taxonomy = (
                     [{"severity": "CRITICAL", "category": "SAFETY"}]
-                    if cid in critical and status == "FAIL"
+                    if case["caseId"] in critical and status == "FAIL"
                     else []
                 )
                 attempt["contract"] = {"passed": status == "PASS", "taxonomy": taxonomy}
-            attempts.append(attempt)
-        quality = [s for s in statuses if s in ("PASS", "FAIL")]
-        if all(s == "SKIPPED" for s in statuses):
-            case_status = "SKIPPED"
-        elif "ERROR" in statuses and all(s == "PASS" for s in quality):
-            case_status = "ERROR"
-        else:
-            case_status = "PASS" if all(s == "PASS" for s in quality) else "FAIL"
-        case_list.append(
-            {
-                "caseId": cid,
-                "status": case_status,
-                "attempts": attempts,
-                "successRate": {"hits": quality.count("PASS"), "total": len(quality)},
-                "taxonomy": [],
-            }
-        )
-    statuses = [a["status"] for c in case_list for a in c["attempts"]]
-    passed, failed = statuses.count("PASS"), statuses.count("FAIL")
-    metrics: dict[str, Any] = {name: {"hits": 0, "total": 0} for name in REFERENCE_RATES}
-    metrics["overallPassRate"] = {"hits": passed, "total": passed + failed}
-    metrics["contractPassRate"] = {"hits": passed, "total": passed + failed}
+    metrics = reference_metrics(doc)
     for name, (hits, total) in (rates or {}).items():
         metrics[name] = {"hits": hits, "total": total}
     if graders is not None:
         metrics["graders"] = {k: {"hits": h, "total": t} for k, (h, t) in graders.items()}
-    doc: dict[str, Any] = {
-        "runId": "r",
-        "casesTotal": len(case_list),
-        "attemptsTotal": len(statuses),
-        "attemptsPassed": passed,
-        "attemptsFailed": failed,
-        "attemptsSkipped": statuses.count("SKIPPED"),
-        "attemptsError": statuses.count("ERROR"),
-        "metrics": metrics,
-        "cases": case_list,
-    }
-    if with_protocol:
-        doc["protocol"] = {
-            "datasetId": "demo-v1",
-            "datasetHash": "h",
-            "packId": None,
-            "packHash": None,
-            "mode": "DETERMINISTIC",
-            "attempts": 1,
-            "selectedCaseIds": sorted(cases),
-            "graderConfigHash": "g",
-            "provider": None,
-            "model": None,
-            "judgeEnabled": False,
-            "judgeModel": None,
-            **(protocol or {}),
-        }
-    else:  # a reference-style document: comparability from datasetVersion/datasetHash
+    doc["metrics"] = metrics
+    if not with_protocol:  # reference-style: comparability from datasetVersion/datasetHash
         doc.update(datasetVersion="demo-v1", datasetHash="h")
     doc.update(extra)
     return doc
-
 
 LIVE = {"mode": "LIVE", "provider": "ollama", "model": "m", "judgeEnabled": False}
 

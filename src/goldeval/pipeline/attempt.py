@@ -15,6 +15,7 @@ from goldeval.core.errors import SECRET_IN_ANSWER, ProviderError
 from goldeval.core.models import (
     AttemptRecord,
     CaseInfo,
+    ContractResult,
     GraderOutcome,
     Severity,
     Status,
@@ -285,15 +286,50 @@ class Pipeline:
         self, case: GoldenCase, attempt: int, answer: Answer, model: str | None
     ) -> AttemptRecord:
         start = time.perf_counter()
-        retrieved = self.retrieve(case)
         ctx = GradeContext(
             case=case,
             answer=answer,
-            retrieved=retrieved,
+            retrieved=self.retrieve(case),
             pack=self.dataset.pack,
             options=self.dataset.manifest.grader_options,
         )
-        contract = None
+        contract, outcomes, hard_failed = self._run_graders(case, ctx)
+        truncated = self._truncation_outcome(case, answer)
+        if truncated is not None:
+            outcomes.append(truncated)
+            hard_failed = hard_failed or truncated.hard
+        retrieval = self.retrieval_for(case)
+        if retrieval is not None and retrieval.applicable and not retrieval.passed:
+            hard_failed = True
+        grading_ms = max(1, round((time.perf_counter() - start) * 1000))
+        # ``model`` is the run's model identity (the caller's): every record of a run carries
+        # the same one, whatever name the answer gives, so one run is never split in two.
+        return AttemptRecord(
+            **self._base(case, attempt, model),
+            status=Status.FAIL if hard_failed else Status.PASS,
+            contract=contract,
+            retrieval=retrieval,
+            graders=outcomes,
+            tokens=_token_usage(answer),
+            served_model=answer.served_model,
+            duration_ms=answer.duration_ms if answer.duration_ms > 0 else grading_ms,
+            tries=answer.tries,
+            queue_ms=answer.queue_ms,
+            ttft_ms=answer.ttft_ms,
+            output=answer.text,
+            finish_reason=answer.finish_reason,
+            prompt_messages=None if not hard_failed else self.rendered(case),
+        )
+
+    def _run_graders(
+        self, case: GoldenCase, ctx: GradeContext
+    ) -> tuple[ContractResult | None, list[GraderOutcome], bool]:
+        """The contract and general graders that apply to ``case``, in configured order.
+
+        Returns (contract result or None, the general graders' outcomes, whether a hard one
+        failed).
+        """
+        contract: ContractResult | None = None
         outcomes: list[GraderOutcome] = []
         hard_failed = False
         flags = self._applicability.flags(case)
@@ -309,70 +345,45 @@ class Pipeline:
                 if mode == "hard" and not contract.passed:
                     hard_failed = True
                 continue
-            try:
-                # Each grader call gets a time budget for the user patterns it evaluates.
-                with budget(grader.name, self._grader_seconds):
-                    outcome = grader.grade(ctx)
-            except GraderTimeout as exc:  # over budget: an ERROR no retry fixes (exit 4)
-                raise ProviderError("GRADER_TIMEOUT", str(exc)) from None
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as exc:  # see _foreign_error
-                raise _foreign_error("GRADER_ERROR", f"grader {grader.name}", exc) from exc
+            outcome = self._grade_one(grader, ctx)
             outcome.hard = mode == "hard"
             outcomes.append(outcome)
             if outcome.hard and not outcome.passed:
                 hard_failed = True
+        return contract, outcomes, hard_failed
+
+    def _grade_one(self, grader: Grader, ctx: GradeContext) -> GraderOutcome:
+        """One general grader's outcome; what it raises becomes an ERROR (exit 4)."""
+        try:
+            # Each grader call gets a time budget for the user patterns it evaluates.
+            with budget(grader.name, self._grader_seconds):
+                return grader.grade(ctx)
+        except GraderTimeout as exc:  # over budget: an ERROR no retry fixes (exit 4)
+            raise ProviderError("GRADER_TIMEOUT", str(exc)) from None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # see _foreign_error
+            raise _foreign_error("GRADER_ERROR", f"grader {grader.name}", exc) from exc
+
+    def _truncation_outcome(self, case: GoldenCase, answer: Answer) -> GraderOutcome | None:
+        """The ``truncated`` outcome of an answer cut at the token limit, unless turned off."""
         truncated = self.dataset.manifest.truncated
-        if answer.finish_reason == "length" and truncated != "off":
-            outcome = GraderOutcome(
-                grader="truncated",
-                passed=False,
-                violations=[
-                    Violation(
-                        case_id=case.id,
-                        category=TRUNCATED,
-                        severity=Severity.HIGH,
-                        grader="truncated",
-                        reason="the answer was cut at the token limit (finish_reason length); "
-                        "raise request.max_tokens, or set `truncated: soft` in the manifest",
-                    )
-                ],
-                hard=truncated == "hard",
-            )
-            outcomes.append(outcome)
-            hard_failed = hard_failed or outcome.hard
-        retrieval = self.retrieval_for(case)
-        if retrieval is not None and retrieval.applicable and not retrieval.passed:
-            hard_failed = True
-        grading_ms = max(1, round((time.perf_counter() - start) * 1000))
-        duration = answer.duration_ms if answer.duration_ms > 0 else grading_ms
-        total = None
-        if answer.input_tokens is not None or answer.output_tokens is not None:
-            total = (answer.input_tokens or 0) + (answer.output_tokens or 0)
-        # ``model`` is the run's model identity (the caller's): every record of a run carries
-        # the same one, whatever name the answer gives, so one run is never split in two.
-        return AttemptRecord(
-            **self._base(case, attempt, model),
-            status=Status.FAIL if hard_failed else Status.PASS,
-            contract=contract,
-            retrieval=retrieval,
-            graders=outcomes,
-            tokens=TokenUsage(
-                input_tokens=answer.input_tokens,
-                output_tokens=answer.output_tokens,
-                total_tokens=total,
-                estimated_cost=answer.cost,
-                estimated=answer.tokens_estimated or None,
-            ),
-            served_model=answer.served_model,
-            duration_ms=duration,
-            tries=answer.tries,
-            queue_ms=answer.queue_ms,
-            ttft_ms=answer.ttft_ms,
-            output=answer.text,
-            finish_reason=answer.finish_reason,
-            prompt_messages=None if not hard_failed else self.rendered(case),
+        if answer.finish_reason != "length" or truncated == "off":
+            return None
+        return GraderOutcome(
+            grader="truncated",
+            passed=False,
+            violations=[
+                Violation(
+                    case_id=case.id,
+                    category=TRUNCATED,
+                    severity=Severity.HIGH,
+                    grader="truncated",
+                    reason="the answer was cut at the token limit (finish_reason length); "
+                    "raise request.max_tokens, or set `truncated: soft` in the manifest",
+                )
+            ],
+            hard=truncated == "hard",
         )
 
     def error_record(
@@ -404,6 +415,20 @@ class Pipeline:
             skip_reason=reason,
             error_message=reason,
         )
+
+
+def _token_usage(answer: Answer) -> TokenUsage:
+    """The answer's token counts and cost; the total only when at least one count is known."""
+    total = None
+    if answer.input_tokens is not None or answer.output_tokens is not None:
+        total = (answer.input_tokens or 0) + (answer.output_tokens or 0)
+    return TokenUsage(
+        input_tokens=answer.input_tokens,
+        output_tokens=answer.output_tokens,
+        total_tokens=total,
+        estimated_cost=answer.cost,
+        estimated=answer.tokens_estimated or None,
+    )
 
 
 def _foreign_error(kind: str, who: str, exc: BaseException) -> ProviderError:
