@@ -32,10 +32,6 @@ PENDING_SPLIT: dict[str, str] = {
     "server/app.py::create_app": _SERVER,
     "server/service.py": _SERVER,
     "server/service.py::Service.create": _SERVER,
-    "verdict/comparison.py": (
-        "not split yet: comparison, its protocol check and its JSON form; it was just moved onto "
-        "the typed run document; next: protocol check in its own module"
-    ),
 }
 
 
