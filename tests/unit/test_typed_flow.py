@@ -36,10 +36,10 @@ CEILING = 54
 VERDICT_JSON_PARAMETERS = {
     # Comparability is key by key on the protocol objects as JSON: extra keys take part
     # (selectedAttempts), and a key absent differs from a key present.
-    ("comparison.py", "_live_keys_in_play", "b"),
-    ("comparison.py", "_live_keys_in_play", "c"),
-    ("comparison.py", "_protocol_differences", "b"),
-    ("comparison.py", "_protocol_differences", "c"),
+    ("protocol_check.py", "_live_keys_in_play", "b"),
+    ("protocol_check.py", "_live_keys_in_play", "c"),
+    ("protocol_check.py", "_protocol_differences", "b"),
+    ("protocol_check.py", "_protocol_differences", "c"),
     # The reports hold the dumped comparison they render; typing it is the next step.
     ("comparison.py", "comparison_label", "cmp"),
     # The baseline written is run.json's JSON as read, keys in their order (diffable).
