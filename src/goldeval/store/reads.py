@@ -33,16 +33,7 @@ class RunReads(SqlCore):
 
     def _run_row(self, row: RunColumns, summary: Any) -> RunRow:
         return RunRow(
-            run_id=row.run_id,
-            run_key=row.run_key,
-            dataset_id=row.dataset_id,
-            dataset_hash=row.dataset_hash,
-            mode=row.mode,
-            model=row.model,
-            protocol=cast(dict[str, Any], json_value(row.protocol)),
-            configuration=cast(dict[str, Any], json_value(row.configuration)),
-            status=row.status,
-            started_at=self.ts_value(row.started_at),
+            **self.run_identity(row),
             finished_at=self.ts_value(row.finished_at) if row.finished_at is not None else None,
             pass_rate=pass_rate(summary),
             summary=cast("dict[str, Any] | None", summary),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 from goldeval.store import counters
 from goldeval.store.encoding import (
@@ -44,19 +44,7 @@ class RunWrites(SqlCore):
     """Everything that writes a run."""
 
     def _stored_run(self, row: RunColumns, *, resumed: bool) -> StoredRun:
-        return StoredRun(
-            run_id=row.run_id,
-            run_key=row.run_key,
-            dataset_id=row.dataset_id,
-            dataset_hash=row.dataset_hash,
-            mode=row.mode,
-            model=row.model,
-            protocol=cast(dict[str, Any], json_value(row.protocol)),
-            configuration=cast(dict[str, Any], json_value(row.configuration)),
-            status=row.status,
-            started_at=self.ts_value(row.started_at),
-            resumed=resumed,
-        )
+        return StoredRun(**self.run_identity(row), resumed=resumed)
 
     @contextmanager
     def _locked_run(self, op: str, run_id: str) -> Iterator[Tx]:

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, ClassVar
 
-from goldeval.store.encoding import utcnow
+from goldeval.store.encoding import json_value, utcnow
 from goldeval.store.errors import StoreError
 from goldeval.store.migrations import LATEST_VERSION, SCHEMA_VERSION_DDL, Backend, pending
 from goldeval.store.pages import marks
@@ -165,6 +165,23 @@ class SqlCore(ABC):
     @abstractmethod
     def _close(self) -> None:
         """Close the connection."""
+
+    def run_identity(self, row: RunColumns) -> dict[str, Any]:
+        """The fields a stored run and a listed run share, decoded from a ``runs`` row (one
+        place for :class:`~goldeval.store.rows.StoredRun` and
+        :class:`~goldeval.store.rows.RunRow`)."""
+        return {
+            "run_id": row.run_id,
+            "run_key": row.run_key,
+            "dataset_id": row.dataset_id,
+            "dataset_hash": row.dataset_hash,
+            "mode": row.mode,
+            "model": row.model,
+            "protocol": json_value(row.protocol),
+            "configuration": json_value(row.configuration),
+            "status": row.status,
+            "started_at": self.ts_value(row.started_at),
+        }
 
     # ---- public transactions (for the service queue, :mod:`goldeval.store.queue`)
 
