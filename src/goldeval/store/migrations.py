@@ -39,8 +39,7 @@ Versions:
 10. ``service_counters`` (name, labels, value): the counters ``/metrics`` reads instead of
    scanning attempts (:mod:`goldeval.store.counters`), filled from the rows already stored
    (runs by status and dataset, attempts by status, errors by kind, tokens; cost and the run
-   duration histogram count from this version on). Self-contained in ``_COUNTERS`` so it can
-   be renumbered in one edit.
+   duration histogram count from this version on).
 """
 
 from __future__ import annotations
