@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
@@ -138,6 +139,20 @@ def folder_fault(run_dir: Path, code: int) -> str | None:
     store could not take it (a store down at the end leaves its run RUNNING) and the log's
     tail has no decision line. Only a fault decided with ``code`` counts: a run key's folder
     is shared, and an earlier session's record must not explain this one's exit."""
+    doc = _run_json(run_dir)
+    fault = doc.get(FAULT_KEY) if doc is not None else None
+    decision = doc.get("exitDecision") if doc is not None else None
+    if not isinstance(fault, dict) or not isinstance(decision, dict):
+        return None
+    reason = fault.get("reason")
+    if decision.get("code") != code or not isinstance(reason, str) or not reason:
+        return None
+    return one_line(reason)
+
+
+def _run_json(run_dir: Path) -> dict[str, Any] | None:
+    """The run folder's run.json as written by the plugin (None: absent, a symlink, too large
+    or not a JSON object)."""
     path = run_dir / "run.json"
     try:
         if path.is_symlink() or path.stat().st_size > _RUN_JSON_MAX:
@@ -145,14 +160,21 @@ def folder_fault(run_dir: Path, code: int) -> str | None:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    fault = doc.get(FAULT_KEY) if isinstance(doc, dict) else None
-    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
-    if not isinstance(fault, dict) or not isinstance(decision, dict):
+    return doc if isinstance(doc, dict) else None
+
+
+def folder_record(run_dir: Path, store_run_id: str, exit_code: int | None) -> dict[str, Any] | None:
+    """The plugin's whole record of a run whose store record never got its end (the store
+    failed during the run: attempts missing, no verdict): the run folder's run.json, when it
+    is this run's and its verdict is the one its last pytest process exited with (a run key's
+    folder is shared: an earlier session's record must not stand for this one).
+    ``goldeval compare`` and ``goldeval gate`` decide from that file, so the service's
+    surfaces decide from it too."""
+    doc = _run_json(run_dir)
+    decision = doc.get("exitDecision") if doc is not None else None
+    if doc is None or doc.get("runId") != store_run_id or not isinstance(decision, dict):
         return None
-    reason = fault.get("reason")
-    if decision.get("code") != code or not isinstance(reason, str) or not reason:
-        return None
-    return one_line(reason)
+    return doc if exit_code is not None and decision.get("code") == exit_code else None
 
 
 def signal_name(code: int) -> str:

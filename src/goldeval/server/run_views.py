@@ -97,6 +97,13 @@ def _add_store_run(settings: ServiceSettings, q: RunQueue, job: ServiceRun, out:
         ]
 
 
+def process_decision(settings: ServiceSettings, job: ServiceRun) -> ExitDecisionDoc | None:
+    """The exit decision of the run's last pytest process when the store holds no run of it
+    (the plugin never began one): what ``exitDecision`` says on the run endpoint."""
+    error = settings.public_text(job.error) if job.error else None
+    return _process_decision(job, None, error)
+
+
 _DECISION_LINE = re.compile(r"^goldeval decision: exit -?\d+ — ")
 
 

@@ -20,8 +20,16 @@ from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import safe_text
 from goldeval.dataset.rows import discover
 from goldeval.reports import site
-from goldeval.results.documents import RunDocument, typed_run
-from goldeval.server import artifact_files, datasets, pages, run_artifacts, run_requests, run_views
+from goldeval.results.documents import ExitDecisionDoc, RunDocument, typed_run
+from goldeval.server import (
+    artifact_files,
+    datasets,
+    pages,
+    run_artifacts,
+    run_endings,
+    run_requests,
+    run_views,
+)
 from goldeval.server.artifact_files import ARTIFACT_TYPES
 from goldeval.server.models import ResultOut, RunOut, RunRequest
 from goldeval.server.problems import Problem, validation_problem
@@ -29,6 +37,7 @@ from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
 from goldeval.store.queue import (
+    FINISHED,
     RESUMABLE,
     RunQueue,
     ServiceRun,
@@ -170,7 +179,7 @@ class Service:
         job = q.get(ref)
         target = job.run_key if job is not None else ref
         try:
-            return run_document(q.store, target), job
+            doc = run_document(q.store, target)
         except GoldevalError:
             if job is not None:
                 raise Problem(
@@ -180,6 +189,19 @@ class Service:
                     f"run {ref} is {job.status}: nothing graded yet",
                 ) from None
             raise Problem(404, "run-not-found", "Run not found", f"no run {ref!r}") from None
+        if job is not None and job.status in FINISHED and doc.get("status") == "RUNNING":
+            # Its pytest process ended, yet the store never recorded the end: the store failed
+            # during the run. The run folder holds the plugin's whole record of it.
+            doc = self._folder_record(job, str(doc.get("runId") or "")) or doc
+        return doc, job
+
+    def _folder_record(self, job: ServiceRun, store_run_id: str) -> dict[str, Any] | None:
+        """The run.json the plugin wrote in the run's folder (run_endings.folder_record)."""
+        runs = self.settings.runs_dir.resolve()
+        folder = (runs / store_run_id).resolve()
+        if not store_run_id or folder.parent != runs:
+            return None
+        return run_endings.folder_record(folder, store_run_id, job.exit_code)
 
     def _typed(self, doc: dict[str, Any], ref: str) -> RunDocument:
         """A stored run's document typed once, where it enters the verdict; 409 when a field
@@ -308,7 +330,13 @@ class Service:
     def page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
             q = RunQueue(store)
-            self._job(q, run_id)
+            job = self._job(q, run_id)
+            if compare_with is None and q.store_run_id(job.run_key) is None:
+                # A run the plugin never began (a usage error, a baseline it refused): the page
+                # states the exit decision of its pytest process, as the run endpoint does.
+                decision = run_views.process_decision(self.settings, job)
+                if decision is not None:
+                    return self.settings.public_text(site.render_run(_unbegun(job, decision)))
             doc, _ = self.document(q, run_id)
             baseline = self.document(q, compare_with)[0] if compare_with else None
         if compare_with and baseline is not None:
@@ -387,6 +415,18 @@ class Service:
             checks["store"] = self.settings.public_text(safe_text(exc))
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
+
+
+def _unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> dict[str, Any]:
+    """The run page's document of a run the plugin never began: nothing graded, the exit
+    decision of its pytest process."""
+    return {
+        "runId": job.id,
+        "status": job.status,
+        "datasetVersion": job.dataset_id,
+        "cases": [],
+        "exitDecision": decision.dump(),
+    }
 
 
 def _remove_tree(folder: Path) -> None:
