@@ -23,7 +23,9 @@ from goldeval.reports import site
 from goldeval.results.documents import RunDocument, typed_run
 from goldeval.server import artifact_files, datasets, pages, run_artifacts, run_requests, run_views
 from goldeval.server.artifact_files import ARTIFACT_TYPES
+from goldeval.server.auth import Principal
 from goldeval.server.models import ResultOut, RunOut, RunRequest
+from goldeval.server.page_guard import KeySlots, PageCache
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
@@ -53,6 +55,8 @@ class Service:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.pool = StorePool(settings.store_url, settings.pool_size)
+        self.page_loads = KeySlots()
+        self.page_cache = PageCache()
 
     # ---- create
 
@@ -295,17 +299,32 @@ class Service:
 
     # ---- run page
 
-    def page_index(self, before: str | None) -> str:
-        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``."""
+    def page_index(self, before: str | None, caller: Principal) -> str:
+        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``:
+        at most ``ui_loads_per_key`` loads per key at once (429 beyond), and from the page cache
+        while no run was queued, finished or deleted since it was rendered."""
         try:
             after = pages.parse_before(before)
         except ValueError as exc:
             raise validation_problem([{"field": "before", "message": str(exc)}]) from None
-        with self.pool.store() as store:
-            page, _older = pages.index_page(RunQueue(store), after)
-        return self.settings.public_text(page)
+        with self.page_loads.hold(caller.label), self.pool.store() as store:
+            q = RunQueue(store)
+            # Read before rendering: a run finishing during the render changes the marker, so
+            # the page rendered now is never kept past it.
+            marker = q.change_marker()
+            cached = self.page_cache.get(caller.role.value, before or "", marker)
+            if cached is not None:
+                return cached
+            page, _older = pages.index_page(q, after)
+        public = self.settings.public_text(page)
+        self.page_cache.put(caller.role.value, before or "", marker, public)
+        return public
 
-    def page_run(self, run_id: str, compare_with: str | None) -> str:
+    def page_run(self, run_id: str, compare_with: str | None, caller: Principal) -> str:
+        with self.page_loads.hold(caller.label):
+            return self._page_run(run_id, compare_with)
+
+    def _page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
             q = RunQueue(store)
             self._job(q, run_id)

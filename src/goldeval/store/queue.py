@@ -428,6 +428,16 @@ class RunQueue:
             )
         return [self._row(r) for r in rows]
 
+    def change_marker(self) -> str:
+        """A value that changes whenever the run index (``/ui/``) could: a run queued or deleted
+        (the row count), the newest queued, the newest finished (a run that finishes, again
+        after a resume too, is the newest finished). The key of the service's page cache."""
+        with self.store.read("change_marker") as tx:
+            ((count, created, finished),) = tx.query(
+                "SELECT COUNT(*), MAX(created_at), MAX(finished_at) FROM service_runs"
+            )
+        return f"{int(count)}|{created}|{finished}"
+
     def store_run_id(self, run_key: str) -> str | None:
         with self.store.read("store_run_id") as tx:
             rows = tx.query("SELECT run_id FROM runs WHERE run_key = ?", (run_key,))
