@@ -60,6 +60,7 @@ class _Columns(NamedTuple):
     started_at: Any
     heartbeat_at: Any
     finished_at: Any
+    exit_decision: Any
 
 
 _COLUMNS = ", ".join(_Columns._fields)
@@ -97,6 +98,9 @@ class ServiceRun:
     started_at: datetime | None
     heartbeat_at: datetime | None
     finished_at: datetime | None
+    exit_decision: dict[str, Any] | None = None
+    """The exit decision (``{"code", "reason"}``, as run.json's ``exitDecision``) recorded
+    when the run ended (schema 11); None while it runs, and for runs ended before schema 11."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,9 @@ class RunQueue:
         request = row.request
         if isinstance(request, (str, bytes, bytearray)):
             request = json.loads(request)
+        decision = row.exit_decision
+        if isinstance(decision, (str, bytes, bytearray)):
+            decision = json.loads(decision)
 
         def when(value: Any) -> datetime | None:
             return ts(value) if value is not None else None
@@ -186,6 +193,7 @@ class RunQueue:
             started_at=when(row.started_at),
             heartbeat_at=when(row.heartbeat_at),
             finished_at=when(row.finished_at),
+            exit_decision=cast(dict[str, Any], decision) if isinstance(decision, dict) else None,
         )
 
     # ---- writes
@@ -212,7 +220,7 @@ class RunQueue:
             inserted = tx.execute(
                 f"INSERT INTO service_runs ({_COLUMNS}, idempotency_owner) VALUES"
                 " (?, ?, 'QUEUED', ?, ?, ?, NULL, NULL, NULL, 0, 0, NULL, NULL, ?, NULL, NULL,"
-                " NULL, ?) ON CONFLICT DO NOTHING",
+                " NULL, NULL, ?) ON CONFLICT DO NOTHING",
                 (
                     run_id,
                     idempotency_key,
@@ -292,16 +300,21 @@ class RunQueue:
         *,
         exit_code: int | None,
         error: str | None,
+        decision: dict[str, Any] | None = None,
     ) -> bool:
-        """Set the final status (only while ``worker`` still owns the run, if given)."""
+        """Set the final status (only while ``worker`` still owns the run, if given), with the
+        exit decision (``{"code", "reason"}``) the run ended with, when one was made."""
         if status not in FINISHED:
             raise ValueError(f"finish: {status!r} is not one of {FINISHED}")
+        if decision is not None and decision.get("code") != exit_code:
+            raise ValueError(f"finish: decision {decision!r} is not exit code {exit_code}")
         now = _utcnow()
         sql = (
-            "UPDATE service_runs SET status = ?, exit_code = ?, error = ?, finished_at = ?"
-            " WHERE id = ? AND status = 'RUNNING'"
+            "UPDATE service_runs SET status = ?, exit_code = ?, error = ?, finished_at = ?,"
+            " exit_decision = ? WHERE id = ? AND status = 'RUNNING'"
         )
-        params: tuple[Any, ...] = (status, exit_code, error, self._ts(now), run_id)
+        recorded = json_text(decision) if decision is not None else None
+        params: tuple[Any, ...] = (status, exit_code, error, self._ts(now), recorded, run_id)
         if worker is not None:
             sql += " AND worker = ?"
             params = (*params, worker)
@@ -355,7 +368,8 @@ class RunQueue:
             )
             changed = tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
-                " exit_code = NULL, finished_at = NULL, worker = NULL, claims = 0"
+                " exit_code = NULL, exit_decision = NULL, finished_at = NULL, worker = NULL,"
+                " claims = 0"
                 f" WHERE id = ? AND status IN ({_marks(RESUMABLE)})",
                 (run_id, *RESUMABLE),
             )
