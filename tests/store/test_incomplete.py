@@ -189,6 +189,12 @@ def test_an_incomplete_service_run_is_requeued(store: Any) -> None:
     assert queue.requeue(job.id) is not None
     done = queue.get(job.id)
     assert done is not None and done.status == "COMPLETED"  # a whole run is not resumed
+    # ... unless its verdict is 75 (retry): a COMPLETED run whose attempts errored.
+    errored, _ = queue.enqueue("svc-3", dataset_id="demo-v1", request={}, idempotency_key=None)
+    assert queue.claim("w2", lease_seconds=30) is not None
+    assert queue.finish(errored.id, "w2", "COMPLETED", exit_code=75, error="provider down")
+    retried = queue.requeue(errored.id)
+    assert retried is not None and retried.status == "QUEUED"
 
 
 # --------------------------------------------------------------------------- the recorder
@@ -201,7 +207,8 @@ DATASET = {"dataset_id": "demo-v1", "dataset_hash": "h1", "dataset_source": "gol
     "document,status",
     [
         ({"status": "COMPLETED"}, "COMPLETED"),
-        ({"status": "COMPLETED", "attemptsError": 1}, "FAILED"),
+        # Errors are the verdict's (exit 75), not a status: the store says what run.json says.
+        ({"status": "COMPLETED", "attemptsError": 1}, "COMPLETED"),
         (
             {"status": "INCOMPLETE", "stoppedEarly": {"reason": "-x", "attemptsNotRun": 4}},
             "INCOMPLETE",

@@ -31,6 +31,7 @@ from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
 from goldeval.store.queue import (
+    FINISHED,
     RESUMABLE,
     RunQueue,
     ServiceRun,
@@ -40,6 +41,7 @@ from goldeval.store.queue import (
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
+from goldeval.verdict.run_status import resumable
 
 ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
@@ -358,12 +360,13 @@ class Service:
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)
-            if job.status not in RESUMABLE:
+            if job.status not in FINISHED or not resumable(job.status, job.exit_code):
                 raise Problem(
                     409,
                     "not-resumable",
                     "Run cannot be resumed",
-                    f"run {run_id} is {job.status}; only {', '.join(RESUMABLE)} runs resume",
+                    f"run {run_id} is {job.status} (exit {job.exit_code}); only runs that "
+                    f"ended 75 (retry) or {', '.join(RESUMABLE)} resume",
                 )
             again = q.requeue(run_id)
             assert again is not None

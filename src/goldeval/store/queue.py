@@ -32,12 +32,16 @@ from goldeval.store.base import (
     StoreError,
     json_text,
 )
+from goldeval.verdict.exit_codes import INFRA
+from goldeval.verdict.run_status import UNFINISHED
 
 #: Statuses a run ends with (INCOMPLETE: cut short by -x/--maxfail, its deadline or budget).
 FINISHED = ("COMPLETED", "INCOMPLETE", "FAILED", "INTERRUPTED")
-#: Finished runs that ``requeue`` (``POST .../resume``) puts back in the queue: each resumes by
-#: its run key, grading only the attempts not graded yet.
-RESUMABLE = ("INTERRUPTED", "INCOMPLETE", "FAILED")
+#: Finished statuses that ``requeue`` (``POST .../resume``) always puts back in the queue; a
+#: run of another status is requeued when its exit decision is 75 (retry). The rule is the
+#: verdict's (:func:`goldeval.verdict.run_status.resumable`); each resumes by its run key,
+#: grading only the attempts not graded yet and retrying the retryable ERROR ones.
+RESUMABLE = UNFINISHED
 
 
 class _Columns(NamedTuple):
@@ -359,19 +363,21 @@ class RunQueue:
         return self._row(rows[0]) if rows else None
 
     def requeue(self, run_id: str) -> ServiceRun | None:
-        """Put a :data:`RESUMABLE` run back in the queue (it resumes by its run key)."""
+        """Put a finished run back in the queue (it resumes by its run key) when the verdict
+        says resuming can change it (:func:`~goldeval.verdict.run_status.resumable`, here in
+        SQL so the check and the change are one statement): :data:`RESUMABLE`, or exit 75."""
+        where = (
+            f"id = ? AND status IN ({_marks(FINISHED)})"
+            f" AND (status IN ({_marks(RESUMABLE)}) OR exit_code = ?)"
+        )
+        params = (run_id, *FINISHED, *RESUMABLE, INFRA)
         with self.store.transaction("requeue") as tx:
-            before = tx.query(
-                "SELECT status, dataset_id FROM service_runs WHERE id = ?"
-                f" AND status IN ({_marks(RESUMABLE)})",
-                (run_id, *RESUMABLE),
-            )
+            before = tx.query(f"SELECT status, dataset_id FROM service_runs WHERE {where}", params)
             changed = tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
                 " exit_code = NULL, exit_decision = NULL, finished_at = NULL, worker = NULL,"
-                " claims = 0"
-                f" WHERE id = ? AND status IN ({_marks(RESUMABLE)})",
-                (run_id, *RESUMABLE),
+                f" claims = 0 WHERE {where}",
+                params,
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
             if changed == 1 and before:
