@@ -13,7 +13,7 @@ import pytest
 
 from goldeval.server.page_guard import CACHED_PAGES, LOADS_PER_KEY, PageCache
 from goldeval.store import open_store
-from goldeval.store.queue import encode_cursor
+from goldeval.store.cursors import encode_cursor
 from tests.server.conftest import API_KEYS_ENV, Service, _raw_connect
 from tests.server.test_observability import _create, _links, seed_finished_runs
 

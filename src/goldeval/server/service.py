@@ -30,14 +30,8 @@ from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
-from goldeval.store.queue import (
-    FINISHED,
-    RESUMABLE,
-    RunQueue,
-    ServiceRun,
-    decode_cursor,
-    encode_cursor,
-)
+from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short

@@ -18,8 +18,6 @@ A pure library (no pytest, no web framework).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -126,28 +124,6 @@ class QueueMetrics:
     """(name, labels) -> value, see :mod:`goldeval.store.counters`."""
     oldest_queued: datetime | None
     busy_workers: int
-
-
-def encode_cursor(*parts: str) -> str:
-    """An opaque page cursor (URL-safe base64 of a JSON list)."""
-    raw = json.dumps(list(parts), separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, size: int) -> list[str]:
-    """The parts of a cursor made by :func:`encode_cursor`; ValueError when it is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        parts = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise ValueError("cursor is not one this server returned") from None
-    if (
-        not isinstance(parts, list)
-        or len(parts) != size
-        or not all(isinstance(p, str) for p in parts)
-    ):
-        raise ValueError("cursor is not one this server returned")
-    return cast(list[str], parts)
 
 
 class RunQueue:
