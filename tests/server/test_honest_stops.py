@@ -4,7 +4,8 @@
   that went down at the end would) is FAILED with a non-null ``error`` naming the plugin's
   recorded finalisation fault, not a bare exit code.
 * After a refused resume (the dataset changed, so the run key's protocol differs: exit 65),
-  ``exitCode`` and ``exitDecision.code`` agree, both from the resumed process's decision.
+  ``exitCode`` and ``exitDecision.code`` agree, both from the resumed process's decision, which
+  the worker records on the queue row (schema 11); rows ended before are rebuilt the old way.
 * No absolute server path shows in a run's JSON answers (the run with its artifacts list,
   the run list, its results).
 * A store down at the end (its run left RUNNING) with the log's tail drowned by teardown
@@ -81,6 +82,27 @@ def test_failed_finalisation_says_why_and_a_refused_resume_keeps_code_and_decisi
     assert refused["exitDecision"]["code"] == refused["exitCode"], refused
     assert refused["passed"] is False and refused["error"], refused
     assert "protocol" in refused["error"] or "dataset" in refused["error"], refused
+
+    # The decision is the one the worker recorded on the queue row when the run ended
+    # (schema 11), read as it is, not rebuilt from the exit code and the log.
+    conn = sqlite3.connect(svc.store_url)
+    try:
+        (stored,) = conn.execute(
+            "SELECT exit_decision FROM service_runs WHERE id = ?", (run_id,)
+        ).fetchone()
+    finally:
+        conn.close()
+    assert json.loads(stored) == refused["exitDecision"], stored
+    planted = json.dumps({"code": 65, "reason": "as recorded on the row"})
+    _sql(svc, f"UPDATE service_runs SET exit_decision = '{planted}' WHERE id = '{run_id}'")
+    with svc.client("EVAL") as client:
+        shown = client.get(f"/api/eval/runs/{run_id}").json()
+    assert shown["exitDecision"] == {"code": 65, "reason": "as recorded on the row"}, shown
+    # A row ended before schema 11 has none: the API rebuilds it as before, code = exitCode.
+    _sql(svc, f"UPDATE service_runs SET exit_decision = NULL WHERE id = '{run_id}'")
+    with svc.client("EVAL") as client:
+        rebuilt = client.get(f"/api/eval/runs/{run_id}").json()
+    assert rebuilt["exitDecision"] == refused["exitDecision"], rebuilt
 
 
 @SQLITE_ONLY

@@ -17,7 +17,8 @@ from typing import Any
 from goldeval.core.limits import LIMITS_BY_NAME
 from goldeval.reports import site
 from goldeval.results.run_document import RUN_DOCUMENT
-from goldeval.store.queue import RunQueue, ServiceRun, decode_cursor, encode_cursor
+from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.queue import RunQueue, ServiceRun
 
 PAGE_RUNS = int(LIMITS_BY_NAME["ui_page_runs"].default)
 

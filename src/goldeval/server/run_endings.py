@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,24 @@ def folder_record(run_dir: Path, store_run_id: str, exit_code: int | None) -> di
     if doc is None or doc.get("runId") != store_run_id or not isinstance(decision, dict):
         return None
     return doc if exit_code is not None and decision.get("code") == exit_code else None
+
+
+#: The prefix of the plugin's decision line (``goldeval decision: exit 65 — <reason>``).
+DECISION_LINE = re.compile(r"^goldeval decision: exit -?\d+ — ")
+
+
+def ended_decision(row: RunRow | None, code: int, error: str | None) -> ExitDecision:
+    """The exit decision of a run's last pytest process, recorded on the queue row when the
+    worker ends the run: the one the plugin recorded in the store, unless that process ended
+    with another code (a refused resume exits 65 while the store still holds the earlier
+    session's 75; a failed finalisation recorded none). Then the decision that process printed
+    (its decision line, kept in ``error``), else how it ended. Its code is always ``code``."""
+    summary = row.summary if row is not None else None
+    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    recorded = doc.get("exitDecision") if isinstance(doc, dict) else None
+    if isinstance(recorded, dict) and recorded.get("code") == code:
+        return ExitDecision(code, one_line(str(recorded.get("reason") or "")))
+    return ExitDecision(code, DECISION_LINE.sub("", error or "") or exit_text(code))
 
 
 def signal_name(code: int) -> str:

@@ -31,22 +31,19 @@ from goldeval.server import (
     run_views,
 )
 from goldeval.server.artifact_files import ARTIFACT_TYPES
+from goldeval.server.auth import Principal
 from goldeval.server.models import ResultOut, RunOut, RunRequest
+from goldeval.server.page_guard import KeySlots, PageCache
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
-from goldeval.store.queue import (
-    FINISHED,
-    RESUMABLE,
-    RunQueue,
-    ServiceRun,
-    decode_cursor,
-    encode_cursor,
-)
+from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
+from goldeval.verdict.run_status import resumable
 
 ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
@@ -62,6 +59,8 @@ class Service:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.pool = StorePool(settings.store_url, settings.pool_size)
+        self.page_loads = KeySlots()
+        self.page_cache = PageCache()
 
     # ---- create
 
@@ -317,17 +316,32 @@ class Service:
 
     # ---- run page
 
-    def page_index(self, before: str | None) -> str:
-        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``."""
+    def page_index(self, before: str | None, caller: Principal) -> str:
+        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``:
+        at most ``ui_loads_per_key`` loads per key at once (429 beyond), and from the page cache
+        while no run was queued, finished or deleted since it was rendered."""
         try:
             after = pages.parse_before(before)
         except ValueError as exc:
             raise validation_problem([{"field": "before", "message": str(exc)}]) from None
-        with self.pool.store() as store:
-            page, _older = pages.index_page(RunQueue(store), after)
-        return self.settings.public_text(page)
+        with self.page_loads.hold(caller.label), self.pool.store() as store:
+            q = RunQueue(store)
+            # Read before rendering: a run finishing during the render changes the marker, so
+            # the page rendered now is never kept past it.
+            marker = q.change_marker()
+            cached = self.page_cache.get(caller.role.value, before or "", marker)
+            if cached is not None:
+                return cached
+            page, _older = pages.index_page(q, after)
+        public = self.settings.public_text(page)
+        self.page_cache.put(caller.role.value, before or "", marker, public)
+        return public
 
-    def page_run(self, run_id: str, compare_with: str | None) -> str:
+    def page_run(self, run_id: str, compare_with: str | None, caller: Principal) -> str:
+        with self.page_loads.hold(caller.label):
+            return self._page_run(run_id, compare_with)
+
+    def _page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)
@@ -367,12 +381,13 @@ class Service:
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)
-            if job.status not in RESUMABLE:
+            if job.status not in FINISHED or not resumable(job.status, job.exit_code):
                 raise Problem(
                     409,
                     "not-resumable",
                     "Run cannot be resumed",
-                    f"run {run_id} is {job.status}; only {', '.join(RESUMABLE)} runs resume",
+                    f"run {run_id} is {job.status} (exit {job.exit_code}); only runs that "
+                    f"ended 75 (retry) or {', '.join(RESUMABLE)} resume",
                 )
             again = q.requeue(run_id)
             assert again is not None

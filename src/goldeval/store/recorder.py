@@ -222,12 +222,11 @@ class RunRecorder:
         self.finished = True
         if self.store is None or self.run_id is None or self.error:
             return
-        # The status the run document's outcome gives (summary.json says the same): cut short
-        # by -x, the deadline or the budget INCOMPLETE, ended by a signal INTERRUPTED. A whole
-        # run with ERROR attempts is FAILED here (the store's listing shows it needs a retry).
+        # The status the run document's outcome gives, as run.json and summary.json say it:
+        # cut short by -x, the deadline or the budget INCOMPLETE, ended by a signal
+        # INTERRUPTED. A run with ERROR attempts is COMPLETED too: that it needs a retry is
+        # its exit decision (75), which the service asks (verdict.run_status.resumable).
         status: RunStatus = run_status(RunOutcome.from_run(typed_run(run)))
-        if status == "COMPLETED" and run.get("attemptsError"):
-            status = "FAILED"
 
         # The same summary as summary.json (counters, rates, gate, exit decision), plus every
         # run-level field of run.json (provider, fingerprint, commit, duration, comparison,
