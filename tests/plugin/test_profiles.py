@@ -11,6 +11,7 @@ import pytest
 
 import goldeval.pipeline.attempt  # noqa: F401  (loaded once, outside pytester's runs)
 from goldeval.reports.html import render_summary
+from goldeval.results.documents import typed_run
 from tests.helpers import ROOT, RunFiles
 
 ROWS = [
@@ -67,7 +68,7 @@ def test_generic_dataset_gets_no_pack_no_reference_rates(
     for label in ("| Contract |", "| Negative |", "| Refusal |", "| RAG |", "Weighted"):
         assert label not in report, label
     assert "| Overall |" in report and "Slice tag:returns" in report
-    html = render_summary(run)
+    html = render_summary(typed_run(run))
     assert "Overall" in html and "Grader contains_any" in html
     for label in ("Contract", "Negative", "Refusal", "Hallucination"):
         assert label not in html, label

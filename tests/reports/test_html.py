@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from goldeval.reports.html import fmt_ci, render_attempt, render_summary
+from goldeval.results.documents import RateDoc, typed_run
 from tests.helpers import RunFiles
 from tests.reports.conftest import Browser, DomIndex
 
@@ -59,7 +60,7 @@ def test_report_summary_and_extras_in_chromium(
     # dataset and protocol
     assert run["protocol"]["datasetHash"] in text and "DETERMINISTIC (fixture)" in text
     # metrics with Wilson intervals
-    overall = run["metrics"]["overallPassRate"]
+    overall = RateDoc.model_validate(run["metrics"]["overallPassRate"])
     assert "goldeval-metrics" in text and "90.0%" in text and fmt_ci(overall) in text
     # baseline deltas and per-case classes
     assert "goldeval-deltas" in text and "-10.0 pp" in text and "REGRESSED" in text
@@ -140,7 +141,7 @@ def test_every_rendered_value_is_escaped(pytester: pytest.Pytester, golden_proje
     _fixture(golden_project, FAILING_CASE).write_text("just some text\n", encoding="utf-8")
     pytester.runpytest("--golden=generation-v1")
     run = _poison(run_files.latest(), PAYLOAD)
-    fragments = [render_summary(run)]
+    fragments = [render_summary(typed_run(run))]
     for case in run["cases"]:
         for attempt in case["attempts"]:
             attempt = {**attempt, "output": PAYLOAD,

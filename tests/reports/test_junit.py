@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from goldeval.reports.junit import rule_test_name, write_dashboard_junit
+from goldeval.results.documents import GateRuleDoc, typed_run
 from tests.helpers import RunFiles
 
 FAILING_CASE = "api-login-wrong-password-401"
@@ -208,18 +209,23 @@ def test_properties_switch_adds_attempt_and_suite_properties(
     assert values["golden.overallPassRate"] == "1.0"
 
 
+def _rule(fields: dict[str, Any]) -> GateRuleDoc:
+    """A gate rule as run.json holds it (whether it passed does not change its name)."""
+    return GateRuleDoc.model_validate({"passed": False, **fields})
+
+
 def test_rule_names_are_stable_whether_passed_or_not() -> None:
-    assert rule_test_name({"name": "overallPassRate", "detail": "0.900 < 1.000",
-                           "kind": "absolute"}) == "overallPassRate >= 1.000"
-    assert rule_test_name({"name": "overallPassRate", "detail": "1.000 >= 1.000",
-                           "kind": "absolute"}) == "overallPassRate >= 1.000"
-    assert rule_test_name({"name": "hallucinationRate", "detail": "0.500 > 0.000",
-                           "kind": "absolute"}) == "hallucinationRate <= 0.000"
-    assert rule_test_name({"name": "contractPassRate", "detail": "undefined (no quality "
+    assert rule_test_name(_rule({"name": "overallPassRate", "detail": "0.900 < 1.000",
+                           "kind": "absolute"})) == "overallPassRate >= 1.000"
+    assert rule_test_name(_rule({"name": "overallPassRate", "detail": "1.000 >= 1.000",
+                           "kind": "absolute"})) == "overallPassRate >= 1.000"
+    assert rule_test_name(_rule({"name": "hallucinationRate", "detail": "0.500 > 0.000",
+                           "kind": "absolute"})) == "hallucinationRate <= 0.000"
+    assert rule_test_name(_rule({"name": "contractPassRate", "detail": "undefined (no quality "
                            "attempts) — not 100%", "threshold": 0.95,
-                           "kind": "absolute"}) == "contractPassRate >= 0.950"
-    assert rule_test_name({"name": "overallPassRate.delta", "detail": "REGRESSION: 0.8 < 1.0",
-                           "kind": "delta"}) == "overallPassRate.delta"
+                           "kind": "absolute"})) == "contractPassRate >= 0.950"
+    assert rule_test_name(_rule({"name": "overallPassRate.delta", "detail": "REGRESSION: 0.8 < 1.0",
+                           "kind": "delta"})) == "overallPassRate.delta"
 
 
 def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schema: Any) -> None:
@@ -229,18 +235,18 @@ def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schem
         "cases": [
             {"caseId": "c&1", "status": "FAIL", "durationMs": 1234,
              "successRate": {"hits": 1, "total": 3},
-             "attempts": [{"status": "FAIL", "contract": {"violations": [
+             "attempts": [{"index": 1, "status": "FAIL", "contract": {"violations": [
                  "missing ]]> <tag> \u0001 first\nsecond line"]}}]},
             {"caseId": "c2", "status": "PASS", "durationMs": 7,
              "successRate": {"hits": 3, "total": 3}, "attempts": []},
         ],
-        "qualityGate": {"verdict": "FAIL", "rules": [
+        "qualityGate": {"passed": False, "verdict": "FAIL", "rules": [
             {"name": "overallPassRate", "detail": "0.333 < 0.900", "passed": False,
              "kind": "absolute"}]},
         "comparison": {"decision": "COMPARISON_INVALID", "invalidReasons": ["attempts 1 vs 3"]},
     }
     out = tmp_path / "sub" / "d.xml"
-    write_dashboard_junit(run, out)
+    write_dashboard_junit(typed_run(run), out)
     root = _parse(out, junit_schema)
     suite = root.find("testsuite")
     assert suite is not None and suite.get("name") == "goldeval.ds-<1>"

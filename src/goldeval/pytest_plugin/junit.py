@@ -18,6 +18,7 @@ import pytest
 
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports.junit import write_dashboard_junit_runs
+from goldeval.results.documents import typed_run
 from goldeval.verdict.comparison import comparison_label
 
 _XML_KEY: Any
@@ -55,16 +56,15 @@ class JunitGlue:
         xml = config.stash.get(_XML_KEY, None)
         if xml is None:
             return
-        metric = (run.get("metrics") or {}).get("overallPassRate") or {}
+        doc = typed_run(run)
+        metric = doc.metrics.overall_pass_rate if doc.metrics else None
         values = {
-            "golden.runId": run.get("runId"),
-            "golden.dataset": (run.get("protocol") or {}).get("datasetId"),
-            "golden.overallPassRate": metric.get("rate"),
-            "golden.verdict": (run.get("qualityGate") or {}).get("verdict"),
-            "golden.comparison": comparison_label(run.get("comparison"))[0]
-            if run.get("comparison")
-            else None,
-            "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
+            "golden.runId": doc.run_id,
+            "golden.dataset": doc.protocol.dataset_id if doc.protocol else None,
+            "golden.overallPassRate": metric.rate if metric else None,
+            "golden.verdict": doc.quality_gate.verdict if doc.quality_gate else None,
+            "golden.comparison": comparison_label(doc.comparison)[0] if doc.comparison else None,
+            "golden.exitCode": doc.exit_decision.code if doc.exit_decision else None,
         }
         for name, value in values.items():
             if value is not None:
@@ -76,7 +76,7 @@ class JunitGlue:
         if target is None or self.state.is_worker or self.state.run is None:
             return
         runs = self.state.benchmark or [self.state.run]
-        write_dashboard_junit_runs(runs, target)
+        write_dashboard_junit_runs([typed_run(r) for r in runs], target)
         self.written = target
 
     @pytest.hookimpl(trylast=True)

@@ -51,6 +51,20 @@ class _Doc(BaseModel):
         """The JSON object again (the names and only the keys it was built with)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
+    def as_written(self, field: str, absent: Any = None) -> Any:
+        """The field as the JSON wrote it (an explicit null included), ``absent`` when the
+        JSON left the key out (a report shows "0 ms" for a missing duration, "None" for null)."""
+        return getattr(self, field) if field in self.model_fields_set else absent
+
+
+class IntervalDoc(_Doc):
+    """A two-sided 95% interval and its method (``wilson``, ``bootstrap-percentile`` or
+    ``normal``)."""
+
+    lower: float
+    upper: float
+    method: str
+
 
 class RateDoc(_Doc):
     """An attempt-weighted rate: ``hits / total``, ``rate`` null when nothing was counted."""
@@ -58,6 +72,8 @@ class RateDoc(_Doc):
     hits: int
     total: int
     rate: float | None = None
+    #: The Wilson 95% interval (``results.metrics.rate_dict``), when the rate has one.
+    ci95: IntervalDoc | None = None
 
 
 class TokensDoc(_Doc):
@@ -95,6 +111,9 @@ class Attempt(_Doc):
     error_message: str | None = Field(default=None, alias="errorMessage")
     output: str | None = None
     judge: dict[str, Any] | None = None
+    #: The messages sent, when the case used a template or a conversation.
+    prompt_messages: list[dict[str, Any]] | None = Field(default=None, alias="promptMessages")
+    skip_reason: str | None = Field(default=None, alias="skipReason")
 
 
 class Case(_Doc):
@@ -127,6 +146,8 @@ class Protocol(_Doc):
     model: str | None = None
     judge_enabled: bool | None = Field(default=None, alias="judgeEnabled")
     judge_model: str | None = Field(default=None, alias="judgeModel")
+    #: The dataset's profile (a run written before profiles has none: java-autotest).
+    profile: str | None = None
 
 
 class Configuration(_Doc):
@@ -149,14 +170,6 @@ class Configuration(_Doc):
     experiment_id: str | None = Field(default=None, alias="experimentId")
     concurrency: int | None = None
     deadline_seconds: float | None = Field(default=None, alias="deadlineSeconds")
-
-
-class IntervalDoc(_Doc):
-    """A two-sided 95% interval and its method (``bootstrap-percentile`` or ``normal``)."""
-
-    lower: float
-    upper: float
-    method: str
 
 
 class PassAtKRowDoc(_Doc):
@@ -201,6 +214,22 @@ class Metrics(_Doc):
     pass_at_k: PassAtKDoc | None = Field(default=None, alias="passAtK")
     weighted_score: float | None = Field(default=None, alias="weightedScore")
     weighted_score_formula: str | None = Field(default=None, alias="weightedScoreFormula")
+    # What the reports show besides the rates (results.metrics.MetricsAccumulator.dump).
+    retries: dict[str, Any] | None = None
+    judge: dict[str, Any] | None = None
+    soft_scores: dict[str, dict[str, Any]] | None = Field(default=None, alias="softScores")
+    queue_wait: dict[str, Any] | None = Field(default=None, alias="queueWait")
+    time_to_first_token: dict[str, Any] | None = Field(default=None, alias="timeToFirstToken")
+
+    def rate(self, name: str) -> RateDoc | None:
+        """The rate named by its JSON name (``overallPassRate``), None when the run has none."""
+        field = _METRIC_FIELDS.get(name)
+        value = getattr(self, field) if field is not None else None
+        return value if isinstance(value, RateDoc) else None
+
+
+#: A metric's JSON name → its field in :class:`Metrics`.
+_METRIC_FIELDS = {(f.alias or n): n for n, f in Metrics.model_fields.items()}
 
 
 class GateRuleDoc(_Doc):
@@ -233,6 +262,8 @@ class Comparison(_Doc):
     metrics: list[dict[str, Any]] = Field(default_factory=list)
     mcnemar: dict[str, Any] | None = None
     quality_gate: GateDoc | None = Field(default=None, alias="qualityGate")
+    #: The baseline's run id, when the comparison was against a stored run (the service).
+    baseline_run_id: str | None = Field(default=None, alias="baselineRunId")
 
 
 class ExitDecisionDoc(_Doc):
@@ -276,7 +307,8 @@ class Summary(_Doc):
     exit_decision: ExitDecisionDoc | None = Field(default=None, alias="exitDecision")
     notes: list[str] = Field(default_factory=list)
     incomplete: bool | None = None
-    duration_ms: float | None = Field(default=None, alias="durationMs")
+    #: int | float: report.md shows the number as written (``12 ms``, not ``12.0 ms``).
+    duration_ms: int | float | None = Field(default=None, alias="durationMs")
     # The counters (results.rollup.Counters); absent in some reference-format documents.
     cases_total: int | None = Field(default=None, alias="casesTotal")
     cases_passed: int | None = Field(default=None, alias="casesPassed")
@@ -305,6 +337,12 @@ class Summary(_Doc):
     pytest_status: int | None = Field(default=None, alias="pytestStatus")
     #: How many tests that are not golden items failed in the session.
     other_failures: int | None = Field(default=None, alias="otherFailures")
+    judge_model: str | None = Field(default=None, alias="judgeModel")
+    experiment_id: str | None = Field(default=None, alias="experimentId")
+    #: Judge calls that failed (live runs with the judge on).
+    judge_errors: int | None = Field(default=None, alias="judgeErrors")
+    #: The judge model is the generator model (pytest_plugin.run_writing notes it).
+    judge_self_preference: bool | None = Field(default=None, alias="judgeSelfPreference")
 
 
 class RunDocument(Summary):
