@@ -32,9 +32,9 @@ E2E_PATHS = (
     "reliability/",
     "live/",
     "examples/",
-    "server/test_api.py",
-    "server/test_run_page.py",
-    "server/test_workers.py",
+    # every module here starts whole `goldeval serve` / `goldeval worker` processes: 249 s of
+    # the fast tier's ~460 s serially (2026-12-06, `--durations`), before they moved here
+    "server/",
     "docs/test_doc_commands.py",
     "store/test_plugin_store.py",
     "store/test_store_views.py",
@@ -42,8 +42,9 @@ E2E_PATHS = (
     "reports/test_html.py",
     "plugin/",
 )
-#: Kept in the fast tier from an e2e folder above: the plugin's spine, serially.
-FAST_PATHS = ("plugin/test_spine.py",)
+#: Kept in the fast tier from an e2e folder above: the plugin's spine, serially; the service's
+#: queue, in-process (no server process).
+FAST_PATHS = ("plugin/test_spine.py", "server/test_queue.py")
 TESTS = Path(__file__).parent
 
 
