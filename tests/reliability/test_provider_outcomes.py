@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 ROWS = 8
 LIVE = [
@@ -218,6 +218,7 @@ def pytest_goldeval_register_graders(config):
 @pytest.mark.parametrize(
     "how,status,kind", [("grader_fail", "ERROR", "GRADER_ERROR"), ("grader_skip", "SKIPPED", None)]
 )
+@SERIAL_ONLY
 def test_a_pytest_outcome_in_a_grader_ends_that_attempt(
     pytester: pytest.Pytester,
     simple_project: Path,
