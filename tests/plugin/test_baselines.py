@@ -1,4 +1,5 @@
-"""Baselines, comparison and the gate, black-box (serial and -n 2), plus the goldeval CLI."""
+"""Baselines, comparison and the gate, black-box (serially: decided on the controller), plus the
+goldeval CLI."""
 
 from __future__ import annotations
 

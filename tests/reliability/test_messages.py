@@ -272,7 +272,6 @@ def _assert_clean(where: str, text: str) -> None:
     assert not found, f"{where}: raw {found}"
 
 
-@SERIAL_ONLY
 def test_hostile_answers_are_escaped_in_every_view(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:

@@ -1,7 +1,8 @@
 """Providers: async providers, non-retryable error kinds, retry messages (issue 15).
 
 Black box with pytester against the real local LLM server; the team's own async provider is a
-conftest override of ``golden_provider``, run serially and with ``-n 2``.
+conftest override of ``golden_provider``, run serially (and with ``-n 2`` through the live
+prefetch pool).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ without the run's model, and split one session into two run folders "side by sid
 COMPLETED, the gate off. Here one row's provider call ends that way while another row
 regresses against the baseline: one run folder, LATEST on it, every case in it, the attempt
 ERROR TIMEOUT / PROVIDER_RAISED or SKIPPED, the gate applied, exit 1 (the gate's failure comes
-before "an attempt is ERROR" in verdict/exit_codes.py). Black box, serial and ``-n 2``.
+before "an attempt is ERROR" in verdict/exit_codes.py). Black box, serial and (the provider's
+rows) ``-n 2``.
 """
 
 from __future__ import annotations

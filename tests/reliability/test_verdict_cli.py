@@ -277,7 +277,6 @@ def test_registered_grader_threshold_is_accepted(
     ],
     ids=["missing-file", "other-dataset", "fixture-baseline-for-live"],
 )
-@SERIAL_ONLY
 def test_bad_baseline_refused_before_the_first_model_call(
     pytester: pytest.Pytester,
     golden_project: Path,
