@@ -21,7 +21,7 @@ import pytest
 
 from goldeval.cli import main as cli
 from goldeval.testing.llm_server import FakeLLMServer
-from tests.helpers import RunFiles, chat_calls, run_cli
+from tests.helpers import SERIAL_ONLY, RunFiles, chat_calls, run_cli
 
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 MANIFEST = "golden/generation/dataset.yaml"
@@ -391,6 +391,7 @@ def test_collect_only_is_not_refused(pytester: pytest.Pytester, golden_project: 
 # -- 4. a capture run says what it captured --------------------------------------------------
 
 
+@SERIAL_ONLY
 def test_capture_with_fail_attempts_says_what_was_captured(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from goldeval.reports.html import fmt_ci, render_attempt, render_summary
 from goldeval.results.documents import RateDoc, typed_run
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 from tests.reports.conftest import Browser, DomIndex
 
 FAILING_CASE = "api-login-wrong-password-401"
@@ -101,6 +101,7 @@ def _inject_prompt(project: Path, case_id: str, payload: str) -> None:
     rows.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+@SERIAL_ONLY
 def test_report_escapes_answers_and_prompts(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], browser: Browser,
 ) -> None:
@@ -157,6 +158,7 @@ def test_every_rendered_value_is_escaped(pytester: pytest.Pytester, golden_proje
         assert not dom.with_attr("onerror") and not dom.with_attr("onload")
 
 
+@SERIAL_ONLY
 def test_without_pytest_html(pytester: pytest.Pytester, golden_project: Path,
                              plugin_args: list[str]) -> None:
     result = pytester.runpytest("--golden=generation-v1", "-p", "no:html", *plugin_args)

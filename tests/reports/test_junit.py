@@ -10,7 +10,7 @@ import pytest
 
 from goldeval.reports.junit import rule_test_name, write_dashboard_junit
 from goldeval.results.documents import GateRuleDoc, typed_run
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 FAILING_CASE = "api-login-wrong-password-401"
 
@@ -65,6 +65,7 @@ def test_dashboard_and_junitxml_validate(pytester: pytest.Pytester, golden_proje
     assert list(plain.iter("properties")) == []
 
 
+@SERIAL_ONLY
 def test_failing_case_lists_violations(pytester: pytest.Pytester, golden_project: Path,
                                        run_files: RunFiles, plugin_args: list[str],
                                        junit_schema: Any) -> None:
@@ -152,6 +153,7 @@ def golden_case(golden_param):
 """
 
 
+@SERIAL_ONLY
 def test_error_and_skipped_cases(pytester: pytest.Pytester, golden_project: Path,
                                  plugin_args: list[str], junit_schema: Any) -> None:
     pytester.makeconftest(ERROR_SKIP_CONFTEST)

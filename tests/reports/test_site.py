@@ -50,6 +50,7 @@ def _links(page: Path) -> list[str]:
     return [str(a["href"]) for t, a in dom.elements if t == "a" and a.get("href")]
 
 
+@pytest.mark.e2e  # three whole sessions and Chromium: 18 s serially, the fast tier's slowest
 def test_site_from_runs(pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
                         browser: Browser, capsys: pytest.CaptureFixture[str]) -> None:
     ids = _three_runs(pytester, golden_project, run_files)
