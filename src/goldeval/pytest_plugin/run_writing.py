@@ -15,6 +15,7 @@ from goldeval.pytest_plugin.protocol import protocol_for
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
+from goldeval.results.documents import typed_run
 from goldeval.results.evidence import inventory, write_manifest
 from goldeval.results.finalise import FinalisationError, finalisation
 from goldeval.results.run_document import (
@@ -82,7 +83,9 @@ def build_for(
         status=run_status,
         extra=extra,
     )
-    note_served_models(run, served)
+    block = run.get("configuration")
+    if isinstance(block, dict):
+        block.update(served_model_fields(served))
     if protocol["judgeEnabled"]:
         run["judgeErrors"] = judge_errors
         if judge_model and judge_model == model:
@@ -174,17 +177,16 @@ def _status(state: GoldenSession, interrupted: bool) -> tuple[str, dict[str, Any
     return run_status, extra
 
 
-def note_served_models(run: dict[str, Any], served: set[str]) -> None:
-    """The models the servers said answered, in the run's configuration: ``servedModel`` when
-    they all named one, ``servedModels`` when several. The protocol's ``model`` stays the
-    name asked for, so runs and baselines keep comparing as before."""
-    configuration = run.get("configuration")
-    if not served or not isinstance(configuration, dict):
-        return
+def served_model_fields(served: set[str]) -> dict[str, Any]:
+    """The models the servers said answered, for the run's configuration: ``servedModel``
+    when they all named one, ``servedModels`` when several, nothing when none did. The
+    protocol's ``model`` stays the name asked for, so runs and baselines keep comparing as
+    before."""
+    if not served:
+        return {}
     if len(served) == 1:
-        configuration["servedModel"] = next(iter(served))
-    else:
-        configuration["servedModels"] = sorted(served)
+        return {"servedModel": next(iter(served))}
+    return {"servedModels": sorted(served)}
 
 
 def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
@@ -198,7 +200,9 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     fin = finalisation(state)
     fin.runs[run_dir] = run
     out_dir = state.settings.out_dir
-    artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(run)))
+    # run.json is written from the JSON built (key order kept); what reads it takes it typed.
+    typed = typed_run(run, run_dir / "run.json")
+    artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(typed)))
     artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
     if run.get("comparison"):
         artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
@@ -223,7 +227,7 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
         ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
         previous = artifacts.write_latest(out_dir, run_dir)
         fin.latest.append((out_dir / "LATEST", previous, ours))
-    fin.history.append(artifacts.append_history(out_dir, run))
+    fin.history.append(artifacts.append_history(out_dir, typed))
     fin.release(run_dir)
     state.run_dir = run_dir
     return run_dir
