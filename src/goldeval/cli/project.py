@@ -59,9 +59,14 @@ class Project:
 
 
 def _relative_golden(run: RunDocument) -> Path:
-    """The golden root's path inside the project, as the run recorded it (default golden)."""
+    """The golden root's path inside the project, as the run recorded it (default golden).
+
+    pytest records ``goldenRoot`` relative to the project root (``projectRoot`` is "."); a
+    run.json written before that holds both as absolute paths."""
     root, golden = run.project_root, run.golden_root
-    if root is not None and golden is not None:
+    if golden is not None and not Path(golden).is_absolute():
+        return Path(golden)
+    if root is not None and golden is not None and Path(root).is_absolute():
         try:
             return Path(golden).relative_to(root)
         except ValueError:
@@ -73,7 +78,7 @@ def find_project(run: RunDocument, args: argparse.Namespace, *anchors: Path | No
     """Find the project a saved run belongs to: never the working directory by accident.
 
     Order: ``--golden-root`` (the datasets folder itself, relative to the working directory);
-    ``--root``; the ``projectRoot`` recorded in the run by pytest; the folders above each
+    ``--root``; the absolute ``projectRoot`` an older run.json recorded; the folders above each
     anchor (the run file, the baseline file, the store) nearest first; the working directory.
     A candidate counts only if its golden root holds the run's dataset id, so a project
     without that dataset is never used for its policy.
@@ -93,8 +98,15 @@ def find_project(run: RunDocument, args: argparse.Namespace, *anchors: Path | No
             raise GoldevalError("--root: not a folder", path=explicit_root)
         candidates.append((root, root / golden_rel))
     else:
+        # An older run.json names its project by absolute path; a newer one records paths
+        # relative to the project root, which the folders above the run file then find.
         recorded_root, recorded_golden = run.project_root, run.golden_root
-        if recorded_root is not None and recorded_golden is not None:
+        if (
+            recorded_root is not None
+            and recorded_golden is not None
+            and Path(recorded_root).is_absolute()
+            and Path(recorded_golden).is_absolute()
+        ):
             candidates.append((Path(recorded_root), Path(recorded_golden)))
         for anchor in anchors:
             if anchor is None:

@@ -23,6 +23,7 @@ from goldeval.results.run_document import (
     config_fingerprint,
     git_commit,
     new_run_id,
+    project_relative,
     write_run_json,
 )
 
@@ -48,7 +49,7 @@ def build_for(
     red_ids = {x.id for x in ds.cases if x.red}
     include_red = any(case_id in red_ids for case_id in selected)
     judge_model = protocol["judgeModel"]
-    configuration = _configuration(s, model, protocol, include_red)
+    configuration = _configuration(s, model, protocol, include_red, state.project_root)
     identity = _identity(state, model, protocol, include_red, configuration["provider"])
     run_status, extra = _status(state, interrupted)
     judge_errors = 0
@@ -97,7 +98,11 @@ def build_for(
 
 
 def _configuration(
-    s: RunSettings, model: str | None, protocol: dict[str, Any], include_red: bool
+    s: RunSettings,
+    model: str | None,
+    protocol: dict[str, Any],
+    include_red: bool,
+    project_root: Path,
 ) -> dict[str, Any]:
     """The run's ``configuration`` block (None values are left out by the caller)."""
     live = s.mode is not Mode.FIXTURE
@@ -110,7 +115,7 @@ def _configuration(
         "repetitions": s.attempts,
         "includeRed": include_red,
         "artifactMode": s.artifacts.upper(),
-        "outputDir": str(s.out_dir),
+        "outputDir": project_relative(s.out_dir, project_root),
         "provider": s.provider.name if live else "fixture",
         "providerSettings": s.provider.public() if live else None,
         "experimentId": s.experiment,
