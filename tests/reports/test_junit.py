@@ -262,3 +262,30 @@ def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schem
     assert gate["overallPassRate >= 0.900"].find("failure") is not None
     comparison = gate["comparison"].find("failure")
     assert comparison is not None and "attempts 1 vs 3" in comparison.get("message", "")
+
+
+def test_run_finished_hook_gets_the_typed_document_and_the_deprecated_json(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
+    plugin_args: list[str],
+) -> None:
+    """``document`` is the typed RunDocument; an old implementation naming ``run`` still gets
+    run.json's JSON object (deprecated, kept so existing plugins work)."""
+    pytester.makeconftest(
+        "import json\n"
+        "from goldeval.results.documents import RunDocument\n"
+        "def pytest_goldeval_run_finished(document):\n"
+        "    assert isinstance(document, RunDocument)\n"
+        "    print('TYPED', document.run_id, document.quality_gate.verdict)\n"
+        "class Old:\n"
+        "    def pytest_goldeval_run_finished(self, config, run):\n"
+        "        assert isinstance(run, dict)\n"
+        "        print('OLD', run['runId'], run['qualityGate']['verdict'])\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(Old(), 'old-hook')\n"
+    )
+    result = pytester.runpytest("--golden=generation-v1", "-s", *plugin_args)
+    result.assert_outcomes(passed=10)
+    run = run_files.latest()
+    verdict = run["qualityGate"]["verdict"]
+    result.stdout.fnmatch_lines([f"*TYPED {run['runId']} {verdict}*"])
+    result.stdout.fnmatch_lines([f"*OLD {run['runId']} {verdict}*"])

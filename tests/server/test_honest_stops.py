@@ -119,11 +119,15 @@ def test_run_answers_name_no_absolute_server_path(service_factory: Any) -> None:
             "run": run,
             "list": client.get("/api/eval/runs").json(),
             "results": client.get(f"/api/eval/runs/{run_id}/results").json(),
-            # Served as written (its SHA-256 is checked), so the plugin must not put a server
-            # path in it. (run.json still records projectRoot, goldenRoot and outputDir as
-            # absolute paths: a plugin change, not made here.)
+            # Served as written (their SHA-256 is checked), so the plugin must not put a
+            # server path in them: run.json records projectRoot, goldenRoot, outputDir and
+            # baselinePath relative to the project root.
             "summary.json": client.get(f"/api/eval/runs/{run_id}/artifacts/JSON_SUMMARY").json(),
+            "run.json": client.get(f"/api/eval/runs/{run_id}/artifacts/RUN_JSON").json(),
+            "manifest.json": client.get(f"/api/eval/runs/{run_id}/artifacts/MANIFEST").json(),
         }
+    assert answers["run.json"]["projectRoot"] == "."
+    assert answers["run.json"]["goldenRoot"] == "golden"
     for name, answer in answers.items():
         assert _absolute_paths(answer, roots) == [], (name, answer)
 

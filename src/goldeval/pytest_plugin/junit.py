@@ -18,7 +18,7 @@ import pytest
 
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports.junit import write_dashboard_junit_runs
-from goldeval.results.documents import typed_run
+from goldeval.results.documents import RunDocument, typed_run
 from goldeval.verdict.comparison import comparison_label
 
 _XML_KEY: Any
@@ -49,22 +49,23 @@ class JunitGlue:
         path = Path(raw)
         return path if path.is_absolute() else Path(self.config.invocation_params.dir) / path
 
-    def pytest_goldeval_run_finished(self, config: pytest.Config, run: dict[str, Any]) -> None:
+    def pytest_goldeval_run_finished(self, config: pytest.Config, document: RunDocument) -> None:
         """Suite aggregates as global properties of ``--junitxml`` (before it is written)."""
         if not config.getini("golden_junit_properties") or _XML_KEY is None:
             return
         xml = config.stash.get(_XML_KEY, None)
         if xml is None:
             return
-        doc = typed_run(run)
-        metric = doc.metrics.overall_pass_rate if doc.metrics else None
+        run = document
+        metric = run.metrics.overall_pass_rate if run.metrics is not None else None
+        comparison = run.comparison
         values = {
-            "golden.runId": doc.run_id,
-            "golden.dataset": doc.protocol.dataset_id if doc.protocol else None,
-            "golden.overallPassRate": metric.rate if metric else None,
-            "golden.verdict": doc.quality_gate.verdict if doc.quality_gate else None,
-            "golden.comparison": comparison_label(doc.comparison)[0] if doc.comparison else None,
-            "golden.exitCode": doc.exit_decision.code if doc.exit_decision else None,
+            "golden.runId": run.run_id,
+            "golden.dataset": run.protocol.dataset_id if run.protocol is not None else None,
+            "golden.overallPassRate": metric.rate if metric is not None else None,
+            "golden.verdict": run.quality_gate.verdict if run.quality_gate is not None else None,
+            "golden.comparison": comparison_label(comparison)[0] if comparison else None,
+            "golden.exitCode": run.exit_decision.code if run.exit_decision is not None else None,
         }
         for name, value in values.items():
             if value is not None:

@@ -74,7 +74,7 @@ def mark_killed(job: ServiceRun, queue: RunQueue, row: RunRow | None, signum: in
                 rerunCommand=resume,
                 exitDecision={"code": decision.code, "reason": decision.reason},
             )
-            summary = run_summary(document)
+            summary = run_summary(typed_run(document, f"run {row.run_id}"))
             summary[RUN_DOCUMENT] = document
             queue.store.finish_run(row.run_id, "INTERRUPTED", summary)
         except (StoreError, GoldevalError) as exc:

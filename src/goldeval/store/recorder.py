@@ -226,13 +226,14 @@ class RunRecorder:
         # cut short by -x, the deadline or the budget INCOMPLETE, ended by a signal
         # INTERRUPTED. A run with ERROR attempts is COMPLETED too: that it needs a retry is
         # its exit decision (75), which the service asks (verdict.run_status.resumable).
-        status: RunStatus = run_status(RunOutcome.from_run(typed_run(run)))
+        typed = typed_run(run)
+        status: RunStatus = run_status(RunOutcome.from_run(typed))
 
         # The same summary as summary.json (counters, rates, gate, exit decision), plus every
         # run-level field of run.json (provider, fingerprint, commit, duration, comparison,
         # notes...): ``goldeval show/export`` rebuild the cases from the stored attempts and
         # must report the same run as run.json, not a reconstruction with blanks.
-        summary = run_summary(run)
+        summary = run_summary(typed)
         summary[RUN_DOCUMENT] = {k: v for k, v in run.items() if k != "cases"}
         try:
             self.store.record_artifacts(
