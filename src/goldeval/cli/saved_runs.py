@@ -20,7 +20,7 @@ from goldeval.cli.runs import ResolvedRun, RunPlaces, resolve_run, stored_run
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
 from goldeval.reports.markdown import render, render_comparison
-from goldeval.results.documents import RunDocument
+from goldeval.results.documents import Comparison, RunDocument
 from goldeval.verdict import exit_codes
 from goldeval.verdict.baseline import default_candidates, first_comparable
 from goldeval.verdict.comparison import run_mode
@@ -55,7 +55,7 @@ def _print_verdict(verdict: Any, cut: Any, policy_from: str | None) -> None:
         print("not compared or gated: a run that did not grade its selection is no verdict")
     else:
         if verdict.comparison is not None:
-            print(render_comparison(verdict.comparison.dump()))
+            print(render_comparison(Comparison.model_validate(verdict.comparison.dump())))
         gate = verdict.gate
         if gate is not None:
             print(f"\nQuality gate: {gate.verdict}")
@@ -163,6 +163,6 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    text = render(resolve_run(args.run, _run_places(args)).document)
+    text = render(resolve_run(args.run, _run_places(args)).typed)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return exit_codes.OK

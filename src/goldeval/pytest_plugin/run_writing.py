@@ -208,7 +208,7 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     # run.json is written from the JSON built (key order kept); what reads it takes it typed.
     typed = typed_run(run, run_dir / "run.json")
     artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(typed)))
-    artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
+    artifacts.atomic_write(run_dir / "report.md", report_md.render(typed))
     if run.get("comparison"):
         artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
     cases_file = fin.cases_files.pop(run_dir)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from goldeval.core.textsafe import one_line
@@ -17,7 +17,6 @@ from goldeval.results.documents import (
     RateDoc,
     RunDocument,
     TokensDoc,
-    typed_run,
 )
 from goldeval.results.metrics import format_rate
 from goldeval.verdict.comparison import comparison_label
@@ -69,10 +68,8 @@ def _n(count: int | None) -> int:
     return 0 if count is None else count
 
 
-def render(raw: RunDocument | Mapping[str, Any]) -> str:
-    """report.md of a run: ``raw`` is run.json's JSON object (typed here, once) or the typed
-    document."""
-    run = typed_run(raw)
+def render(run: RunDocument) -> str:
+    """report.md of a run (its document, typed once by whoever read or built it)."""
     m = run.metrics or Metrics()
     out: list[str] = ["# AI eval report", ""]
     out += _header_lines(run)
@@ -314,11 +311,9 @@ def _prompt_lines(case: Case) -> list[str]:
     return []
 
 
-def render_comparison(cmp: Comparison | Mapping[str, Any]) -> str:
-    """The Regression section: ``cmp`` is the run's comparison, typed or as JSON (``goldeval
-    compare`` prints a fresh one's dump)."""
-    if not isinstance(cmp, Comparison):
-        cmp = Comparison.model_validate(cmp)
+def render_comparison(cmp: Comparison) -> str:
+    """The Regression section of the run's comparison (``goldeval compare`` types a fresh
+    one's dump first)."""
     label, why = comparison_label(cmp)
     out = ["## Regression", "", f"- Decision: **{label}**"]
     if why:

@@ -52,7 +52,7 @@ from goldeval.reports.site_charts import (
     trend_view,
 )
 from goldeval.reports.templating import render
-from goldeval.results.documents import Case, RunDocument, typed_run
+from goldeval.results.documents import Case, RunDocument
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.baseline import check_shape
 from goldeval.verdict.exit_codes import OK, USAGE
@@ -290,10 +290,8 @@ def _case_row(case: Case, cls: Any) -> dict[str, Any]:
     }
 
 
-def render_run(raw: RunDocument | Mapping[str, Any]) -> str:
-    """A run's page: ``raw`` is the typed document, or run.json's JSON object (typed here,
-    once: the service renders a stored document)."""
-    run = typed_run(raw)
+def render_run(run: RunDocument) -> str:
+    """A run's page (the service types a stored document before it renders it)."""
     classes = comparison_classes(run)
     return render(
         "run.html.j2",

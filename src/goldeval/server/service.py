@@ -365,7 +365,7 @@ class Service:
                 # As the compare endpoint: a run cut short is neither compared nor gated.
                 doc.pop("comparison", None)
                 doc["qualityGate"] = None
-        return self.settings.public_text(site.render_run(doc))
+        return self.settings.public_text(site.render_run(typed_run(doc)))
 
     # ---- admin
 
@@ -432,16 +432,18 @@ class Service:
         return checks
 
 
-def _unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> dict[str, Any]:
+def _unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> RunDocument:
     """The run page's document of a run the plugin never began: nothing graded, the exit
     decision of its pytest process."""
-    return {
-        "runId": job.id,
-        "status": job.status,
-        "datasetVersion": job.dataset_id,
-        "cases": [],
-        "exitDecision": decision.dump(),
-    }
+    return typed_run(
+        {
+            "runId": job.id,
+            "status": job.status,
+            "datasetVersion": job.dataset_id,
+            "cases": [],
+            "exitDecision": decision.dump(),
+        }
+    )
 
 
 def _remove_tree(folder: Path) -> None:
