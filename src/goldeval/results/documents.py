@@ -37,6 +37,7 @@ __all__ = [
     "RunDocument",
     "StoppedEarlyDoc",
     "Summary",
+    "VariantComparisonDoc",
     "typed_run",
     "validate_run_document",
 ]
@@ -235,6 +236,50 @@ class Comparison(_Doc):
     quality_gate: GateDoc | None = Field(default=None, alias="qualityGate")
 
 
+class McNemarDoc(_Doc):
+    """The exact McNemar test of a variant comparison (goldeval.results.sampling.McNemar)."""
+
+    rule: str
+    cases: int
+    control_only: int = Field(alias="controlOnly")
+    candidate_only: int = Field(alias="candidateOnly")
+    p_value: float | None = Field(default=None, alias="pValue")
+
+
+class VariantComparisonDoc(_Doc):
+    """``variantComparison``: two variants of one session on the cases both graded
+    (goldeval.results.variant_comparison); ``decision`` and ``reason`` are the verdict's
+    (goldeval.verdict.variants), which a regate recomputes from the figures."""
+
+    control: str
+    candidate: str
+    control_model: str | None = Field(default=None, alias="controlModel")
+    candidate_model: str | None = Field(default=None, alias="candidateModel")
+    outcome_rule: str = Field(alias="outcomeRule")
+    cases: int
+    unpaired: int = 0
+    control_pass_rate: float | None = Field(default=None, alias="controlPassRate")
+    candidate_pass_rate: float | None = Field(default=None, alias="candidatePassRate")
+    difference: float | None = None
+    ci95: IntervalDoc | None = None
+    margin: float
+    #: The statistic's own verdict (sampling.NonInferiority): PASS, FAIL or UNDERPOWERED.
+    non_inferiority: str = Field(alias="nonInferiority")
+    more_cases: int | None = Field(default=None, alias="moreCases")
+    mcnemar: McNemarDoc
+    flipped_worse: list[str] = Field(default_factory=list, alias="flippedWorse")
+    flipped_better: list[str] = Field(default_factory=list, alias="flippedBetter")
+    discordance: float | None = None
+    minimum_detectable_difference: float | None = Field(
+        default=None, alias="minimumDetectableDifference"
+    )
+    resamples: int
+    seed: int
+    confidence: float
+    decision: str | None = None
+    reason: str | None = None
+
+
 class ExitDecisionDoc(_Doc):
     code: int
     reason: str
@@ -316,6 +361,12 @@ class RunDocument(Summary):
     cases: list[Case] = Field(default_factory=list)
     comparison: Comparison | None = None
     environment: dict[str, Any] | None = None
+    #: The manifest variant this run is (issue 35), when the session ran variants.
+    variant: str | None = None
+    #: The paired comparison of the session's two compared variants (both runs carry it).
+    variant_comparison: VariantComparisonDoc | None = Field(
+        default=None, alias="variantComparison"
+    )
 
 
 _EXPECTED = {
