@@ -81,8 +81,12 @@ def test_equal_variants_are_non_inferior(
     assert cmp["cases"] == 10 and cmp["difference"] == 0.0
     assert cmp["mcnemar"]["pValue"] is None  # no discordant case: nothing to test
     assert "NON_INFERIOR" in runs["candidate"]["exitDecision"]["reason"]
-    report = (golden_project / ".goldeval/runs").glob("*/report.md")
-    assert all("candidate vs control" in p.read_text() for p in report)
+    reports = list((golden_project / ".goldeval/runs").glob("*/report.md"))
+    assert len(reports) == 2
+    for report in reports:
+        text = report.read_text(encoding="utf-8")
+        assert "## Variants: candidate vs control" in text
+        assert "**NON\\_INFERIOR**" in text and "p = n/a (no discordant case)" in text
 
 
 def test_clearly_worse_candidate_is_inferior_and_names_flipped_cases(
@@ -100,7 +104,15 @@ def test_clearly_worse_candidate_is_inferior_and_names_flipped_cases(
     assert cmp["ci95"]["upper"] < -0.05
     assert cmp["mcnemar"]["controlOnly"] == len(cmp["flippedWorse"]) > 0
     assert cmp["mcnemar"]["pValue"] < 0.05
-    result.stdout.fnmatch_lines(["*candidate vs control: INFERIOR*flipped to FAIL*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*variant candidate (model m-bad):*",
+            "*variants: candidate vs control: INFERIOR*flipped to FAIL*",
+            "*goldeval decision: exit 1*INFERIOR*",
+        ]
+    )
+    reports = list((golden_project / ".goldeval/runs").glob("*/report.md"))
+    assert all("- Flipped to FAIL: " in p.read_text(encoding="utf-8") for p in reports)
 
 
 def test_small_difference_is_inconclusive_never_a_pass(

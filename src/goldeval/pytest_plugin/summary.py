@@ -54,9 +54,14 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         for line in report_md.comparison_case_lines(cmp):
             tr.write_line(f"    {line}")
     for run_doc in getattr(state, "benchmark", None) or []:
-        tr.write_line(f"  model {one_line(run_doc.get('model'))}:")
+        variant = run_doc.get("variant")
+        who = f"variant {variant} (model {run_doc.get('model')})" if variant else None
+        tr.write_line(f"  {one_line(who or 'model ' + str(run_doc.get('model')))}:")
         for line in report_md.summary_table(run_doc):
             tr.write_line("  " + line)
+    variants = (run.get("variantComparison") or {}).get("reason")
+    if variants:
+        tr.write_line(f"  variants: {one_line(variants)}")
     recorded = getattr(state, "recorded", None)
     if recorded:
         for kind in ("new", "changed"):
