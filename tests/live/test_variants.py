@@ -189,3 +189,29 @@ def test_no_variants_block_keeps_the_usual_run(
     result = pytester.runpytest(*_live(llm_server, "--golden-variants=a", "--golden-model=m"))
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*declares no variants*"])
+
+
+def test_no_gate_writes_the_comparison_without_gating(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    _manifest(golden_project)
+    _break(llm_server, lambda prompt: "пустой пароль" in prompt)
+    result = pytester.runpytest(*_live(llm_server, "--golden-no-gate"))
+    # The FAIL attempt is pytest's 1 (nothing weighs it), not the comparison's verdict.
+    assert result.ret == 1, result.stdout.str()
+    runs = _runs(golden_project)
+    assert runs["candidate"]["variantComparison"]["decision"] == "INCONCLUSIVE"
+    assert "no gate" in runs["candidate"]["exitDecision"]["reason"]
+
+
+def test_one_variant_picked_is_an_ordinary_run_of_its_model(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    _manifest(golden_project)
+    result = pytester.runpytest(
+        *_live(llm_server, "--golden-variants=candidate", "--golden-no-gate")
+    )
+    assert result.ret == 0, result.stdout.str()
+    assert {r.model for r in llm_server.requests} == {"m-bad"}
+    run = _runs(golden_project)["candidate"]
+    assert run["model"] == "m-bad" and "variantComparison" not in run

@@ -239,6 +239,9 @@ def finish_one_run(
 ) -> None:
     """One run: built, decided (with the store's facts), written, recorded, maybe saved."""
     run, run_dir = build_for(state, model, ending.interrupted, multi=False)
+    variant = state.variant_name(model)
+    if variant is not None:  # one variant picked (--golden-variants=A): no pair to compare
+        run["variant"] = variant
     recorder = state.recorder
     resumed_all = (
         ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
