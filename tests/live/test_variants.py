@@ -87,6 +87,10 @@ def test_equal_variants_are_non_inferior(
         text = report.read_text(encoding="utf-8")
         assert "## Variants: candidate vs control" in text
         assert "**NON\\_INFERIOR**" in text and "p = n/a (no discordant case)" in text
+        assert "| Variant | Latency median | p95 | Tokens | Estimated cost |" in text
+    costs = cmp["costs"]
+    assert costs["control"]["totalTokens"] > 0 and costs["candidate"]["totalTokens"] > 0
+    assert costs["control"]["p95Ms"] >= costs["control"]["medianMs"] >= 0
 
 
 def test_clearly_worse_candidate_is_inferior_and_names_flipped_cases(

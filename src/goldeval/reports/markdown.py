@@ -297,7 +297,28 @@ def _variant_lines(cmp: Mapping[str, Any] | None) -> list[str]:
         ids = cmp.get(key) or []
         if ids:
             out.append(f"- {label}: " + ", ".join(md_escape(i) for i in ids))
+    costs = cmp.get("costs") or {}
+    if costs:
+        out += [
+            "",
+            "Whole runs (every case, not only the paired ones):",
+            "",
+            "| Variant | Latency median | p95 | Tokens | Estimated cost |",
+            "|---|---|---|---|---|",
+        ]
+        for side, name in (("control", control), ("candidate", candidate)):
+            c = costs.get(side) or {}
+            cost = c.get("estimatedCost")
+            out.append(
+                f"| {name} | {_na(c.get('medianMs'), ' ms')} | {_na(c.get('p95Ms'), ' ms')} | "
+                f"{_na(c.get('totalTokens'))} | "
+                + (f"{cost:.4f} |" if isinstance(cost, (int, float)) else "n/a |")
+            )
     return out
+
+
+def _na(value: Any, unit: str = "") -> str:
+    return f"{value}{unit}" if isinstance(value, (int, float)) else "n/a"
 
 
 #: How much of one rendered message report.md shows.

@@ -276,6 +276,8 @@ class VariantComparisonDoc(_Doc):
     resamples: int
     seed: int
     confidence: float
+    #: Each variant's whole-run latency (medianMs, p95Ms), totalTokens and estimatedCost.
+    costs: dict[str, dict[str, Any]] | None = None
     decision: str | None = None
     reason: str | None = None
 

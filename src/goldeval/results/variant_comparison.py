@@ -94,6 +94,21 @@ def compare_variants(
         "resamples": resamples,
         "seed": seed,
         "confidence": DEFAULT_CONFIDENCE,
+        "costs": {"control": _costs(control_run), "candidate": _costs(candidate_run)},
+    }
+
+
+def _costs(run: RunDocument) -> dict[str, Any]:
+    """What a variant's whole run cost (every case, not only the paired ones): latency
+    median and p95 of its attempts, its tokens and estimated price (null when unknown)."""
+    metrics = run.metrics
+    latency = (metrics.latency if metrics is not None else None) or {}
+    tokens = metrics.tokens if metrics is not None else None
+    return {
+        "medianMs": latency.get("medianMs"),
+        "p95Ms": latency.get("p95Ms"),
+        "totalTokens": tokens.total_tokens if tokens is not None else None,
+        "estimatedCost": tokens.estimated_cost if tokens is not None else None,
     }
 
 
