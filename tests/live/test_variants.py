@@ -8,6 +8,7 @@ answer for the rows a test picks, so the paired comparison has a designed differ
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -127,10 +128,18 @@ def test_small_difference_is_inconclusive_never_a_pass(
 ) -> None:
     _manifest(golden_project)
     _break(llm_server, lambda prompt: "пустой пароль" in prompt)
-    result = pytester.runpytest(*_live(llm_server), *plugin_args)
+    result = pytester.runpytest(*_live(llm_server, "--golden-junit=dash.xml"), *plugin_args)
     assert result.ret == 1, result.stdout.str()
     cmp = _runs(golden_project)["candidate"]["variantComparison"]
     assert cmp["decision"] == "INCONCLUSIVE"
+    # JUnit: one suite per variant and one failed testcase for the pair's verdict.
+    xml = ET.parse(golden_project / "dash.xml").getroot()
+    suites = {s.get("name"): s for s in xml.iter("testsuite")}
+    assert {"goldeval.generation-v1.control", "goldeval.generation-v1.candidate"} <= set(suites)
+    (pair,) = suites["goldeval.generation-v1.variants"].iter("testcase")
+    assert pair.get("name") == "candidate vs control"
+    failure = pair.find("failure")
+    assert failure is not None and failure.get("type") == "golden.variants.INCONCLUSIVE"
     assert cmp["ci95"]["lower"] < -0.05 < cmp["ci95"]["upper"]
     assert cmp["moreCases"] >= 1
     result.stdout.fnmatch_lines(["*INCONCLUSIVE, underpowered*more paired cases*not a pass*"])

@@ -256,10 +256,35 @@ def dashboard_xml(runs: Sequence[Mapping[str, Any]]) -> str:
     """The dashboard document for one run (or one suite per model for side-by-side runs)."""
     several = len(runs) > 1
     suites = [
-        _suite(run, f".{(run.get('protocol') or {}).get('model') or i}" if several else "")
+        _suite(
+            run,
+            f".{run.get('variant') or (run.get('protocol') or {}).get('model') or i}"
+            if several
+            else "",
+        )
         for i, run in enumerate(runs, start=1)
     ]
+    pair = next((r["variantComparison"] for r in runs if r.get("variantComparison")), None)
+    if pair is not None:
+        protocol = runs[0].get("protocol") or {}
+        dataset = str(protocol.get("datasetId") or runs[0].get("datasetVersion") or "dataset")
+        suites.append(TestSuite(f"goldeval.{dataset}.variants", [_pair_test(pair, dataset)]))
     return str(to_xml_report_string(suites, prettyprint=True, encoding="utf-8"))
+
+
+def _pair_test(pair: Mapping[str, Any], dataset: str) -> Any:
+    """The variant comparison's verdict as one testcase (issue 35): failed unless the verdict
+    (goldeval.verdict.variants, recorded with the run) said NON_INFERIOR; INCONCLUSIVE is a
+    failure too, never a pass."""
+    name = f"{pair.get('candidate')} vs {pair.get('control')}"
+    decision = str(pair.get("decision"))
+    reason = one_line(pair.get("reason") or decision)
+    tc = TestCase(name, classname=f"golden.{dataset}.variants", stdout=reason)
+    if decision != "NON_INFERIOR":
+        tc.add_failure_info(
+            message=reason, output=reason, failure_type=f"golden.variants.{decision}"
+        )
+    return tc
 
 
 def write_dashboard_junit(run: dict[str, Any], path: Path) -> None:
@@ -268,5 +293,6 @@ def write_dashboard_junit(run: dict[str, Any], path: Path) -> None:
 
 
 def write_dashboard_junit_runs(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Write the dashboard JUnit XML of several runs (one suite per model) to ``path``."""
+    """Write the dashboard JUnit XML of several runs (one suite per model or variant, plus
+    one for the variant comparison's verdict) to ``path``."""
     atomic_write(Path(path), dashboard_xml(runs))
