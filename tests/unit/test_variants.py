@@ -80,6 +80,11 @@ def test_variants_and_compare_gate_read(tmp_path: Path) -> None:
             "outside [0, 1)",
         ),
         (
+            "variants:\n" + "".join(f"  - {{name: v{i}, model: m{i}}}\n" for i in range(33)),
+            "variants",
+            "33 variants declared, at most 32",
+        ),
+        (
             "gate:\n  compare: {control: a, candidate: b, nonInferiority: 0.1}\n",
             "gate.compare",
             "declares none",

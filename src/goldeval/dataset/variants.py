@@ -29,6 +29,9 @@ from goldeval.core.errors import DatasetError, GoldevalError
 #: A variant's name is part of item ids and file names: short, no spaces, no brackets.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
+#: Variants one manifest may declare: each multiplies the session's items and model calls.
+MAX_VARIANTS = 32
+
 #: Fields of a variant that this version parses but does not apply (docs/variants.md).
 NOT_YET = {
     "provider": "a per-variant provider",
@@ -68,6 +71,13 @@ def check_variants(variants: list[Variant] | None, compare: CompareGate | None, 
     """Refuse what would run wrongly or never apply, naming the manifest field."""
     names: list[str] = []
     models: dict[str, str] = {}
+    if variants is not None and len(variants) > MAX_VARIANTS:
+        raise DatasetError(
+            f"{len(variants)} variants declared, at most {MAX_VARIANTS}",
+            path=path,
+            field="variants",
+            hint="each variant runs every selected row again",
+        )
     for i, variant in enumerate(variants or []):
         where = f"variants[{i}]"
         if not NAME_PATTERN.match(variant.name):
