@@ -102,8 +102,12 @@ def test_clearly_worse_candidate_is_inferior_and_names_flipped_cases(
 ) -> None:
     _manifest(golden_project)
     _break(llm_server, lambda prompt: True)
-    result = pytester.runpytest(*_live(llm_server), *plugin_args)
+    html = ("--html=report.html", "--self-contained-html")
+    result = pytester.runpytest(*_live(llm_server), *html, *plugin_args)
     assert result.ret == 1, result.stdout.str()
+    page = (golden_project / "report.html").read_text(encoding="utf-8")
+    assert "<h3>Variants</h3>" in page
+    assert '<span class="goldeval-fail">INFERIOR</span>' in page
     cmp = _runs(golden_project)["candidate"]["variantComparison"]
     assert cmp["decision"] == "INFERIOR"
     assert cmp["ci95"]["upper"] < -0.05

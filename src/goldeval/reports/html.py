@@ -167,6 +167,41 @@ def comparison_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def variant_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``variantComparison`` for the HTML pages: the verdict's recorded decision and line,
+    and the figures as (label, value) rows; None when the run compared no variants."""
+    cmp = run.get("variantComparison")
+    if not cmp:
+        return None
+    ci = cmp.get("ci95") or {}
+    test = cmp.get("mcnemar") or {}
+    p_value = test.get("pValue")
+    rows: list[tuple[str, Any]] = [
+        ("Control", f"{cmp.get('control')} (model {cmp.get('controlModel')})"),
+        ("Candidate", f"{cmp.get('candidate')} (model {cmp.get('candidateModel')})"),
+        ("Paired cases", f"{cmp.get('cases')} (not paired: {cmp.get('unpaired', 0)})"),
+        (
+            "Pass rate control / candidate",
+            f"{fmt_pct(cmp.get('controlPassRate'))} / {fmt_pct(cmp.get('candidatePassRate'))}",
+        ),
+        (
+            "Difference, 95% CI",
+            f"{fmt_pct(cmp.get('difference'))} "
+            f"[{fmt_pct(ci.get('lower'))}, {fmt_pct(ci.get('upper'))}]",
+        ),
+        ("Non-inferiority margin", fmt_pct(cmp.get("margin"))),
+        (
+            "Exact McNemar",
+            f"{test.get('controlOnly')} control only, "
+            f"{test.get('candidateOnly')} candidate only, p = "
+            + (f"{p_value:.4g}" if isinstance(p_value, (int, float)) else "n/a"),
+        ),
+        ("Flipped to FAIL", ", ".join(str(i) for i in cmp.get("flippedWorse") or []) or "none"),
+        ("Flipped to PASS", ", ".join(str(i) for i in cmp.get("flippedBetter") or []) or "none"),
+    ]
+    return {"decision": cmp.get("decision"), "reason": cmp.get("reason"), "rows": rows}
+
+
 def gate_view(run: Mapping[str, Any]) -> dict[str, Any]:
     """The gate verdict and rules (``applied`` False without a gate) and the exit status."""
     gate = run.get("qualityGate")
@@ -244,6 +279,7 @@ def render_summary(run: Mapping[str, Any], anchor: str = "goldeval-summary") -> 
         protocol=protocol_rows(run),
         metrics=metric_rows(run),
         comparison=comparison_view(run),
+        variants=variant_view(run),
         cases=_case_rows(run),
         gate=gate_view(run),
     )
