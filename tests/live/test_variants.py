@@ -232,3 +232,15 @@ def test_one_variant_picked_is_an_ordinary_run_of_its_model(
     assert {r.model for r in llm_server.requests} == {"m-bad"}
     run = _runs(golden_project)["candidate"]
     assert run["model"] == "m-bad" and "variantComparison" not in run
+
+
+def test_variants_without_a_compare_gate_are_reported_not_gated(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    _manifest(golden_project, compare=False)
+    result = pytester.runpytest(*_live(llm_server))
+    assert result.ret == 0, result.stdout.str()
+    runs = _runs(golden_project)
+    assert set(runs) == {"control", "candidate"}
+    assert all("variantComparison" not in run for run in runs.values())
+    assert any("no gate.compare pair" in note for note in runs["control"]["notes"])

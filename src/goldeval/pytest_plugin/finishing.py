@@ -188,6 +188,11 @@ def finish_side_by_side(
                 f"variants side by side: gated on {comparison['candidate']} vs "
                 f"{comparison['control']} (non-inferiority), no baseline"
             )
+        elif state.variants is not None:
+            run.setdefault("notes", []).append(
+                "variants side by side: no gate.compare pair ran in this session, no baseline, "
+                "no gate"
+            )
         else:
             run.setdefault("notes", []).append(
                 "models side by side (--golden-models): no baseline, no gate"
