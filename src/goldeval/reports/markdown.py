@@ -7,33 +7,13 @@ from typing import Any
 
 from goldeval.core.textsafe import one_line
 from goldeval.reports.labels import RATE_LABELS, shown_rates, shows_weighted_score
+from goldeval.reports.markdown_text import md_escape
+from goldeval.reports.markdown_variants import variant_lines
 from goldeval.results.metrics import format_rate, rate_value
 from goldeval.verdict.comparison import comparison_label
 
 #: How many case ids a terminal line names before "and N more".
 NAMED_CASES = 10
-
-
-def md_escape(text: Any) -> str:
-    """Escape untrusted text for a Markdown table cell (no HTML, no pipes, one line).
-
-    Control, C1 and bidi characters are escaped visibly first (goldeval.core.textsafe), so the
-    report is safe to ``cat`` and a job summary cannot be reordered by a U+202E override.
-    """
-    s = one_line(text)
-    for ch, rep in (
-        ("\\", "\\\\"),
-        ("|", "\\|"),
-        ("<", "&lt;"),
-        (">", "&gt;"),
-        ("`", "\\`"),
-        ("*", "\\*"),
-        ("_", "\\_"),
-        ("[", "\\["),
-        ("]", "\\]"),
-    ):
-        s = s.replace(ch, rep)
-    return " ".join(s.split())
 
 
 def _ci(metric: Mapping[str, Any] | None) -> str:
@@ -52,7 +32,7 @@ def render(run: Mapping[str, Any]) -> str:
     out += _failure_lines(run)
     out += _stability_lines(run)
     out += _pass_at_k_lines(m.get("passAtK"))
-    out += _variant_lines(run.get("variantComparison"))
+    out += variant_lines(run.get("variantComparison"))
     comparison = run.get("comparison")
     if comparison:
         out += ["", render_comparison(comparison)]
@@ -249,76 +229,6 @@ def _pass_at_k_lines(table: Mapping[str, Any] | None) -> list[str]:
             f"{_ci({'ci95': row.get('passHatKCi95')})} |"
         )
     return out
-
-
-def _pct(value: Any, sign: bool = False) -> str:
-    if not isinstance(value, (int, float)):
-        return "n/a"
-    return f"{value * 100:+.1f}%" if sign else f"{value * 100:.1f}%"
-
-
-def _variant_lines(cmp: Mapping[str, Any] | None) -> list[str]:
-    """``variantComparison``: two variants of the session on the cases both graded; the
-    decision and its reason are the verdict's, as the session recorded them."""
-    if not cmp:
-        return []
-    control, candidate = md_escape(cmp.get("control")), md_escape(cmp.get("candidate"))
-    ci = cmp.get("ci95") or {}
-    test = cmp.get("mcnemar") or {}
-    p_value = test.get("pValue")
-    mdd = cmp.get("minimumDetectableDifference")
-    out = [
-        "",
-        f"## Variants: {candidate} vs {control}",
-        "",
-        f"**{md_escape(cmp.get('decision'))}**: {md_escape(cmp.get('reason'))}",
-        "",
-        "| Variant | Model | Pass rate (paired cases) |",
-        "|---|---|---|",
-        f"| {control} (control) | {md_escape(cmp.get('controlModel'))} | "
-        f"{_pct(cmp.get('controlPassRate'))} |",
-        f"| {candidate} (candidate) | {md_escape(cmp.get('candidateModel'))} | "
-        f"{_pct(cmp.get('candidatePassRate'))} |",
-        "",
-        f"- Paired cases: {cmp.get('cases')} (not paired: {cmp.get('unpaired', 0)})",
-        f"- Difference (candidate − control): {_pct(cmp.get('difference'), True)}, 95% CI "
-        f"{_pct(ci.get('lower'), True)} to {_pct(ci.get('upper'), True)} "
-        f"({md_escape(ci.get('method') or 'n/a')}, clustered by case, "
-        f"{cmp.get('resamples')} resamples, seed {cmp.get('seed')})",
-        f"- Non-inferiority margin: {_pct(cmp.get('margin'))}",
-        f"- Exact McNemar ({md_escape(test.get('rule'))} of attempts per case): "
-        f"{test.get('controlOnly')} cases pass only for the control, "
-        f"{test.get('candidateOnly')} only for the candidate, p = "
-        + (f"{p_value:.4g}" if isinstance(p_value, (int, float)) else "n/a (no discordant case)"),
-        "- Smallest difference these cases detect at 80% power (measured discordance): "
-        + (_pct(mdd) if isinstance(mdd, (int, float)) else "n/a"),
-    ]
-    for key, label in (("flippedWorse", "Flipped to FAIL"), ("flippedBetter", "Flipped to PASS")):
-        ids = cmp.get(key) or []
-        if ids:
-            out.append(f"- {label}: " + ", ".join(md_escape(i) for i in ids))
-    costs = cmp.get("costs") or {}
-    if costs:
-        out += [
-            "",
-            "Whole runs (every case, not only the paired ones):",
-            "",
-            "| Variant | Latency median | p95 | Tokens | Estimated cost |",
-            "|---|---|---|---|---|",
-        ]
-        for side, name in (("control", control), ("candidate", candidate)):
-            c = costs.get(side) or {}
-            cost = c.get("estimatedCost")
-            out.append(
-                f"| {name} | {_na(c.get('medianMs'), ' ms')} | {_na(c.get('p95Ms'), ' ms')} | "
-                f"{_na(c.get('totalTokens'))} | "
-                + (f"{cost:.4f} |" if isinstance(cost, (int, float)) else "n/a |")
-            )
-    return out
-
-
-def _na(value: Any, unit: str = "") -> str:
-    return f"{value}{unit}" if isinstance(value, (int, float)) else "n/a"
 
 
 #: How much of one rendered message report.md shows.
