@@ -244,3 +244,28 @@ def test_variants_without_a_compare_gate_are_reported_not_gated(
     assert set(runs) == {"control", "candidate"}
     assert all("variantComparison" not in run for run in runs.values())
     assert any("no gate.compare pair" in note for note in runs["control"]["notes"])
+
+
+def test_a_lost_item_is_recorded_under_its_variant_s_model(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    """A worker that dies mid-item: the controller reads the variant's name from the item id
+    and records the ERROR WORKER_CRASH under that variant's model, in that variant's run."""
+    _manifest(golden_project)
+    pytester.makeconftest(
+        """
+import os
+
+def pytest_runtest_call(item):
+    if item.nodeid.endswith("[e2e-login-empty-password-attempt1-candidate]"):
+        os._exit(1)
+"""
+    )
+    result = pytester.runpytest(*_live(llm_server), "-n", "2")
+    assert result.ret == 75, result.stdout.str()
+    runs = _runs(golden_project)
+    assert set(runs) == {"control", "candidate"}  # no third run named after the label
+    (case,) = [c for c in runs["candidate"]["cases"] if c["caseId"] == "e2e-login-empty-password"]
+    (attempt,) = case["attempts"]
+    assert (attempt["status"], attempt["errorKind"]) == ("ERROR", "WORKER_CRASH")
+    assert attempt["model"] == "m-bad"
