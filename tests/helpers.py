@@ -8,7 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Overrides tests/conftest.py's ``plugin_args`` (serial and ``-n 2``) with the serial run
+#: alone, for a black-box test whose behaviour does not depend on xdist: refused before any
+#: worker starts, decided on the controller from the same run document, or per attempt in
+#: code a worker runs exactly as a serial session does. The ``[xdist2]`` twins stay where
+#: xdist is what is under test (issue 34): stops and duplicates reported through workers,
+#: the store and recordings written by workers, reports built from workers' reports, the
+#: prefetch pool, signals, and the serial == ``-n 2`` figures of each surface.
+SERIAL_ONLY = pytest.mark.parametrize("plugin_args", [[]], ids=["serial"])
 
 
 class RunFiles:

@@ -1,4 +1,5 @@
-"""Baselines, comparison and the gate, black-box (serial and -n 2), plus the goldeval CLI."""
+"""Baselines, comparison and the gate, black-box (serially: decided on the controller), plus the
+goldeval CLI."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RunFiles, run_cli
+from tests.helpers import SERIAL_ONLY, RunFiles, run_cli
 
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 
@@ -61,6 +62,7 @@ def test_save_refuses_a_run_with_errors(pytester: pytest.Pytester, golden_projec
     result.stdout.fnmatch_lines(["*baseline not saved*"])
 
 
+@SERIAL_ONLY
 def test_regression_gives_new_failure_and_exit_1(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:

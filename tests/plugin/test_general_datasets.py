@@ -11,7 +11,7 @@ from goldeval.dataset.rows import load_dataset
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
 from goldeval.results.run_document import config_fingerprint
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 ROWS = [
     {"id": "ship", "prompt": "How long does shipping take?",
@@ -47,6 +47,7 @@ def faq_project(pytester: pytest.Pytester) -> Path:
     return pytester.path
 
 
+@SERIAL_ONLY
 def test_general_graders_with_manifest_options(pytester: pytest.Pytester, faq_project: Path,
                                                plugin_args: list[str]) -> None:
     result = pytester.runpytest("--golden=faq-v1", *plugin_args)

@@ -8,6 +8,7 @@ import pytest
 
 from goldeval.pytest_plugin import hooks as plugin
 from goldeval.pytest_plugin.params import PARAM_ARG
+from tests.helpers import SERIAL_ONLY
 
 
 def test_plugin_module_names_the_param_argument_without_importing_it() -> None:
@@ -51,6 +52,7 @@ def test_an_overriding_golden_case_joins_the_chain_only_when_defined(
     assert result.ret == 0, text[-3000:]
 
 
+@SERIAL_ONLY
 def test_overriding_golden_case_with_param_and_attempt(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 import goldeval.pipeline.attempt  # noqa: F401  (loaded once, outside pytester's runs)
 from goldeval.reports.html import render_summary
-from tests.helpers import ROOT, RunFiles
+from goldeval.results.documents import typed_run
+from tests.helpers import ROOT, SERIAL_ONLY, RunFiles
 
 ROWS = [
     {"id": "ship", "prompt": "How long does shipping take?",
@@ -43,6 +44,7 @@ def generic_project(pytester: pytest.Pytester) -> Path:
     return pytester.path
 
 
+@SERIAL_ONLY
 def test_generic_dataset_gets_no_pack_no_reference_rates(
     pytester: pytest.Pytester, generic_project: Path, plugin_args: list[str]
 ) -> None:
@@ -67,7 +69,7 @@ def test_generic_dataset_gets_no_pack_no_reference_rates(
     for label in ("| Contract |", "| Negative |", "| Refusal |", "| RAG |", "Weighted"):
         assert label not in report, label
     assert "| Overall |" in report and "Slice tag:returns" in report
-    html = render_summary(run)
+    html = render_summary(typed_run(run))
     assert "Overall" in html and "Grader contains_any" in html
     for label in ("Contract", "Negative", "Refusal", "Hallucination"):
         assert label not in html, label
@@ -141,6 +143,7 @@ TEMPLATE_MANIFEST = (
 )
 
 
+@SERIAL_ONLY
 def test_template_rows_render_and_failing_cases_show_their_messages(
     pytester: pytest.Pytester, plugin_args: list[str]
 ) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RunFiles, strip_timings
+from tests.helpers import SERIAL_ONLY, RunFiles, strip_timings
 
 
 def test_main_job_runs_dataset_only(
@@ -60,6 +60,7 @@ def test_serial_and_xdist_give_identical_records(
     assert docs[0]["protocol"] == docs[1]["protocol"]
 
 
+@SERIAL_ONLY
 def test_not_red_deselects_rows_entirely(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:
@@ -152,6 +153,7 @@ def test_artifact_modes(
     assert len(list((run_files.latest_dir() / "cases").iterdir())) == expected
 
 
+@SERIAL_ONLY
 def test_provider_error_is_error_not_failure(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:

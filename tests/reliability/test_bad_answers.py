@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Reply
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 TEN_MB = 10 * 1024 * 1024
 GARBAGE = bytes(range(256)) * 64 + b"\x00\x00\xff\xfe\x1b[2J"
@@ -105,6 +105,7 @@ def _check_run(project: Path, result: pytest.RunResult, run_files: RunFiles,
     return run
 
 
+@SERIAL_ONLY
 def test_bad_fixture_bytes_are_graded(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:
@@ -125,6 +126,7 @@ def test_bad_fixture_bytes_are_graded(
     assert reasons  # an empty answer fails with reasons, it is not skipped
 
 
+@SERIAL_ONLY
 def test_team_callable_bad_returns_and_crash(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from goldeval.reports.site import main_site
 from goldeval.testing.llm_server import FakeLLMServer, Reply, fixture_responder
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 # --------------------------------------------------------------------------- regressions
 
@@ -46,6 +46,7 @@ def _answers(folder: Path, bad: set[str]) -> None:
                                                          encoding="utf-8")
 
 
+@SERIAL_ONLY
 def test_regression_names_new_failures_and_recovered_cases(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:

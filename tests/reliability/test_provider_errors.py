@@ -1,7 +1,8 @@
 """Providers: async providers, non-retryable error kinds, retry messages (issue 15).
 
 Black box with pytester against the real local LLM server; the team's own async provider is a
-conftest override of ``golden_provider``, run serially and with ``-n 2``.
+conftest override of ``golden_provider``, run serially (and with ``-n 2`` through the live
+prefetch pool).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply, fixture_responder
 from tests.builders import run_document
-from tests.helpers import RunFiles, chat_calls
+from tests.helpers import SERIAL_ONLY, RunFiles, chat_calls
 
 CASES = 10
 
@@ -101,6 +102,7 @@ def _outputs(run: dict) -> list[str]:
     [ASYNC_CALLABLE, ASYNC_PROVIDER_CLASS, RETURNS_COROUTINE],
     ids=["async-def-callable", "async-complete", "callable-returning-coroutine"],
 )
+@SERIAL_ONLY
 def test_async_provider_is_awaited_in_fixture_mode(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
     plugin_args: list[str], conftest: str,
@@ -193,6 +195,7 @@ def test_non_retryable_errors_are_not_retried_and_do_not_exit_75(
     assert "retry the run" not in out
 
 
+@SERIAL_ONLY
 def test_one_case_over_the_context_window_among_passing_cases_exits_4(
     pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer, run_files: RunFiles,
     plugin_args: list[str],

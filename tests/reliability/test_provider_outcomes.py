@@ -6,7 +6,8 @@ without the run's model, and split one session into two run folders "side by sid
 COMPLETED, the gate off. Here one row's provider call ends that way while another row
 regresses against the baseline: one run folder, LATEST on it, every case in it, the attempt
 ERROR TIMEOUT / PROVIDER_RAISED or SKIPPED, the gate applied, exit 1 (the gate's failure comes
-before "an attempt is ERROR" in verdict/exit_codes.py). Black box, serial and ``-n 2``.
+before "an attempt is ERROR" in verdict/exit_codes.py). Black box, serial and (the provider's
+rows) ``-n 2``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 ROWS = 8
 LIVE = [
@@ -218,6 +219,7 @@ def pytest_goldeval_register_graders(config):
 @pytest.mark.parametrize(
     "how,status,kind", [("grader_fail", "ERROR", "GRADER_ERROR"), ("grader_skip", "SKIPPED", None)]
 )
+@SERIAL_ONLY
 def test_a_pytest_outcome_in_a_grader_ends_that_attempt(
     pytester: pytest.Pytester,
     simple_project: Path,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 ROWS = "golden/generation/golden-generation.jsonl"
 FIXTURES = "golden/generation/fixtures"
@@ -76,6 +76,7 @@ def test_tags_that_are_marks_with_behaviour_are_row_errors(
     assert not (pytester.path / ".goldeval" / "runs" / "LATEST").exists()
 
 
+@SERIAL_ONLY
 def test_marks_registered_by_code_are_reserved_and_ini_labels_are_not(
     pytester: pytest.Pytester, plugin_args: list[str]
 ) -> None:
@@ -104,6 +105,7 @@ def test_marks_registered_by_code_are_reserved_and_ini_labels_are_not(
     no_traceback(result)
 
 
+@SERIAL_ONLY
 def test_red_and_smoke_rows_still_select(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:
@@ -118,6 +120,7 @@ def test_red_and_smoke_rows_still_select(
 # -- 3. node ids narrow the run ---------------------------------------------------------------
 
 
+@SERIAL_ONLY
 def test_node_ids_from_a_failed_line_select_only_those_items(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:
@@ -224,6 +227,7 @@ def test_a_grader_switched_off_leaves_its_rows_ungraded(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines(["*rows.jsonl:1: expect: no grader checks this row*"])
 
 
+@SERIAL_ONLY
 def test_allow_ungraded_rows_runs_them_on_purpose(
     pytester: pytest.Pytester, plugin_args: list[str]
 ) -> None:
@@ -265,6 +269,7 @@ def test_plain_pytest_with_tests_prints_no_dataset_line(
 
 
 @pytest.mark.parametrize("select", [["-m", "not red"], ["-k", "not hallucinate"]])
+@SERIAL_ONLY
 def test_deselected_rows_need_no_fixture(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], select: list[str]
 ) -> None:
@@ -299,6 +304,7 @@ def _assert_secret_nowhere(root: Path, result: pytest.RunResult) -> None:
             assert SECRET.encode() not in path.read_bytes(), path
 
 
+@SERIAL_ONLY
 def test_fixture_linked_to_proc_environ_is_refused(
     pytester: pytest.Pytester,
     golden_project: Path,

@@ -19,7 +19,7 @@ import pytest
 
 from goldeval.store import open_store
 from goldeval.testing.llm_server import FakeLLMServer, Fault
-from tests.helpers import chat_calls
+from tests.helpers import SERIAL_ONLY, chat_calls
 
 FIXTURE = ["--golden=generation-v1", "-p", "no:cacheprovider"]
 LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-no-gate",
@@ -136,6 +136,7 @@ def test_shards_of_one_run_key_may_select_different_cases(
         assert row is not None and len(store.attempts(row.run_id)) == CASES
 
 
+@SERIAL_ONLY
 def test_run_key_of_another_dataset_is_a_usage_error(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:
@@ -151,6 +152,7 @@ def test_run_key_of_another_dataset_is_a_usage_error(
 
 
 @pytest.mark.parametrize("where", ["default", "explicit"])
+@SERIAL_ONLY
 def test_corrupt_store_file_is_a_usage_error_before_anything_runs(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], where: str
 ) -> None:
@@ -236,6 +238,7 @@ def test_x_and_maxfail_leave_an_incomplete_run(
     assert "stopped early" in run["exitDecision"]["reason"] or run["attemptsFailed"] >= 1
 
 
+@SERIAL_ONLY
 def test_x_with_a_passing_gate_is_still_not_green(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:
@@ -269,6 +272,7 @@ def test_stepwise_leaves_an_incomplete_run(
     _assert_stopped_early(golden_project, result, CASES)
 
 
+@SERIAL_ONLY
 def test_a_run_that_reports_every_item_is_still_completed(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:
@@ -287,6 +291,7 @@ def test_a_run_that_reports_every_item_is_still_completed(
     [["--reruns=2"], ["--force-reruns=1"], ["--count=3"]],
     ids=["reruns", "force-reruns", "repeat-count"],
 )
+@SERIAL_ONLY
 def test_rerun_and_repeat_plugins_are_refused(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], args: list[str]
 ) -> None:
@@ -342,6 +347,7 @@ def test_an_attempt_run_twice_by_any_plugin_is_refused(
     assert not (golden_project / ".goldeval" / "runs" / "LATEST").exists()
 
 
+@SERIAL_ONLY
 def test_x_against_the_committed_baseline_exits_1_not_65(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:

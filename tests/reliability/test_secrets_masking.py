@@ -28,6 +28,7 @@ from goldeval.providers.base import ProviderRequest
 from goldeval.providers.embeddings import EmbeddingClient, embedding_settings
 from goldeval.providers.http import make_http_provider
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply, fixture_responder
+from tests.helpers import SERIAL_ONLY
 
 KEY = "sk-embed-PLANTED-9f8e7d6c5b4a39281706"
 USER, PASSWORD = "emb-user", "emb-PLANTED-pw-77aa"
@@ -171,6 +172,7 @@ def _scan_tree(root: Path, *secrets: str) -> list[str]:
     return found
 
 
+@SERIAL_ONLY
 def test_query_credential_never_reaches_artifacts(
     pytester: pytest.Pytester, project: Path, plugin_args: list[str]
 ) -> None:

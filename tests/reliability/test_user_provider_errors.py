@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Fault
-from tests.helpers import RunFiles
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 CASES = 10
 RUN = ["--golden=generation-v1", "-p", "no:cacheprovider"]
@@ -156,6 +156,7 @@ def golden_provider():
         (503, "PROVIDER_ERROR", 75),
     ],
 )
+@SERIAL_ONLY
 def test_a_real_httpx_status_error_from_the_local_server(
     pytester: pytest.Pytester,
     golden_project: Path,

@@ -21,7 +21,7 @@ import pytest
 
 from goldeval.cli import main as cli
 from goldeval.testing.llm_server import FakeLLMServer
-from tests.helpers import RunFiles, chat_calls, run_cli
+from tests.helpers import SERIAL_ONLY, RunFiles, chat_calls, run_cli
 
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 MANIFEST = "golden/generation/dataset.yaml"
@@ -78,10 +78,60 @@ def test_run_document_records_where_it_came_from(
     regressed_run: Path, golden_project: Path
 ) -> None:
     run = json.loads(regressed_run.read_text(encoding="utf-8"))
-    assert Path(run["projectRoot"]) == golden_project
-    assert Path(run["goldenRoot"]) == golden_project / "golden"
+    # Relative to the project root (issue 33): "." is the root itself.
+    assert run["projectRoot"] == "."
+    assert run["goldenRoot"] == "golden"
+    assert run["configuration"]["outputDir"] == ".goldeval/runs"
+    assert run["baselinePath"] == "baselines/generation-v1.json"
     baseline = json.loads((golden_project / "baselines/generation-v1.json").read_text())
     assert "projectRoot" not in baseline  # where a run was made is not what it measured
+
+
+def test_run_folder_names_no_absolute_path_of_the_machine(
+    regressed_run: Path, golden_project: Path
+) -> None:
+    """run.json, summary.json and manifest.json are downloaded and attached to CI jobs: the
+    project's absolute path (a user name, a server layout) is in none of them (issue 33)."""
+    folder = regressed_run.parent
+    names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert {"run.json", "summary.json", "manifest.json"} <= set(names)
+    for name in names:
+        text = (folder / name).read_text(encoding="utf-8")
+        assert str(golden_project) not in text, (name, text[:2000])
+        assert str(golden_project.resolve()) not in text, name
+
+
+def test_old_run_with_absolute_paths_still_finds_its_project(
+    regressed_run: Path, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A run.json written before paths were relative: its absolute projectRoot still names
+    the project, also for a copy outside it gated from a third folder."""
+    doc = json.loads(regressed_run.read_text(encoding="utf-8"))
+    doc["projectRoot"] = str(golden_project)
+    doc["goldenRoot"] = str(golden_project / "golden")
+    doc["configuration"]["outputDir"] = str(golden_project / ".goldeval/runs")
+    doc["baselinePath"] = str(golden_project / "baselines/generation-v1.json")
+    copy = _elsewhere(tmp_path_factory) / "old-run.json"
+    copy.write_text(json.dumps(doc), encoding="utf-8")
+    proc = _cli("gate", str(copy), cwd=_elsewhere(tmp_path_factory))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "GATE FAIL" in _decision(proc)
+    assert f"dataset and gate policy: {golden_project / 'golden' / 'generation'}" in proc.stdout
+
+
+def test_new_run_copied_outside_its_project_needs_root(
+    regressed_run: Path, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A relative run.json names no folder of the machine, so a copy outside the project is
+    found with --root (never gated against no policy)."""
+    elsewhere = _elsewhere(tmp_path_factory)
+    copy = elsewhere / "run.json"
+    shutil.copy(regressed_run, copy)
+    proc = _cli("gate", str(copy), cwd=elsewhere)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    rooted = _cli("gate", str(copy), "--root", str(golden_project), cwd=elsewhere)
+    assert rooted.returncode == 1, rooted.stdout + rooted.stderr
+    assert "GATE FAIL" in _decision(rooted)
 
 
 def _strip_origin(run_json: Path, dest: Path) -> Path:
@@ -391,6 +441,7 @@ def test_collect_only_is_not_refused(pytester: pytest.Pytester, golden_project: 
 # -- 4. a capture run says what it captured --------------------------------------------------
 
 
+@SERIAL_ONLY
 def test_capture_with_fail_attempts_says_what_was_captured(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:

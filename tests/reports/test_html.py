@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from goldeval.reports.html import fmt_ci, render_attempt, render_summary
-from tests.helpers import RunFiles
+from goldeval.results.documents import RateDoc, typed_run
+from tests.helpers import SERIAL_ONLY, RunFiles
 from tests.reports.conftest import Browser, DomIndex
 
 FAILING_CASE = "api-login-wrong-password-401"
@@ -59,7 +60,7 @@ def test_report_summary_and_extras_in_chromium(
     # dataset and protocol
     assert run["protocol"]["datasetHash"] in text and "DETERMINISTIC (fixture)" in text
     # metrics with Wilson intervals
-    overall = run["metrics"]["overallPassRate"]
+    overall = RateDoc.model_validate(run["metrics"]["overallPassRate"])
     assert "goldeval-metrics" in text and "90.0%" in text and fmt_ci(overall) in text
     # baseline deltas and per-case classes
     assert "goldeval-deltas" in text and "-10.0 pp" in text and "REGRESSED" in text
@@ -100,6 +101,7 @@ def _inject_prompt(project: Path, case_id: str, payload: str) -> None:
     rows.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+@SERIAL_ONLY
 def test_report_escapes_answers_and_prompts(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], browser: Browser,
 ) -> None:
@@ -140,7 +142,7 @@ def test_every_rendered_value_is_escaped(pytester: pytest.Pytester, golden_proje
     _fixture(golden_project, FAILING_CASE).write_text("just some text\n", encoding="utf-8")
     pytester.runpytest("--golden=generation-v1")
     run = _poison(run_files.latest(), PAYLOAD)
-    fragments = [render_summary(run)]
+    fragments = [render_summary(typed_run(run))]
     for case in run["cases"]:
         for attempt in case["attempts"]:
             attempt = {**attempt, "output": PAYLOAD,
@@ -156,6 +158,7 @@ def test_every_rendered_value_is_escaped(pytester: pytest.Pytester, golden_proje
         assert not dom.with_attr("onerror") and not dom.with_attr("onload")
 
 
+@SERIAL_ONLY
 def test_without_pytest_html(pytester: pytest.Pytester, golden_project: Path,
                              plugin_args: list[str]) -> None:
     result = pytester.runpytest("--golden=generation-v1", "-p", "no:html", *plugin_args)

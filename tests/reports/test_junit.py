@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from goldeval.reports.junit import rule_test_name, write_dashboard_junit
-from tests.helpers import RunFiles
+from goldeval.results.documents import GateRuleDoc, typed_run
+from tests.helpers import SERIAL_ONLY, RunFiles
 
 FAILING_CASE = "api-login-wrong-password-401"
 
@@ -64,6 +65,7 @@ def test_dashboard_and_junitxml_validate(pytester: pytest.Pytester, golden_proje
     assert list(plain.iter("properties")) == []
 
 
+@SERIAL_ONLY
 def test_failing_case_lists_violations(pytester: pytest.Pytester, golden_project: Path,
                                        run_files: RunFiles, plugin_args: list[str],
                                        junit_schema: Any) -> None:
@@ -151,6 +153,7 @@ def golden_case(golden_param):
 """
 
 
+@SERIAL_ONLY
 def test_error_and_skipped_cases(pytester: pytest.Pytester, golden_project: Path,
                                  plugin_args: list[str], junit_schema: Any) -> None:
     pytester.makeconftest(ERROR_SKIP_CONFTEST)
@@ -208,18 +211,23 @@ def test_properties_switch_adds_attempt_and_suite_properties(
     assert values["golden.overallPassRate"] == "1.0"
 
 
+def _rule(fields: dict[str, Any]) -> GateRuleDoc:
+    """A gate rule as run.json holds it (whether it passed does not change its name)."""
+    return GateRuleDoc.model_validate({"passed": False, **fields})
+
+
 def test_rule_names_are_stable_whether_passed_or_not() -> None:
-    assert rule_test_name({"name": "overallPassRate", "detail": "0.900 < 1.000",
-                           "kind": "absolute"}) == "overallPassRate >= 1.000"
-    assert rule_test_name({"name": "overallPassRate", "detail": "1.000 >= 1.000",
-                           "kind": "absolute"}) == "overallPassRate >= 1.000"
-    assert rule_test_name({"name": "hallucinationRate", "detail": "0.500 > 0.000",
-                           "kind": "absolute"}) == "hallucinationRate <= 0.000"
-    assert rule_test_name({"name": "contractPassRate", "detail": "undefined (no quality "
+    assert rule_test_name(_rule({"name": "overallPassRate", "detail": "0.900 < 1.000",
+                           "kind": "absolute"})) == "overallPassRate >= 1.000"
+    assert rule_test_name(_rule({"name": "overallPassRate", "detail": "1.000 >= 1.000",
+                           "kind": "absolute"})) == "overallPassRate >= 1.000"
+    assert rule_test_name(_rule({"name": "hallucinationRate", "detail": "0.500 > 0.000",
+                           "kind": "absolute"})) == "hallucinationRate <= 0.000"
+    assert rule_test_name(_rule({"name": "contractPassRate", "detail": "undefined (no quality "
                            "attempts) — not 100%", "threshold": 0.95,
-                           "kind": "absolute"}) == "contractPassRate >= 0.950"
-    assert rule_test_name({"name": "overallPassRate.delta", "detail": "REGRESSION: 0.8 < 1.0",
-                           "kind": "delta"}) == "overallPassRate.delta"
+                           "kind": "absolute"})) == "contractPassRate >= 0.950"
+    assert rule_test_name(_rule({"name": "overallPassRate.delta", "detail": "REGRESSION: 0.8 < 1.0",
+                           "kind": "delta"})) == "overallPassRate.delta"
 
 
 def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schema: Any) -> None:
@@ -229,18 +237,18 @@ def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schem
         "cases": [
             {"caseId": "c&1", "status": "FAIL", "durationMs": 1234,
              "successRate": {"hits": 1, "total": 3},
-             "attempts": [{"status": "FAIL", "contract": {"violations": [
+             "attempts": [{"index": 1, "status": "FAIL", "contract": {"violations": [
                  "missing ]]> <tag> \u0001 first\nsecond line"]}}]},
             {"caseId": "c2", "status": "PASS", "durationMs": 7,
              "successRate": {"hits": 3, "total": 3}, "attempts": []},
         ],
-        "qualityGate": {"verdict": "FAIL", "rules": [
+        "qualityGate": {"passed": False, "verdict": "FAIL", "rules": [
             {"name": "overallPassRate", "detail": "0.333 < 0.900", "passed": False,
              "kind": "absolute"}]},
         "comparison": {"decision": "COMPARISON_INVALID", "invalidReasons": ["attempts 1 vs 3"]},
     }
     out = tmp_path / "sub" / "d.xml"
-    write_dashboard_junit(run, out)
+    write_dashboard_junit(typed_run(run), out)
     root = _parse(out, junit_schema)
     suite = root.find("testsuite")
     assert suite is not None and suite.get("name") == "goldeval.ds-<1>"
@@ -254,3 +262,30 @@ def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schem
     assert gate["overallPassRate >= 0.900"].find("failure") is not None
     comparison = gate["comparison"].find("failure")
     assert comparison is not None and "attempts 1 vs 3" in comparison.get("message", "")
+
+
+def test_run_finished_hook_gets_the_typed_document_and_the_deprecated_json(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
+    plugin_args: list[str],
+) -> None:
+    """``document`` is the typed RunDocument; an old implementation naming ``run`` still gets
+    run.json's JSON object (deprecated, kept so existing plugins work)."""
+    pytester.makeconftest(
+        "import json\n"
+        "from goldeval.results.documents import RunDocument\n"
+        "def pytest_goldeval_run_finished(document):\n"
+        "    assert isinstance(document, RunDocument)\n"
+        "    print('TYPED', document.run_id, document.quality_gate.verdict)\n"
+        "class Old:\n"
+        "    def pytest_goldeval_run_finished(self, config, run):\n"
+        "        assert isinstance(run, dict)\n"
+        "        print('OLD', run['runId'], run['qualityGate']['verdict'])\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(Old(), 'old-hook')\n"
+    )
+    result = pytester.runpytest("--golden=generation-v1", "-s", *plugin_args)
+    result.assert_outcomes(passed=10)
+    run = run_files.latest()
+    verdict = run["qualityGate"]["verdict"]
+    result.stdout.fnmatch_lines([f"*TYPED {run['runId']} {verdict}*"])
+    result.stdout.fnmatch_lines([f"*OLD {run['runId']} {verdict}*"])

@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from goldeval.reports.site import build_site, flips, is_flaky, load_runs, main_site
+from goldeval.results.documents import Case, typed_run
 from tests.helpers import RunFiles
 from tests.reports.conftest import Browser, DomIndex
 
@@ -49,6 +50,7 @@ def _links(page: Path) -> list[str]:
     return [str(a["href"]) for t, a in dom.elements if t == "a" and a.get("href")]
 
 
+@pytest.mark.e2e  # three whole sessions and Chromium: 18 s serially, the fast tier's slowest
 def test_site_from_runs(pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
                         browser: Browser, capsys: pytest.CaptureFixture[str]) -> None:
     ids = _three_runs(pytester, golden_project, run_files)
@@ -128,13 +130,15 @@ def test_load_runs_skips_unreadable(tmp_path: Path) -> None:
     (tmp_path / "LATEST").write_text("a\n", encoding="utf-8")
     warnings: list[str] = []
     runs = load_runs(tmp_path, warnings)
-    assert [r["runId"] for r in runs] == ["a"]
+    assert [r.run_id for r in runs] == ["a"]
     assert len(warnings) == 2 and all("skipped" in w for w in warnings)
     assert load_runs(tmp_path) == runs  # the warning list is optional
 
 
-def _cell(status: str, hits: int = 1, total: int = 1) -> dict[str, object]:
-    return {"status": status, "successRate": {"hits": hits, "total": total}}
+def _cell(status: str, hits: int = 1, total: int = 1) -> Case:
+    return Case.model_validate(
+        {"caseId": "c", "status": status, "successRate": {"hits": hits, "total": total}}
+    )
 
 
 def test_flaky_means_back_and_forth() -> None:
@@ -148,16 +152,18 @@ def test_flaky_means_back_and_forth() -> None:
 def test_build_site_escapes_and_names_pages_safely(tmp_path: Path) -> None:
     runs: list[dict[str, Any]] = [
         {"runId": "../evil<1>", "timestamp": "2026-01-01T00:00:00Z",
-         "protocol": {"datasetId": "<b>ds</b>"},
+         "protocol": {"datasetId": "<b>ds</b>", "mode": "FIXTURE", "attempts": 1},
          "metrics": {"overallPassRate": {"hits": 1, "total": 2, "rate": 0.5,
-                                         "ci95": {"lower": 0.1, "upper": 0.9}}},
+                                         "ci95": {"lower": 0.1, "upper": 0.9,
+                                                  "method": "wilson"}}},
          "cases": [{"caseId": "<i>c</i>", "status": "FAIL",
                     "successRate": {"hits": 0, "total": 1},
                     "metadata": {"prompt": PAYLOAD}, "attempts": []}]},
         {"runId": "../evil<1>", "timestamp": "2026-01-02T00:00:00Z",
-         "protocol": {"datasetId": "<b>ds</b>"}, "cases": []},
+         "protocol": {"datasetId": "<b>ds</b>", "mode": "FIXTURE", "attempts": 1},
+         "cases": []},
     ]
-    index = build_site(tmp_path / "out", runs)
+    index = build_site(tmp_path / "out", [typed_run(r) for r in runs])
     pages = sorted(p.name for p in (tmp_path / "out" / "runs").iterdir())
     assert pages == ["evil_1-2.html", "evil_1.html"]
     assert not (tmp_path / "evil_1.html").exists()

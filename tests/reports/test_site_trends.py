@@ -11,6 +11,7 @@ import pytest
 
 from goldeval.reports.site import main_site
 from goldeval.reports.site_charts import protocol_key
+from goldeval.results.documents import RunDocument, typed_run
 from tests.helpers import RunFiles
 
 
@@ -78,7 +79,7 @@ def test_two_protocols_two_lines_and_exit_65_not_comparable(
     assert "not comparable</span>: exit 65" in page
 
 
-def _run(**protocol: Any) -> dict[str, Any]:
+def _run(**protocol: Any) -> RunDocument:
     base = {
         "datasetId": "d-v1",
         "datasetHash": "h1",
@@ -90,7 +91,7 @@ def _run(**protocol: Any) -> dict[str, Any]:
         "judgeEnabled": False,
         "judgeModel": None,
     }
-    return {"protocol": {**base, **protocol}}
+    return typed_run({"protocol": {**base, **protocol}})
 
 
 @pytest.mark.parametrize(

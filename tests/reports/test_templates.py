@@ -22,6 +22,7 @@ from goldeval.reports import html as report_html
 from goldeval.reports import site as report_site
 from goldeval.reports.labels import RATE_LABELS, chart_label
 from goldeval.reports.templating import ENV, esc, render
+from goldeval.results.documents import RunDocument, typed_run
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = ROOT / "src" / "goldeval" / "reports"
@@ -34,15 +35,15 @@ def _metric(hits: int, total: int) -> dict[str, Any]:
         "hits": hits,
         "total": total,
         "rate": hits / total,
-        "ci95": {"lower": 0.1, "upper": 0.9},
+        "ci95": {"lower": 0.1, "upper": 0.9, "method": "wilson"},
     }
 
 
-def _run(case_id: str = "c1", run_id: str = "r1") -> dict[str, Any]:
+def _run(case_id: str = "c1", run_id: str = "r1") -> RunDocument:
     metrics: dict[str, Any] = {name: _metric(1, 2) for name in RATE_NAMES}
     metrics["unstableCaseRate"] = _metric(0, 1)
     metrics["graders"] = {"json_schema": _metric(1, 1)}
-    return {
+    return typed_run({
         "runId": run_id,
         "timestamp": "2026-01-01T00:00:00Z",
         "status": "COMPLETED",
@@ -63,6 +64,7 @@ def _run(case_id: str = "c1", run_id: str = "r1") -> dict[str, Any]:
                 "metadata": {"prompt": "p"},
                 "attempts": [
                     {
+                        "index": 1,
                         "status": "FAIL",
                         "graders": [
                             {
@@ -96,6 +98,7 @@ def _run(case_id: str = "c1", run_id: str = "r1") -> dict[str, Any]:
             "cases": [{"caseId": case_id, "class": "NEW_FAILURE"}],
         },
         "qualityGate": {
+            "passed": False,
             "verdict": "FAIL",
             "rules": [
                 {
@@ -107,7 +110,7 @@ def _run(case_id: str = "c1", run_id: str = "r1") -> dict[str, Any]:
             ],
         },
         "exitDecision": {"code": 1, "reason": "gate failed"},
-    }
+    })
 
 
 class _Elements(HTMLParser):
@@ -267,14 +270,14 @@ def test_html_shows_provider_tries_queue_wait_and_run_retries() -> None:
     assert "Provider tries" in attempt and ">3<" in attempt
     assert "120 ms" in attempt and "45 ms" in attempt
     run = {
-        "protocol": {"datasetId": "demo-v1"},
+        "protocol": {"datasetId": "demo-v1", "mode": "FIXTURE", "attempts": 1},
         "metrics": {"retries": {"attempts": 2, "extraTries": 5, "caseIds": ["c-1"]}},
         "cases": [],
     }
-    summary = render_summary(run)
+    summary = render_summary(typed_run(run))
     assert "Retries" in summary and "2 attempt(s) needed more than one provider try" in summary
     assert "5 extra tries" in summary
-    assert "Retries" not in render_summary({**run, "metrics": {}})
+    assert "Retries" not in render_summary(typed_run({**run, "metrics": {}}))
 
 
 def test_html_attempt_shows_the_messages_sent_escaped() -> None:

@@ -199,7 +199,8 @@ class Service:
                 if time.monotonic() > deadline:
                     logs = "\n".join(p.output()[-3000:] for p in self.procs)
                     raise AssertionError(f"run {run_id} still {body.get('status')}:\n{logs}")
-                time.sleep(0.2)
+                # the same deadline, polled finer: each wait ends up to 0.15 s sooner
+                time.sleep(0.05)
 
     def close(self) -> None:
         for proc in reversed(self.procs):

@@ -4,7 +4,8 @@
   that went down at the end would) is FAILED with a non-null ``error`` naming the plugin's
   recorded finalisation fault, not a bare exit code.
 * After a refused resume (the dataset changed, so the run key's protocol differs: exit 65),
-  ``exitCode`` and ``exitDecision.code`` agree, both from the resumed process's decision.
+  ``exitCode`` and ``exitDecision.code`` agree, both from the resumed process's decision, which
+  the worker records on the queue row (schema 11); rows ended before are rebuilt the old way.
 * No absolute server path shows in a run's JSON answers (the run with its artifacts list,
   the run list, its results).
 * A store down at the end (its run left RUNNING) with the log's tail drowned by teardown
@@ -82,6 +83,27 @@ def test_failed_finalisation_says_why_and_a_refused_resume_keeps_code_and_decisi
     assert refused["passed"] is False and refused["error"], refused
     assert "protocol" in refused["error"] or "dataset" in refused["error"], refused
 
+    # The decision is the one the worker recorded on the queue row when the run ended
+    # (schema 11), read as it is, not rebuilt from the exit code and the log.
+    conn = sqlite3.connect(svc.store_url)
+    try:
+        (stored,) = conn.execute(
+            "SELECT exit_decision FROM service_runs WHERE id = ?", (run_id,)
+        ).fetchone()
+    finally:
+        conn.close()
+    assert json.loads(stored) == refused["exitDecision"], stored
+    planted = json.dumps({"code": 65, "reason": "as recorded on the row"})
+    _sql(svc, f"UPDATE service_runs SET exit_decision = '{planted}' WHERE id = '{run_id}'")
+    with svc.client("EVAL") as client:
+        shown = client.get(f"/api/eval/runs/{run_id}").json()
+    assert shown["exitDecision"] == {"code": 65, "reason": "as recorded on the row"}, shown
+    # A row ended before schema 11 has none: the API rebuilds it as before, code = exitCode.
+    _sql(svc, f"UPDATE service_runs SET exit_decision = NULL WHERE id = '{run_id}'")
+    with svc.client("EVAL") as client:
+        rebuilt = client.get(f"/api/eval/runs/{run_id}").json()
+    assert rebuilt["exitDecision"] == refused["exitDecision"], rebuilt
+
 
 @SQLITE_ONLY
 def test_run_answers_name_no_absolute_server_path(service_factory: Any) -> None:
@@ -97,11 +119,15 @@ def test_run_answers_name_no_absolute_server_path(service_factory: Any) -> None:
             "run": run,
             "list": client.get("/api/eval/runs").json(),
             "results": client.get(f"/api/eval/runs/{run_id}/results").json(),
-            # Served as written (its SHA-256 is checked), so the plugin must not put a server
-            # path in it. (run.json still records projectRoot, goldenRoot and outputDir as
-            # absolute paths: a plugin change, not made here.)
+            # Served as written (their SHA-256 is checked), so the plugin must not put a
+            # server path in them: run.json records projectRoot, goldenRoot, outputDir and
+            # baselinePath relative to the project root.
             "summary.json": client.get(f"/api/eval/runs/{run_id}/artifacts/JSON_SUMMARY").json(),
+            "run.json": client.get(f"/api/eval/runs/{run_id}/artifacts/RUN_JSON").json(),
+            "manifest.json": client.get(f"/api/eval/runs/{run_id}/artifacts/MANIFEST").json(),
         }
+    assert answers["run.json"]["projectRoot"] == "."
+    assert answers["run.json"]["goldenRoot"] == "golden"
     for name, answer in answers.items():
         assert _absolute_paths(answer, roots) == [], (name, answer)
 

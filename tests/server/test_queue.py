@@ -13,8 +13,9 @@ import pytest
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.worker import MAX_CLAIMS, Worker
 from goldeval.store import open_store
+from goldeval.store.cursors import decode_cursor, encode_cursor
 from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
-from goldeval.store.queue import RunQueue, decode_cursor, encode_cursor
+from goldeval.store.queue import RunQueue
 from tests.store.conftest import Target, target  # noqa: F401  (the store tests' fixture)
 
 TS = "2026-01-01T00:00:00+00:00"

@@ -116,7 +116,11 @@ def test_schema_8_store_is_upgraded_in_place_keeping_rows_indexes_and_keys(
 
     with open_store(target.url) as store:
         assert store.schema_version() == LATEST_VERSION  # 9 and every later step
-        assert _contents(target) == before  # every row, every column, in place
+        after = _contents(target)
+        # Schema 11 appends service_runs.exit_decision, NULL on the rows ended before it.
+        assert [row[-1] for row in after["service_runs"]] == [None] * len(before["service_runs"])
+        after["service_runs"] = [row[:-1] for row in after["service_runs"]]
+        assert after == before  # every row, every column, in place
         assert {t: _indexes(target, t) for t in indexes} == indexes
         old = store.get_run("ci-7")
         assert old is not None and (old.run_id, old.status) == ("old-stopped", "INTERRUPTED")
@@ -185,6 +189,12 @@ def test_an_incomplete_service_run_is_requeued(store: Any) -> None:
     assert queue.requeue(job.id) is not None
     done = queue.get(job.id)
     assert done is not None and done.status == "COMPLETED"  # a whole run is not resumed
+    # ... unless its verdict is 75 (retry): a COMPLETED run whose attempts errored.
+    errored, _ = queue.enqueue("svc-3", dataset_id="demo-v1", request={}, idempotency_key=None)
+    assert queue.claim("w2", lease_seconds=30) is not None
+    assert queue.finish(errored.id, "w2", "COMPLETED", exit_code=75, error="provider down")
+    retried = queue.requeue(errored.id)
+    assert retried is not None and retried.status == "QUEUED"
 
 
 # --------------------------------------------------------------------------- the recorder
@@ -197,7 +207,8 @@ DATASET = {"dataset_id": "demo-v1", "dataset_hash": "h1", "dataset_source": "gol
     "document,status",
     [
         ({"status": "COMPLETED"}, "COMPLETED"),
-        ({"status": "COMPLETED", "attemptsError": 1}, "FAILED"),
+        # Errors are the verdict's (exit 75), not a status: the store says what run.json says.
+        ({"status": "COMPLETED", "attemptsError": 1}, "COMPLETED"),
         (
             {"status": "INCOMPLETE", "stoppedEarly": {"reason": "-x", "attemptsNotRun": 4}},
             "INCOMPLETE",

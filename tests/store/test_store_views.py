@@ -156,3 +156,35 @@ def test_export_does_not_show_a_verdict_about_other_attempts(
     for key in ("qualityGate", "comparison", "exitDecision"):
         assert key not in exported
     assert any("goldeval gate --run-key" in note for note in exported["notes"])
+
+
+def test_a_run_stored_with_absolute_paths_is_exported_with_relative_ones(
+    pytester: pytest.Pytester, golden_project: Path, target: Target, run_files: RunFiles
+) -> None:
+    """A run recorded before run.json held relative paths (issue 33): its stored document
+    names the machine's folders; the store's view makes them relative to its project root."""
+    result = pytester.runpytest(
+        "--golden=generation-v1", f"--golden-store={target.url}", "--golden-run-key=old-1"
+    )
+    assert result.ret == 0, result.stdout.str()
+    with open_store(target.url) as store:
+        row = store.get_run("old-1")
+        assert row is not None and isinstance(row.summary, dict)
+        summary = dict(row.summary)
+        doc = dict(summary["runDocument"])
+        assert doc["projectRoot"] == "." and doc["goldenRoot"] == "golden"
+        doc["projectRoot"] = str(golden_project)
+        doc["goldenRoot"] = str(golden_project / "golden")
+        doc["baselinePath"] = str(golden_project / "baselines" / "generation-v1.json")
+        doc["configuration"] = {
+            **doc["configuration"],
+            "outputDir": str(golden_project / ".goldeval" / "runs"),
+        }
+        summary["runDocument"] = doc
+        store.finish_run(row.run_id, row.status, summary)
+    exported = _export(golden_project, target.url, "old-1")
+    assert exported["projectRoot"] == "."
+    assert exported["goldenRoot"] == "golden"
+    assert exported["baselinePath"] == "baselines/generation-v1.json"
+    assert exported["configuration"]["outputDir"] == ".goldeval/runs"
+    assert str(golden_project) not in json.dumps(exported)

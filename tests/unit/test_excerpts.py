@@ -22,6 +22,7 @@ from goldeval.pipeline.attempt import failure_message
 from goldeval.reports import html as html_glue
 from goldeval.reports import markdown as report_md
 from goldeval.reports.junit import dashboard_xml
+from goldeval.results.documents import Comparison, typed_run
 from goldeval.results.metrics import compute_metrics
 
 CLEAR = "\x1b[2J"
@@ -125,13 +126,14 @@ def _run() -> dict[str, Any]:
     ]
     return {
         "runId": "r1", "datasetVersion": "d1", "status": "COMPLETED",
-        "protocol": {"datasetId": "d1", "attempts": 1}, "configuration": {"mode": "fixture"},
+        "protocol": {"datasetId": "d1", "mode": "FIXTURE", "attempts": 1},
+        "configuration": {"mode": "fixture"},
         "casesTotal": 3, "casesPassed": 0, "casesFailed": 1, "casesSkipped": 1, "casesError": 1,
         "attemptsTotal": 3, "attemptsPassed": 0, "attemptsFailed": 1, "attemptsSkipped": 1,
         "attemptsError": 1, "metrics": compute_metrics(cases), "cases": cases,
         "notes": [f"a note quoting {HOSTILE}"],
         "comparison": {"decision": "COMPARISON_INVALID", "invalidReasons": [HOSTILE]},
-        "qualityGate": {"verdict": "FAIL", "rules": [
+        "qualityGate": {"passed": False, "verdict": "FAIL", "rules": [
             {"name": "overallPassRate", "kind": "threshold", "passed": False, "detail": HOSTILE}
         ]},
         "exitDecision": {"code": 1, "reason": f"gate failed: {HOSTILE}"},
@@ -162,7 +164,7 @@ def test_report_md_is_escaped() -> None:
 
 def test_html_and_site_escape_is_sanitised() -> None:
     run = _run()
-    summary = html_glue.render_summary(run)
+    summary = html_glue.render_summary(typed_run(run))
     attempt = html_glue.render_attempt({"case": {"caseId": "c1", "prompt": HOSTILE},
                                         "attempt": _record().dump()})
     for text in (summary, attempt, html_glue.esc(HOSTILE)):
@@ -171,7 +173,7 @@ def test_html_and_site_escape_is_sanitised() -> None:
 
 
 def test_dashboard_junit_is_escaped() -> None:
-    xml = dashboard_xml([_run()])
+    xml = dashboard_xml([typed_run(_run())])
     ET.fromstring(xml.encode("utf-8"))
     assert_clean(xml)
     assert "\\x1b[2J" in xml
@@ -180,7 +182,8 @@ def test_dashboard_junit_is_escaped() -> None:
 def test_terminal_lines_from_report_md_are_escaped() -> None:
     run = _run()
     run["metrics"]["graders"] = {f"evil{CLEAR}": {"hits": 0, "total": 1, "rate": 0.0}}
-    for line in report_md.summary_table(run) + report_md.notices(run):
+    doc = typed_run(run)
+    for line in report_md.summary_table(doc) + report_md.notices(doc):
         assert_clean(line)
 
 
@@ -213,7 +216,7 @@ def test_metrics_count_retries_and_judge_outcomes() -> None:
     assert judge["errorCases"] == 1 and judge["errorCaseIds"] == ["case-13"]
     # PENDING and judge errors stay out of the accept rate
     assert m["judgeAcceptRate"]["total"] == 16
-    lines = report_md.notices({"metrics": m})
+    lines = report_md.notices(typed_run({"metrics": m}))
     assert lines[0].startswith("retries: 26 attempts needed more than one provider try")
     assert lines[0].endswith("case-09 and 4 more")
     assert lines[1] == ("judge: 3 ACCEPT, 13 REJECT, 11 PENDING, 1 error "
@@ -227,27 +230,32 @@ def test_no_notices_for_a_plain_run() -> None:
               "successRate": {"hits": 1, "total": 1}}]
     m = compute_metrics(cases)
     assert "retries" not in m and "judge" not in m
-    assert report_md.notices({"metrics": m}) == []
+    assert report_md.notices(typed_run({"metrics": m})) == []
     assert "## Notes" not in report_md.render({"metrics": m, "cases": cases})
 
 
 def test_self_preference_is_a_notice_even_without_its_note() -> None:
     run = {"metrics": {}, "judgeSelfPreference": True, "judgeModel": "m1", "notes": []}
-    assert report_md.notices(run) == ["judge model m1 is the generator model: self-preference risk"]
+    assert report_md.notices(typed_run(run)) == [
+        "judge model m1 is the generator model: self-preference risk"
+    ]
     run["notes"] = ["judge model m1 is the generator model: self-preference risk"]
-    assert report_md.notices(run) == []  # the note says it already: not twice
+    assert report_md.notices(typed_run(run)) == []  # the note says it already: not twice
 
 
 def test_comparison_case_lines_name_ten_then_count() -> None:
     cases = [{"caseId": f"n{i:02d}", "class": "NEW_FAILURE"} for i in range(12)]
     cases += [{"caseId": "r1", "class": "RECOVERED"}, {"caseId": "e1", "class": "NEW_ERROR"},
               {"caseId": f"evil{CLEAR}", "class": "RECOVERED"}]
-    lines = report_md.comparison_case_lines({"decision": "REGRESSION", "cases": cases})
+    lines = report_md.comparison_case_lines(
+        Comparison.model_validate({"decision": "REGRESSION", "cases": cases})
+    )
     assert lines[0] == ("new failures (12): n00, n01, n02, n03, n04, n05, n06, n07, n08, n09 "
                         "and 2 more")
     assert lines[1] == "new infrastructure errors (not quality regressions) (1): e1"
     assert lines[2] == "recovered (2): r1, evil\\x1b[2J"
-    assert report_md.comparison_case_lines({"decision": "COMPARISON_INVALID"}) == []
+    invalid = Comparison.model_validate({"decision": "COMPARISON_INVALID"})
+    assert report_md.comparison_case_lines(invalid) == []
     assert report_md.name_cases(["a", "b"], count=5) == "a, b and 3 more"
 
 

@@ -38,6 +38,8 @@ def test_every_e2e_path_exists() -> None:
         ("unit/test_limits.py", {}, False),
         ("reliability/test_signals.py", {}, True),
         ("plugin/test_baselines.py", {}, True),
+        ("server/test_hygiene.py", {}, True),
+        ("server/test_queue.py", {}, False),
         ("plugin/test_spine.py", {"plugin_args": []}, False),
         ("plugin/test_spine.py", {"plugin_args": ["-n", "2"]}, True),
         ("reports/test_junit.py", {"plugin_args": ["-n", "2"]}, True),

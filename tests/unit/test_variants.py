@@ -217,13 +217,14 @@ def test_a_saved_run_is_regated_from_its_figures() -> None:
 
 def test_the_site_run_page_shows_the_variant_decision(tmp_path: Path) -> None:
     from goldeval.reports.site import build_site
+    from goldeval.results.documents import typed_run
     from tests.builders import run_document
 
     figures, result = _compare({"c": ["PASS"]}, {"c": ["FAIL"]}, 0.05)
     run = run_document({"c": ["FAIL"]})
     run["runId"] = "r1"
     run["variantComparison"] = {**figures, "decision": result.decision.value, "reason": "why"}
-    build_site(tmp_path, [run])
+    build_site(tmp_path, [typed_run(run)])
     page = (tmp_path / "runs" / "r1.html").read_text(encoding="utf-8")
     assert "<h2>Variants</h2>" in page
     assert '<span class="goldeval-fail">INFERIOR</span>' in page

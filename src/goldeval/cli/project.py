@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 from goldeval.cli.scaffold import find_project_root
 from goldeval.core.errors import GoldevalError
 from goldeval.dataset.discovery import discover
+from goldeval.results.documents import RunDocument
+from goldeval.verdict.decide import run_dataset_id
 
 #: The run store, the runs folder and the datasets under the project root (as in pytest).
 DEFAULT_STORE = ".goldeval/goldeval.sqlite3"
@@ -45,15 +46,6 @@ def store_location(args: argparse.Namespace) -> str:
     return str(project_root(getattr(args, "root", None)) / url)
 
 
-def run_dataset_id(run: dict[str, Any]) -> str | None:
-    """The run's dataset id (``protocol.datasetId``, else ``datasetVersion``); shapes are checked
-    by load_baseline, so both are strings or absent here."""
-    protocol = run.get("protocol")
-    value = protocol.get("datasetId") if isinstance(protocol, dict) else None
-    value = value or run.get("datasetVersion")
-    return value if isinstance(value, str) and value else None
-
-
 class Project:
     """Where a saved run's gate policy and baselines live (see :func:`find_project`)."""
 
@@ -66,10 +58,15 @@ class Project:
         self.problems: list[str] = []
 
 
-def _relative_golden(run: dict[str, Any]) -> Path:
-    """The golden root's path inside the project, as the run recorded it (default golden)."""
-    root, golden = run.get("projectRoot"), run.get("goldenRoot")
-    if isinstance(root, str) and isinstance(golden, str):
+def _relative_golden(run: RunDocument) -> Path:
+    """The golden root's path inside the project, as the run recorded it (default golden).
+
+    pytest records ``goldenRoot`` relative to the project root (``projectRoot`` is "."); a
+    run.json written before that holds both as absolute paths."""
+    root, golden = run.project_root, run.golden_root
+    if golden is not None and not Path(golden).is_absolute():
+        return Path(golden)
+    if root is not None and golden is not None and Path(root).is_absolute():
         try:
             return Path(golden).relative_to(root)
         except ValueError:
@@ -77,11 +74,11 @@ def _relative_golden(run: dict[str, Any]) -> Path:
     return Path("golden")
 
 
-def find_project(run: dict[str, Any], args: argparse.Namespace, *anchors: Path | None) -> Project:
+def find_project(run: RunDocument, args: argparse.Namespace, *anchors: Path | None) -> Project:
     """Find the project a saved run belongs to: never the working directory by accident.
 
     Order: ``--golden-root`` (the datasets folder itself, relative to the working directory);
-    ``--root``; the ``projectRoot`` recorded in the run by pytest; the folders above each
+    ``--root``; the absolute ``projectRoot`` an older run.json recorded; the folders above each
     anchor (the run file, the baseline file, the store) nearest first; the working directory.
     A candidate counts only if its golden root holds the run's dataset id, so a project
     without that dataset is never used for its policy.
@@ -101,8 +98,15 @@ def find_project(run: dict[str, Any], args: argparse.Namespace, *anchors: Path |
             raise GoldevalError("--root: not a folder", path=explicit_root)
         candidates.append((root, root / golden_rel))
     else:
-        recorded_root, recorded_golden = run.get("projectRoot"), run.get("goldenRoot")
-        if isinstance(recorded_root, str) and isinstance(recorded_golden, str):
+        # An older run.json names its project by absolute path; a newer one records paths
+        # relative to the project root, which the folders above the run file then find.
+        recorded_root, recorded_golden = run.project_root, run.golden_root
+        if (
+            recorded_root is not None
+            and recorded_golden is not None
+            and Path(recorded_root).is_absolute()
+            and Path(recorded_golden).is_absolute()
+        ):
             candidates.append((Path(recorded_root), Path(recorded_golden)))
         for anchor in anchors:
             if anchor is None:

@@ -14,7 +14,6 @@ from goldeval.cli.project import (
     Project,
     find_project,
     project_root,
-    run_dataset_id,
     store_location,
 )
 from goldeval.cli.runs import ResolvedRun, RunPlaces, resolve_run, stored_run
@@ -25,8 +24,7 @@ from goldeval.results.documents import RunDocument
 from goldeval.verdict import exit_codes
 from goldeval.verdict.baseline import default_candidates, first_comparable
 from goldeval.verdict.comparison import run_mode
-from goldeval.verdict.decide import decide_pair
-from goldeval.verdict.decide import run_dataset_id as typed_dataset_id
+from goldeval.verdict.decide import decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
 
 
@@ -34,7 +32,7 @@ def _is_live(run: RunDocument) -> bool:
     return run_mode(run) == "LIVE"
 
 
-def _no_project(run: dict[str, Any], project: Project) -> GoldevalError:
+def _no_project(run: RunDocument, project: Project) -> GoldevalError:
     dataset = run_dataset_id(run)
     looked = ", ".join(project.looked_in) if project.looked_in else "no golden folder found"
     what = f"dataset {dataset!r}" if dataset else "a dataset id (protocol.datasetId)"
@@ -78,7 +76,7 @@ def _finish(
     if not no_gate and project.dataset_dir is None:
         # Without the dataset's manifest the policy is unknown: gating with none would be a
         # silent NO_REGRESSION for any regressed run.
-        raise _no_project(run.document, project)
+        raise _no_project(run.typed, project)
     verdict = decide_pair(
         run.typed, baseline, dataset_dir=project.dataset_dir, gate_enabled=not no_gate
     )
@@ -127,7 +125,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     places = _run_places(args)
     baseline = resolve_run(args.baseline, places)
     candidate = resolve_run(args.candidate, places)
-    project = find_project(candidate.document, args, candidate.anchor, baseline.anchor)
+    project = find_project(candidate.typed, args, candidate.anchor, baseline.anchor)
     return _finish(candidate, baseline.typed, project, args.no_gate, args.json)
 
 
@@ -142,7 +140,7 @@ def _default_baseline(
         baselines_dir = project.root / "baselines"
     else:
         baselines_dir = None  # no project: refused in _finish unless --no-gate
-    dataset_id = typed_dataset_id(run)
+    dataset_id = run_dataset_id(run)
     if baselines_dir is None or dataset_id is None:
         return None
     candidates = default_candidates(baselines_dir, dataset_id, _is_live(run))
@@ -155,7 +153,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         raise GoldevalError("give a run or --run-key KEY, not both")
     places = _run_places(args)
     resolved = stored_run(args.run_key, places) if args.run_key else resolve_run(args.run, places)
-    project = find_project(resolved.document, args, resolved.anchor)
+    project = find_project(resolved.typed, args, resolved.anchor)
     baseline: RunDocument | None
     if args.baseline:
         baseline = resolve_run(args.baseline, places).typed

@@ -1,8 +1,36 @@
-"""Error types a user can act on.
+"""Error types a user can act on, and the map of every exception goldeval raises.
 
 Every user mistake (a broken row, a missing fixture, a tampered baseline) is raised as one of
 these, never as a bare ``ValueError``: the plugin turns them into collection or usage errors
 that name the file, line and field without a traceback from our code.
+
+The exception tree (like httpx's ``_exceptions.py``, the whole tree is listed here; a class
+lives with the layer that raises it, so the store's errors stay out of core, and
+tests/unit/test_exception_tree.py checks that this list and the code agree)::
+
+    GoldevalError                       a problem the user fixes; exit_kind → the exit code
+    ├── DatasetError                    a dataset, manifest, fixture or pack file is invalid
+    │   ├── DatasetErrors               several of them in one file, reported together
+    │   └── InputFileTooLarge           (core.safe_files) also a LimitExceeded
+    ├── ConfigError                     an option, ini value or environment variable
+    ├── BaselineError                   not comparable: truncated, tampered, other protocol (65)
+    │   └── BaselineMissing             the file named is not there: a usage error (4)
+    ├── LimitExceeded                   (core.limits) an input over one of the LIMITS
+    │   └── InputFileTooLarge
+    ├── ArtifactError                   (results.run_folder) a path that must not be written
+    └── FinalisationError               (results.finalise) a non-file step of finishing failed
+    ProviderError                       infrastructure: the attempt is ERROR, never FAIL;
+                                        ``kind`` is an ErrorKind (retryable or not)
+    StoreError                          (store.errors) the run store cannot be used
+    └── RunConflictError                a run key already holds another run
+    GraderTimeout                       (graders.budget) a row's pattern ran over its budget
+    TemplateProblem                     (dataset.templates) a template that does not render
+    ProtocolMismatch                    (pytest_plugin.recording) a resumed key's protocol (65)
+    Problem                             (server.problems) an HTTP problem+json answer
+    KeyConfigError                      (server.auth) a ValueError: unusable API key settings
+
+Internal signals that never leave their module: ``_DuplicateKey`` (dataset.row_parser) and
+``Drop`` (testing.llm_server, the fake server's dropped connection).
 """
 
 from __future__ import annotations

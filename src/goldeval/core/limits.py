@@ -430,5 +430,21 @@ LIMITS = (
         "runs on one page of the service's run index (/ui/); older runs are reached with the "
         "page's `?before=` link",
     ),
+    LimitSpec(
+        "ui_loads_per_key",
+        2,
+        "requests",
+        "",
+        "/ui/ pages one API key may have loading at once; one more is 429 with Retry-After, so "
+        "one key cannot take the server's thread pool (issue 33: six loads took 71 s)",
+    ),
+    LimitSpec(
+        "ui_cached_pages",
+        32,
+        "pages",
+        "",
+        "rendered /ui/ index pages kept, per role and cursor, until a run is queued, finishes "
+        "or is deleted; the least recently used goes first",
+    ),
 )
 LIMITS_BY_NAME.update({spec.name: spec for spec in LIMITS})

@@ -10,6 +10,7 @@ from goldeval.core.errors import BaselineError, ConfigError, GoldevalError
 from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
 from goldeval.pytest_plugin.protocol import protocol_for
 from goldeval.results.documents import RunDocument, typed_run
+from goldeval.results.run_document import PROJECT_ROOT_HERE, project_relative
 from goldeval.verdict.baseline import (
     LoadedRun,
     default_candidates,
@@ -98,9 +99,11 @@ def decide(
     """
     # Where the run came from, so that `goldeval gate/compare` started anywhere find the same
     # gate policy and baselines (see docs/methodology.md, "Gating a saved run").
+    # Paths relative to the project root ("." for the root itself): run.json is downloaded,
+    # served and stored, and must not name the machine's folders (issue 33).
     fields: dict[str, Any] = {
-        "projectRoot": str(state.project_root),
-        "goldenRoot": str(state.golden_root),
+        "projectRoot": PROJECT_ROOT_HERE,
+        "goldenRoot": project_relative(state.golden_root, state.project_root),
     }
     # Notes already on the run (build_for's judge self-preference warning, ...) are kept:
     # fields["notes"] replaces the run's list, so it must start from it.
@@ -116,7 +119,7 @@ def decide(
         fields["notes"] = [*notes, rejected.reason]
         return Decision(rejected, fields)
     if path is not None:
-        fields["baselinePath"] = str(path)
+        fields["baselinePath"] = project_relative(path, state.project_root)
     verdict = decide_verdict(
         run,
         baseline=baseline,

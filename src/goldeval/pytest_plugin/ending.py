@@ -8,9 +8,11 @@ code and reason; :func:`apply_exit` is the one place a finished session's exit s
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -96,12 +98,38 @@ def rerun_command(state: GoldenSession) -> str:
                 text = text.replace(secret, MASK)
             return text
 
-    args = []
-    for arg in state.config.invocation_params.args:
-        args.append(mask(_URL.sub(lambda m: redact_url(m.group(0)), str(arg))))
+    # A path typed on the command line is relative to where pytest was started; an ini value
+    # given with -o (golden_root=..., golden_out=...) to the project root.
+    here, root = Path(state.config.invocation_params.dir), Path(state.config.rootpath)
+    args: list[str] = []
+    for raw in state.config.invocation_params.args:
+        arg = str(raw)
+        ini = (args[-1:] == ["-o"] or args[-1:] == ["--override-ini"]) and "=" in arg
+        if arg.startswith("--override-ini="):
+            arg = "--override-ini=" + _relative_arg(arg.partition("=")[2], root)
+        else:
+            arg = _relative_arg(arg, root if ini else here)
+        args.append(mask(_URL.sub(lambda m: redact_url(m.group(0)), arg)))
     if s.run_key and not any(a.startswith("--golden-run-key") for a in args):
         args.append(f"--golden-run-key={s.run_key}")
     return "rerun: " + shlex.join(["pytest", *args])
+
+
+def _relative_arg(arg: str, here: Path) -> str:
+    """``arg`` with an absolute path of this machine (the whole argument, or the value of
+    ``--option=PATH`` / ``-o key=PATH``) made relative to ``here``, where pytest was started:
+    the command is stored in run.json, which is downloaded and served, and is run again from
+    the same folder (issue 33). Only a path whose folder exists is rewritten, so no other
+    value is mistaken for one."""
+    name, eq, value = ("", "", arg) if os.path.isabs(arg) else arg.partition("=")
+    local = value.split("::", 1)[0]  # a node id: path::test
+    if not os.path.isabs(local) or not os.path.exists(os.path.dirname(local) or local):
+        return arg
+    try:
+        relative = os.path.relpath(value, here)
+    except ValueError:  # another drive (Windows): kept as given
+        return arg
+    return f"{name}{eq}{Path(relative).as_posix()}"
 
 
 #: A URL inside a command-line argument (``--golden-base-url=http://u:p@host``).

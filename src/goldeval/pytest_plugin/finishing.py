@@ -286,7 +286,9 @@ def finish_one_run(
     state.run = run
     state.exit_reason = decision.reason
     apply_exit(session, decision.exit)
-    state.config.hook.pytest_goldeval_run_finished(config=state.config, run=run)
+    state.config.hook.pytest_goldeval_run_finished(
+        config=state.config, run=run, document=typed_run(run, run_dir / "run.json")
+    )
 
 
 def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: BaseException) -> str:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from goldeval.core.settings import ProviderSettings
     from goldeval.graders.base import Grader
     from goldeval.providers.base import Provider
+    from goldeval.results.documents import RunDocument
 
 
 @pytest.hookspec
@@ -51,5 +52,14 @@ def pytest_goldeval_attempt_graded(config: pytest.Config, record: dict[str, Any]
 
 
 @pytest.hookspec
-def pytest_goldeval_run_finished(config: pytest.Config, run: dict[str, Any]) -> None:
-    """Called once on the controller with the finished run document (run.json content)."""
+def pytest_goldeval_run_finished(
+    config: pytest.Config, run: dict[str, Any], document: RunDocument
+) -> None:
+    """Called once on the controller with the finished run document.
+
+    :param document: the run document typed
+        (:class:`goldeval.results.documents.RunDocument`, run.json's fields by name).
+    :param run: deprecated: the same document as run.json's JSON object; kept so existing
+        implementations keep working. Take ``document`` instead (an implementation may name
+        only the arguments it uses).
+    """

@@ -19,6 +19,7 @@ from goldeval.pipeline.attempt import case_facts
 from goldeval.pytest_plugin.fixtures import param_of
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, GoldenSession
 from goldeval.reports.html import render_attempt, render_summary
+from goldeval.results.documents import typed_run
 
 #: The name the glue is registered under.
 PLUGIN_NAME = "goldeval-html"
@@ -64,7 +65,7 @@ class HtmlGlue:
         # Models side by side (--golden-models): one section per model's run.
         runs = self.state.benchmark or [run]
         prefix[0:0] = [
-            render_summary(r, "goldeval-summary" if i == 0 else f"goldeval-summary-{i}")
+            render_summary(typed_run(r), "goldeval-summary" if i == 0 else f"goldeval-summary-{i}")
             for i, r in enumerate(runs)
         ]
 

@@ -18,6 +18,7 @@ import pytest
 
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports.junit import write_dashboard_junit_runs
+from goldeval.results.documents import RunDocument, typed_run
 from goldeval.verdict.comparison import comparison_label
 
 _XML_KEY: Any
@@ -48,23 +49,23 @@ class JunitGlue:
         path = Path(raw)
         return path if path.is_absolute() else Path(self.config.invocation_params.dir) / path
 
-    def pytest_goldeval_run_finished(self, config: pytest.Config, run: dict[str, Any]) -> None:
+    def pytest_goldeval_run_finished(self, config: pytest.Config, document: RunDocument) -> None:
         """Suite aggregates as global properties of ``--junitxml`` (before it is written)."""
         if not config.getini("golden_junit_properties") or _XML_KEY is None:
             return
         xml = config.stash.get(_XML_KEY, None)
         if xml is None:
             return
-        metric = (run.get("metrics") or {}).get("overallPassRate") or {}
+        run = document
+        metric = run.metrics.overall_pass_rate if run.metrics is not None else None
+        comparison = run.comparison
         values = {
-            "golden.runId": run.get("runId"),
-            "golden.dataset": (run.get("protocol") or {}).get("datasetId"),
-            "golden.overallPassRate": metric.get("rate"),
-            "golden.verdict": (run.get("qualityGate") or {}).get("verdict"),
-            "golden.comparison": comparison_label(run.get("comparison"))[0]
-            if run.get("comparison")
-            else None,
-            "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
+            "golden.runId": run.run_id,
+            "golden.dataset": run.protocol.dataset_id if run.protocol is not None else None,
+            "golden.overallPassRate": metric.rate if metric is not None else None,
+            "golden.verdict": run.quality_gate.verdict if run.quality_gate is not None else None,
+            "golden.comparison": comparison_label(comparison)[0] if comparison else None,
+            "golden.exitCode": run.exit_decision.code if run.exit_decision is not None else None,
         }
         for name, value in values.items():
             if value is not None:
@@ -76,7 +77,7 @@ class JunitGlue:
         if target is None or self.state.is_worker or self.state.run is None:
             return
         runs = self.state.benchmark or [self.state.run]
-        write_dashboard_junit_runs(runs, target)
+        write_dashboard_junit_runs([typed_run(r) for r in runs], target)
         self.written = target
 
     @pytest.hookimpl(trylast=True)

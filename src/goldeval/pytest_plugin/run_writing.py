@@ -15,6 +15,7 @@ from goldeval.pytest_plugin.protocol import protocol_for
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
+from goldeval.results.documents import typed_run
 from goldeval.results.evidence import inventory, write_manifest
 from goldeval.results.finalise import FinalisationError, finalisation
 from goldeval.results.run_document import (
@@ -22,6 +23,7 @@ from goldeval.results.run_document import (
     config_fingerprint,
     git_commit,
     new_run_id,
+    project_relative,
     write_run_json,
 )
 
@@ -47,7 +49,7 @@ def build_for(
     red_ids = {x.id for x in ds.cases if x.red}
     include_red = any(case_id in red_ids for case_id in selected)
     judge_model = protocol["judgeModel"]
-    configuration = _configuration(s, model, protocol, include_red)
+    configuration = _configuration(s, model, protocol, include_red, state.project_root)
     identity = _identity(state, model, protocol, include_red, configuration["provider"])
     run_status, extra = _status(state, interrupted)
     judge_errors = 0
@@ -82,7 +84,9 @@ def build_for(
         status=run_status,
         extra=extra,
     )
-    note_served_models(run, served)
+    block = run.get("configuration")
+    if isinstance(block, dict):
+        block.update(served_model_fields(served))
     if protocol["judgeEnabled"]:
         run["judgeErrors"] = judge_errors
         if judge_model and judge_model == model:
@@ -94,7 +98,11 @@ def build_for(
 
 
 def _configuration(
-    s: RunSettings, model: str | None, protocol: dict[str, Any], include_red: bool
+    s: RunSettings,
+    model: str | None,
+    protocol: dict[str, Any],
+    include_red: bool,
+    project_root: Path,
 ) -> dict[str, Any]:
     """The run's ``configuration`` block (None values are left out by the caller)."""
     live = s.mode is not Mode.FIXTURE
@@ -107,7 +115,7 @@ def _configuration(
         "repetitions": s.attempts,
         "includeRed": include_red,
         "artifactMode": s.artifacts.upper(),
-        "outputDir": str(s.out_dir),
+        "outputDir": project_relative(s.out_dir, project_root),
         "provider": s.provider.name if live else "fixture",
         "providerSettings": s.provider.public() if live else None,
         "experimentId": s.experiment,
@@ -174,17 +182,16 @@ def _status(state: GoldenSession, interrupted: bool) -> tuple[str, dict[str, Any
     return run_status, extra
 
 
-def note_served_models(run: dict[str, Any], served: set[str]) -> None:
-    """The models the servers said answered, in the run's configuration: ``servedModel`` when
-    they all named one, ``servedModels`` when several. The protocol's ``model`` stays the
-    name asked for, so runs and baselines keep comparing as before."""
-    configuration = run.get("configuration")
-    if not served or not isinstance(configuration, dict):
-        return
+def served_model_fields(served: set[str]) -> dict[str, Any]:
+    """The models the servers said answered, for the run's configuration: ``servedModel``
+    when they all named one, ``servedModels`` when several, nothing when none did. The
+    protocol's ``model`` stays the name asked for, so runs and baselines keep comparing as
+    before."""
+    if not served:
+        return {}
     if len(served) == 1:
-        configuration["servedModel"] = next(iter(served))
-    else:
-        configuration["servedModels"] = sorted(served)
+        return {"servedModel": next(iter(served))}
+    return {"servedModels": sorted(served)}
 
 
 def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
@@ -198,7 +205,9 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     fin = finalisation(state)
     fin.runs[run_dir] = run
     out_dir = state.settings.out_dir
-    artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(run)))
+    # run.json is written from the JSON built (key order kept); what reads it takes it typed.
+    typed = typed_run(run, run_dir / "run.json")
+    artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(typed)))
     artifacts.atomic_write(run_dir / "report.md", report_md.render(run))
     if run.get("comparison"):
         artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
@@ -223,7 +232,7 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
         ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
         previous = artifacts.write_latest(out_dir, run_dir)
         fin.latest.append((out_dir / "LATEST", previous, ours))
-    fin.history.append(artifacts.append_history(out_dir, run))
+    fin.history.append(artifacts.append_history(out_dir, typed))
     fin.release(run_dir)
     state.run_dir = run_dir
     return run_dir

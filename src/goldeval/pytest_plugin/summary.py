@@ -7,6 +7,7 @@ from typing import Any
 from goldeval.core.textsafe import one_line
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports import markdown as report_md
+from goldeval.results.documents import typed_run
 from goldeval.verdict.comparison import comparison_label
 
 
@@ -36,10 +37,11 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         f"skipped {run['casesSkipped']}, error {run['casesError']}); "
         f"attempts {run['attemptsTotal']}"
     )
-    for line in report_md.summary_table(run):
+    doc = typed_run(run)
+    for line in report_md.summary_table(doc):
         tr.write_line(line)
-    cmp = run.get("comparison")
-    if cmp:
+    cmp = doc.comparison
+    if cmp is not None:
         baseline = run.get("baselinePath")
         label, why = comparison_label(cmp)
         tr.write_line(
@@ -49,19 +51,21 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         )
         if why:
             tr.write_line(f"    {one_line(why)}")
-        for reason in cmp.get("invalidReasons") or []:
+        for reason in cmp.invalid_reasons:
             tr.write_line(f"    {one_line(reason)}")
         for line in report_md.comparison_case_lines(cmp):
             tr.write_line(f"    {line}")
     for run_doc in getattr(state, "benchmark", None) or []:
-        variant = run_doc.get("variant")
-        who = f"variant {variant} (model {run_doc.get('model')})" if variant else None
-        tr.write_line(f"  {one_line(who or 'model ' + str(run_doc.get('model')))}:")
-        for line in report_md.summary_table(run_doc):
+        bench = typed_run(run_doc)
+        who = f"model {bench.model}"
+        if bench.variant:
+            who = f"variant {bench.variant} ({who})"
+        tr.write_line(f"  {one_line(who)}:")
+        for line in report_md.summary_table(bench):
             tr.write_line("  " + line)
-    variants = (run.get("variantComparison") or {}).get("reason")
-    if variants:
-        tr.write_line(f"  variants: {one_line(variants)}")
+    variants = doc.variant_comparison
+    if variants is not None and variants.reason:
+        tr.write_line(f"  variants: {one_line(variants.reason)}")
     recorded = getattr(state, "recorded", None)
     if recorded:
         for kind in ("new", "changed"):
@@ -78,7 +82,7 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     run_dir = getattr(state, "run_dir", None)
     if run_dir is not None:
         tr.write_line(f"  artifacts: {one_line(run_dir)}")
-    for notice in report_md.notices(run):
+    for notice in report_md.notices(doc):
         tr.write_line(f"  {notice}")
     for note in run.get("notes") or []:
         tr.write_line(f"  note: {one_line(note)}")

@@ -6,8 +6,8 @@
 * :func:`render_attempt`: the expandable section per attempt: prompt, answer, what was
   retrieved, violations, the judge's reasons (``templates/attempt.html.j2``).
 
-Pure functions over the run document; the pytest hooks that call them live in
-:mod:`goldeval.pytest_plugin.html`. The views built here (:func:`protocol_rows`,
+Pure functions over the typed run document (``RunDocument``); the pytest hooks that call them
+live in :mod:`goldeval.pytest_plugin.html`. The views built here (:func:`protocol_rows`,
 :func:`metric_rows`, :func:`comparison_view`, :func:`gate_view`) are shared with the history
 site (:mod:`goldeval.reports.site`). Every value reaches the page through the templates'
 autoescape (:mod:`goldeval.reports.templating`): answers and prompts are untrusted text.
@@ -21,6 +21,7 @@ from typing import Any
 from goldeval.core.rates import GRADER_PREFIX
 from goldeval.reports.labels import rate_label, shown_rates
 from goldeval.reports.templating import esc, render, status_class
+from goldeval.results.documents import Configuration, Metrics, RateDoc, RunDocument
 from goldeval.verdict.comparison import comparison_label
 
 __all__ = [
@@ -55,49 +56,50 @@ def fmt_pct(value: Any) -> str:
     return f"{value * 100:.1f}%"
 
 
-def fmt_ci(metric: Mapping[str, Any] | None) -> str:
-    ci = (metric or {}).get("ci95")
-    if not ci or ci.get("lower") is None or ci.get("upper") is None:
+def fmt_ci(metric: RateDoc | None) -> str:
+    ci = metric.ci95 if metric is not None else None
+    if ci is None:
         return "n/a"
-    return f"{ci['lower'] * 100:.1f}% – {ci['upper'] * 100:.1f}%"
+    return f"{ci.lower * 100:.1f}% – {ci.upper * 100:.1f}%"
 
 
-def rate_of(metric: Mapping[str, Any] | None) -> float | None:
-    if not metric:
+def rate_of(metric: RateDoc | None) -> float | None:
+    if metric is None:
         return None
-    rate = metric.get("rate")
-    if isinstance(rate, (int, float)):
-        return float(rate)
-    total = metric.get("total") or 0
-    return (metric.get("hits") or 0) / total if total else None
+    if metric.rate is not None:
+        return float(metric.rate)
+    return metric.hits / metric.total if metric.total else None
 
 
 # -- views shared with the site ---------------------------------------------------------------
 
 
-def protocol_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def protocol_rows(run: RunDocument) -> list[tuple[str, Any]]:
     """(label, value) rows of the dataset and protocol table."""
-    p = run.get("protocol") or {}
-    cfg = run.get("configuration") or {}
+    p = run.protocol
+    cfg = run.configuration or Configuration()
     return [
-        ("Run", run.get("runId")),
-        ("Status", run.get("status")),
-        ("Dataset", p.get("datasetId") or run.get("datasetVersion")),
-        ("Dataset hash", p.get("datasetHash") or run.get("datasetHash")),
-        ("Pack", p.get("packId") or run.get("packDatasetVersion")),
-        ("Pack hash", p.get("packHash") or run.get("packHash")),
-        ("Mode", f"{p.get('mode')} ({cfg.get('goldenMode', 'n/a')})"),
-        ("Provider / model", f"{cfg.get('provider', 'n/a')} / {p.get('model') or 'n/a'}"),
-        ("Attempts per case", p.get("attempts")),
-        ("Selected cases", len(p.get("selectedCaseIds") or [])),
-        ("Grader config hash", p.get("graderConfigHash")),
+        ("Run", run.run_id),
+        ("Status", run.status),
+        ("Dataset", (p.dataset_id if p else None) or run.dataset_version),
+        ("Dataset hash", (p.dataset_hash if p else None) or run.dataset_hash),
+        ("Pack", (p.pack_id if p else None) or run.pack_dataset_version),
+        ("Pack hash", (p.pack_hash if p else None) or run.pack_hash),
+        ("Mode", f"{p.mode if p else None} ({cfg.as_written('golden_mode', 'n/a')})"),
+        (
+            "Provider / model",
+            f"{cfg.as_written('provider', 'n/a')} / {(p.model if p else None) or 'n/a'}",
+        ),
+        ("Attempts per case", p.attempts if p else None),
+        ("Selected cases", len(p.selected_case_ids) if p else 0),
+        ("Grader config hash", p.grader_config_hash if p else None),
         *_retry_rows(run),
     ]
 
 
-def _retry_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _retry_rows(run: RunDocument) -> list[tuple[str, Any]]:
     """Provider retries of the run in total (live runs; absent when every call took one try)."""
-    retries = (run.get("metrics") or {}).get("retries") or {}
+    retries = (run.metrics.retries if run.metrics else None) or {}
     if not retries.get("attempts"):
         return []
     return [
@@ -109,13 +111,13 @@ def _retry_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
-def metric_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+def metric_rows(run: RunDocument) -> list[dict[str, Any]]:
     """The metrics table: the rates (core.rates order), the unstable-case rate, then one row
     per grader; a metric the run does not have is left out."""
-    metrics = run.get("metrics") or {}
-    graders = metrics.get("graders") or {}
-    named: list[tuple[str, str, Any]] = [
-        (name, rate_label(name), metrics.get(name)) for name in (*shown_rates(run), UNSTABLE)
+    metrics = run.metrics or Metrics()
+    graders = metrics.graders or {}
+    named: list[tuple[str, str, RateDoc | None]] = [
+        (name, rate_label(name), metrics.rate(name)) for name in (*shown_rates(run), UNSTABLE)
     ]
     named += [(f"{GRADER_PREFIX}{g}", f"Grader {g}", graders.get(g)) for g in sorted(graders)]
     return [
@@ -123,8 +125,8 @@ def metric_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
             "name": name,
             "label": label,
             "rate": fmt_pct(rate_of(metric)),
-            "hits": metric.get("hits", 0),
-            "total": metric.get("total", 0),
+            "hits": metric.hits,
+            "total": metric.total,
             "ci": fmt_ci(metric),
         }
         for name, label, metric in named
@@ -140,13 +142,13 @@ def _fmt_delta_value(name: str, value: Any, signed: bool = False) -> str:
     return f"{value * 100:+.1f} pp" if signed else f"{value * 100:.1f}%"
 
 
-def comparison_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
+def comparison_view(run: RunDocument) -> dict[str, Any] | None:
     """The baseline comparison (decision, invalid reasons, metric deltas), or None."""
-    cmp = run.get("comparison")
-    if not cmp:
+    cmp = run.comparison
+    if cmp is None:
         return None
     deltas = []
-    for d in cmp.get("metrics") or []:
+    for d in cmp.metrics:
         name = str(d.get("name"))
         deltas.append(
             {
@@ -161,94 +163,85 @@ def comparison_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
     return {
         "decision": label,
         "decision_note": why,
-        "baseline_path": run.get("baselinePath"),
-        "reasons": list(cmp.get("invalidReasons") or []),
+        "baseline_path": run.baseline_path,
+        "reasons": list(cmp.invalid_reasons),
         "deltas": deltas,
     }
 
 
-def variant_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
+def variant_view(run: RunDocument) -> dict[str, Any] | None:
     """``variantComparison`` for the HTML pages: the verdict's recorded decision and line,
     and the figures as (label, value) rows; None when the run compared no variants."""
-    cmp = run.get("variantComparison")
-    if not cmp:
+    cmp = run.variant_comparison
+    if cmp is None:
         return None
-    ci = cmp.get("ci95") or {}
-    test = cmp.get("mcnemar") or {}
-    p_value = test.get("pValue")
+    ci = cmp.ci95
+    test = cmp.mcnemar
+    p_value = test.p_value
     rows: list[tuple[str, Any]] = [
-        ("Control", f"{cmp.get('control')} (model {cmp.get('controlModel')})"),
-        ("Candidate", f"{cmp.get('candidate')} (model {cmp.get('candidateModel')})"),
-        ("Paired cases", f"{cmp.get('cases')} (not paired: {cmp.get('unpaired', 0)})"),
+        ("Control", f"{cmp.control} (model {cmp.control_model})"),
+        ("Candidate", f"{cmp.candidate} (model {cmp.candidate_model})"),
+        ("Paired cases", f"{cmp.cases} (not paired: {cmp.unpaired})"),
         (
             "Pass rate control / candidate",
-            f"{fmt_pct(cmp.get('controlPassRate'))} / {fmt_pct(cmp.get('candidatePassRate'))}",
+            f"{fmt_pct(cmp.control_pass_rate)} / {fmt_pct(cmp.candidate_pass_rate)}",
         ),
         (
             "Difference, 95% CI",
-            f"{fmt_pct(cmp.get('difference'))} "
-            f"[{fmt_pct(ci.get('lower'))}, {fmt_pct(ci.get('upper'))}]",
+            f"{fmt_pct(cmp.difference)} "
+            f"[{fmt_pct(ci.lower if ci else None)}, {fmt_pct(ci.upper if ci else None)}]",
         ),
-        ("Non-inferiority margin", fmt_pct(cmp.get("margin"))),
+        ("Non-inferiority margin", fmt_pct(cmp.margin)),
         (
             "Exact McNemar",
-            f"{test.get('controlOnly')} control only, "
-            f"{test.get('candidateOnly')} candidate only, p = "
-            + (f"{p_value:.4g}" if isinstance(p_value, (int, float)) else "n/a"),
+            f"{test.control_only} control only, {test.candidate_only} candidate only, p = "
+            + (f"{p_value:.4g}" if p_value is not None else "n/a"),
         ),
-        ("Flipped to FAIL", ", ".join(str(i) for i in cmp.get("flippedWorse") or []) or "none"),
-        ("Flipped to PASS", ", ".join(str(i) for i in cmp.get("flippedBetter") or []) or "none"),
+        ("Flipped to FAIL", ", ".join(cmp.flipped_worse) or "none"),
+        ("Flipped to PASS", ", ".join(cmp.flipped_better) or "none"),
     ]
-    return {"decision": cmp.get("decision"), "reason": cmp.get("reason"), "rows": rows}
+    return {"decision": cmp.decision, "reason": cmp.reason, "rows": rows}
 
 
-def gate_view(run: Mapping[str, Any]) -> dict[str, Any]:
+def gate_view(run: RunDocument) -> dict[str, Any]:
     """The gate verdict and rules (``applied`` False without a gate) and the exit status."""
-    gate = run.get("qualityGate")
-    decision = run.get("exitDecision") or {}
+    gate = run.quality_gate
+    decision = run.exit_decision
     view: dict[str, Any] = {
-        "applied": bool(gate),
+        "applied": gate is not None,
         "exit": (
-            {"code": decision.get("code"), "reason": decision.get("reason")} if decision else None
+            {"code": decision.code, "reason": decision.reason} if decision is not None else None
         ),
     }
-    if gate:
-        view["verdict"] = gate.get("verdict")
+    if gate is not None:
+        view["verdict"] = gate.verdict
         view["rules"] = [
-            {
-                "name": r.get("name"),
-                "kind": r.get("kind"),
-                "detail": r.get("detail"),
-                "passed": bool(r.get("passed")),
-            }
-            for r in gate.get("rules") or []
+            {"name": r.name, "kind": r.kind, "detail": r.detail, "passed": r.passed}
+            for r in gate.rules
         ]
-        view["warnings"] = list(gate.get("warnings") or [])
+        view["warnings"] = list(gate.warnings)
     return view
 
 
-def comparison_classes(run: Mapping[str, Any]) -> dict[str, Any]:
+def comparison_classes(run: RunDocument) -> dict[str, Any]:
     """caseId → its class against the baseline (NEW_FAILURE, RECOVERED, REMOVED, …)."""
-    return {
-        str(c.get("caseId")): c.get("class")
-        for c in (run.get("comparison") or {}).get("cases") or []
-    }
+    cases = run.comparison.cases if run.comparison is not None else []
+    return {str(c.get("caseId")): c.get("class") for c in cases}
 
 
-def _case_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _case_rows(run: RunDocument) -> list[dict[str, Any]]:
     classes = comparison_classes(run)
     rows = []
-    for case in run.get("cases") or []:
-        rate = case.get("successRate") or {}
-        case_id = str(case.get("caseId"))
+    for case in run.cases:
+        rate = case.success_rate
         rows.append(
             {
-                "case_id": case_id,
+                "case_id": case.case_id,
                 "present": True,
-                "status": case.get("status"),
-                "hits": rate.get("hits", 0),
-                "total": rate.get("total", 0),
-                "cls": classes.pop(case_id, None),
+                "status": case.status,
+                "hits": rate.hits if rate else 0,
+                "total": rate.total if rate else 0,
+                "cls": classes.pop(case.case_id, None),
             }
         )
     # In the baseline only (REMOVED).
@@ -259,22 +252,22 @@ def _case_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
 # -- the pytest-html fragments ----------------------------------------------------------------
 
 
-def render_summary(run: Mapping[str, Any], anchor: str = "goldeval-summary") -> str:
+def render_summary(run: RunDocument, anchor: str = "goldeval-summary") -> str:
     """The golden run as an HTML fragment for the top of pytest-html's summary."""
-    protocol = run.get("protocol") or {}
-    gate = run.get("qualityGate") or {}
+    protocol = run.protocol
+    gate = run.quality_gate
     return render(
         "summary.html.j2",
         anchor=anchor,
-        dataset=protocol.get("datasetId") or run.get("datasetVersion"),
-        model=protocol.get("model"),
-        verdict=gate.get("verdict") or "not applied",
+        dataset=(protocol.dataset_id if protocol else None) or run.dataset_version,
+        model=protocol.model if protocol else None,
+        verdict=(gate.verdict if gate else None) or "not applied",
         counts={
-            "total": run.get("casesTotal"),
-            "passed": run.get("casesPassed"),
-            "failed": run.get("casesFailed"),
-            "error": run.get("casesError"),
-            "skipped": run.get("casesSkipped"),
+            "total": run.cases_total,
+            "passed": run.cases_passed,
+            "failed": run.cases_failed,
+            "error": run.cases_error,
+            "skipped": run.cases_skipped,
         },
         protocol=protocol_rows(run),
         metrics=metric_rows(run),

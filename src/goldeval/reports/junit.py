@@ -12,9 +12,10 @@ which is what :func:`write_dashboard_junit` writes, with the ``junit-xml`` libra
   ``overallPassRate >= 1.000`` (stable whether the rule passed or not), ``<failure>`` when
   the rule failed; plus a ``comparison`` testcase that fails on ``COMPARISON_INVALID``.
 
-Pure functions over the run document. The pytest glue (writing the file at the end of the
-session, the ``golden.*`` properties of pytest's own ``--junitxml`` behind the
-``golden_junit_properties`` ini switch) lives in :mod:`goldeval.pytest_plugin.junit`.
+Pure functions over the typed run document (:class:`goldeval.results.documents.RunDocument`).
+The pytest glue (writing the file at the end of the session, the ``golden.*`` properties of
+pytest's own ``--junitxml`` behind the ``golden_junit_properties`` ini switch) lives in
+:mod:`goldeval.pytest_plugin.junit`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ from typing import Any
 from junit_xml import TestCase, TestSuite, to_xml_report_string  # type: ignore[import-untyped]
 
 from goldeval.core.textsafe import one_line
+from goldeval.results.documents import (
+    Case,
+    Comparison,
+    GateRuleDoc,
+    RunDocument,
+    VariantComparisonDoc,
+)
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.comparison import comparison_label
 from goldeval.verdict.gate import MAXIMUM_METRICS
@@ -64,18 +72,18 @@ def _violation_line(v: Mapping[str, Any]) -> str:
     )
 
 
-def failure_reasons(case: Mapping[str, Any]) -> list[str]:
+def failure_reasons(case: Case) -> list[str]:
     """One line per distinct reason a case failed: violations and taxonomy first."""
-    lines: list[str] = [_violation_line(v) for v in case.get("taxonomy") or []]
-    for attempt in case.get("attempts") or []:
-        if attempt.get("status") != "FAIL":
+    lines: list[str] = [_violation_line(v) for v in case.taxonomy]
+    for attempt in case.attempts:
+        if attempt.status != "FAIL":
             continue
-        contract = attempt.get("contract") or {}
+        contract = attempt.contract or {}
         taxonomy = contract.get("taxonomy") or []
         lines += [_violation_line(v) for v in taxonomy]
         if not taxonomy:
             lines += [_first_line(v) for v in contract.get("violations") or []]
-        for grader in attempt.get("graders") or []:
+        for grader in attempt.graders:
             if grader.get("passed") or not grader.get("hard", True):
                 continue
             found = [_violation_line(v) for v in grader.get("violations") or []]
@@ -83,7 +91,7 @@ def failure_reasons(case: Mapping[str, Any]) -> list[str]:
                 score, threshold = grader.get("score"), grader.get("threshold")
                 found = [f"{grader.get('grader')}: failed (score {score}, threshold {threshold})"]
             lines += found
-        retrieval = attempt.get("retrieval") or {}
+        retrieval = attempt.retrieval or {}
         if retrieval.get("applicable") and not retrieval.get("passed"):
             line = (
                 f"retrieval: missing {retrieval.get('missing') or []}, "
@@ -95,33 +103,29 @@ def failure_reasons(case: Mapping[str, Any]) -> list[str]:
     return _dedupe(lines) or ["failed (no violation recorded)"]
 
 
-def error_reasons(case: Mapping[str, Any]) -> list[str]:
+def error_reasons(case: Case) -> list[str]:
     """The error kinds and messages of a case's ERROR attempts."""
-    lines = [_first_line(e) for e in case.get("errors") or []]
-    for attempt in case.get("attempts") or []:
-        if attempt.get("status") == "ERROR":
+    lines = [_first_line(e) for e in case.errors]
+    for attempt in case.attempts:
+        if attempt.status == "ERROR":
             lines.append(
-                f"{attempt.get('errorKind') or 'ERROR'}: "
-                f"{_first_line(attempt.get('errorMessage') or '')}"
+                f"{attempt.error_kind or 'ERROR'}: {_first_line(attempt.error_message or '')}"
             )
     return _dedupe(lines) or ["ERROR (no message recorded)"]
 
 
-def _skip_reasons(case: Mapping[str, Any]) -> list[str]:
+def _skip_reasons(case: Case) -> list[str]:
     lines = [
-        str(a.get("skipReason") or a.get("errorMessage") or "")
-        for a in case.get("attempts") or []
-        if a.get("status") == "SKIPPED"
+        str(a.skip_reason or a.error_message or "") for a in case.attempts if a.status == "SKIPPED"
     ]
     return _dedupe(lines) or ["skipped"]
 
 
-def _attempt_counts(case: Mapping[str, Any]) -> tuple[int, int]:
-    rate = case.get("successRate") or {}
-    attempts = case.get("attempts") or []
-    hits = rate.get("hits", sum(1 for a in attempts if a.get("status") == "PASS"))
-    total = rate.get("total", len(attempts))
-    return int(hits), int(total)
+def _attempt_counts(case: Case) -> tuple[int, int]:
+    rate = case.success_rate
+    if rate is not None:
+        return rate.hits, rate.total
+    return sum(1 for a in case.attempts if a.status == "PASS"), len(case.attempts)
 
 
 def _message(head: str, lines: Sequence[str]) -> str:
@@ -129,15 +133,14 @@ def _message(head: str, lines: Sequence[str]) -> str:
     return f"{head}: {lines[0]}{more}"
 
 
-def rule_test_name(rule: Mapping[str, Any]) -> str:
+def rule_test_name(rule: GateRuleDoc) -> str:
     """``overallPassRate >= 1.000`` for threshold rules, else the rule's own name."""
-    name = str(rule.get("name"))
-    detail = str(rule.get("detail") or "")
-    match = _ABSOLUTE_DETAIL.match(detail)
+    name = rule.name
+    match = _ABSOLUTE_DETAIL.match(rule.detail)
     if match:
         return f"{name} {_RULE_OPERATOR[match.group(2)]} {match.group(3)}"
-    threshold = rule.get("threshold")
-    if rule.get("kind") == "absolute" and isinstance(threshold, (int, float)):
+    threshold = rule.threshold
+    if rule.kind == "absolute" and threshold is not None:
         operator = "<=" if name in MAXIMUM_METRICS else ">="
         return f"{name} {operator} {threshold:.3f}"
     return name
@@ -152,48 +155,48 @@ def _seconds(ms: Any) -> Decimal | None:
     return value if value > 0 else None
 
 
-def _suite(run: Mapping[str, Any], suffix: str = "") -> Any:
-    protocol = run.get("protocol") or {}
-    dataset = str(protocol.get("datasetId") or run.get("datasetVersion") or "dataset")
+def _suite(run: RunDocument, suffix: str = "") -> Any:
+    protocol = run.protocol
+    dataset = str((protocol.dataset_id if protocol else None) or run.dataset_version or "dataset")
     classname = f"golden.{dataset}{suffix}"
-    cases = [_case_test(case, classname) for case in run.get("cases") or []]
+    cases = [_case_test(case, classname) for case in run.cases]
     gate_class = f"{classname}.gate"
-    gate = run.get("qualityGate") or {}
-    cases += [_rule_test(rule, gate_class) for rule in gate.get("rules") or []]
-    comparison = run.get("comparison")
+    gate = run.quality_gate
+    cases += [_rule_test(rule, gate_class) for rule in (gate.rules if gate else [])]
+    comparison = run.comparison
     cases.append(_comparison_test(run, comparison, gate_class))
     properties = {
-        "golden.runId": run.get("runId"),
-        "golden.status": run.get("status"),
-        "golden.datasetHash": protocol.get("datasetHash") or run.get("datasetHash"),
-        "golden.packHash": protocol.get("packHash") or run.get("packHash"),
-        "golden.mode": protocol.get("mode"),
-        "golden.attempts": protocol.get("attempts"),
-        "golden.model": protocol.get("model") or run.get("model"),
-        "golden.verdict": gate.get("verdict"),
+        "golden.runId": run.run_id,
+        "golden.status": run.status,
+        "golden.datasetHash": (protocol.dataset_hash if protocol else None) or run.dataset_hash,
+        "golden.packHash": (protocol.pack_hash if protocol else None) or run.pack_hash,
+        "golden.mode": protocol.mode if protocol else None,
+        "golden.attempts": protocol.attempts if protocol else None,
+        "golden.model": (protocol.model if protocol else None) or run.model,
+        "golden.verdict": gate.verdict if gate else None,
         "golden.comparison": comparison_label(comparison)[0] if comparison else None,
-        "golden.exitCode": (run.get("exitDecision") or {}).get("code"),
+        "golden.exitCode": run.exit_decision.code if run.exit_decision else None,
     }
     return TestSuite(
         f"goldeval.{dataset}{suffix}",
         cases,
-        timestamp=run.get("timestamp"),
-        id=run.get("runId"),
+        timestamp=run.timestamp,
+        id=run.run_id,
         properties={k: str(v) for k, v in properties.items() if v is not None},
     )
 
 
-def _case_test(case: Mapping[str, Any], classname: str) -> Any:
+def _case_test(case: Case, classname: str) -> Any:
     """One testcase per case: failed, errored or skipped with the reasons, as the case ended."""
     hits, total = _attempt_counts(case)
-    status = str(case.get("status"))
+    status = case.status
     out = [f"{hits} of {total} attempts passed", f"status: {status}"]
-    if case.get("kinds"):
-        out.append("kinds: " + ", ".join(str(k) for k in case["kinds"]))
+    if case.kinds:
+        out.append("kinds: " + ", ".join(case.kinds))
     tc = TestCase(
-        str(case.get("caseId")),
+        case.case_id,
         classname=classname,
-        elapsed_sec=_seconds(case.get("durationMs")),
+        elapsed_sec=_seconds(case.duration_ms),
         stdout="\n".join(out),
     )
     if status == "FAIL":
@@ -217,33 +220,31 @@ def _case_test(case: Mapping[str, Any], classname: str) -> Any:
     return tc
 
 
-def _rule_test(rule: Mapping[str, Any], gate_class: str) -> Any:
+def _rule_test(rule: GateRuleDoc, gate_class: str) -> Any:
     """One testcase per gate rule, failed when the rule failed."""
-    detail = one_line(rule.get("detail") or "")
-    tc = TestCase(
-        rule_test_name(rule), classname=gate_class, stdout=f"{rule.get('kind')}: {detail}"
-    )
-    if not rule.get("passed"):
+    detail = one_line(rule.detail)
+    tc = TestCase(rule_test_name(rule), classname=gate_class, stdout=f"{rule.kind}: {detail}")
+    if not rule.passed:
         tc.add_failure_info(
-            message=f"{rule.get('name')}: {detail}",
+            message=f"{rule.name}: {detail}",
             output=detail,
-            failure_type=f"golden.gate.{rule.get('kind')}",
+            failure_type=f"golden.gate.{rule.kind}",
         )
     return tc
 
 
-def _comparison_test(run: Mapping[str, Any], comparison: Any, gate_class: str) -> Any:
+def _comparison_test(run: RunDocument, comparison: Comparison | None, gate_class: str) -> Any:
     """The comparison as a testcase: skipped without a baseline, failed when invalid."""
     tc = TestCase("comparison", classname=gate_class)
-    if not comparison:
+    if comparison is None:
         tc.add_skipped_info(message="no baseline to compare with")
         return tc
-    decision = str(comparison.get("decision"))
+    decision = comparison.decision
     label, why = comparison_label(comparison)
-    baseline = run.get("baselinePath") or comparison.get("baselineRunId") or "baseline"
+    baseline = run.baseline_path or comparison.baseline_run_id or "baseline"
     tc.stdout = f"{label} vs {one_line(baseline)}" + (f": {why}" if why else "")
     if decision == "COMPARISON_INVALID":
-        reasons = _dedupe(str(r) for r in comparison.get("invalidReasons") or []) or [decision]
+        reasons = _dedupe(comparison.invalid_reasons) or [decision]
         tc.add_failure_info(
             message=_message("comparison invalid", reasons),
             output="\n".join(reasons),
@@ -252,33 +253,35 @@ def _comparison_test(run: Mapping[str, Any], comparison: Any, gate_class: str) -
     return tc
 
 
-def dashboard_xml(runs: Sequence[Mapping[str, Any]]) -> str:
+def dashboard_xml(runs: Sequence[RunDocument]) -> str:
     """The dashboard document for one run (or one suite per model for side-by-side runs)."""
     several = len(runs) > 1
     suites = [
         _suite(
             run,
-            f".{run.get('variant') or (run.get('protocol') or {}).get('model') or i}"
+            f".{run.variant or (run.protocol.model if run.protocol else None) or i}"
             if several
             else "",
         )
         for i, run in enumerate(runs, start=1)
     ]
-    pair = next((r["variantComparison"] for r in runs if r.get("variantComparison")), None)
+    pair = next((r.variant_comparison for r in runs if r.variant_comparison is not None), None)
     if pair is not None:
-        protocol = runs[0].get("protocol") or {}
-        dataset = str(protocol.get("datasetId") or runs[0].get("datasetVersion") or "dataset")
+        protocol = runs[0].protocol
+        dataset = str(
+            (protocol.dataset_id if protocol else None) or runs[0].dataset_version or "dataset"
+        )
         suites.append(TestSuite(f"goldeval.{dataset}.variants", [_pair_test(pair, dataset)]))
     return str(to_xml_report_string(suites, prettyprint=True, encoding="utf-8"))
 
 
-def _pair_test(pair: Mapping[str, Any], dataset: str) -> Any:
+def _pair_test(pair: VariantComparisonDoc, dataset: str) -> Any:
     """The variant comparison's verdict as one testcase (issue 35): failed unless the verdict
     (goldeval.verdict.variants, recorded with the run) said NON_INFERIOR; INCONCLUSIVE is a
     failure too, never a pass."""
-    name = f"{pair.get('candidate')} vs {pair.get('control')}"
-    decision = str(pair.get("decision"))
-    reason = one_line(pair.get("reason") or decision)
+    name = f"{pair.candidate} vs {pair.control}"
+    decision = str(pair.decision)
+    reason = one_line(pair.reason or decision)
     tc = TestCase(name, classname=f"golden.{dataset}.variants", stdout=reason)
     if decision != "NON_INFERIOR":
         tc.add_failure_info(
@@ -287,12 +290,12 @@ def _pair_test(pair: Mapping[str, Any], dataset: str) -> Any:
     return tc
 
 
-def write_dashboard_junit(run: dict[str, Any], path: Path) -> None:
+def write_dashboard_junit(run: RunDocument, path: Path) -> None:
     """Write the dashboard JUnit XML of a finished run (the run.json document) to ``path``."""
     write_dashboard_junit_runs([run], path)
 
 
-def write_dashboard_junit_runs(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
+def write_dashboard_junit_runs(runs: Sequence[RunDocument], path: Path) -> None:
     """Write the dashboard JUnit XML of several runs (one suite per model or variant, plus
     one for the variant comparison's verdict) to ``path``."""
     atomic_write(Path(path), dashboard_xml(runs))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
 from goldeval.core.rates import LOWER_IS_BETTER, RATE_NAMES
 from goldeval.dataset.profiles import JAVA_AUTOTEST, reported_rates
+from goldeval.results.documents import RateDoc, RunDocument
 
 #: Label of each rate in report.md, the pytest-html summary and the site's run pages.
 RATE_LABELS: Mapping[str, str] = MappingProxyType(
@@ -54,27 +54,30 @@ def chart_label(name: str) -> str:
     return f"{label} (lower is better)" if name in LOWER_IS_BETTER else label
 
 
-def run_profile(run: Mapping[str, Any]) -> str:
+def run_profile(run: RunDocument) -> str:
     """The profile a run document ran under (one written before profiles: java-autotest)."""
-    protocol = run.get("protocol")
-    name = protocol.get("profile") if isinstance(protocol, Mapping) else None
-    return name if isinstance(name, str) else JAVA_AUTOTEST
+    name = run.protocol.profile if run.protocol is not None else None
+    return name if name is not None else JAVA_AUTOTEST
 
 
-def shown_rates(run: Mapping[str, Any]) -> tuple[str, ...]:
+def shown_rates(run: RunDocument) -> tuple[str, ...]:
     """The rates a report shows for ``run``: the nine of java-autotest; for another profile
     its own (a generic run: overall, and the judge's only when the judge ran)."""
     profile = run_profile(run)
     if profile == JAVA_AUTOTEST:
         return RATE_NAMES
-    metrics = run.get("metrics") or {}
+    metrics = run.metrics
     return tuple(
         name
         for name in reported_rates(profile)
-        if name == "overallPassRate" or ((metrics.get(name) or {}).get("total") or 0) > 0
+        if name == "overallPassRate" or _counted(metrics.rate(name) if metrics else None)
     )
 
 
-def shows_weighted_score(run: Mapping[str, Any]) -> bool:
+def _counted(rate: RateDoc | None) -> bool:
+    return rate is not None and rate.total > 0
+
+
+def shows_weighted_score(run: RunDocument) -> bool:
     """The weighted score mixes the reference's rates: only java-autotest reports show it."""
     return run_profile(run) == JAVA_AUTOTEST

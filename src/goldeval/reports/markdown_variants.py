@@ -2,60 +2,59 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from goldeval.reports.markdown_text import md_escape
+from goldeval.results.documents import VariantComparisonDoc, VariantCostDoc
 
 
-def _pct(value: Any, sign: bool = False) -> str:
-    if not isinstance(value, (int, float)):
+def _pct(value: float | None, sign: bool = False) -> str:
+    if value is None:
         return "n/a"
     return f"{value * 100:+.1f}%" if sign else f"{value * 100:.1f}%"
 
 
-def variant_lines(cmp: Mapping[str, Any] | None) -> list[str]:
+def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
     """``variantComparison``: two variants of the session on the cases both graded; the
     decision and its reason are the verdict's, as the session recorded them."""
-    if not cmp:
+    if cmp is None:
         return []
-    control, candidate = md_escape(cmp.get("control")), md_escape(cmp.get("candidate"))
-    ci = cmp.get("ci95") or {}
-    test = cmp.get("mcnemar") or {}
-    p_value = test.get("pValue")
-    mdd = cmp.get("minimumDetectableDifference")
+    control, candidate = md_escape(cmp.control), md_escape(cmp.candidate)
+    ci = cmp.ci95
+    test = cmp.mcnemar
+    p_value = test.p_value
+    mdd = cmp.minimum_detectable_difference
     out = [
         "",
         f"## Variants: {candidate} vs {control}",
         "",
-        f"**{md_escape(cmp.get('decision'))}**: {md_escape(cmp.get('reason'))}",
+        f"**{md_escape(cmp.decision)}**: {md_escape(cmp.reason)}",
         "",
         "| Variant | Model | Pass rate (paired cases) |",
         "|---|---|---|",
-        f"| {control} (control) | {md_escape(cmp.get('controlModel'))} | "
-        f"{_pct(cmp.get('controlPassRate'))} |",
-        f"| {candidate} (candidate) | {md_escape(cmp.get('candidateModel'))} | "
-        f"{_pct(cmp.get('candidatePassRate'))} |",
+        f"| {control} (control) | {md_escape(cmp.control_model)} | {_pct(cmp.control_pass_rate)} |",
+        f"| {candidate} (candidate) | {md_escape(cmp.candidate_model)} | "
+        f"{_pct(cmp.candidate_pass_rate)} |",
         "",
-        f"- Paired cases: {cmp.get('cases')} (not paired: {cmp.get('unpaired', 0)})",
-        f"- Difference (candidate − control): {_pct(cmp.get('difference'), True)}, 95% CI "
-        f"{_pct(ci.get('lower'), True)} to {_pct(ci.get('upper'), True)} "
-        f"({md_escape(ci.get('method') or 'n/a')}, clustered by case, "
-        f"{cmp.get('resamples')} resamples, seed {cmp.get('seed')})",
-        f"- Non-inferiority margin: {_pct(cmp.get('margin'))}",
-        f"- Exact McNemar ({md_escape(test.get('rule'))} of attempts per case): "
-        f"{test.get('controlOnly')} cases pass only for the control, "
-        f"{test.get('candidateOnly')} only for the candidate, p = "
-        + (f"{p_value:.4g}" if isinstance(p_value, (int, float)) else "n/a (no discordant case)"),
+        f"- Paired cases: {cmp.cases} (not paired: {cmp.unpaired})",
+        f"- Difference (candidate − control): {_pct(cmp.difference, True)}, 95% CI "
+        f"{_pct(ci.lower if ci else None, True)} to {_pct(ci.upper if ci else None, True)} "
+        f"({md_escape((ci.method if ci else None) or 'n/a')}, clustered by case, "
+        f"{cmp.resamples} resamples, seed {cmp.seed})",
+        f"- Non-inferiority margin: {_pct(cmp.margin)}",
+        f"- Exact McNemar ({md_escape(test.rule)} of attempts per case): "
+        f"{test.control_only} cases pass only for the control, "
+        f"{test.candidate_only} only for the candidate, p = "
+        + (f"{p_value:.4g}" if p_value is not None else "n/a (no discordant case)"),
         "- Smallest difference these cases detect at 80% power (measured discordance): "
-        + (_pct(mdd) if isinstance(mdd, (int, float)) else "n/a"),
+        + (_pct(mdd) if mdd is not None else "n/a"),
     ]
-    for key, label in (("flippedWorse", "Flipped to FAIL"), ("flippedBetter", "Flipped to PASS")):
-        ids = cmp.get(key) or []
+    for ids, label in (
+        (cmp.flipped_worse, "Flipped to FAIL"),
+        (cmp.flipped_better, "Flipped to PASS"),
+    ):
         if ids:
             out.append(f"- {label}: " + ", ".join(md_escape(i) for i in ids))
-    costs = cmp.get("costs") or {}
-    if costs:
+    costs = cmp.costs
+    if costs is not None and (costs.control is not None or costs.candidate is not None):
         out += [
             "",
             "Whole runs (every case, not only the paired ones):",
@@ -63,16 +62,15 @@ def variant_lines(cmp: Mapping[str, Any] | None) -> list[str]:
             "| Variant | Latency median | p95 | Tokens | Estimated cost |",
             "|---|---|---|---|---|",
         ]
-        for side, name in (("control", control), ("candidate", candidate)):
-            c = costs.get(side) or {}
-            cost = c.get("estimatedCost")
+        for c, name in ((costs.control, control), (costs.candidate, candidate)):
+            c = c or VariantCostDoc()
+            cost = c.estimated_cost
             out.append(
-                f"| {name} | {_na(c.get('medianMs'), ' ms')} | {_na(c.get('p95Ms'), ' ms')} | "
-                f"{_na(c.get('totalTokens'))} | "
-                + (f"{cost:.4f} |" if isinstance(cost, (int, float)) else "n/a |")
+                f"| {name} | {_na(c.median_ms, ' ms')} | {_na(c.p95_ms, ' ms')} | "
+                f"{_na(c.total_tokens)} | " + (f"{cost:.4f} |" if cost is not None else "n/a |")
             )
     return out
 
 
-def _na(value: Any, unit: str = "") -> str:
-    return f"{value}{unit}" if isinstance(value, (int, float)) else "n/a"
+def _na(value: int | float | None, unit: str = "") -> str:
+    return f"{value}{unit}" if value is not None else "n/a"

@@ -53,6 +53,7 @@ from goldeval.reports.site_charts import (
     trend_view,
 )
 from goldeval.reports.templating import render
+from goldeval.results.documents import Case, RunDocument, typed_run
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.baseline import check_shape
 from goldeval.verdict.exit_codes import OK, USAGE
@@ -69,13 +70,13 @@ SHOWN_PROMPT = 300
 # -- loading --------------------------------------------------------------------------------
 
 
-def load_runs(runs_root: Path, warnings: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every readable ``<runs_root>/*/run.json``; unreadable or malformed ones are skipped.
+def load_runs(runs_root: Path, warnings: list[str] | None = None) -> list[RunDocument]:
+    """Every readable ``<runs_root>/*/run.json``, typed; unreadable or malformed ones are skipped.
 
     A message per skipped file is appended to ``warnings`` when a list is given. One damaged
     run (``cases: 5``, ``protocol: "x"``) must not take the whole history site down with it.
     """
-    runs: list[dict[str, Any]] = []
+    runs: list[RunDocument] = []
     root = Path(runs_root)
     if not root.is_dir():
         if warnings is not None:
@@ -93,22 +94,23 @@ def load_runs(runs_root: Path, warnings: list[str] | None = None) -> list[dict[s
                 warnings.append(f"{path}: skipped, not a run document")
             continue
         try:
-            check_shape(doc, path)
+            run = check_shape(doc, path)
         except BaselineError as exc:
             if warnings is not None:
                 warnings.append(f"skipped, malformed run document: {exc}")
             continue
-        doc.setdefault("runId", path.parent.name)
-        problem = _render_problem(doc)
+        if "run_id" not in run.model_fields_set:
+            run.run_id = path.parent.name
+        problem = _render_problem(run)
         if problem is not None:
             if warnings is not None:
                 warnings.append(f"{path}: skipped, cannot be rendered ({problem})")
             continue
-        runs.append(doc)
+        runs.append(run)
     return runs
 
 
-def _render_problem(run: dict[str, Any]) -> str | None:
+def _render_problem(run: RunDocument) -> str | None:
     """Why the run's pages cannot be rendered (a shape the checks above let through), else None.
 
     Rendering one run alone is cheap next to the site itself, and it keeps a surprise in one
@@ -125,31 +127,32 @@ def _render_problem(run: dict[str, Any]) -> str | None:
 # -- small helpers --------------------------------------------------------------------------
 
 
-def _sort_key(run: Mapping[str, Any]) -> tuple[str, str]:
-    return str(run.get("timestamp") or ""), str(run.get("runId") or "")
+def _sort_key(run: RunDocument) -> tuple[str, str]:
+    return run.timestamp or "", run.run_id or ""
 
 
-def _dataset(run: Mapping[str, Any]) -> str:
-    return str(
-        (run.get("protocol") or {}).get("datasetId") or run.get("datasetVersion") or "unknown"
+def _dataset(run: RunDocument) -> str:
+    return (run.protocol.dataset_id if run.protocol else None) or run.dataset_version or "unknown"
+
+
+def _mode(run: RunDocument) -> str:
+    return (
+        (run.configuration.golden_mode if run.configuration else None)
+        or (run.protocol.mode if run.protocol else None)
+        or "n/a"
     )
-
-
-def _mode(run: Mapping[str, Any]) -> str:
-    cfg = run.get("configuration") or {}
-    return str(cfg.get("goldenMode") or (run.get("protocol") or {}).get("mode") or "n/a")
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "run"
 
 
-def _page_names(runs: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+def _page_names(runs: Sequence[RunDocument]) -> dict[int, str]:
     """A unique, file-system-safe page name per run (keyed by ``id(run)``)."""
     names: dict[int, str] = {}
     used: set[str] = set()
     for run in runs:
-        base = _slug(str(run.get("runId")))
+        base = _slug(str(run.run_id))
         name, n = base, 1
         while name.lower() in used:
             n += 1
@@ -167,13 +170,13 @@ def _run_href(name: str) -> str:
 # -- per-case history -----------------------------------------------------------------------
 
 
-def case_history(runs: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any] | None]]:
+def case_history(runs: Sequence[RunDocument]) -> dict[str, list[Case | None]]:
     """caseId → its case record in each run (oldest first; ``None`` where absent)."""
     order: list[str] = []
-    by_case: dict[str, list[Mapping[str, Any] | None]] = {}
+    by_case: dict[str, list[Case | None]] = {}
     for i, run in enumerate(runs):
-        for case in run.get("cases") or []:
-            case_id = str(case.get("caseId"))
+        for case in run.cases:
+            case_id = case.case_id
             if case_id not in by_case:
                 order.append(case_id)
                 by_case[case_id] = [None] * len(runs)
@@ -181,27 +184,27 @@ def case_history(runs: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[st
     return {c: by_case[c] for c in sorted(order)}
 
 
-def flips(cells: Sequence[Mapping[str, Any] | None]) -> int:
+def flips(cells: Sequence[Case | None]) -> int:
     """How often the PASS/FAIL verdict changed between consecutive runs that had one."""
-    verdicts = [str(c.get("status")) for c in cells if c and c.get("status") in VERDICTS]
+    verdicts = [c.status for c in cells if c is not None and c.status in VERDICTS]
     return sum(1 for a, b in itertools.pairwise(verdicts) if a != b)
 
 
-def unstable_within_run(cells: Sequence[Mapping[str, Any] | None]) -> bool:
+def unstable_within_run(cells: Sequence[Case | None]) -> bool:
     for c in cells:
-        rate = (c or {}).get("successRate") or {}
-        if 0 < int(rate.get("hits") or 0) < int(rate.get("total") or 0):
+        rate = c.success_rate if c is not None else None
+        if rate is not None and 0 < rate.hits < rate.total:
             return True
     return False
 
 
-def is_flaky(cells: Sequence[Mapping[str, Any] | None]) -> bool:
+def is_flaky(cells: Sequence[Case | None]) -> bool:
     return flips(cells) >= 2 or unstable_within_run(cells)
 
 
-def history_view(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -> dict[str, Any]:
+def history_view(runs: Sequence[RunDocument], names: Mapping[int, str]) -> dict[str, Any]:
     """The case × run table: a column per run (oldest first), a row per case with its flags."""
-    columns = [{"run_id": run.get("runId"), "href": _run_href(names[id(run)])} for run in runs]
+    columns = [{"run_id": run.run_id, "href": _run_href(names[id(run)])} for run in runs]
     rows = []
     for case_id, cells in case_history(runs).items():
         shown: list[dict[str, Any] | None] = []
@@ -209,9 +212,9 @@ def history_view(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) ->
             if c is None:
                 shown.append(None)
                 continue
-            rate = c.get("successRate") or {}
-            tip = f"{rate.get('hits', 0)} / {rate.get('total', 0)} attempts passed"
-            shown.append({"tip": tip, "status": c.get("status")})
+            rate = c.success_rate
+            tip = f"{rate.hits if rate else 0} / {rate.total if rate else 0} attempts passed"
+            shown.append({"tip": tip, "status": c.status})
         rows.append(
             {"case_id": case_id, "flips": flips(cells), "flaky": is_flaky(cells), "cells": shown}
         )
@@ -221,27 +224,28 @@ def history_view(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) ->
 # -- pages ----------------------------------------------------------------------------------
 
 
-def _run_row(run: Mapping[str, Any], names: Mapping[int, str]) -> dict[str, Any]:
-    metric = (run.get("metrics") or {}).get("overallPassRate")
-    gate = (run.get("qualityGate") or {}).get("verdict") or "not applied"
+def _run_row(run: RunDocument, names: Mapping[int, str]) -> dict[str, Any]:
+    metric = run.metrics.overall_pass_rate if run.metrics else None
+    gate = (run.quality_gate.verdict if run.quality_gate else None) or "not applied"
     if not_comparable(run):
         gate = NOT_COMPARABLE
     return {
         "href": _run_href(names[id(run)]),
-        "run_id": run.get("runId"),
-        "timestamp": run.get("timestamp"),
+        "run_id": run.run_id,
+        "timestamp": run.timestamp,
         "dataset": _dataset(run),
         "mode": _mode(run),
         "model": run_model(run),
-        "status": run.get("status"),
+        "status": run.status,
         "overall": fmt_pct(rate_of(metric)),
-        "hits": (metric or {}).get("hits", 0),
-        "total": (metric or {}).get("total", 0),
+        "hits": metric.hits if metric else 0,
+        "total": metric.total if metric else 0,
         "gate": gate,
     }
 
 
-def render_index(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) -> str:
+def render_index(runs: Sequence[RunDocument], names: Mapping[int, str]) -> str:
+    """The index page; ``names``: each run's page name, keyed by ``id(run)``."""
     newest = sorted(runs, key=_sort_key, reverse=True)
     datasets = []
     for ds in sorted({_dataset(r) for r in runs}):
@@ -265,55 +269,59 @@ def render_index(runs: Sequence[Mapping[str, Any]], names: Mapping[int, str]) ->
     )
 
 
-def _case_row(case: Mapping[str, Any], cls: Any) -> dict[str, Any]:
-    rate = case.get("successRate") or {}
-    status = case.get("status")
+def _case_row(case: Case, cls: Any) -> dict[str, Any]:
+    rate = case.success_rate
+    status = case.status
     reasons: list[str] = []
     if status == "FAIL":
         reasons = failure_reasons(case)
     elif status == "ERROR":
         reasons = error_reasons(case)
-    prompt = str((case.get("metadata") or {}).get("prompt") or "")
+    prompt = str(case.metadata.get("prompt") or "")
     return {
-        "case_id": str(case.get("caseId")),
+        "case_id": case.case_id,
         "status": status,
-        "hits": rate.get("hits", 0),
-        "total": rate.get("total", 0),
+        "hits": rate.hits if rate else 0,
+        "total": rate.total if rate else 0,
         "cls": cls,
-        "kinds": ", ".join(str(k) for k in case.get("kinds") or []),
+        "kinds": ", ".join(case.kinds),
         "reasons": reasons[:SHOWN_REASONS],
         "more_reasons": max(0, len(reasons) - SHOWN_REASONS),
         "prompt": prompt[:SHOWN_PROMPT] + ("…" if len(prompt) > SHOWN_PROMPT else ""),
     }
 
 
-def render_run(run: Mapping[str, Any]) -> str:
+def render_run(raw: RunDocument | Mapping[str, Any]) -> str:
+    """A run's page: ``raw`` is the typed document, or run.json's JSON object (typed here,
+    once: the service renders a stored document)."""
+    run = typed_run(raw)
     classes = comparison_classes(run)
     return render(
         "run.html.j2",
         csp=CSP,
-        title=f"Run {run.get('runId')}",
-        run_id=run.get("runId"),
-        status=run.get("status"),
+        title=f"Run {run.run_id}",
+        run_id=run.run_id,
+        status=run.status,
         dataset=_dataset(run),
-        timestamp=run.get("timestamp"),
+        timestamp=run.timestamp,
         protocol=protocol_rows(run),
         metrics=metric_rows(run),
         comparison=comparison_view(run),
         variants=variant_view(run),
         not_comparable=(
-            {"label": NOT_COMPARABLE, "reason": (run.get("exitDecision") or {}).get("reason")}
+            {
+                "label": NOT_COMPARABLE,
+                "reason": run.exit_decision.reason if run.exit_decision else None,
+            }
             if not_comparable(run)
             else None
         ),
         gate=gate_view(run),
-        cases=[
-            _case_row(case, classes.get(str(case.get("caseId")))) for case in run.get("cases") or []
-        ],
+        cases=[_case_row(case, classes.get(case.case_id)) for case in run.cases],
     )
 
 
-def build_site(out_dir: Path, runs: list[dict[str, Any]]) -> Path:
+def build_site(out_dir: Path, runs: Sequence[RunDocument]) -> Path:
     """Write the static site for ``runs`` into ``out_dir``; returns the index page's path."""
     out = Path(out_dir)
     names = _page_names(sorted(runs, key=_sort_key))

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from goldeval.core.rates import LOWER_IS_BETTER
 from goldeval.reports.html import fmt_ci, fmt_pct, rate_of
 from goldeval.reports.labels import chart_label
+from goldeval.results.documents import RateDoc, RunDocument
 from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, normal_mode
 from goldeval.verdict.exit_codes import COMPARISON_INVALID
 
@@ -22,39 +23,39 @@ NOT_COMPARABLE = "not comparable"
 SERIES_COLOURS = ("#8250df", "#1a7f37", "#bc4c00", "#57606a", "#bf3989", "#0550ae")
 
 
-def run_model(run: Mapping[str, Any]) -> Any:
+def run_model(run: RunDocument) -> str | None:
     return (
-        (run.get("protocol") or {}).get("model")
-        or run.get("model")
-        or (run.get("configuration") or {}).get("model")
+        (run.protocol.model if run.protocol else None)
+        or run.model
+        or (run.configuration.model if run.configuration else None)
     )
 
 
-def not_comparable(run: Mapping[str, Any]) -> bool:
+def not_comparable(run: RunDocument) -> bool:
     """The run exited 65: its baseline comparison was invalid, so its gate verdict says
     nothing about a regression (it is neither PASS nor FAIL)."""
-    decision = run.get("exitDecision")
-    return isinstance(decision, Mapping) and decision.get("code") == COMPARISON_INVALID
+    return run.exit_decision is not None and run.exit_decision.code == COMPARISON_INVALID
 
 
-def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
+def protocol_view(run: RunDocument) -> dict[str, Any]:
     """What two runs must share to be comparable (as in :mod:`goldeval.verdict.comparison`): every
     protocol key, ``selectedCaseIds`` as a set, provider/model/judge only in live mode. A run
     without a protocol object: dataset version and hash, mode, model and repetitions."""
-    protocol = run.get("protocol")
-    configuration = run.get("configuration")
-    # verdict.comparison.run_mode's rule, on the JSON form the site reads.
-    mode = normal_mode(protocol.get("mode")) if isinstance(protocol, Mapping) else None
-    if mode is None and isinstance(configuration, Mapping):
-        mode = normal_mode(configuration.get("mode"))
-    if not isinstance(protocol, Mapping):
-        cfg = run.get("configuration") or {}
+    # The protocol as JSON, key by key (as verdict.protocol_check compares it): a key the
+    # run left out is not the same line as a key written empty.
+    protocol = run.protocol.dump() if run.protocol is not None else None
+    configuration = run.configuration
+    # verdict.comparison.run_mode's rule.
+    mode = normal_mode(protocol.get("mode")) if protocol is not None else None
+    if mode is None and configuration is not None:
+        mode = normal_mode(configuration.mode)
+    if protocol is None:
         return {
-            "datasetVersion": run.get("datasetVersion"),
-            "datasetHash": run.get("datasetHash"),
+            "datasetVersion": run.dataset_version,
+            "datasetHash": run.dataset_hash,
             "mode": mode,
             "model": run_model(run) if mode == "LIVE" else None,
-            "repetitions": cfg.get("repetitions") if isinstance(cfg, Mapping) else None,
+            "repetitions": configuration.repetitions if configuration is not None else None,
         }
     view: dict[str, Any] = {}
     for key in PROTOCOL_KEYS:
@@ -69,13 +70,13 @@ def protocol_view(run: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
-def protocol_key(run: Mapping[str, Any]) -> str:
+def protocol_key(run: RunDocument) -> str:
     """A short stable id of the run's comparable protocol (one trend line per id)."""
     text = json.dumps(protocol_view(run), sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def protocol_label(run: Mapping[str, Any]) -> str:
+def protocol_label(run: RunDocument) -> str:
     view = protocol_view(run)
     ids = view.get("selectedCaseIds")
     cases = f"{len(ids)} cases" if isinstance(ids, list) else "cases n/a"
@@ -87,7 +88,7 @@ def protocol_label(run: Mapping[str, Any]) -> str:
     )
 
 
-def protocol_legend(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def protocol_legend(runs: Sequence[RunDocument]) -> list[dict[str, Any]]:
     """One legend entry per comparable protocol, in order of first appearance."""
     keys = [protocol_key(r) for r in runs]
     legend = []
@@ -105,7 +106,7 @@ def protocol_legend(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def trend_view(
-    metric: str, runs: Sequence[Mapping[str, Any]], width: int = 380, height: int = 190
+    metric: str, runs: Sequence[RunDocument], width: int = 380, height: int = 190
 ) -> dict[str, Any]:
     """An SVG line chart of one rate over runs (oldest left), with its Wilson band: one line
     per comparable protocol (``templates/trend.svg.j2`` draws it)."""
@@ -125,7 +126,7 @@ def trend_view(
     ]
     points: list[Point | None] = []
     for i, run in enumerate(runs):
-        m = (run.get("metrics") or {}).get(metric)
+        m = run.metrics.rate(metric) if run.metrics is not None else None
         value = rate_of(m)
         points.append(None if value is None or m is None else (x(i), value, m, run))
     # One line per comparable protocol: a line joins only runs that could be compared with
@@ -152,13 +153,13 @@ def trend_view(
         "ticks": ticks,
         "series": series,
         "no_data": no_data,
-        "first": str(runs[0].get("runId")) if n else None,
-        "last": str(runs[-1].get("runId")) if n > 1 else None,
+        "first": str(runs[0].run_id) if n else None,
+        "last": str(runs[-1].run_id) if n > 1 else None,
     }
 
 
 #: A chart point: x, value, the metric's rate object, the run.
-Point = tuple[float, float, Mapping[str, Any], Mapping[str, Any]]
+Point = tuple[float, float, RateDoc, RunDocument]
 
 
 def _series_colour(metric: str, number: int) -> str:
@@ -180,28 +181,27 @@ def _segments(points: Sequence[Point | None], y: Callable[[float], float]) -> li
             segments[-1].append(p)
     out: list[dict[str, Any]] = []
     for seg in segments:
-        band_ci = [(px, (m.get("ci95") or {})) for px, _, m, _ in seg]
+        band_ci = [(px, m.ci95) for px, _, m, _ in seg if m.ci95 is not None]
         band: dict[str, Any] | None = None
-        if band_ci and all(
-            ci.get("lower") is not None and ci.get("upper") is not None for _, ci in band_ci
-        ):
+        # A band only where every point of the segment has its interval.
+        if band_ci and len(band_ci) == len(seg):
             if len(band_ci) == 1:
                 px, ci = band_ci[0]
                 band = {
                     "line": True,
                     "x": f"{px:.1f}",
-                    "upper": f"{y(ci['upper']):.1f}",
-                    "lower": f"{y(ci['lower']):.1f}",
+                    "upper": f"{y(ci.upper):.1f}",
+                    "lower": f"{y(ci.lower):.1f}",
                 }
             else:
-                upper = [f"{px:.1f},{y(ci['upper']):.1f}" for px, ci in band_ci]
-                lower = [f"{px:.1f},{y(ci['lower']):.1f}" for px, ci in reversed(band_ci)]
+                upper = [f"{px:.1f},{y(ci.upper):.1f}" for px, ci in band_ci]
+                lower = [f"{px:.1f},{y(ci.lower):.1f}" for px, ci in reversed(band_ci)]
                 band = {"line": False, "points": " ".join(upper + lower)}
         line = " ".join(f"{px:.1f},{y(v):.1f}" for px, v, _, _ in seg) if len(seg) > 1 else None
         dots = []
         for px, v, m, run in seg:
             tip = (
-                f"{run.get('runId')}: {fmt_pct(v)} ({m.get('hits', 0)} / {m.get('total', 0)})"
+                f"{run.run_id}: {fmt_pct(v)} ({m.hits} / {m.total})"
                 f", Wilson 95% {fmt_ci(m)}"
             )
             hollow = not_comparable(run)

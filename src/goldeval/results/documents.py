@@ -19,9 +19,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from goldeval.core.errors import BaselineError
+from goldeval.results.document_base import Doc as _Doc
+from goldeval.results.document_base import IntervalDoc
+from goldeval.results.variant_documents import (
+    McNemarDoc,
+    VariantComparisonDoc,
+    VariantCostDoc,
+    VariantCostsDoc,
+)
 
 __all__ = [
     "Attempt",
@@ -30,6 +38,8 @@ __all__ = [
     "Configuration",
     "ExitDecisionDoc",
     "GateDoc",
+    "IntervalDoc",
+    "McNemarDoc",
     "Metrics",
     "PassAtKDoc",
     "Protocol",
@@ -38,19 +48,11 @@ __all__ = [
     "StoppedEarlyDoc",
     "Summary",
     "VariantComparisonDoc",
+    "VariantCostDoc",
+    "VariantCostsDoc",
     "typed_run",
     "validate_run_document",
 ]
-
-
-class _Doc(BaseModel):
-    """A JSON object of the run document: strict types, unknown keys kept."""
-
-    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
-
-    def dump(self) -> dict[str, Any]:
-        """The JSON object again (the names and only the keys it was built with)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 class RateDoc(_Doc):
@@ -59,6 +61,8 @@ class RateDoc(_Doc):
     hits: int
     total: int
     rate: float | None = None
+    #: The Wilson 95% interval (``results.metrics.rate_dict``), when the rate has one.
+    ci95: IntervalDoc | None = None
 
 
 class TokensDoc(_Doc):
@@ -96,6 +100,9 @@ class Attempt(_Doc):
     error_message: str | None = Field(default=None, alias="errorMessage")
     output: str | None = None
     judge: dict[str, Any] | None = None
+    #: The messages sent, when the case used a template or a conversation.
+    prompt_messages: list[dict[str, Any]] | None = Field(default=None, alias="promptMessages")
+    skip_reason: str | None = Field(default=None, alias="skipReason")
 
 
 class Case(_Doc):
@@ -128,6 +135,8 @@ class Protocol(_Doc):
     model: str | None = None
     judge_enabled: bool | None = Field(default=None, alias="judgeEnabled")
     judge_model: str | None = Field(default=None, alias="judgeModel")
+    #: The dataset's profile (a run written before profiles has none: java-autotest).
+    profile: str | None = None
 
 
 class Configuration(_Doc):
@@ -150,14 +159,6 @@ class Configuration(_Doc):
     experiment_id: str | None = Field(default=None, alias="experimentId")
     concurrency: int | None = None
     deadline_seconds: float | None = Field(default=None, alias="deadlineSeconds")
-
-
-class IntervalDoc(_Doc):
-    """A two-sided 95% interval and its method (``bootstrap-percentile`` or ``normal``)."""
-
-    lower: float
-    upper: float
-    method: str
 
 
 class PassAtKRowDoc(_Doc):
@@ -202,6 +203,22 @@ class Metrics(_Doc):
     pass_at_k: PassAtKDoc | None = Field(default=None, alias="passAtK")
     weighted_score: float | None = Field(default=None, alias="weightedScore")
     weighted_score_formula: str | None = Field(default=None, alias="weightedScoreFormula")
+    # What the reports show besides the rates (results.metrics.MetricsAccumulator.dump).
+    retries: dict[str, Any] | None = None
+    judge: dict[str, Any] | None = None
+    soft_scores: dict[str, dict[str, Any]] | None = Field(default=None, alias="softScores")
+    queue_wait: dict[str, Any] | None = Field(default=None, alias="queueWait")
+    time_to_first_token: dict[str, Any] | None = Field(default=None, alias="timeToFirstToken")
+
+    def rate(self, name: str) -> RateDoc | None:
+        """The rate named by its JSON name (``overallPassRate``), None when the run has none."""
+        field = _METRIC_FIELDS.get(name)
+        value = getattr(self, field) if field is not None else None
+        return value if isinstance(value, RateDoc) else None
+
+
+#: A metric's JSON name → its field in :class:`Metrics`.
+_METRIC_FIELDS = {(f.alias or n): n for n, f in Metrics.model_fields.items()}
 
 
 class GateRuleDoc(_Doc):
@@ -234,52 +251,8 @@ class Comparison(_Doc):
     metrics: list[dict[str, Any]] = Field(default_factory=list)
     mcnemar: dict[str, Any] | None = None
     quality_gate: GateDoc | None = Field(default=None, alias="qualityGate")
-
-
-class McNemarDoc(_Doc):
-    """The exact McNemar test of a variant comparison (goldeval.results.sampling.McNemar)."""
-
-    rule: str
-    cases: int
-    control_only: int = Field(alias="controlOnly")
-    candidate_only: int = Field(alias="candidateOnly")
-    p_value: float | None = Field(default=None, alias="pValue")
-
-
-class VariantComparisonDoc(_Doc):
-    """``variantComparison``: two variants of one session on the cases both graded
-    (goldeval.results.variant_comparison); ``decision`` and ``reason`` are the verdict's
-    (goldeval.verdict.variants), which a regate recomputes from the figures."""
-
-    control: str
-    candidate: str
-    control_model: str | None = Field(default=None, alias="controlModel")
-    candidate_model: str | None = Field(default=None, alias="candidateModel")
-    outcome_rule: str = Field(alias="outcomeRule")
-    cases: int
-    unpaired: int = 0
-    control_pass_rate: float | None = Field(default=None, alias="controlPassRate")
-    candidate_pass_rate: float | None = Field(default=None, alias="candidatePassRate")
-    difference: float | None = None
-    ci95: IntervalDoc | None = None
-    margin: float
-    #: The statistic's own verdict (sampling.NonInferiority): PASS, FAIL or UNDERPOWERED.
-    non_inferiority: str = Field(alias="nonInferiority")
-    more_cases: int | None = Field(default=None, alias="moreCases")
-    mcnemar: McNemarDoc
-    flipped_worse: list[str] = Field(default_factory=list, alias="flippedWorse")
-    flipped_better: list[str] = Field(default_factory=list, alias="flippedBetter")
-    discordance: float | None = None
-    minimum_detectable_difference: float | None = Field(
-        default=None, alias="minimumDetectableDifference"
-    )
-    resamples: int
-    seed: int
-    confidence: float
-    #: Each variant's whole-run latency (medianMs, p95Ms), totalTokens and estimatedCost.
-    costs: dict[str, dict[str, Any]] | None = None
-    decision: str | None = None
-    reason: str | None = None
+    #: The baseline's run id, when the comparison was against a stored run (the service).
+    baseline_run_id: str | None = Field(default=None, alias="baselineRunId")
 
 
 class ExitDecisionDoc(_Doc):
@@ -323,7 +296,8 @@ class Summary(_Doc):
     exit_decision: ExitDecisionDoc | None = Field(default=None, alias="exitDecision")
     notes: list[str] = Field(default_factory=list)
     incomplete: bool | None = None
-    duration_ms: float | None = Field(default=None, alias="durationMs")
+    #: int | float: report.md shows the number as written (``12 ms``, not ``12.0 ms``).
+    duration_ms: int | float | None = Field(default=None, alias="durationMs")
     # The counters (results.rollup.Counters); absent in some reference-format documents.
     cases_total: int | None = Field(default=None, alias="casesTotal")
     cases_passed: int | None = Field(default=None, alias="casesPassed")
@@ -352,6 +326,12 @@ class Summary(_Doc):
     pytest_status: int | None = Field(default=None, alias="pytestStatus")
     #: How many tests that are not golden items failed in the session.
     other_failures: int | None = Field(default=None, alias="otherFailures")
+    judge_model: str | None = Field(default=None, alias="judgeModel")
+    experiment_id: str | None = Field(default=None, alias="experimentId")
+    #: Judge calls that failed (live runs with the judge on).
+    judge_errors: int | None = Field(default=None, alias="judgeErrors")
+    #: The judge model is the generator model (pytest_plugin.run_writing notes it).
+    judge_self_preference: bool | None = Field(default=None, alias="judgeSelfPreference")
 
 
 class RunDocument(Summary):

@@ -20,6 +20,7 @@ from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.results import run_folder as artifacts
+from goldeval.results.documents import typed_run
 from goldeval.results.evidence import MANIFEST, is_temp
 from goldeval.results.run_document import RUN_DOCUMENT
 
@@ -208,12 +209,15 @@ class Finalisation:
         runs = [self.runs[d] for d in self.dirs if d in self.runs] or [{"runId": run_id}]
         for run in runs:
             try:  # one FAILED line per run: history never shows a failed run as finished
-                artifacts.append_history(out_dir, {**run, **marks})
+                artifacts.append_history(out_dir, typed_run({**run, **marks}))
             except (OSError, GoldevalError):
                 pass  # the history file may be what failed
         if recorder is not None and getattr(recorder, "began", False):
             marked = {**runs[0], **marks}
-            summary = artifacts.summary(marked)
+            try:
+                summary = artifacts.summary(typed_run(marked))
+            except GoldevalError:  # a field of the wrong type: the marks alone still say it
+                summary = artifacts.summary(typed_run(marks))
             # The store's copy of the run document (what the service shows and compares):
             # the fault recorded as in run.json, so its verdict is the session's.
             summary[RUN_DOCUMENT] = {k: v for k, v in marked.items() if k != "cases"}

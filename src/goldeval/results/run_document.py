@@ -63,6 +63,50 @@ _COMPACT = (",", ":")
 RUN_DOCUMENT = "runDocument"
 
 
+#: ``projectRoot`` as run.json records it: the other paths are relative to the project root.
+PROJECT_ROOT_HERE = "."
+
+
+def project_relative(path: Path | str, root: Path) -> str:
+    """``path`` as run.json records it: relative to the project ``root``, '/'-separated.
+
+    run.json is downloaded from the service, attached to CI jobs and kept in the store; an
+    absolute path would name the machine's folders (a user name, a server layout) there.
+    A path outside the project keeps only the steps from the root (``../shared/golden``);
+    on another drive (Windows), only its name.
+    """
+    target = os.path.abspath(path)
+    try:
+        relative = os.path.relpath(target, os.path.abspath(root))
+    except ValueError:
+        return Path(target).name
+    return Path(relative).as_posix()
+
+
+def relative_origin_fields(
+    root: str, golden_root: Any, baseline_path: Any, configuration: Any
+) -> dict[str, Any]:
+    """The fields that make a run document written before paths were relative (its
+    ``projectRoot`` the absolute ``root``) name its paths relative to that root: the store's
+    copy shown by the service and ``goldeval export`` must not name the machine's folders.
+
+    The arguments are the document's ``goldenRoot``, ``baselinePath`` and ``configuration``
+    as recorded (any JSON value); returns the top-level fields to update.
+    """
+    out: dict[str, Any] = {"projectRoot": PROJECT_ROOT_HERE}
+    for key, value in (("goldenRoot", golden_root), ("baselinePath", baseline_path)):
+        if isinstance(value, str) and os.path.isabs(value):
+            out[key] = project_relative(value, Path(root))
+    if isinstance(configuration, dict):
+        output_dir = configuration.get("outputDir")
+        if isinstance(output_dir, str) and os.path.isabs(output_dir):
+            out["configuration"] = {
+                **configuration,
+                "outputDir": project_relative(output_dir, Path(root)),
+            }
+    return out
+
+
 @dataclass(frozen=True)
 class AttemptEntry:
     case_id: str

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.results.documents import RunDocument
 from goldeval.results.rollup import COUNTER_KEYS
 
 try:
@@ -213,15 +214,23 @@ SUMMARY_KEYS = (
 )
 
 
-def summary(run: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: run[k] for k in SUMMARY_KEYS if k in run}
-    m = run.get("metrics", {})
-    out["metrics"] = {k: v for k, v in m.items() if isinstance(v, dict) and "hits" in v}
-    out["slices"] = m.get("slices", {})
-    out["graders"] = m.get("graders", {})
-    out["weightedScore"] = m.get("weightedScore")
-    out["latency"] = m.get("latency")
-    out["tokens"] = m.get("tokens")
+def summary(run: RunDocument) -> dict[str, Any]:
+    """``summary.json``: the run's identity, counters, gate and exit decision, and its rates,
+    in the order of :data:`SUMMARY_KEYS` (each value as run.json holds it)."""
+    fields = run.model_dump(
+        mode="json", by_alias=True, exclude_unset=True, exclude={"cases", "comparison"}
+    )
+    out = {k: fields[k] for k in SUMMARY_KEYS if k in fields}
+    metrics = run.metrics
+    rates = metrics.dump() if metrics is not None else {}
+    # The rates are the metrics with hits (the nine reference rates, unstableCaseRate), in
+    # run.json's order: the Metrics model declares them in the order the writer adds them.
+    out["metrics"] = {k: v for k, v in rates.items() if isinstance(v, dict) and "hits" in v}
+    out["slices"] = rates.get("slices", {})
+    out["graders"] = rates.get("graders", {})
+    out["weightedScore"] = metrics.weighted_score if metrics is not None else None
+    out["latency"] = metrics.latency if metrics is not None else None
+    out["tokens"] = rates.get("tokens")
     return out
 
 
@@ -273,25 +282,28 @@ def write_case(run_dir: Path, case: Mapping[str, Any], mode: str) -> list[Path]:
     return written
 
 
-def history_line(run: Mapping[str, Any]) -> dict[str, Any]:
-    overall = run.get("metrics", {}).get("overallPassRate", {})
-    gate = run.get("qualityGate") or {}
+def history_line(run: RunDocument) -> dict[str, Any]:
+    """One line of ``history.jsonl``: who, what and how the run ended (nulls left out)."""
+    metrics = run.metrics
+    overall = metrics.overall_pass_rate if metrics is not None else None
+    gate, decision = run.quality_gate, run.exit_decision
+    extra = run.model_extra or {}
     line = {
-        "timestamp": run.get("timestamp"),
-        "runId": run.get("runId"),
-        "gitCommit": run.get("gitCommit"),
-        "experiment": run.get("experimentId"),
-        "model": run.get("model"),
-        "judgeModel": run.get("judgeModel"),
-        "datasetVersion": run.get("datasetVersion"),
-        "datasetHash": run.get("datasetHash"),
-        "configFingerprint": run.get("configFingerprint"),
-        "overallHits": overall.get("hits"),
-        "overallTotal": overall.get("total"),
-        "overallPassRate": overall.get("rate"),
-        "qualityGate": gate.get("verdict", "NOT_APPLIED"),
-        "status": run.get("status"),
-        "exitCode": (run.get("exitDecision") or {}).get("code"),
+        "timestamp": run.timestamp,
+        "runId": run.run_id,
+        "gitCommit": run.git_commit,
+        "experiment": extra.get("experimentId"),
+        "model": run.model,
+        "judgeModel": extra.get("judgeModel"),
+        "datasetVersion": run.dataset_version,
+        "datasetHash": run.dataset_hash,
+        "configFingerprint": run.config_fingerprint,
+        "overallHits": overall.hits if overall is not None else None,
+        "overallTotal": overall.total if overall is not None else None,
+        "overallPassRate": overall.rate if overall is not None else None,
+        "qualityGate": gate.verdict if gate is not None else "NOT_APPLIED",
+        "status": run.status,
+        "exitCode": decision.code if decision is not None else None,
     }
     return {k: v for k, v in line.items() if v is not None}
 
@@ -319,7 +331,7 @@ def _open_no_follow(path: Path, flags: int, what: str) -> int:
     return fd
 
 
-def append_history(out_dir: Path, run: Mapping[str, Any]) -> tuple[Path, int, int]:
+def append_history(out_dir: Path, run: RunDocument) -> tuple[Path, int, int]:
     """Append the run's line to ``history.jsonl``; return (path, offset before, after).
 
     One locked O_APPEND write: runs finishing at the same moment never interleave. A line

@@ -14,10 +14,13 @@ import html
 from datetime import datetime
 from typing import Any
 
+from goldeval.core.errors import BaselineError
 from goldeval.core.limits import LIMITS_BY_NAME
 from goldeval.reports import site
+from goldeval.results.documents import RunDocument, typed_run
 from goldeval.results.run_document import RUN_DOCUMENT
-from goldeval.store.queue import RunQueue, ServiceRun, decode_cursor, encode_cursor
+from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.queue import RunQueue, ServiceRun
 
 PAGE_RUNS = int(LIMITS_BY_NAME["ui_page_runs"].default)
 
@@ -48,12 +51,16 @@ def index_page(
     """(the page's HTML, the cursor of the next, older page or None)."""
     jobs = q.page(limit=size + 1, before=before)
     shown = jobs[:size]
-    docs: list[dict[str, Any]] = []
+    docs: list[RunDocument] = []
     names: dict[int, str] = {}
     for job in shown:
-        doc = _summary_document(q, job)
-        if doc is None:
+        raw = _summary_document(q, job)
+        if raw is None:
             continue
+        try:
+            doc = typed_run(raw, f"run {job.id}")
+        except BaselineError:
+            continue  # a damaged stored summary is left off, as goldeval site skips its run.json
         docs.append(doc)
         names[id(doc)] = job.id
     older = None

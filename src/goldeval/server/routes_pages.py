@@ -23,20 +23,21 @@ _HTML_HEADERS = {
 @router.get("/ui/", response_class=HTMLResponse)
 @router.get("/ui/index.html", response_class=HTMLResponse)
 def ui_index(
-    _: Annotated[Principal, Depends(browse)],
+    caller: Annotated[Principal, Depends(browse)],
     service: ServiceDep,
     before: Annotated[str | None, Query(max_length=512)] = None,
 ) -> HTMLResponse:
-    """Newest runs first, ``ui_page_runs`` a page; ``?before=`` is the older page's link."""
-    return HTMLResponse(service.page_index(before), headers=_HTML_HEADERS)
+    """Newest runs first, ``ui_page_runs`` a page; ``?before=`` is the older page's link.
+    Bounded per key and cached per role (:mod:`goldeval.server.page_guard`)."""
+    return HTMLResponse(service.page_index(before, caller), headers=_HTML_HEADERS)
 
 
 @router.get("/ui/runs/{page}", response_class=HTMLResponse)
 def ui_run(
     page: str,
-    _: Annotated[Principal, Depends(browse)],
+    caller: Annotated[Principal, Depends(browse)],
     service: ServiceDep,
     compare: Annotated[str | None, Query(max_length=128)] = None,
 ) -> HTMLResponse:
     run_id = page[: -len(".html")] if page.endswith(".html") else page
-    return HTMLResponse(service.page_run(run_id, compare), headers=_HTML_HEADERS)
+    return HTMLResponse(service.page_run(run_id, compare, caller), headers=_HTML_HEADERS)

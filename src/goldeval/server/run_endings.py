@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 from pathlib import Path
+from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
@@ -72,7 +74,7 @@ def mark_killed(job: ServiceRun, queue: RunQueue, row: RunRow | None, signum: in
                 rerunCommand=resume,
                 exitDecision={"code": decision.code, "reason": decision.reason},
             )
-            summary = run_summary(document)
+            summary = run_summary(typed_run(document, f"run {row.run_id}"))
             summary[RUN_DOCUMENT] = document
             queue.store.finish_run(row.run_id, "INTERRUPTED", summary)
         except (StoreError, GoldevalError) as exc:
@@ -138,6 +140,20 @@ def folder_fault(run_dir: Path, code: int) -> str | None:
     store could not take it (a store down at the end leaves its run RUNNING) and the log's
     tail has no decision line. Only a fault decided with ``code`` counts: a run key's folder
     is shared, and an earlier session's record must not explain this one's exit."""
+    doc = _run_json(run_dir)
+    fault = doc.get(FAULT_KEY) if doc is not None else None
+    decision = doc.get("exitDecision") if doc is not None else None
+    if not isinstance(fault, dict) or not isinstance(decision, dict):
+        return None
+    reason = fault.get("reason")
+    if decision.get("code") != code or not isinstance(reason, str) or not reason:
+        return None
+    return one_line(reason)
+
+
+def _run_json(run_dir: Path) -> dict[str, Any] | None:
+    """The run folder's run.json as written by the plugin (None: absent, a symlink, too large
+    or not a JSON object)."""
     path = run_dir / "run.json"
     try:
         if path.is_symlink() or path.stat().st_size > _RUN_JSON_MAX:
@@ -145,14 +161,39 @@ def folder_fault(run_dir: Path, code: int) -> str | None:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    fault = doc.get(FAULT_KEY) if isinstance(doc, dict) else None
-    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
-    if not isinstance(fault, dict) or not isinstance(decision, dict):
+    return doc if isinstance(doc, dict) else None
+
+
+def folder_record(run_dir: Path, store_run_id: str, exit_code: int | None) -> dict[str, Any] | None:
+    """The plugin's whole record of a run whose store record never got its end (the store
+    failed during the run: attempts missing, no verdict): the run folder's run.json, when it
+    is this run's and its verdict is the one its last pytest process exited with (a run key's
+    folder is shared: an earlier session's record must not stand for this one).
+    ``goldeval compare`` and ``goldeval gate`` decide from that file, so the service's
+    surfaces decide from it too."""
+    doc = _run_json(run_dir)
+    decision = doc.get("exitDecision") if doc is not None else None
+    if doc is None or doc.get("runId") != store_run_id or not isinstance(decision, dict):
         return None
-    reason = fault.get("reason")
-    if decision.get("code") != code or not isinstance(reason, str) or not reason:
-        return None
-    return one_line(reason)
+    return doc if exit_code is not None and decision.get("code") == exit_code else None
+
+
+#: The prefix of the plugin's decision line (``goldeval decision: exit 65 — <reason>``).
+DECISION_LINE = re.compile(r"^goldeval decision: exit -?\d+ — ")
+
+
+def ended_decision(row: RunRow | None, code: int, error: str | None) -> ExitDecision:
+    """The exit decision of a run's last pytest process, recorded on the queue row when the
+    worker ends the run: the one the plugin recorded in the store, unless that process ended
+    with another code (a refused resume exits 65 while the store still holds the earlier
+    session's 75; a failed finalisation recorded none). Then the decision that process printed
+    (its decision line, kept in ``error``), else how it ended. Its code is always ``code``."""
+    summary = row.summary if row is not None else None
+    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    recorded = doc.get("exitDecision") if isinstance(doc, dict) else None
+    if isinstance(recorded, dict) and recorded.get("code") == code:
+        return ExitDecision(code, one_line(str(recorded.get("reason") or "")))
+    return ExitDecision(code, DECISION_LINE.sub("", error or "") or exit_text(code))
 
 
 def signal_name(code: int) -> str:

@@ -4,7 +4,6 @@ last pytest process."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -14,6 +13,7 @@ from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server.artifact_files import ARTIFACT_TYPES
 from goldeval.server.models import ArtifactOut, RunOut
 from goldeval.server.problems import Problem
+from goldeval.server.run_endings import DECISION_LINE
 from goldeval.server.settings import RUN_ID, ServiceSettings
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
 
@@ -58,8 +58,13 @@ def run_view(settings: ServiceSettings, q: RunQueue, job: ServiceRun, *, detail:
     if not detail:
         return out
     _add_store_run(settings, q, job, out)
-    # After a run the plugin never began (exit 4), too: exitCode is the decision's code.
-    out.exitDecision = _process_decision(job, out.exitDecision, out.error)
+    if job.exit_decision is not None:
+        # The decision the worker recorded with the status (schema 11): exitCode is its code.
+        out.exitDecision = ExitDecisionDoc.model_validate(settings.public_data(job.exit_decision))
+    else:
+        # A run ended before schema 11: rebuilt as then (after a run the plugin never began,
+        # exit 4, too: exitCode is the decision's code).
+        out.exitDecision = _process_decision(job, out.exitDecision, out.error)
     return out
 
 
@@ -97,13 +102,22 @@ def _add_store_run(settings: ServiceSettings, q: RunQueue, job: ServiceRun, out:
         ]
 
 
-_DECISION_LINE = re.compile(r"^goldeval decision: exit -?\d+ — ")
+def process_decision(settings: ServiceSettings, job: ServiceRun) -> ExitDecisionDoc | None:
+    """The exit decision of the run's last pytest process when the store holds no run of it
+    (the plugin never began one): what ``exitDecision`` says on the run endpoint."""
+    if job.exit_decision is not None:
+        return ExitDecisionDoc.model_validate(settings.public_data(job.exit_decision))
+    error = settings.public_text(job.error) if job.error else None
+    return _process_decision(job, None, error)
 
 
 def _process_decision(
     job: ServiceRun, recorded: ExitDecisionDoc | None, error: str | None
 ) -> ExitDecisionDoc | None:
-    """The exit decision of the run's last pytest process: the one the plugin recorded, unless
+    """For rows ended before schema 11 (no recorded decision), rebuilt as
+    :func:`~goldeval.server.run_endings.ended_decision` decides it at the end of a run.
+
+    The exit decision of the run's last pytest process: the one the plugin recorded, unless
     that process ended with another code (a refused resume exits 65 while the store still holds
     the earlier attempt's 75; a failed finalisation recorded none). ``exitCode`` is the
     decision's code, so the two always agree. ``error``: the run's error as the API shows it."""
@@ -112,7 +126,7 @@ def _process_decision(
         return recorded
     if recorded is not None and recorded.code == code:
         return recorded
-    reason = _DECISION_LINE.sub("", error or "") or f"pytest exited {code}"
+    reason = DECISION_LINE.sub("", error or "") or f"pytest exited {code}"
     return ExitDecisionDoc.model_validate({"code": code, "reason": reason})
 
 

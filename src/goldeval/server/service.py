@@ -20,24 +20,30 @@ from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import safe_text
 from goldeval.dataset.rows import discover
 from goldeval.reports import site
-from goldeval.results.documents import RunDocument, typed_run
-from goldeval.server import artifact_files, datasets, pages, run_artifacts, run_requests, run_views
+from goldeval.results.documents import ExitDecisionDoc, RunDocument, typed_run
+from goldeval.server import (
+    artifact_files,
+    datasets,
+    pages,
+    run_artifacts,
+    run_endings,
+    run_requests,
+    run_views,
+)
 from goldeval.server.artifact_files import ARTIFACT_TYPES
+from goldeval.server.auth import Principal
 from goldeval.server.models import ResultOut, RunOut, RunRequest
+from goldeval.server.page_guard import KeySlots, PageCache
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
-from goldeval.store.queue import (
-    RESUMABLE,
-    RunQueue,
-    ServiceRun,
-    decode_cursor,
-    encode_cursor,
-)
+from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import run_document
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
+from goldeval.verdict.run_status import resumable
 
 ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
@@ -53,6 +59,8 @@ class Service:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         self.pool = StorePool(settings.store_url, settings.pool_size)
+        self.page_loads = KeySlots()
+        self.page_cache = PageCache()
 
     # ---- create
 
@@ -170,7 +178,7 @@ class Service:
         job = q.get(ref)
         target = job.run_key if job is not None else ref
         try:
-            return run_document(q.store, target), job
+            doc = run_document(q.store, target)
         except GoldevalError:
             if job is not None:
                 raise Problem(
@@ -180,6 +188,19 @@ class Service:
                     f"run {ref} is {job.status}: nothing graded yet",
                 ) from None
             raise Problem(404, "run-not-found", "Run not found", f"no run {ref!r}") from None
+        if job is not None and job.status in FINISHED and doc.get("status") == "RUNNING":
+            # Its pytest process ended, yet the store never recorded the end: the store failed
+            # during the run. The run folder holds the plugin's whole record of it.
+            doc = self._folder_record(job, str(doc.get("runId") or "")) or doc
+        return doc, job
+
+    def _folder_record(self, job: ServiceRun, store_run_id: str) -> dict[str, Any] | None:
+        """The run.json the plugin wrote in the run's folder (run_endings.folder_record)."""
+        runs = self.settings.runs_dir.resolve()
+        folder = (runs / store_run_id).resolve()
+        if not store_run_id or folder.parent != runs:
+            return None
+        return run_endings.folder_record(folder, store_run_id, job.exit_code)
 
     def _typed(self, doc: dict[str, Any], ref: str) -> RunDocument:
         """A stored run's document typed once, where it enters the verdict; 409 when a field
@@ -295,20 +316,41 @@ class Service:
 
     # ---- run page
 
-    def page_index(self, before: str | None) -> str:
-        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``."""
+    def page_index(self, before: str | None, caller: Principal) -> str:
+        """One page of the run index (:mod:`goldeval.server.pages`), older than ``before``:
+        at most ``ui_loads_per_key`` loads per key at once (429 beyond), and from the page cache
+        while no run was queued, finished or deleted since it was rendered."""
         try:
             after = pages.parse_before(before)
         except ValueError as exc:
             raise validation_problem([{"field": "before", "message": str(exc)}]) from None
-        with self.pool.store() as store:
-            page, _older = pages.index_page(RunQueue(store), after)
-        return self.settings.public_text(page)
+        with self.page_loads.hold(caller.label), self.pool.store() as store:
+            q = RunQueue(store)
+            # Read before rendering: a run finishing during the render changes the marker, so
+            # the page rendered now is never kept past it.
+            marker = q.change_marker()
+            cached = self.page_cache.get(caller.role.value, before or "", marker)
+            if cached is not None:
+                return cached
+            page, _older = pages.index_page(q, after)
+        public = self.settings.public_text(page)
+        self.page_cache.put(caller.role.value, before or "", marker, public)
+        return public
 
-    def page_run(self, run_id: str, compare_with: str | None) -> str:
+    def page_run(self, run_id: str, compare_with: str | None, caller: Principal) -> str:
+        with self.page_loads.hold(caller.label):
+            return self._page_run(run_id, compare_with)
+
+    def _page_run(self, run_id: str, compare_with: str | None) -> str:
         with self.pool.store() as store:
             q = RunQueue(store)
-            self._job(q, run_id)
+            job = self._job(q, run_id)
+            if compare_with is None and q.store_run_id(job.run_key) is None:
+                # A run the plugin never began (a usage error, a baseline it refused): the page
+                # states the exit decision of its pytest process, as the run endpoint does.
+                decision = run_views.process_decision(self.settings, job)
+                if decision is not None:
+                    return self.settings.public_text(site.render_run(_unbegun(job, decision)))
             doc, _ = self.document(q, run_id)
             baseline = self.document(q, compare_with)[0] if compare_with else None
         if compare_with and baseline is not None:
@@ -339,12 +381,13 @@ class Service:
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)
-            if job.status not in RESUMABLE:
+            if job.status not in FINISHED or not resumable(job.status, job.exit_code):
                 raise Problem(
                     409,
                     "not-resumable",
                     "Run cannot be resumed",
-                    f"run {run_id} is {job.status}; only {', '.join(RESUMABLE)} runs resume",
+                    f"run {run_id} is {job.status} (exit {job.exit_code}); only runs that "
+                    f"ended 75 (retry) or {', '.join(RESUMABLE)} resume",
                 )
             again = q.requeue(run_id)
             assert again is not None
@@ -387,6 +430,18 @@ class Service:
             checks["store"] = self.settings.public_text(safe_text(exc))
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
+
+
+def _unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> dict[str, Any]:
+    """The run page's document of a run the plugin never began: nothing graded, the exit
+    decision of its pytest process."""
+    return {
+        "runId": job.id,
+        "status": job.status,
+        "datasetVersion": job.dataset_id,
+        "cases": [],
+        "exitDecision": decision.dump(),
+    }
 
 
 def _remove_tree(folder: Path) -> None:

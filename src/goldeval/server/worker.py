@@ -47,6 +47,7 @@ from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.run_endings import (
     decision_line,
+    ended_decision,
     exit_text,
     final_status,
     folder_fault,
@@ -231,7 +232,9 @@ class Worker:
             resolved = datasets.resolve(settings, job.dataset_id)
             baseline = self._baseline(job, queue)
         except GoldevalError as exc:
-            queue.finish(job.id, self.name, "FAILED", exit_code=USAGE, error=one_line(str(exc)))
+            why = one_line(str(exc))
+            refused = ExitDecision(USAGE, why)._asdict()
+            queue.finish(job.id, self.name, "FAILED", exit_code=USAGE, error=why, decision=refused)
             logs.event("run failed", logging.WARNING, run_id=job.id, error=one_line(str(exc)))
             return
         log_path = settings.work_dir / f"{job.id}.log"
@@ -346,13 +349,15 @@ class Worker:
             row = queue.store.get_run(job.run_key)
         status = final_status(row, reason)
         error: str | None = None
+        decision: ExitDecision | None = kill_verdict
         recorded = row is not None and row.status in FINISHED
         if reason and not recorded and code != USAGE:
             # Stopped by the worker, and no store run records the end: killed before the
             # session made one, SIGTERM before the session began, or stopped before any
             # attempt was recorded. The verdict decides from the signal, as the plugin would.
             ended_by = signal_name(-signum if signum else -signal.SIGTERM)
-            status, code, _why = unrecorded_stop(ended_by)
+            status, code, why = unrecorded_stop(ended_by)
+            decision = ExitDecision(code, why)
         if reason in STOP_REASONS:
             error = self._stop_text(job, queue, reason)
             if killed:
@@ -379,7 +384,12 @@ class Worker:
         if row is not None:
             # Before the final status: a client that sees it finished finds every artifact.
             self._record_evidence(job, queue, row.run_id, log_path)
-        queue.finish(job.id, self.name, status, exit_code=code, error=error)
+        # Recorded with the status: the API reads the decision, never rebuilds it (issue 33).
+        if decision is None:
+            decision = ended_decision(row, code, error)
+        queue.finish(
+            job.id, self.name, status, exit_code=code, error=error, decision=decision._asdict()
+        )
         logs.event(
             "run finished",
             run_id=job.id,

@@ -40,6 +40,10 @@ Versions:
    scanning attempts (:mod:`goldeval.store.counters`), filled from the rows already stored
    (runs by status and dataset, attempts by status, errors by kind, tokens; cost and the run
    duration histogram count from this version on).
+11. ``service_runs.exit_decision``: the exit decision (code and reason, as run.json's
+   ``exitDecision``) the worker recorded when it ended the run, so the API reads it instead of
+   rebuilding it from the exit code and the log. Rows ended before keep NULL (the API rebuilds
+   theirs as before).
 """
 
 from __future__ import annotations
@@ -295,6 +299,14 @@ _COUNTERS = (
     "service_counters: what /metrics reads, kept as runs and attempts move",
     {"sqlite": _counters("REAL"), "postgresql": _counters("DOUBLE PRECISION")},
 )
+_DECISION = (
+    11,
+    "service_runs.exit_decision: the exit decision recorded when the run ended",
+    {
+        "sqlite": ("ALTER TABLE service_runs ADD COLUMN exit_decision TEXT",),
+        "postgresql": ("ALTER TABLE service_runs ADD COLUMN exit_decision JSONB",),
+    },
+)
 _ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
 
@@ -321,6 +333,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(9, _INCOMPLETE_DESCRIPTION, (), hook="rebuild_status_checks"),
     Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["sqlite"]),
+    Migration(_DECISION[0], _DECISION[1], _DECISION[2]["sqlite"]),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -348,6 +361,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(9, _INCOMPLETE_DESCRIPTION, _PG_INCOMPLETE),
     Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["postgresql"]),
+    Migration(_DECISION[0], _DECISION[1], _DECISION[2]["postgresql"]),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

@@ -18,8 +18,6 @@ A pure library (no pytest, no web framework).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -32,12 +30,16 @@ from goldeval.store.base import (
     StoreError,
     json_text,
 )
+from goldeval.verdict.exit_codes import INFRA
+from goldeval.verdict.run_status import UNFINISHED
 
 #: Statuses a run ends with (INCOMPLETE: cut short by -x/--maxfail, its deadline or budget).
 FINISHED = ("COMPLETED", "INCOMPLETE", "FAILED", "INTERRUPTED")
-#: Finished runs that ``requeue`` (``POST .../resume``) puts back in the queue: each resumes by
-#: its run key, grading only the attempts not graded yet.
-RESUMABLE = ("INTERRUPTED", "INCOMPLETE", "FAILED")
+#: Finished statuses that ``requeue`` (``POST .../resume``) always puts back in the queue; a
+#: run of another status is requeued when its exit decision is 75 (retry). The rule is the
+#: verdict's (:func:`goldeval.verdict.run_status.resumable`); each resumes by its run key,
+#: grading only the attempts not graded yet and retrying the retryable ERROR ones.
+RESUMABLE = UNFINISHED
 
 
 class _Columns(NamedTuple):
@@ -60,6 +62,7 @@ class _Columns(NamedTuple):
     started_at: Any
     heartbeat_at: Any
     finished_at: Any
+    exit_decision: Any
 
 
 _COLUMNS = ", ".join(_Columns._fields)
@@ -97,6 +100,9 @@ class ServiceRun:
     started_at: datetime | None
     heartbeat_at: datetime | None
     finished_at: datetime | None
+    exit_decision: dict[str, Any] | None = None
+    """The exit decision (``{"code", "reason"}``, as run.json's ``exitDecision``) recorded
+    when the run ended (schema 11); None while it runs, and for runs ended before schema 11."""
 
 
 @dataclass(frozen=True)
@@ -118,28 +124,6 @@ class QueueMetrics:
     """(name, labels) -> value, see :mod:`goldeval.store.counters`."""
     oldest_queued: datetime | None
     busy_workers: int
-
-
-def encode_cursor(*parts: str) -> str:
-    """An opaque page cursor (URL-safe base64 of a JSON list)."""
-    raw = json.dumps(list(parts), separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, size: int) -> list[str]:
-    """The parts of a cursor made by :func:`encode_cursor`; ValueError when it is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        parts = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise ValueError("cursor is not one this server returned") from None
-    if (
-        not isinstance(parts, list)
-        or len(parts) != size
-        or not all(isinstance(p, str) for p in parts)
-    ):
-        raise ValueError("cursor is not one this server returned")
-    return cast(list[str], parts)
 
 
 class RunQueue:
@@ -164,6 +148,9 @@ class RunQueue:
         request = row.request
         if isinstance(request, (str, bytes, bytearray)):
             request = json.loads(request)
+        decision = row.exit_decision
+        if isinstance(decision, (str, bytes, bytearray)):
+            decision = json.loads(decision)
 
         def when(value: Any) -> datetime | None:
             return ts(value) if value is not None else None
@@ -186,6 +173,7 @@ class RunQueue:
             started_at=when(row.started_at),
             heartbeat_at=when(row.heartbeat_at),
             finished_at=when(row.finished_at),
+            exit_decision=cast(dict[str, Any], decision) if isinstance(decision, dict) else None,
         )
 
     # ---- writes
@@ -212,7 +200,7 @@ class RunQueue:
             inserted = tx.execute(
                 f"INSERT INTO service_runs ({_COLUMNS}, idempotency_owner) VALUES"
                 " (?, ?, 'QUEUED', ?, ?, ?, NULL, NULL, NULL, 0, 0, NULL, NULL, ?, NULL, NULL,"
-                " NULL, ?) ON CONFLICT DO NOTHING",
+                " NULL, NULL, ?) ON CONFLICT DO NOTHING",
                 (
                     run_id,
                     idempotency_key,
@@ -292,16 +280,21 @@ class RunQueue:
         *,
         exit_code: int | None,
         error: str | None,
+        decision: dict[str, Any] | None = None,
     ) -> bool:
-        """Set the final status (only while ``worker`` still owns the run, if given)."""
+        """Set the final status (only while ``worker`` still owns the run, if given), with the
+        exit decision (``{"code", "reason"}``) the run ended with, when one was made."""
         if status not in FINISHED:
             raise ValueError(f"finish: {status!r} is not one of {FINISHED}")
+        if decision is not None and decision.get("code") != exit_code:
+            raise ValueError(f"finish: decision {decision!r} is not exit code {exit_code}")
         now = _utcnow()
         sql = (
-            "UPDATE service_runs SET status = ?, exit_code = ?, error = ?, finished_at = ?"
-            " WHERE id = ? AND status = 'RUNNING'"
+            "UPDATE service_runs SET status = ?, exit_code = ?, error = ?, finished_at = ?,"
+            " exit_decision = ? WHERE id = ? AND status = 'RUNNING'"
         )
-        params: tuple[Any, ...] = (status, exit_code, error, self._ts(now), run_id)
+        recorded = json_text(decision) if decision is not None else None
+        params: tuple[Any, ...] = (status, exit_code, error, self._ts(now), recorded, run_id)
         if worker is not None:
             sql += " AND worker = ?"
             params = (*params, worker)
@@ -346,18 +339,21 @@ class RunQueue:
         return self._row(rows[0]) if rows else None
 
     def requeue(self, run_id: str) -> ServiceRun | None:
-        """Put a :data:`RESUMABLE` run back in the queue (it resumes by its run key)."""
+        """Put a finished run back in the queue (it resumes by its run key) when the verdict
+        says resuming can change it (:func:`~goldeval.verdict.run_status.resumable`, here in
+        SQL so the check and the change are one statement): :data:`RESUMABLE`, or exit 75."""
+        where = (
+            f"id = ? AND status IN ({_marks(FINISHED)})"
+            f" AND (status IN ({_marks(RESUMABLE)}) OR exit_code = ?)"
+        )
+        params = (run_id, *FINISHED, *RESUMABLE, INFRA)
         with self.store.transaction("requeue") as tx:
-            before = tx.query(
-                "SELECT status, dataset_id FROM service_runs WHERE id = ?"
-                f" AND status IN ({_marks(RESUMABLE)})",
-                (run_id, *RESUMABLE),
-            )
+            before = tx.query(f"SELECT status, dataset_id FROM service_runs WHERE {where}", params)
             changed = tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
-                " exit_code = NULL, finished_at = NULL, worker = NULL, claims = 0"
-                f" WHERE id = ? AND status IN ({_marks(RESUMABLE)})",
-                (run_id, *RESUMABLE),
+                " exit_code = NULL, exit_decision = NULL, finished_at = NULL, worker = NULL,"
+                f" claims = 0 WHERE {where}",
+                params,
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
             if changed == 1 and before:
@@ -427,6 +423,16 @@ class RunQueue:
                 (*params, int(limit)),
             )
         return [self._row(r) for r in rows]
+
+    def change_marker(self) -> str:
+        """A value that changes whenever the run index (``/ui/``) could: a run queued or deleted
+        (the row count), the newest queued, the newest finished (a run that finishes, again
+        after a resume too, is the newest finished). The key of the service's page cache."""
+        with self.store.read("change_marker") as tx:
+            ((count, created, finished),) = tx.query(
+                "SELECT COUNT(*), MAX(created_at), MAX(finished_at) FROM service_runs"
+            )
+        return f"{int(count)}|{created}|{finished}"
 
     def store_run_id(self, run_key: str) -> str | None:
         with self.store.read("store_run_id") as tx:

@@ -222,18 +222,18 @@ class RunRecorder:
         self.finished = True
         if self.store is None or self.run_id is None or self.error:
             return
-        # The status the run document's outcome gives (summary.json says the same): cut short
-        # by -x, the deadline or the budget INCOMPLETE, ended by a signal INTERRUPTED. A whole
-        # run with ERROR attempts is FAILED here (the store's listing shows it needs a retry).
-        status: RunStatus = run_status(RunOutcome.from_run(typed_run(run)))
-        if status == "COMPLETED" and run.get("attemptsError"):
-            status = "FAILED"
+        # The status the run document's outcome gives, as run.json and summary.json say it:
+        # cut short by -x, the deadline or the budget INCOMPLETE, ended by a signal
+        # INTERRUPTED. A run with ERROR attempts is COMPLETED too: that it needs a retry is
+        # its exit decision (75), which the service asks (verdict.run_status.resumable).
+        typed = typed_run(run)
+        status: RunStatus = run_status(RunOutcome.from_run(typed))
 
         # The same summary as summary.json (counters, rates, gate, exit decision), plus every
         # run-level field of run.json (provider, fingerprint, commit, duration, comparison,
         # notes...): ``goldeval show/export`` rebuild the cases from the stored attempts and
         # must report the same run as run.json, not a reconstruction with blanks.
-        summary = run_summary(run)
+        summary = run_summary(typed)
         summary[RUN_DOCUMENT] = {k: v for k, v in run.items() if k != "cases"}
         try:
             self.store.record_artifacts(

@@ -6,13 +6,14 @@ a stored run reports the same values as its run.json (tests/store/test_store_vie
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.dataset.case import selected_attempts
 from goldeval.results.metrics import MetricsAccumulator
 from goldeval.results.rollup import COUNTER_KEYS, Counters
-from goldeval.results.run_document import RUN_DOCUMENT, RunCollector
+from goldeval.results.run_document import RUN_DOCUMENT, RunCollector, relative_origin_fields
 
 
 def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
@@ -88,6 +89,14 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
     counter_keys = tuple(COUNTER_KEYS)
     same = all(recorded.get(k) == doc.get(k) for k in counter_keys)
     out: dict[str, Any] = dict(recorded)
+    root = out.get("projectRoot")
+    if isinstance(root, str) and os.path.isabs(root):
+        # Recorded before run.json held relative paths (issue 33): made relative here too.
+        out.update(
+            relative_origin_fields(
+                root, out.get("goldenRoot"), out.get("baselinePath"), out.get("configuration")
+            )
+        )
     for key in (*counter_keys, *_FROM_ATTEMPTS):
         out[key] = doc[key]
     # Store-only identity (not in run.json): the run key and the model of the stored row.

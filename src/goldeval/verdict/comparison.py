@@ -35,7 +35,7 @@ from typing import Any
 from goldeval.core.models import Rate
 from goldeval.core.rates import GRADER_PREFIX, LATENCY_METRIC, LOWER_IS_BETTER, RATE_NAMES
 from goldeval.core.stats import binomial_two_sided
-from goldeval.results.documents import Case, RunDocument
+from goldeval.results.documents import Case, Comparison, RunDocument
 from goldeval.verdict.comparison_result import (
     CaseClass,
     CaseComparison,
@@ -307,24 +307,23 @@ def compare(baseline: RunDocument | None, candidate: RunDocument | None) -> Comp
 NEW_FAILURES_NOT_GATED = "NEW_FAILURES_NOT_GATED"
 
 
-def comparison_label(cmp: Mapping[str, Any] | None) -> tuple[str, str | None]:
-    """What every surface shows for a comparison (dumped form): a label and, when the label
-    needs one, a sentence saying why.
+def comparison_label(cmp: Comparison | None) -> tuple[str, str | None]:
+    """What every surface shows for a comparison (as run.json holds it, typed): a label and,
+    when the label needs one, a sentence saying why.
 
     Never ``NO_REGRESSION`` when the comparison found new failures: a gate of thresholds only
     (or no gate) does not weigh them, so the label says what the comparison found, that the
     gate does not weigh it, and how to make it (``allowedRegression``).
     """
-    if not cmp:
+    if cmp is None:
         return "no baseline", None
-    decision = str(cmp.get("decision") or "")
+    decision = cmp.decision
     if decision != Decision.NO_REGRESSION.value:
         return decision, None
-    counts = cmp.get("counts") or {}
-    new = counts.get(CaseClass.NEW_FAILURE.value, 0) if isinstance(counts, Mapping) else 0
+    new = cmp.counts.get(CaseClass.NEW_FAILURE.value, 0)
     if not new:
         return decision, None
-    gated = cmp.get("qualityGate") is not None
+    gated = cmp.quality_gate is not None
     return NEW_FAILURES_NOT_GATED, (
         f"the comparison found {new} new failure{'s' if new != 1 else ''}; "
         + ("the gate does not weigh them" if gated else "no gate weighs them")
