@@ -17,6 +17,7 @@ from goldeval.dataset.domain import ContractConfig, RetrieverConfig
 from goldeval.dataset.profiles import GENERIC, PROFILES, get_profile
 from goldeval.dataset.request import parse_request
 from goldeval.dataset.templates import CompiledTemplates, PromptTemplates, TemplateProblem
+from goldeval.dataset.variants import CompareGate, Variant, check_variants
 
 MANIFEST_NAMES = ("dataset.yaml", "dataset.yml", "dataset.json")
 
@@ -43,6 +44,8 @@ class GatePolicy(BaseModel):
     live: FixtureThresholds | None = None
     #: Extra metrics that may be gated by name (e.g. ``grader.json_schema``).
     rules: dict[str, bool] = Field(default_factory=dict)
+    #: The gate on the difference between two variants of the session (issue 35).
+    compare: CompareGate | None = None
 
 
 class CalibrationPolicy(BaseModel):
@@ -89,6 +92,8 @@ class Manifest(BaseModel):
     request: dict[str, Any] | None = None
     #: What a truncated answer (finish_reason length) is: a hard failure, soft, or off.
     truncated: str = "hard"
+    #: Variants run side by side over the same rows (goldeval.dataset.variants).
+    variants: list[Variant] | None = None
 
     @property
     def profile_name(self) -> str:
@@ -168,6 +173,7 @@ def read_manifest(path: Path) -> Manifest:
     if manifest.gate is not None:
         check_gate_policy(manifest.gate, path)
         _check_gate_rates(manifest, path)
+    check_variants(manifest.variants, manifest.gate.compare if manifest.gate else None, path)
     return manifest
 
 

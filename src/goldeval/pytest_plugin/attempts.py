@@ -99,7 +99,7 @@ def obtain_answer(
     runner = runner_for(state, *session_fixtures(state, item))
     collected = param
     if case is not param.case:  # golden_case was overridden in a conftest
-        param = GoldenParam(case, param.attempt, param.model)
+        param = GoldenParam(case, param.attempt, param.model, param.variant)
     model = attempt_model(state, param)
     prefetch = state.prefetcher() if runner.provider.thread_safe else None
     start = time.perf_counter()

@@ -289,7 +289,8 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
     parsed = parse_golden_nodeid(report.nodeid)
     if parsed is None:
         return None
-    case_id, index, model = parsed
+    case_id, index, label = parsed
+    model = state.label_model(label)
     try:
         case = state.case(case_id)
     except GoldevalError:

@@ -27,11 +27,13 @@ from goldeval.pytest_plugin.record_mode import record_fixtures
 from goldeval.pytest_plugin.recording import begin_recording
 from goldeval.pytest_plugin.run_writing import build_for, write_run
 from goldeval.pytest_plugin.state import GoldenSession
-from goldeval.results.documents import typed_run
+from goldeval.results.documents import VariantComparisonDoc, typed_run
 from goldeval.results.finalise import FAULT_KEY, finalisation
 from goldeval.results.run_folder import ArtifactError
+from goldeval.results.variant_comparison import compare_variants
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
 from goldeval.verdict.outcome import FinalisationFault, RunOutcome
+from goldeval.verdict.variants import decide_variants
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.controller import Controller
@@ -168,26 +170,73 @@ def _dataset_loaded(state: GoldenSession) -> bool:
 def finish_side_by_side(
     state: GoldenSession, session: pytest.Session, ending: SessionEnding, models: list[str]
 ) -> None:
-    """Several models side by side: one run per model, reported together, never gated."""
+    """Several models (or variants) side by side: one run per model, reported together.
+
+    Never gated on a baseline; with the manifest's ``gate.compare`` and both of its variants
+    run, every run carries the paired comparison and the verdict gates on it."""
     decisions = []
     state.benchmark = []
-    for model in models:
-        run, run_dir = build_for(state, model, ending.interrupted, multi=True)
-        run.setdefault("notes", []).append(
-            "models side by side (--golden-models): no baseline, no gate"
-        )
+    built = [(model, *build_for(state, model, ending.interrupted, multi=True)) for model in models]
+    comparison = _variant_comparison(state, {model: run for model, run, _ in built})
+    for model, run, run_dir in built:
+        name = state.variant_name(model)
+        if name is not None:
+            run["variant"] = name
+        if comparison is not None:
+            run["variantComparison"] = comparison
+            run.setdefault("notes", []).append(
+                f"variants side by side: gated on {comparison['candidate']} vs "
+                f"{comparison['control']} (non-inferiority), no baseline"
+            )
+        elif state.variants is not None:
+            run.setdefault("notes", []).append(
+                "variants side by side: no gate.compare pair ran in this session, no baseline, "
+                "no gate"
+            )
+        else:
+            run.setdefault("notes", []).append(
+                "models side by side (--golden-models): no baseline, no gate"
+            )
         outcome = RunOutcome.from_run(
-            typed_run(run), pytest_status=ending.pytest_status, **ending.outcome_facts()
+            typed_run(run),
+            pytest_status=ending.pytest_status,
+            gate_enabled=state.settings.gate,
+            **ending.outcome_facts(),
         )
         decision = decide_exit(outcome)
         record_ending(run, ending, decision)
         write_run(state, run, run_dir)
         state.benchmark.append(run)
         decisions.append(decision)
-    overall = worst(decisions, "models side by side")
+    overall = worst(decisions, "variants side by side" if state.variants else "models side by side")
     state.exit_reason = overall.reason
     state.run = {**state.benchmark[0], "exitDecision": overall._asdict()}
     apply_exit(session, overall)
+
+
+def _variant_comparison(
+    state: GoldenSession, runs: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """``variantComparison`` when the manifest compares two variants this session ran (the
+    figures from goldeval.results, the label and reason from goldeval.verdict)."""
+    variants = state.variants
+    compare = variants.compared() if variants is not None else None
+    if variants is None or compare is None:
+        return None
+    control = runs.get(variants.model_of(compare.control) or "")
+    candidate = runs.get(variants.model_of(compare.candidate) or "")
+    if control is None or candidate is None:
+        return None  # one side recorded nothing (stopped before it ran): no pair to weigh
+    figures = compare_variants(
+        typed_run(control),
+        typed_run(candidate),
+        control=compare.control,
+        candidate=compare.candidate,
+        margin=compare.non_inferiority,
+        rule=compare.outcome,
+    )
+    result = decide_variants(VariantComparisonDoc.model_validate(figures))
+    return {**figures, "decision": result.decision.value, "reason": result.reason}
 
 
 def finish_one_run(
@@ -195,6 +244,9 @@ def finish_one_run(
 ) -> None:
     """One run: built, decided (with the store's facts), written, recorded, maybe saved."""
     run, run_dir = build_for(state, model, ending.interrupted, multi=False)
+    variant = state.variant_name(model)
+    if variant is not None:  # one variant picked (--golden-variants=A): no pair to compare
+        run["variant"] = variant
     recorder = state.recorder
     resumed_all = (
         ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED

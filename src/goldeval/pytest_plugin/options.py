@@ -117,6 +117,12 @@ def _model_options(add: _Add) -> None:
         help="several models side by side: items are parametrised by model",
     )
     add(
+        "--golden-variants",
+        default=None,
+        metavar="A,B",
+        help="the manifest's variants to run side by side (default: all it declares)",
+    )
+    add(
         "--golden-base-url",
         default=None,
         metavar="URL",

@@ -20,11 +20,14 @@ class GoldenParam:
     case: GoldenCase
     attempt: int
     model: str | None = None
+    #: The manifest variant that runs ``model`` (issue 35): the id carries its name instead.
+    variant: str | None = None
 
     @property
     def id(self) -> str:
         base = f"{self.case.id}-attempt{self.attempt}"
-        return f"{base}-{self.model}" if self.model else base
+        label = self.variant or self.model
+        return f"{base}-{label}" if label else base
 
 
 #: The argument the golden test is parametrised on (indirectly): its param is a GoldenParam.
@@ -60,7 +63,9 @@ def is_golden_nodeid(nodeid: str) -> bool:
 
 
 def parse_golden_nodeid(nodeid: str) -> tuple[str, int, str | None] | None:
-    """``(case id, attempt, model or None)`` of a golden item's node id, else None."""
+    """``(case id, attempt, label or None)`` of a golden item's node id, else None; the label
+    is the model, or the variant's name when the session runs variants
+    (``GoldenSession.label_model`` maps it back)."""
     match = _GOLDEN_ID.search(nodeid)
     if match is None:
         return None

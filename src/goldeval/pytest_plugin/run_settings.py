@@ -66,7 +66,11 @@ def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def settings_from_config(config: pytest.Config) -> RunSettings:
+def settings_from_config(
+    config: pytest.Config, variant_models: Sequence[str] | None = None
+) -> RunSettings:
+    """The run's settings; ``variant_models``: the models of the manifest's selected variants
+    (goldeval.pytest_plugin.variants), which take the place of ``--golden-models``."""
     mode = Mode(_opt(config, "golden_mode", "fixture"))
     attempts = int(_opt(config, "golden_attempts", 1))
     if attempts < 1:
@@ -74,6 +78,8 @@ def settings_from_config(config: pytest.Config) -> RunSettings:
     provider_name = str(_opt(config, "golden_provider", "ollama")).lower()
     models_opt = _opt(config, "golden_models")
     models = [m.strip() for m in models_opt.split(",") if m.strip()] if models_opt else []
+    if variant_models:
+        models = list(variant_models)
     model = _opt(config, "golden_model") or (models[0] if models else None)
     if model is None and mode is not Mode.FIXTURE and provider_name in ("ollama", "openai"):
         if provider_name == "openai":

@@ -46,6 +46,7 @@ from goldeval.pytest_plugin.run_settings import (
     refuse_rerun_plugins,
     settings_from_config,
 )
+from goldeval.pytest_plugin.variants import session_variants
 from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
 
 # RERUN_KIND: the controller reads it from here (an attempt graded twice, see
@@ -60,9 +61,13 @@ class GoldenSession:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.settings = settings_from_config(config)
         self.project_root = Path(config.rootpath)
         self.golden_root, self.dataset_dir = self._dataset_place()
+        #: The manifest's variants this session runs (None: no variants, the usual run).
+        self.variants = session_variants(config, self.dataset_dir)
+        self.settings = settings_from_config(
+            config, self.variants.models if self.variants is not None else None
+        )
         self.target = self._collect_target()
         refuse_existing_baseline(config, self.settings)
         self.dataset: Dataset | None = None
@@ -141,7 +146,9 @@ class GoldenSession:
             golden_root = self.project_root / golden_root
         try:
             dataset_dir = resolve_dataset(
-                self.settings.dataset, golden_root, Path(self.config.invocation_params.dir)
+                self.config.getoption("golden"),
+                golden_root,
+                Path(self.config.invocation_params.dir),
             )
         except GoldevalError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -235,11 +242,19 @@ class GoldenSession:
         dataset = self.load()
         models: list[str | None] = list(self.settings.models) or [None]
         return [
-            GoldenParam(case, attempt, model)
+            GoldenParam(case, attempt, model, self.variant_name(model))
             for model in models
             for case in dataset.cases
             for attempt in range(1, self.settings.attempts + 1)
         ]
+
+    def variant_name(self, model: str | None) -> str | None:
+        """The name of the variant that runs ``model`` (None without variants)."""
+        return self.variants.name_of(model) if self.variants is not None else None
+
+    def label_model(self, label: str | None) -> str | None:
+        """The model of an item id's label (a variant's name, else the model itself)."""
+        return self.variants.model_of(label) if self.variants is not None else label
 
     def case(self, case_id: str) -> GoldenCase | None:
         """The dataset's case of that id (the index is built on first use)."""

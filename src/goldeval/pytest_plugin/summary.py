@@ -56,9 +56,16 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         for line in report_md.comparison_case_lines(cmp):
             tr.write_line(f"    {line}")
     for run_doc in getattr(state, "benchmark", None) or []:
-        tr.write_line(f"  model {one_line(run_doc.get('model'))}:")
-        for line in report_md.summary_table(typed_run(run_doc)):
+        bench = typed_run(run_doc)
+        who = f"model {bench.model}"
+        if bench.variant:
+            who = f"variant {bench.variant} ({who})"
+        tr.write_line(f"  {one_line(who)}:")
+        for line in report_md.summary_table(bench):
             tr.write_line("  " + line)
+    variants = doc.variant_comparison
+    if variants is not None and variants.reason:
+        tr.write_line(f"  variants: {one_line(variants.reason)}")
     recorded = getattr(state, "recorded", None)
     if recorded:
         for kind in ("new", "changed"):

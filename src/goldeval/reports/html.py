@@ -169,6 +169,40 @@ def comparison_view(run: RunDocument) -> dict[str, Any] | None:
     }
 
 
+def variant_view(run: RunDocument) -> dict[str, Any] | None:
+    """``variantComparison`` for the HTML pages: the verdict's recorded decision and line,
+    and the figures as (label, value) rows; None when the run compared no variants."""
+    cmp = run.variant_comparison
+    if cmp is None:
+        return None
+    ci = cmp.ci95
+    test = cmp.mcnemar
+    p_value = test.p_value
+    rows: list[tuple[str, Any]] = [
+        ("Control", f"{cmp.control} (model {cmp.control_model})"),
+        ("Candidate", f"{cmp.candidate} (model {cmp.candidate_model})"),
+        ("Paired cases", f"{cmp.cases} (not paired: {cmp.unpaired})"),
+        (
+            "Pass rate control / candidate",
+            f"{fmt_pct(cmp.control_pass_rate)} / {fmt_pct(cmp.candidate_pass_rate)}",
+        ),
+        (
+            "Difference, 95% CI",
+            f"{fmt_pct(cmp.difference)} "
+            f"[{fmt_pct(ci.lower if ci else None)}, {fmt_pct(ci.upper if ci else None)}]",
+        ),
+        ("Non-inferiority margin", fmt_pct(cmp.margin)),
+        (
+            "Exact McNemar",
+            f"{test.control_only} control only, {test.candidate_only} candidate only, p = "
+            + (f"{p_value:.4g}" if p_value is not None else "n/a"),
+        ),
+        ("Flipped to FAIL", ", ".join(cmp.flipped_worse) or "none"),
+        ("Flipped to PASS", ", ".join(cmp.flipped_better) or "none"),
+    ]
+    return {"decision": cmp.decision, "reason": cmp.reason, "rows": rows}
+
+
 def gate_view(run: RunDocument) -> dict[str, Any]:
     """The gate verdict and rules (``applied`` False without a gate) and the exit status."""
     gate = run.quality_gate
@@ -238,6 +272,7 @@ def render_summary(run: RunDocument, anchor: str = "goldeval-summary") -> str:
         protocol=protocol_rows(run),
         metrics=metric_rows(run),
         comparison=comparison_view(run),
+        variants=variant_view(run),
         cases=_case_rows(run),
         gate=gate_view(run),
     )

@@ -29,7 +29,13 @@ from typing import Any
 from junit_xml import TestCase, TestSuite, to_xml_report_string  # type: ignore[import-untyped]
 
 from goldeval.core.textsafe import one_line
-from goldeval.results.documents import Case, Comparison, GateRuleDoc, RunDocument
+from goldeval.results.documents import (
+    Case,
+    Comparison,
+    GateRuleDoc,
+    RunDocument,
+    VariantComparisonDoc,
+)
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.comparison import comparison_label
 from goldeval.verdict.gate import MAXIMUM_METRICS
@@ -251,10 +257,37 @@ def dashboard_xml(runs: Sequence[RunDocument]) -> str:
     """The dashboard document for one run (or one suite per model for side-by-side runs)."""
     several = len(runs) > 1
     suites = [
-        _suite(run, f".{(run.protocol.model if run.protocol else None) or i}" if several else "")
+        _suite(
+            run,
+            f".{run.variant or (run.protocol.model if run.protocol else None) or i}"
+            if several
+            else "",
+        )
         for i, run in enumerate(runs, start=1)
     ]
+    pair = next((r.variant_comparison for r in runs if r.variant_comparison is not None), None)
+    if pair is not None:
+        protocol = runs[0].protocol
+        dataset = str(
+            (protocol.dataset_id if protocol else None) or runs[0].dataset_version or "dataset"
+        )
+        suites.append(TestSuite(f"goldeval.{dataset}.variants", [_pair_test(pair, dataset)]))
     return str(to_xml_report_string(suites, prettyprint=True, encoding="utf-8"))
+
+
+def _pair_test(pair: VariantComparisonDoc, dataset: str) -> Any:
+    """The variant comparison's verdict as one testcase (issue 35): failed unless the verdict
+    (goldeval.verdict.variants, recorded with the run) said NON_INFERIOR; INCONCLUSIVE is a
+    failure too, never a pass."""
+    name = f"{pair.candidate} vs {pair.control}"
+    decision = str(pair.decision)
+    reason = one_line(pair.reason or decision)
+    tc = TestCase(name, classname=f"golden.{dataset}.variants", stdout=reason)
+    if decision != "NON_INFERIOR":
+        tc.add_failure_info(
+            message=reason, output=reason, failure_type=f"golden.variants.{decision}"
+        )
+    return tc
 
 
 def write_dashboard_junit(run: RunDocument, path: Path) -> None:
@@ -263,5 +296,6 @@ def write_dashboard_junit(run: RunDocument, path: Path) -> None:
 
 
 def write_dashboard_junit_runs(runs: Sequence[RunDocument], path: Path) -> None:
-    """Write the dashboard JUnit XML of several runs (one suite per model) to ``path``."""
+    """Write the dashboard JUnit XML of several runs (one suite per model or variant, plus
+    one for the variant comparison's verdict) to ``path``."""
     atomic_write(Path(path), dashboard_xml(runs))

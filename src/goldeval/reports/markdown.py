@@ -7,6 +7,8 @@ from typing import Any
 
 from goldeval.core.textsafe import one_line
 from goldeval.reports.labels import RATE_LABELS, shown_rates, shows_weighted_score
+from goldeval.reports.markdown_text import md_escape
+from goldeval.reports.markdown_variants import variant_lines
 from goldeval.results.documents import (
     Case,
     Comparison,
@@ -23,28 +25,6 @@ from goldeval.verdict.comparison import comparison_label
 
 #: How many case ids a terminal line names before "and N more".
 NAMED_CASES = 10
-
-
-def md_escape(text: Any) -> str:
-    """Escape untrusted text for a Markdown table cell (no HTML, no pipes, one line).
-
-    Control, C1 and bidi characters are escaped visibly first (goldeval.core.textsafe), so the
-    report is safe to ``cat`` and a job summary cannot be reordered by a U+202E override.
-    """
-    s = one_line(text)
-    for ch, rep in (
-        ("\\", "\\\\"),
-        ("|", "\\|"),
-        ("<", "&lt;"),
-        (">", "&gt;"),
-        ("`", "\\`"),
-        ("*", "\\*"),
-        ("_", "\\_"),
-        ("[", "\\["),
-        ("]", "\\]"),
-    ):
-        s = s.replace(ch, rep)
-    return " ".join(s.split())
 
 
 def _ci(ci: IntervalDoc | None) -> str:
@@ -78,6 +58,7 @@ def render(run: RunDocument) -> str:
     out += _failure_lines(run)
     out += _stability_lines(run)
     out += _pass_at_k_lines(m.pass_at_k)
+    out += variant_lines(run.variant_comparison)
     if run.comparison is not None:
         out += ["", render_comparison(run.comparison)]
     out += _gate_lines(run)

@@ -42,6 +42,7 @@ from goldeval.reports.html import (
     metric_rows,
     protocol_rows,
     rate_of,
+    variant_view,
 )
 from goldeval.reports.junit import error_reasons, failure_reasons
 from goldeval.reports.site_charts import (
@@ -304,6 +305,7 @@ def render_run(run: RunDocument) -> str:
         protocol=protocol_rows(run),
         metrics=metric_rows(run),
         comparison=comparison_view(run),
+        variants=variant_view(run),
         not_comparable=(
             {
                 "label": NOT_COMPARABLE,

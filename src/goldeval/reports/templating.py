@@ -64,6 +64,7 @@ def status_class(status: Any) -> str:
         "RECOVERED",
         "IMPROVED",
         "COMPLETED",
+        "NON_INFERIOR",
     ):
         return "goldeval-pass"
     if word in (
@@ -74,6 +75,7 @@ def status_class(status: Any) -> str:
         "UNCHANGED_FAIL",
         "REGRESSED",
         "COMPARISON_INVALID",
+        "INFERIOR",
     ):
         return "goldeval-fail"
     if word in (
@@ -83,6 +85,8 @@ def status_class(status: Any) -> str:
         "INTERRUPTED",
         "INCOMPLETE",
         "NEW_FAILURES_NOT_GATED",
+        # A variant comparison that cannot tell is never shown green.
+        "INCONCLUSIVE",
     ):
         return "goldeval-error"
     return "goldeval-skipped"

@@ -19,9 +19,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from goldeval.core.errors import BaselineError
+from goldeval.results.document_base import Doc as _Doc
+from goldeval.results.document_base import IntervalDoc
+from goldeval.results.variant_documents import (
+    McNemarDoc,
+    VariantComparisonDoc,
+    VariantCostDoc,
+    VariantCostsDoc,
+)
 
 __all__ = [
     "Attempt",
@@ -30,6 +38,8 @@ __all__ = [
     "Configuration",
     "ExitDecisionDoc",
     "GateDoc",
+    "IntervalDoc",
+    "McNemarDoc",
     "Metrics",
     "PassAtKDoc",
     "Protocol",
@@ -37,33 +47,12 @@ __all__ = [
     "RunDocument",
     "StoppedEarlyDoc",
     "Summary",
+    "VariantComparisonDoc",
+    "VariantCostDoc",
+    "VariantCostsDoc",
     "typed_run",
     "validate_run_document",
 ]
-
-
-class _Doc(BaseModel):
-    """A JSON object of the run document: strict types, unknown keys kept."""
-
-    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
-
-    def dump(self) -> dict[str, Any]:
-        """The JSON object again (the names and only the keys it was built with)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-    def as_written(self, field: str, absent: Any = None) -> Any:
-        """The field as the JSON wrote it (an explicit null included), ``absent`` when the
-        JSON left the key out (a report shows "0 ms" for a missing duration, "None" for null)."""
-        return getattr(self, field) if field in self.model_fields_set else absent
-
-
-class IntervalDoc(_Doc):
-    """A two-sided 95% interval and its method (``wilson``, ``bootstrap-percentile`` or
-    ``normal``)."""
-
-    lower: float
-    upper: float
-    method: str
 
 
 class RateDoc(_Doc):
@@ -354,6 +343,12 @@ class RunDocument(Summary):
     cases: list[Case] = Field(default_factory=list)
     comparison: Comparison | None = None
     environment: dict[str, Any] | None = None
+    #: The manifest variant this run is (issue 35), when the session ran variants.
+    variant: str | None = None
+    #: The paired comparison of the session's two compared variants (both runs carry it).
+    variant_comparison: VariantComparisonDoc | None = Field(
+        default=None, alias="variantComparison"
+    )
 
 
 _EXPECTED = {

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from goldeval.core.errors import RERUN_HINT, ExitKind, GoldevalError
 from goldeval.verdict.comparison import Decision
+from goldeval.verdict.variants import VariantDecision
 
 if TYPE_CHECKING:
     from goldeval.verdict.outcome import RunOutcome
@@ -202,6 +203,20 @@ def _gate_failed(o: RunOutcome) -> ExitDecision | None:
     return None
 
 
+def _variants_inferior(o: RunOutcome) -> ExitDecision | None:
+    v = o.variants
+    if not o.gate_enabled or v is None or v.decision is not VariantDecision.INFERIOR:
+        return None
+    return ExitDecision(GATE_FAILED, v.reason)
+
+
+def _variants_inconclusive(o: RunOutcome) -> ExitDecision | None:
+    v = o.variants
+    if not o.gate_enabled or v is None or v.decision is not VariantDecision.INCONCLUSIVE:
+        return None
+    return ExitDecision(GATE_FAILED, v.reason)
+
+
 def _any_error(o: RunOutcome) -> ExitDecision | None:
     a = o.attempts
     if a.error == 0:
@@ -265,6 +280,8 @@ def _passed(o: RunOutcome) -> ExitDecision | None:
         )
     if o.gate is not None:
         return ExitDecision(OK, o.gate.summary_line())
+    if o.variants is not None and o.gate_enabled:
+        return ExitDecision(OK, o.variants.reason)
     return ExitDecision(OK, "every graded attempt ok (no gate)")
 
 
@@ -338,7 +355,24 @@ RULES: tuple[Rule, ...] = (
         _skipped,
     ),
     Rule("the requested baseline could not be saved", "1", _baseline_not_saved),
-    Rule("otherwise: every selected attempt graded, the gate passed", "0", _passed),
+    # The variant rules come last: the paired comparison is a verdict only on a whole run
+    # (no ERROR, no SKIPPED, nothing left unstarted); earlier rules decide any other run.
+    Rule(
+        "the variant comparison (gate.compare) says INFERIOR: the candidate is worse than the "
+        "control by more than the margin",
+        "1",
+        _variants_inferior,
+    ),
+    Rule(
+        "the variant comparison (gate.compare) is INCONCLUSIVE: underpowered, never a pass",
+        "1",
+        _variants_inconclusive,
+    ),
+    Rule(
+        "otherwise: every selected attempt graded, the gate (or the variant comparison) passed",
+        "0",
+        _passed,
+    ),
 )
 
 

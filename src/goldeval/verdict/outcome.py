@@ -18,6 +18,7 @@ from goldeval.core.errors import is_retryable
 from goldeval.results.documents import RunDocument
 from goldeval.verdict.comparison import AttemptCounts, ComparisonResult, attempt_counts, cases_total
 from goldeval.verdict.gate import GateResult
+from goldeval.verdict.variants import VariantGateResult, decide_variants
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,18 @@ class RunOutcome:
     recorded_interrupted: bool = False
     #: What the capture line says (``10 cases, 2 FAIL (...)``), for capture runs.
     capture_summary: str | None = None
+    #: The decision on two variants of the session (``gate.compare``, issue 35).
+    variants: VariantGateResult | None = None
 
     @property
     def gated(self) -> bool:
-        """A gate (or a capture) weighs the failed golden items instead of pytest's 1."""
-        return self.gate is not None or self.capture
+        """A gate, a capture or a variant comparison weighs the failed golden items instead
+        of pytest's 1."""
+        return (
+            self.gate is not None
+            or self.capture
+            or (self.variants is not None and self.gate_enabled)
+        )
 
     @property
     def incomplete(self) -> bool:
@@ -155,6 +163,9 @@ class RunOutcome:
         ):
             if value:
                 recorded[name] = value
+        if run.variant_comparison is not None:
+            # Decided again from the figures: a stored label is never trusted as it is.
+            recorded["variants"] = decide_variants(run.variant_comparison)
         if run.pytest_status in _SESSION_STATUSES:
             recorded["pytest_status"] = run.pytest_status  # a keyword fact still wins
         recorded.update(facts)

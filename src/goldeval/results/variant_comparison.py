@@ -1,0 +1,120 @@
+"""The paired comparison of two variants run in one session (issue 35): ``variantComparison``
+of run.json, built from the two variants' runs on the cases both graded.
+
+Statistics only (goldeval.results.sampling): the exact McNemar test on per-case outcomes, the
+case-clustered bootstrap interval of the difference in pass rate, the non-inferiority figure
+against the manifest's margin, the cases that flipped each way and the smallest difference
+these cases could detect. The decision label (NON_INFERIOR / INFERIOR / INCONCLUSIVE) and the
+exit status are the verdict's (goldeval.verdict.variants), never computed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goldeval.results.documents import RunDocument
+from goldeval.results.sampling import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    OutcomeRule,
+    Tally,
+    case_outcome,
+    mcnemar_exact,
+    minimum_detectable_difference,
+    non_inferiority,
+)
+
+#: Flipped case ids listed per direction in run.json (the counts are always whole).
+MAX_FLIPPED_LISTED = 50
+
+
+def case_tallies(run: RunDocument) -> dict[str, Tally]:
+    """Each case's graded (PASS or FAIL) and passed attempts; ERROR and SKIPPED attempts are
+    not quality outcomes and are left out (a case with none graded is not paired)."""
+    tallies: dict[str, Tally] = {}
+    for case in run.cases:
+        statuses = [a.status for a in case.attempts]
+        passed = statuses.count("PASS")
+        tallies[case.case_id] = Tally(passed, passed + statuses.count("FAIL"))
+    return tallies
+
+
+def compare_variants(
+    control_run: RunDocument,
+    candidate_run: RunDocument,
+    *,
+    control: str,
+    candidate: str,
+    margin: float,
+    rule: OutcomeRule = "majority",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Any]:
+    """``variantComparison``: candidate minus control on the cases both graded.
+
+    The cases are paired by id and taken in id order, so the seeded bootstrap gives the same
+    figures whatever order the attempts arrived in (serially or under xdist).
+    """
+    a, b = case_tallies(control_run), case_tallies(candidate_run)
+    ids = sorted(cid for cid in a.keys() & b.keys() if a[cid].graded and b[cid].graded)
+    pairs = [(a[cid], b[cid]) for cid in ids]
+    test = mcnemar_exact(pairs, rule)
+    decision = non_inferiority(pairs, margin, resamples=resamples, seed=seed)
+    worse = [cid for cid in ids if case_outcome(a[cid], rule) and not case_outcome(b[cid], rule)]
+    better = [cid for cid in ids if case_outcome(b[cid], rule) and not case_outcome(a[cid], rule)]
+    discordance = (len(worse) + len(better)) / len(ids) if ids else None
+    mdd = minimum_detectable_difference(len(ids), discordance) if discordance is not None else None
+    return {
+        "control": control,
+        "candidate": candidate,
+        "controlModel": control_run.model,
+        "candidateModel": candidate_run.model,
+        "outcomeRule": rule,
+        "cases": len(ids),
+        "unpaired": len((a.keys() | b.keys()) - set(ids)),
+        "controlPassRate": _rate(p[0] for p in pairs),
+        "candidatePassRate": _rate(p[1] for p in pairs),
+        "difference": decision.difference,
+        "ci95": decision.interval.dump() if decision.interval is not None else None,
+        "margin": margin,
+        "nonInferiority": decision.verdict,
+        "moreCases": decision.more_cases,
+        "mcnemar": {
+            "rule": test.rule,
+            "cases": test.cases,
+            "controlOnly": test.control_only,
+            "candidateOnly": test.candidate_only,
+            "pValue": test.p_value,
+        },
+        "flippedWorse": worse[:MAX_FLIPPED_LISTED],
+        "flippedBetter": better[:MAX_FLIPPED_LISTED],
+        "discordance": discordance,
+        "minimumDetectableDifference": mdd,
+        "resamples": resamples,
+        "seed": seed,
+        "confidence": DEFAULT_CONFIDENCE,
+        "costs": {"control": _costs(control_run), "candidate": _costs(candidate_run)},
+    }
+
+
+def _costs(run: RunDocument) -> dict[str, Any]:
+    """What a variant's whole run cost (every case, not only the paired ones): latency
+    median and p95 of its attempts, its tokens and estimated price (null when unknown)."""
+    metrics = run.metrics
+    latency = (metrics.latency if metrics is not None else None) or {}
+    tokens = metrics.tokens if metrics is not None else None
+    return {
+        "medianMs": latency.get("medianMs"),
+        "p95Ms": latency.get("p95Ms"),
+        "totalTokens": tokens.total_tokens if tokens is not None else None,
+        "estimatedCost": tokens.estimated_cost if tokens is not None else None,
+    }
+
+
+def _rate(tallies: Any) -> float | None:
+    passed = graded = 0
+    for t in tallies:
+        passed += t.passed
+        graded += t.graded
+    return passed / graded if graded else None

@@ -1,0 +1,75 @@
+"""``variantComparison`` of a run document (issue 35) as typed models: two variants of one
+session compared on the cases both graded (written by goldeval.results.variant_comparison,
+labelled by goldeval.verdict.variants). Re-exported by goldeval.results.documents."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from goldeval.results.document_base import Doc, IntervalDoc
+
+__all__ = ["McNemarDoc", "VariantComparisonDoc", "VariantCostDoc", "VariantCostsDoc"]
+
+
+class McNemarDoc(Doc):
+    """The exact McNemar test of a variant comparison (goldeval.results.sampling.McNemar)."""
+
+    rule: str
+    cases: int
+    control_only: int = Field(alias="controlOnly")
+    candidate_only: int = Field(alias="candidateOnly")
+    p_value: float | None = Field(default=None, alias="pValue")
+
+
+class VariantCostDoc(Doc):
+    """What one variant's whole run cost (every case, not only the paired ones); null when
+    unknown."""
+
+    #: int | float: report.md shows the number as written (``12 ms``, not ``12.0 ms``).
+    median_ms: int | float | None = Field(default=None, alias="medianMs")
+    p95_ms: int | float | None = Field(default=None, alias="p95Ms")
+    total_tokens: int | None = Field(default=None, alias="totalTokens")
+    estimated_cost: float | None = Field(default=None, alias="estimatedCost")
+
+
+class VariantCostsDoc(Doc):
+    """``variantComparison.costs``: the control's and the candidate's :class:`VariantCostDoc`."""
+
+    control: VariantCostDoc | None = None
+    candidate: VariantCostDoc | None = None
+
+
+class VariantComparisonDoc(Doc):
+    """``variantComparison``: two variants of one session on the cases both graded
+    (goldeval.results.variant_comparison); ``decision`` and ``reason`` are the verdict's
+    (goldeval.verdict.variants), which a regate recomputes from the figures."""
+
+    control: str
+    candidate: str
+    control_model: str | None = Field(default=None, alias="controlModel")
+    candidate_model: str | None = Field(default=None, alias="candidateModel")
+    outcome_rule: str = Field(alias="outcomeRule")
+    cases: int
+    unpaired: int = 0
+    control_pass_rate: float | None = Field(default=None, alias="controlPassRate")
+    candidate_pass_rate: float | None = Field(default=None, alias="candidatePassRate")
+    difference: float | None = None
+    ci95: IntervalDoc | None = None
+    margin: float
+    #: The statistic's own verdict (sampling.NonInferiority): PASS, FAIL or UNDERPOWERED.
+    non_inferiority: str = Field(alias="nonInferiority")
+    more_cases: int | None = Field(default=None, alias="moreCases")
+    mcnemar: McNemarDoc
+    flipped_worse: list[str] = Field(default_factory=list, alias="flippedWorse")
+    flipped_better: list[str] = Field(default_factory=list, alias="flippedBetter")
+    discordance: float | None = None
+    minimum_detectable_difference: float | None = Field(
+        default=None, alias="minimumDetectableDifference"
+    )
+    resamples: int
+    seed: int
+    confidence: float
+    #: Each variant's whole-run latency (medianMs, p95Ms), totalTokens and estimatedCost.
+    costs: VariantCostsDoc | None = None
+    decision: str | None = None
+    reason: str | None = None
