@@ -96,3 +96,16 @@ def decide_run_exit(
             typed_run(run), comparison, gate, pytest_status=pytest_status, **facts
         )
     )
+
+
+def assert_manifest_refused(path: Path, field: str, fragment: str) -> None:
+    """Reading the manifest at ``path`` is refused with an error that starts with the file and
+    the field (``path: field: ``) and says ``fragment``."""
+    from goldeval.core.errors import DatasetError
+    from goldeval.dataset.manifest import read_manifest
+
+    with pytest.raises(DatasetError) as info:
+        read_manifest(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: {field}: "), text
+    assert fragment in text

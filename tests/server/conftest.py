@@ -11,9 +11,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,3 +264,28 @@ def service(service_factory: Any) -> Service:
     svc: Service = service_factory()
     svc.serve(lease=5)
     return svc
+
+
+@contextmanager
+def table_locked(store_url: str, table: str) -> Iterator[None]:
+    """``table`` of the PostgreSQL store held under an ACCESS EXCLUSIVE lock by another
+    connection for the ``with`` block: a real slow store, not a stub (reads of it wait)."""
+    from goldeval.store import open_store
+
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        with open_store(store_url) as store:
+            with store._transaction("test") as tx:  # type: ignore[attr-defined]
+                tx.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                release.wait(120)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    try:
+        assert locked.wait(30), f"the lock on {table} was never taken"
+        yield
+    finally:
+        release.set()
+        holder.join(120)

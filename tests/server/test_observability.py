@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from goldeval.store import open_store
-from tests.server.conftest import Service
+from tests.server.conftest import Service, table_locked
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -139,25 +138,9 @@ def test_a_store_that_does_not_answer_is_cut_at_metrics_store_seconds(
     svc: Service = service_factory()
     svc.serve(workers=0)
     assert _value(_scrape(svc), "goldeval_store_up") == 1
-    locked = threading.Event()
-    release = threading.Event()
-
-    def hold_lock() -> None:
-        with open_store(store_url) as store:
-            with store._transaction("test") as tx:  # type: ignore[attr-defined]
-                tx.execute("LOCK TABLE service_counters IN ACCESS EXCLUSIVE MODE")
-                locked.set()
-                release.wait(60)
-
-    holder = threading.Thread(target=hold_lock)
-    holder.start()
-    try:
-        assert locked.wait(30)
+    with table_locked(store_url, "service_counters"):
         # The scrape answers (httpx would fail after its 30 s timeout) with the store down.
         assert _value(_scrape(svc), "goldeval_store_up") == 0
-    finally:
-        release.set()
-        holder.join(60)
     assert _value(_scrape(svc), "goldeval_store_up") == 1
 
 
@@ -359,10 +342,12 @@ def test_the_counters_migration_fills_them_from_the_rows_already_stored(store_ur
         RunQueue(store).enqueue("q1", dataset_id="demo-v1", request={}, idempotency_key=None)
         with store._read("test") as tx:  # type: ignore[attr-defined]
             live = counters.read(tx)
-        # Back to schema 8: no counters table.
+        # Back to schema 9: no counters table (schema 10) and no recorded exit decision
+        # (schema 11), so that both migrations run again.
         with store._transaction("test") as tx:  # type: ignore[attr-defined]
             tx.execute("DROP TABLE service_counters")
-            tx.execute("DELETE FROM schema_version WHERE version = ?", (LATEST_VERSION,))
+            tx.execute("ALTER TABLE service_runs DROP COLUMN exit_decision")
+            tx.execute("DELETE FROM schema_version WHERE version >= ?", (10,))
     with open_store(store_url) as store:
         assert store.schema_version() == LATEST_VERSION
         with store._read("test") as tx:  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ import pytest
 from goldeval.server.page_guard import CACHED_PAGES, LOADS_PER_KEY, PageCache
 from goldeval.store import open_store
 from goldeval.store.cursors import encode_cursor
-from tests.server.conftest import API_KEYS_ENV, Service, _raw_connect
+from tests.server.conftest import API_KEYS_ENV, Service, _raw_connect, table_locked
 from tests.server.test_observability import _create, _links, seed_finished_runs
 
 OTHER_EVAL_KEY = "second-eval-key-0123456789abcdef"
@@ -42,17 +42,6 @@ def test_one_key_gets_429_past_its_loads_while_another_key_is_served(
 
     # Hold every read of `runs` (what a page render reads per run) with a lock: a real slow
     # store, not a stub. The queue rows (what the cache key is read from) stay readable.
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_lock() -> None:
-        with open_store(store_url) as store:
-            with store._transaction("test") as tx:  # type: ignore[attr-defined]
-                tx.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
-                locked.set()
-                release.wait(120)
-
-    holder = threading.Thread(target=hold_lock)
-    holder.start()
     answers: list[httpx.Response] = []
     # A page not in the cache (a cursor after every run): each of these loads renders.
     uncached = {
@@ -65,34 +54,33 @@ def test_one_key_gets_429_past_its_loads_while_another_key_is_served(
 
     loaders = [threading.Thread(target=load) for _ in range(LOADS_PER_KEY)]
     try:
-        assert locked.wait(30)
-        for thread in loaders:
-            thread.start()
-        # Both loads are in flight once both wait on the lock (a condition, not a duration).
-        deadline = time.monotonic() + 60
-        while _waiting_locks(postgres_server.url) < LOADS_PER_KEY:
-            assert time.monotonic() < deadline, "the loads never reached the store"
-            time.sleep(0.05)
-        with svc.client("EVAL") as client:
-            refused = client.get("/ui/", params=uncached)
-        assert refused.status_code == 429, refused.text
-        assert refused.headers["retry-after"] == "1"
-        problem = refused.json()
-        assert problem["type"] == "/problems/too-many-page-loads"
-        assert (
-            "ui_loads_per_key" in problem["detail"]
-            and f"at most {LOADS_PER_KEY}" in problem["detail"]
-        )
-        # Another key of the same role is served meanwhile, from the cache (the store's runs
-        # are still locked): the same bytes as before.
-        served = other.get("/ui/")
-        assert served.status_code == 200
-        assert served.content == cached.content
+        with table_locked(store_url, "runs"):
+            for thread in loaders:
+                thread.start()
+            # Both loads are in flight once both wait on the lock (a condition, not a duration).
+            deadline = time.monotonic() + 60
+            while _waiting_locks(postgres_server.url) < LOADS_PER_KEY:
+                assert time.monotonic() < deadline, "the loads never reached the store"
+                time.sleep(0.05)
+            with svc.client("EVAL") as client:
+                refused = client.get("/ui/", params=uncached)
+            assert refused.status_code == 429, refused.text
+            assert refused.headers["retry-after"] == "1"
+            problem = refused.json()
+            assert problem["type"] == "/problems/too-many-page-loads"
+            assert (
+                "ui_loads_per_key" in problem["detail"]
+                and f"at most {LOADS_PER_KEY}" in problem["detail"]
+            )
+            # Another key of the same role is served meanwhile, from the cache (the store's runs
+            # are still locked): the same bytes as before.
+            served = other.get("/ui/")
+            assert served.status_code == 200
+            assert served.content == cached.content
     finally:
-        release.set()
-        holder.join(120)
         for thread in loaders:
-            thread.join(120)
+            if thread.ident is not None:
+                thread.join(120)
         other.close()
     assert [a.status_code for a in answers] == [200] * LOADS_PER_KEY
     # The slots were given back: the key loads again.

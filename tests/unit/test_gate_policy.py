@@ -9,6 +9,7 @@ import pytest
 from goldeval.core.errors import DatasetError
 from goldeval.dataset.manifest import GATE_RATE_NAMES, check_gate_policy, read_manifest
 from goldeval.verdict.gate import ABSOLUTE_METRICS, NEVER_GATED
+from tests.helpers import assert_manifest_refused
 
 
 def test_manifest_knows_exactly_the_gate_rate_names() -> None:
@@ -50,11 +51,7 @@ def test_bad_gate_policy_names_file_and_field(
     tmp_path: Path, gate: str, field: str, fragment: str
 ) -> None:
     path = _manifest(tmp_path, gate)
-    with pytest.raises(DatasetError) as info:
-        read_manifest(path)
-    text = str(info.value)
-    assert text.startswith(f"{path}: {field}: "), text
-    assert fragment in text
+    assert_manifest_refused(path, field, fragment)
 
 
 def test_good_gate_policy_reads(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from goldeval.core.errors import DatasetError, GoldevalError
+from goldeval.core.errors import GoldevalError
 from goldeval.dataset.manifest import read_manifest
 from goldeval.dataset.variants import Variant, select_variants
 from goldeval.results.documents import RunDocument, VariantComparisonDoc
@@ -17,6 +17,7 @@ from goldeval.verdict.comparison import AttemptCounts
 from goldeval.verdict.exit_codes import decide_exit
 from goldeval.verdict.outcome import RunOutcome
 from goldeval.verdict.variants import VariantDecision, decide_variants
+from tests.helpers import assert_manifest_refused
 
 VARIANTS = "variants:\n  - {name: a, model: m1}\n  - {name: b, model: m2}\n"
 
@@ -95,11 +96,7 @@ def test_bad_variants_name_the_file_and_field(
     tmp_path: Path, body: str, field: str, fragment: str
 ) -> None:
     path = _manifest(tmp_path, body)
-    with pytest.raises(DatasetError) as info:
-        read_manifest(path)
-    text = str(info.value)
-    assert text.startswith(f"{path}: {field}: "), text
-    assert fragment in text
+    assert_manifest_refused(path, field, fragment)
 
 
 def test_selection_keeps_the_order_given_and_refuses_unknown_names() -> None:
