@@ -156,7 +156,7 @@ def test_provider_error_messages_are_escaped() -> None:
 
 
 def test_report_md_is_escaped() -> None:
-    text = report_md.render(_run())
+    text = report_md.render(typed_run(_run()))
     assert_clean(text)
     assert "\\\\x1b\\[2J" in text  # visible (Markdown-escaped) in the job summary
     assert "## Notes" in text
@@ -231,7 +231,7 @@ def test_no_notices_for_a_plain_run() -> None:
     m = compute_metrics(cases)
     assert "retries" not in m and "judge" not in m
     assert report_md.notices(typed_run({"metrics": m})) == []
-    assert "## Notes" not in report_md.render({"metrics": m, "cases": cases})
+    assert "## Notes" not in report_md.render(typed_run({"metrics": m, "cases": cases}))
 
 
 def test_self_preference_is_a_notice_even_without_its_note() -> None:
