@@ -109,3 +109,32 @@ def assert_manifest_refused(path: Path, field: str, fragment: str) -> None:
     text = str(info.value)
     assert text.startswith(f"{path}: {field}: "), text
     assert fragment in text
+
+
+def app_provider_conftest(fixtures: str, case_id: str, how: str) -> str:
+    """conftest.py source of a team's own app as the provider (the ``golden_provider``
+    fixture): each row answers its recorded fixture from the folder ``fixtures`` (relative to
+    the conftest), except ``case_id``, which fails (``pytest.fail``) when the Python
+    expression ``how`` gives "fail" and stalls 4 s (past pytest-timeout's limit) when it
+    gives "stall"."""
+    return f"""
+import os, time
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).parent
+FIXTURES = ROOT / {fixtures!r}
+
+def app(case):
+    if case.id == {case_id!r}:
+        how = {how}
+        if how == "fail":
+            pytest.fail("the app refused this row")
+        if how == "stall":
+            time.sleep(4)
+    return (FIXTURES / f"{{case.id}}.out.md").read_text(encoding="utf-8")
+
+@pytest.fixture(scope="session")
+def golden_provider():
+    return app
+"""

@@ -62,14 +62,27 @@ def _live(server: FakeLLMServer, *extra: str) -> list[str]:
     ]
 
 
-def test_equal_variants_are_non_inferior(
+@pytest.fixture
+def run_variants(
     pytester: pytest.Pytester,
     llm_server: FakeLLMServer,
     golden_project: Path,
     plugin_args: list[str],
-) -> None:
+) -> Callable[..., pytest.RunResult]:
+    """Runs the two variants (control on m-good, candidate on m-bad, the compare gate) live
+    with the given extra options, serially or under xdist as ``plugin_args`` says."""
     _manifest(golden_project)
-    result = pytester.runpytest(*_live(llm_server), *plugin_args)
+
+    def run(*extra: str) -> pytest.RunResult:
+        return pytester.runpytest(*_live(llm_server, *extra), *plugin_args)
+
+    return run
+
+
+def test_equal_variants_are_non_inferior(
+    run_variants: Callable[..., pytest.RunResult], llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    result = run_variants()
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=20)
     assert {r.model for r in llm_server.requests} == {"m-good", "m-bad"}
@@ -95,15 +108,11 @@ def test_equal_variants_are_non_inferior(
 
 
 def test_clearly_worse_candidate_is_inferior_and_names_flipped_cases(
-    pytester: pytest.Pytester,
-    llm_server: FakeLLMServer,
-    golden_project: Path,
-    plugin_args: list[str],
+    run_variants: Callable[..., pytest.RunResult], llm_server: FakeLLMServer, golden_project: Path
 ) -> None:
-    _manifest(golden_project)
     _break(llm_server, lambda prompt: True)
     html = ("--html=report.html", "--self-contained-html")
-    result = pytester.runpytest(*_live(llm_server), *html, *plugin_args)
+    result = run_variants(*html)
     assert result.ret == 1, result.stdout.str()
     page = (golden_project / "report.html").read_text(encoding="utf-8")
     assert "<h3>Variants</h3>" in page
@@ -125,14 +134,10 @@ def test_clearly_worse_candidate_is_inferior_and_names_flipped_cases(
 
 
 def test_small_difference_is_inconclusive_never_a_pass(
-    pytester: pytest.Pytester,
-    llm_server: FakeLLMServer,
-    golden_project: Path,
-    plugin_args: list[str],
+    run_variants: Callable[..., pytest.RunResult], llm_server: FakeLLMServer, golden_project: Path
 ) -> None:
-    _manifest(golden_project)
     _break(llm_server, lambda prompt: "пустой пароль" in prompt)
-    result = pytester.runpytest(*_live(llm_server, "--golden-junit=dash.xml"), *plugin_args)
+    result = run_variants("--golden-junit=dash.xml")
     assert result.ret == 1, result.stdout.str()
     cmp = _runs(golden_project)["candidate"]["variantComparison"]
     assert cmp["decision"] == "INCONCLUSIVE"

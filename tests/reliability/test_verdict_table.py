@@ -26,7 +26,7 @@ import pytest
 
 from goldeval.store import open_store
 from goldeval.testing.llm_server import FakeLLMServer, Fault
-from tests.helpers import chat_calls, run_cli
+from tests.helpers import app_provider_conftest, chat_calls, run_cli
 
 HAPPY = "golden/generation/fixtures/e2e-login-happy-alice.out.md"
 BASELINE = "baselines/generation-v1.json"
@@ -41,26 +41,9 @@ LIVE = [
 
 #: The team's own app as the provider: each row answers its recorded fixture, except the one
 #: HOW names, which fails (pytest.fail) or stalls past pytest-timeout's limit.
-CONFTEST = """
-import os, time
-from pathlib import Path
-import pytest
-
-FIXTURES = Path(__file__).parent / "golden" / "generation" / "fixtures"
-
-def app(case):
-    if case.id == "e2e-login-happy-alice":
-        how = os.environ.get("HOW", "")
-        if how == "fail":
-            pytest.fail("the app refused this row")
-        if how == "stall":
-            time.sleep(4)
-    return (FIXTURES / f"{case.id}.out.md").read_text(encoding="utf-8")
-
-@pytest.fixture(scope="session")
-def golden_provider():
-    return app
-"""
+CONFTEST = app_provider_conftest(
+    "golden/generation/fixtures", "e2e-login-happy-alice", 'os.environ.get("HOW", "")'
+)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Fault
 from goldeval.testing.llm_server.fixtures import fixture_responder
+from tests.helpers import app_provider_conftest
 from tests.server.conftest import Service, _raw_connect
 
 LIVE = {"dataset": "demo-v1", "mode": "live", "model": "fake-llm:latest"}
@@ -48,27 +49,11 @@ LIVE = {"dataset": "demo-v1", "mode": "live", "model": "fake-llm:latest"}
 #: The project's own app as the provider (the operator's conftest.py): it answers the recorded
 #: fixtures, except for the row the HOW file names, which fails (pytest.fail) or stalls past
 #: pytest-timeout's limit.
-APP_CONFTEST = """
-import time
-from pathlib import Path
-import pytest
-
-ROOT = Path(__file__).parent
-FIXTURES = ROOT / "golden" / "demo" / "fixtures"
-
-def app(case):
-    how = (ROOT / "HOW").read_text(encoding="utf-8").strip() if (ROOT / "HOW").is_file() else ""
-    if case.id == "greeting":
-        if how == "fail":
-            pytest.fail("the app refused this row")
-        if how == "stall":
-            time.sleep(4)
-    return (FIXTURES / f"{case.id}.out.md").read_text(encoding="utf-8")
-
-@pytest.fixture(scope="session")
-def golden_provider():
-    return app
-"""
+APP_CONFTEST = app_provider_conftest(
+    "golden/demo/fixtures",
+    "greeting",
+    '(ROOT / "HOW").read_text(encoding="utf-8").strip() if (ROOT / "HOW").is_file() else ""',
+)
 
 
 @pytest.fixture
