@@ -24,7 +24,7 @@ from goldeval.pytest_plugin.recording import ProtocolMismatch, begin_recording
 from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
 from goldeval.pytest_plugin.summary import print_summary
-from goldeval.results.finalise import FinalisationError, finalisation
+from goldeval.results.finalise import FinalisationError
 from goldeval.results.run_folder import ArtifactError
 from goldeval.verdict.exit_codes import ExitDecision, refused_before_run
 
@@ -205,7 +205,7 @@ class Controller:
             self.state.close()
             return
         state = self.state
-        fin = finalisation(state)
+        fin = state.finalisation
         recorder = state.recorder
         # Ctrl-C or SIGTERM while the run is written would leave half a run folder: the
         # write is short, so it finishes first and the signal is reported afterwards.

@@ -28,7 +28,7 @@ from goldeval.pytest_plugin.recording import begin_recording
 from goldeval.pytest_plugin.run_writing import build_for, write_run
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results.documents import VariantComparisonDoc, typed_run
-from goldeval.results.finalise import FAULT_KEY, finalisation
+from goldeval.results.finalise import FAULT_KEY
 from goldeval.results.run_folder import ArtifactError
 from goldeval.results.variant_comparison import compare_variants
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
@@ -295,7 +295,7 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
     """Roll back this process's records of the run (marked FAILED/INTERRUPTED), set the exit
     status the verdict gives a finalisation fault (75; 4 for an artifact path goldeval refuses
     to write through; pytest's 2/3/4 never downgraded) and return the one-line reason."""
-    fin = finalisation(state)
+    fin = state.finalisation
     interrupted = (
         session.exitstatus == pytest.ExitCode.INTERRUPTED
         or bool(session.shouldstop)

@@ -17,7 +17,7 @@ from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
 from goldeval.results.documents import typed_run
 from goldeval.results.evidence import inventory, write_manifest
-from goldeval.results.finalise import FinalisationError, finalisation
+from goldeval.results.finalise import FinalisationError
 from goldeval.results.run_document import (
     build_run,
     config_fingerprint,
@@ -55,7 +55,7 @@ def build_for(
     judge_errors = 0
     served: set[str] = set()
 
-    fin = finalisation(state)
+    fin = state.finalisation
 
     def on_case(case: dict[str, Any]) -> None:
         nonlocal judge_errors
@@ -202,7 +202,7 @@ def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
     process recorded (see :mod:`goldeval.results.finalise`) and exits INFRA.
     """
 
-    fin = finalisation(state)
+    fin = state.finalisation
     fin.runs[run_dir] = run
     out_dir = state.settings.out_dir
     # run.json is written from the JSON built (key order kept); what reads it takes it typed.

@@ -47,6 +47,7 @@ from goldeval.pytest_plugin.run_settings import (
     settings_from_config,
 )
 from goldeval.pytest_plugin.variants import session_variants
+from goldeval.results.finalise import Finalisation
 from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
 
 # RERUN_KIND: the controller reads it from here (an attempt graded twice, see
@@ -114,6 +115,9 @@ class GoldenSession:
         self.benchmark: list[dict[str, Any]] | None = None
         self.recorded: dict[str, list[str]] | None = None
         self.artifact_inventory: list[dict[str, Any]] = []
+        #: What this process has written towards its run folders, so a failure part-way can be
+        #: rolled back (:mod:`goldeval.results.finalise`).
+        self.finalisation = Finalisation()
 
         #: The provider label the xdist workers built (a conftest override), on the controller.
         self.workers_provider: str | None = None

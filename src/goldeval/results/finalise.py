@@ -24,7 +24,6 @@ from goldeval.results.documents import typed_run
 from goldeval.results.evidence import MANIFEST, is_temp
 from goldeval.results.run_document import RUN_DOCUMENT
 
-ATTR = "_goldeval_finalisation"
 #: The run document's record of a failed finalisation: ``{"reason", "pathRefused"}``.
 FAULT_KEY = "finalisationFault"
 
@@ -263,12 +262,3 @@ def _mark_folder(run_dir: Path, run: dict[str, Any] | None, marks: dict[str, Any
             except OSError:
                 left.append(str(path))
     return left
-
-
-def finalisation(state: Any) -> Finalisation:
-    """The session's finalisation record (created on first use)."""
-    fin = getattr(state, ATTR, None)
-    if not isinstance(fin, Finalisation):
-        fin = Finalisation()
-        setattr(state, ATTR, fin)
-    return fin
