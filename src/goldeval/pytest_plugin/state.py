@@ -118,7 +118,6 @@ class GoldenSession:
         #: What this process has written towards its run folders, so a failure part-way can be
         #: rolled back (:mod:`goldeval.results.finalise`).
         self.finalisation = Finalisation()
-
         #: The provider label the xdist workers built (a conftest override), on the controller.
         self.workers_provider: str | None = None
         self.run_id = new_run_id(self.settings.out_dir, self.started)
