@@ -105,6 +105,19 @@ def test_equal_variants_are_non_inferior(
     costs = cmp["costs"]
     assert costs["control"]["totalTokens"] > 0 and costs["candidate"]["totalTokens"] > 0
     assert costs["control"]["p95Ms"] >= costs["control"]["medianMs"] >= 0
+    # The same answers from the same server: the same tokens case by case, difference 0.
+    tokens = cmp["pairedCosts"]["totalTokens"]
+    assert tokens["cases"] == 10 and tokens["difference"] == 0.0
+    assert tokens["ci95"]["lower"] == tokens["ci95"]["upper"] == 0.0
+    assert cmp["pairedCosts"]["latencyMs"]["cases"] == 10
+    assert cmp["pairedCosts"]["estimatedCost"] is None  # no prices configured
+    pareto = cmp["pareto"]
+    assert pareto["costBasis"] == "totalTokens"
+    assert [r["variant"] for r in pareto["rows"]] == ["control", "candidate"]
+    for report in reports:
+        text = report.read_text(encoding="utf-8")
+        assert "| Tokens per attempt | 10 |" in text
+        assert "| Variant | Model | Pass rate | Tokens | p95 | On the front |" in text
 
 
 def test_clearly_worse_candidate_is_inferior_and_names_flipped_cases(
@@ -164,8 +177,13 @@ def test_serial_and_xdist_give_the_same_comparison(
         result = pytester.runpytest(*_live(llm_server, "--golden-attempts=2"), *args)
         assert result.ret in (0, 1), result.stdout.str()
         runs = _runs(golden_project)
-        # Everything but `costs`: latency is measured, so it differs between sessions.
-        pair = {k: v for k, v in runs["candidate"]["variantComparison"].items() if k != "costs"}
+        # Everything but what holds measured latency, which differs between sessions.
+        cmp = runs["candidate"]["variantComparison"]
+        pair = {k: v for k, v in cmp.items() if k not in ("costs", "pairedCosts", "pareto")}
+        pair["tokens"] = cmp["pairedCosts"]["totalTokens"]
+        pair["front"] = [
+            (r["variant"], r["passRate"], r["totalTokens"]) for r in cmp["pareto"]["rows"]
+        ]
         figures.append(
             (
                 pair,

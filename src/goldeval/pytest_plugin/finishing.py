@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,6 +32,7 @@ from goldeval.results.documents import VariantComparisonDoc, typed_run
 from goldeval.results.finalise import FAULT_KEY
 from goldeval.results.run_folder import ArtifactError
 from goldeval.results.variant_comparison import compare_variants
+from goldeval.results.variant_costs import case_figures_of_file, pareto_table
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
 from goldeval.verdict.outcome import FinalisationFault, RunOutcome
 from goldeval.verdict.variants import decide_variants
@@ -177,7 +179,9 @@ def finish_side_by_side(
     decisions = []
     state.benchmark = []
     built = [(model, *build_for(state, model, ending.interrupted, multi=True)) for model in models]
-    comparison = _variant_comparison(state, {model: run for model, run, _ in built})
+    comparison = _variant_comparison(
+        state, {model: (run, run_dir) for model, run, run_dir in built}
+    )
     for model, run, run_dir in built:
         name = state.variant_name(model)
         if name is not None:
@@ -215,7 +219,7 @@ def finish_side_by_side(
 
 
 def _variant_comparison(
-    state: GoldenSession, runs: dict[str, dict[str, Any]]
+    state: GoldenSession, runs: dict[str, tuple[dict[str, Any], Path]]
 ) -> dict[str, Any] | None:
     """``variantComparison`` when the manifest compares two variants this session ran (the
     figures from goldeval.results, the label and reason from goldeval.verdict)."""
@@ -227,14 +231,23 @@ def _variant_comparison(
     candidate = runs.get(variants.model_of(compare.candidate) or "")
     if control is None or candidate is None:
         return None  # one side recorded nothing (stopped before it ran): no pair to weigh
+    cases_files = state.finalisation.cases_files
     figures = compare_variants(
-        typed_run(control),
-        typed_run(candidate),
+        typed_run(control[0]),
+        typed_run(candidate[0]),
         control=compare.control,
         candidate=compare.candidate,
         margin=compare.non_inferiority,
         rule=compare.outcome,
+        # The full cases: the runs in memory keep passing cases without latency and tokens.
+        figures=(
+            case_figures_of_file(cases_files[control[1]]),
+            case_figures_of_file(cases_files[candidate[1]]),
+        ),
     )
+    # Every variant the session ran, not only the pair, in the order selected.
+    named = [(v.name, typed_run(runs[v.model][0])) for v in variants.selected if v.model in runs]
+    figures["pareto"] = pareto_table(named)
     result = decide_variants(VariantComparisonDoc.model_validate(figures))
     return {**figures, "decision": result.decision.value, "reason": result.reason}
 

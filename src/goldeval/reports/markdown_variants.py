@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from goldeval.reports.markdown_text import md_escape
-from goldeval.results.documents import VariantComparisonDoc, VariantCostDoc
+from goldeval.results.documents import (
+    PairedFigureDoc,
+    ParetoDoc,
+    VariantComparisonDoc,
+    VariantCostDoc,
+)
+
+#: ``pairedCosts`` figures as report.md names them, with their unit and number format.
+_PAIRED_LABELS = {
+    "latencyMs": ("Latency per attempt", " ms", "{:.1f}"),
+    "totalTokens": ("Tokens per attempt", "", "{:.1f}"),
+    "estimatedCost": ("Estimated cost per attempt", "", "{:.6f}"),
+}
 
 
 def _pct(value: float | None, sign: bool = False) -> str:
@@ -69,6 +81,62 @@ def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
                 f"| {name} | {_na(c.median_ms, ' ms')} | {_na(c.p95_ms, ' ms')} | "
                 f"{_na(c.total_tokens)} | " + (f"{cost:.4f} |" if cost is not None else "n/a |")
             )
+    return out + _paired_cost_lines(cmp) + _pareto_lines(cmp.pareto)
+
+
+def _paired_cost_lines(cmp: VariantComparisonDoc) -> list[str]:
+    """``pairedCosts``: each figure's per-case mean for both sides and the difference with its
+    interval (reported, not gated)."""
+    figures = cmp.paired_costs or {}
+    if not any(figures.values()):
+        return []
+    out = [
+        "",
+        "Paired cost and latency (mean per case over its graded attempts, on the paired cases "
+        "both measured; reported, not gated):",
+        "",
+        "| Figure | Cases | Control | Candidate | Difference | 95% CI | Relative |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, (label, unit, fmt) in _PAIRED_LABELS.items():
+        f: PairedFigureDoc | None = figures.get(key)
+        if f is None:
+            out.append(f"| {label} | 0 | n/a | n/a | n/a | n/a | n/a |")
+            continue
+        num = fmt.format
+        ci = f"{num(f.ci95.lower)} to {num(f.ci95.upper)}{unit}" if f.ci95 else "n/a"
+        relative = f"{f.relative * 100:+.1f}%" if f.relative is not None else "n/a"
+        out.append(
+            f"| {label} | {f.cases} | {num(f.control)}{unit} | {num(f.candidate)}{unit} | "
+            f"{'+' if f.difference >= 0 else ''}{num(f.difference)}{unit} | {ci} | {relative} |"
+        )
+    return out
+
+
+def _pareto_lines(pareto: ParetoDoc | None) -> list[str]:
+    """``pareto``: the session's variants, pass rate vs cost vs p95 latency."""
+    if pareto is None or not pareto.rows:
+        return []
+    basis = "estimated cost" if pareto.cost_basis == "estimatedCost" else "tokens"
+    out = [
+        "",
+        f"Pareto table (pass rate higher, {basis} and p95 latency lower; a variant is on the "
+        "front when no other is at least as good on all three and better on one; an unknown "
+        "figure compares with nothing):",
+        "",
+        f"| Variant | Model | Pass rate | {basis.capitalize()} | p95 | On the front |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in pareto.rows:
+        front = (
+            "yes"
+            if row.front
+            else "no (dominated by " + ", ".join(md_escape(v) for v in row.dominated_by) + ")"
+        )
+        out.append(
+            f"| {md_escape(row.variant)} | {md_escape(row.model)} | {_pct(row.pass_rate)} | "
+            f"{_na(row.cost)} | {_na(row.p95_ms, ' ms')} | {front} |"
+        )
     return out
 
 

@@ -26,6 +26,9 @@ from goldeval.results.document_base import Doc as _Doc
 from goldeval.results.document_base import IntervalDoc
 from goldeval.results.variant_documents import (
     McNemarDoc,
+    PairedFigureDoc,
+    ParetoDoc,
+    ParetoRowDoc,
     VariantComparisonDoc,
     VariantCostDoc,
     VariantCostsDoc,
@@ -41,6 +44,9 @@ __all__ = [
     "IntervalDoc",
     "McNemarDoc",
     "Metrics",
+    "PairedFigureDoc",
+    "ParetoDoc",
+    "ParetoRowDoc",
     "PassAtKDoc",
     "Protocol",
     "RateDoc",

@@ -24,6 +24,7 @@ from goldeval.results.sampling import (
     minimum_detectable_difference,
     non_inferiority,
 )
+from goldeval.results.variant_costs import CaseFigures, case_figures, paired_costs
 
 #: Flipped case ids listed per direction in run.json (the counts are always whole).
 MAX_FLIPPED_LISTED = 50
@@ -50,11 +51,14 @@ def compare_variants(
     rule: OutcomeRule = "majority",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    figures: tuple[CaseFigures, CaseFigures] | None = None,
 ) -> dict[str, Any]:
     """``variantComparison``: candidate minus control on the cases both graded.
 
     The cases are paired by id and taken in id order, so the seeded bootstrap gives the same
-    figures whatever order the attempts arrived in (serially or under xdist).
+    figures whatever order the attempts arrived in (serially or under xdist). ``figures``:
+    each side's per-case latency and tokens (goldeval.results.variant_costs) when the runs'
+    cases are light; by default they are read from the runs' own cases.
     """
     a, b = case_tallies(control_run), case_tallies(candidate_run)
     ids = sorted(cid for cid in a.keys() & b.keys() if a[cid].graded and b[cid].graded)
@@ -95,7 +99,17 @@ def compare_variants(
         "seed": seed,
         "confidence": DEFAULT_CONFIDENCE,
         "costs": {"control": _costs(control_run), "candidate": _costs(candidate_run)},
+        "pairedCosts": paired_costs(
+            *(figures or (_figures(control_run), _figures(candidate_run))),
+            ids,
+            resamples=resamples,
+            seed=seed,
+        ),
     }
+
+
+def _figures(run: RunDocument) -> CaseFigures:
+    return case_figures(case.dump() for case in run.cases)
 
 
 def _costs(run: RunDocument) -> dict[str, Any]:

@@ -8,7 +8,15 @@ from pydantic import Field
 
 from goldeval.results.document_base import Doc, IntervalDoc
 
-__all__ = ["McNemarDoc", "VariantComparisonDoc", "VariantCostDoc", "VariantCostsDoc"]
+__all__ = [
+    "McNemarDoc",
+    "PairedFigureDoc",
+    "ParetoDoc",
+    "ParetoRowDoc",
+    "VariantComparisonDoc",
+    "VariantCostDoc",
+    "VariantCostsDoc",
+]
 
 
 class McNemarDoc(Doc):
@@ -37,6 +45,42 @@ class VariantCostsDoc(Doc):
 
     control: VariantCostDoc | None = None
     candidate: VariantCostDoc | None = None
+
+
+class PairedFigureDoc(Doc):
+    """One figure of ``pairedCosts`` (goldeval.results.variant_costs): per case means on the
+    paired cases both sides measured, and the mean difference (candidate − control)."""
+
+    cases: int
+    control: float
+    candidate: float
+    difference: float
+    ci95: IntervalDoc | None = None
+    relative: float | None = None
+
+
+class ParetoRowDoc(Doc):
+    """One variant of ``pareto``: its figures, the variants that dominate it, on the front or
+    not."""
+
+    variant: str
+    model: str | None = None
+    pass_rate: float | None = Field(default=None, alias="passRate")
+    graded_attempts: int = Field(alias="gradedAttempts")
+    p95_ms: int | float | None = Field(default=None, alias="p95Ms")
+    total_tokens: int | None = Field(default=None, alias="totalTokens")
+    estimated_cost: float | None = Field(default=None, alias="estimatedCost")
+    cost: int | float | None = None
+    dominated_by: list[str] = Field(default_factory=list, alias="dominatedBy")
+    front: bool
+
+
+class ParetoDoc(Doc):
+    """``pareto``: the session's variants, pass rate vs cost vs p95 latency."""
+
+    #: ``estimatedCost`` when every variant has a price, else ``totalTokens``.
+    cost_basis: str = Field(alias="costBasis")
+    rows: list[ParetoRowDoc]
 
 
 class VariantComparisonDoc(Doc):
@@ -71,5 +115,10 @@ class VariantComparisonDoc(Doc):
     confidence: float
     #: Each variant's whole-run latency (medianMs, p95Ms), totalTokens and estimatedCost.
     costs: VariantCostsDoc | None = None
+    #: latencyMs, totalTokens, estimatedCost compared case by case (null: not measured).
+    paired_costs: dict[str, PairedFigureDoc | None] | None = Field(
+        default=None, alias="pairedCosts"
+    )
+    pareto: ParetoDoc | None = None
     decision: str | None = None
     reason: str | None = None
