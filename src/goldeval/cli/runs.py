@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.safe_files import read_regular_file
@@ -48,9 +47,7 @@ class RunPlaces:
 class ResolvedRun:
     """A saved run found from a reference."""
 
-    #: The JSON as read (what ``goldeval show`` renders).
-    document: dict[str, Any]
-    #: The same document typed once (what the verdict reads).
+    #: The document typed once, where it was read (what the verdict and the reports read).
     typed: RunDocument
     #: How messages name it: the run.json read, or ``store run ID``.
     source: str
@@ -99,7 +96,7 @@ def read_pointer(pointer: Path) -> Path:
 
 def _from_file(path: Path) -> ResolvedRun:
     loaded = load_run_file(path)
-    return ResolvedRun(loaded.raw, loaded.typed, str(path), path.parent)
+    return ResolvedRun(loaded.typed, str(path), path.parent)
 
 
 def _from_folder(folder: Path) -> ResolvedRun:
@@ -151,7 +148,7 @@ def _from_store(reference: str, url: str) -> ResolvedRun | None:
         store.close()
     anchor = None if "://" in url else Path(url).parent
     source = f"store run {reference}"
-    return ResolvedRun(document, typed_run(document, source), source, anchor)
+    return ResolvedRun(typed_run(document, source), source, anchor)
 
 
 def stored_run(reference: str, places: RunPlaces) -> ResolvedRun:

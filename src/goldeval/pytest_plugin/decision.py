@@ -11,6 +11,7 @@ from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_man
 from goldeval.pytest_plugin.protocol import protocol_for
 from goldeval.results.documents import RunDocument, typed_run
 from goldeval.results.run_document import PROJECT_ROOT_HERE, project_relative
+from goldeval.results.run_json import RunJson
 from goldeval.verdict.baseline import (
     LoadedRun,
     default_candidates,
@@ -43,7 +44,7 @@ class Decision:
     """The verdict on the session's run, with the fields it writes into run.json."""
 
     verdict: Verdict
-    run_fields: dict[str, Any] = field(default_factory=dict)
+    run_fields: RunJson = field(default_factory=lambda: RunJson())
     #: The run should be saved as a baseline once run.json is on disk.
     save_baseline: bool = False
 
@@ -101,7 +102,7 @@ def decide(
     # gate policy and baselines (see docs/methodology.md, "Gating a saved run").
     # Paths relative to the project root ("." for the root itself): run.json is downloaded,
     # served and stored, and must not name the machine's folders (issue 33).
-    fields: dict[str, Any] = {
+    fields: RunJson = {
         "projectRoot": PROJECT_ROOT_HERE,
         "goldenRoot": project_relative(state.golden_root, state.project_root),
     }
@@ -157,7 +158,10 @@ def save_requested_baseline(state: GoldenSession, run_json: Path, decision: Deci
     except BaselineError as exc:
         verdict = verdict.redecide(baseline_not_saved=str(exc))
         notes.append(verdict.reason)
-    fields = {"notes": notes, "exitDecision": {"code": verdict.code, "reason": verdict.reason}}
+    fields: RunJson = {
+        "notes": notes,
+        "exitDecision": {"code": verdict.code, "reason": verdict.reason},
+    }
     return Decision(verdict, fields)
 
 

@@ -20,6 +20,7 @@ import pytest
 from goldeval.core.errors import GoldevalError
 from goldeval.core.settings import MASK, redact_url
 from goldeval.results.documents import typed_run
+from goldeval.results.run_json import RunJson
 from goldeval.verdict.exit_codes import ExitDecision
 from goldeval.verdict.outcome import RunOutcome, StoppedEarly
 from goldeval.verdict.run_status import run_status
@@ -164,7 +165,7 @@ def session_ending(
     )
 
 
-def record_ending(run: dict[str, Any], ending: SessionEnding, decision: ExitDecision) -> None:
+def record_ending(run: RunJson, ending: SessionEnding, decision: ExitDecision) -> None:
     """Write how the session ended and its decision into the run document.
 
     An unfinished run is never COMPLETED: reruns and early stops make it INCOMPLETE, a signal

@@ -29,8 +29,8 @@ from goldeval.pytest_plugin.recording import begin_recording
 from goldeval.pytest_plugin.run_writing import build_for, write_run
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results.documents import VariantComparisonDoc, typed_run
-from goldeval.results.finalise import FAULT_KEY
 from goldeval.results.run_folder import ArtifactError
+from goldeval.results.run_json import RunJson
 from goldeval.results.variant_comparison import compare_variants
 from goldeval.results.variant_costs import case_figures_of_file, pareto_table
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
@@ -219,7 +219,7 @@ def finish_side_by_side(
 
 
 def _variant_comparison(
-    state: GoldenSession, runs: dict[str, tuple[dict[str, Any], Path]]
+    state: GoldenSession, runs: dict[str, tuple[RunJson, Path]]
 ) -> dict[str, Any] | None:
     """``variantComparison`` when the manifest compares two variants this session ran (the
     figures from goldeval.results, the label and reason from goldeval.verdict)."""
@@ -336,7 +336,7 @@ def finalisation_failed(state: GoldenSession, session: pytest.Session, exc: Base
     if state.run is not None:
         state.run["status"] = status
         state.run["exitDecision"] = {"code": code, "reason": reason}
-        state.run[FAULT_KEY] = {"reason": reason, "pathRefused": path_refused}
+        state.run["finalisationFault"] = {"reason": reason, "pathRefused": path_refused}
     state.exit_reason = reason
     apply_exit(session, ExitDecision(code, reason))
     return reason

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.results.run_json import RunJson
+
 if TYPE_CHECKING:
     from goldeval.core.settings import ProviderSettings
     from goldeval.graders.base import Grader
@@ -53,7 +55,7 @@ def pytest_goldeval_attempt_graded(config: pytest.Config, record: dict[str, Any]
 
 @pytest.hookspec
 def pytest_goldeval_run_finished(
-    config: pytest.Config, run: dict[str, Any], document: RunDocument
+    config: pytest.Config, run: RunJson, document: RunDocument
 ) -> None:
     """Called once on the controller with the finished run document.
 

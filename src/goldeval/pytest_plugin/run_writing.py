@@ -26,11 +26,12 @@ from goldeval.results.run_document import (
     project_relative,
     write_run_json,
 )
+from goldeval.results.run_json import RunJson
 
 
 def build_for(
     state: GoldenSession, model: str | None, interrupted: bool, *, multi: bool
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[RunJson, Path]:
     only = model if multi else None
     selected = state.collector.case_ids(only)
     ds = state.load()
@@ -194,7 +195,7 @@ def served_model_fields(served: set[str]) -> dict[str, Any]:
     return {"servedModels": sorted(served)}
 
 
-def write_run(state: GoldenSession, run: dict[str, Any], run_dir: Path) -> Path:
+def write_run(state: GoldenSession, run: RunJson, run_dir: Path) -> Path:
     """Commit a built run: every artifact durable, then the store's final status, then the
     manifest (the folder's commit record), then LATEST and one history line.
 

@@ -49,6 +49,7 @@ from goldeval.pytest_plugin.run_settings import (
 from goldeval.pytest_plugin.variants import session_variants
 from goldeval.results.finalise import Finalisation
 from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
+from goldeval.results.run_json import RunJson
 
 # RERUN_KIND: the controller reads it from here (an attempt graded twice, see
 # goldeval.pipeline.orchestration).
@@ -82,7 +83,7 @@ class GoldenSession:
         self.started_monotonic = time.monotonic()
         self.deadline_at = self._start_deadline()
         self.is_worker = hasattr(config, "workerinput")
-        self.run: dict[str, Any] | None = None
+        self.run: RunJson | None = None
         self.exit_reason: str | None = None
         #: The decision on a session that recorded nothing (a signal before any attempt was
         #: graded), as (code, reason): the terminal still says why it exits so.
@@ -112,7 +113,7 @@ class GoldenSession:
         self._judge_provider: Provider | None = None
         self._masker: SecretMasker | None = None
         self.run_dir: Path | None = None
-        self.benchmark: list[dict[str, Any]] | None = None
+        self.benchmark: list[RunJson] | None = None
         self.recorded: dict[str, list[str]] | None = None
         self.artifact_inventory: list[dict[str, Any]] = []
         #: What this process has written towards its run folders, so a failure part-way can be

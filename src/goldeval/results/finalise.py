@@ -23,6 +23,7 @@ from goldeval.results import run_folder as artifacts
 from goldeval.results.documents import typed_run
 from goldeval.results.evidence import MANIFEST, is_temp
 from goldeval.results.run_document import RUN_DOCUMENT
+from goldeval.results.run_json import RunJson
 
 #: The run document's record of a failed finalisation: ``{"reason", "pathRefused"}``.
 FAULT_KEY = "finalisationFault"
@@ -40,7 +41,7 @@ class Finalisation:
         self.dirs: list[Path] = []
         self.temps: set[Path] = set()
         self.cases_files: dict[Path, Path] = {}
-        self.runs: dict[Path, dict[str, Any]] = {}
+        self.runs: dict[Path, RunJson] = {}
         #: LATEST path, its previous content (None: there was none), the content we wrote
         self.latest: list[tuple[Path, bytes | None, bytes]] = []
         self.history: list[tuple[Path, int, int]] = []
@@ -224,7 +225,7 @@ class Finalisation:
         return left
 
 
-def _mark_folder(run_dir: Path, run: dict[str, Any] | None, marks: dict[str, Any]) -> list[str]:
+def _mark_folder(run_dir: Path, run: RunJson | None, marks: dict[str, Any]) -> list[str]:
     """No manifest (the folder never verifies), run.json and summary.json carrying ``marks``
     (the status, the exit decision, the fault), report.md (which states a verdict) removed."""
     left: list[str] = []

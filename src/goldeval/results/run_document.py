@@ -25,6 +25,7 @@ from goldeval.core.record_text import content_offset
 from goldeval.results.metrics import MetricsAccumulator
 from goldeval.results.rollup import RAW_FIELDS, Counters, roll_up, strip_raw
 from goldeval.results.run_folder import fsync_dir, refuse_link, temp_file
+from goldeval.results.run_json import RunJson, as_run_json
 
 
 def git_commit(cwd: Path) -> str:
@@ -351,7 +352,7 @@ def build_run(
     weights: dict[str, float] | None = None,
     extra: dict[str, Any] | None = None,
     on_case: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+) -> RunJson:
     """Roll up and write every case (one JSON line each) to ``cases_file``; return the run
     document with light cases (see :class:`LightCases`) for comparison, gate and reports."""
     counters = Counters()
@@ -383,7 +384,7 @@ def build_run(
     }
     if extra:
         doc.update(extra)
-    return doc
+    return as_run_json(doc)
 
 
 def _repeats(protocol: dict[str, Any]) -> bool:
@@ -392,7 +393,7 @@ def _repeats(protocol: dict[str, Any]) -> bool:
     return isinstance(attempts, int) and attempts > 1
 
 
-def write_run_json(path: Path, run: dict[str, Any], cases_file: Path) -> None:
+def write_run_json(path: Path, run: RunJson, cases_file: Path) -> None:
     """run.json: the document's fields pretty-printed, cases spliced in from ``cases_file``
     one per line, written to a unique temp file, fsynced and renamed, so a crash leaves no
     half file and two processes finishing the same folder never share a temp file."""

@@ -21,6 +21,7 @@ from goldeval.results.run_document import (
     without_raw_text,
 )
 from goldeval.results.run_folder import summary as run_summary
+from goldeval.results.run_json import RunJson
 from goldeval.store import RunStatus, Store, StoreError, open_store, redact_url
 from goldeval.store.base import AttemptText
 from goldeval.verdict.outcome import RunOutcome
@@ -210,7 +211,7 @@ class RunRecorder:
             self._fail(exc)
             return [], []
 
-    def finish(self, run: dict[str, Any], inventory: list[dict[str, Any]]) -> None:
+    def finish(self, run: RunJson, inventory: list[dict[str, Any]]) -> None:
         """Record the artifact inventory and the run's final status (once; later calls are
         no-ops). A failure here sets :attr:`error`: the caller must not report success.
         The store stays open until :meth:`close`, so a later failure can still mark the run.

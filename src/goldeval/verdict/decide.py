@@ -19,6 +19,7 @@ from goldeval.dataset.manifest import Manifest, check_gate_policy, find_manifest
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
 from goldeval.results.documents import RunDocument
+from goldeval.results.run_json import RunJson
 from goldeval.verdict.comparison import (
     ComparisonResult,
     Decision,
@@ -65,9 +66,9 @@ class Verdict:
     def exit_decision(self) -> ExitDecision:
         return ExitDecision(self.code, self.reason)
 
-    def run_fields(self) -> dict[str, Any]:
+    def run_fields(self) -> RunJson:
         """The fields this verdict writes into the run document (JSON names of run.json)."""
-        fields: dict[str, Any] = {}
+        fields: RunJson = {}
         if self.comparison is not None:
             fields["comparison"] = self.comparison.dump()
         if self.gate is not None:
