@@ -85,6 +85,13 @@ def test_equal_variants_are_non_inferior(
     result = run_variants()
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=20)
+    # Before the first item: what 10 paired cases can detect at best, next to the margin.
+    result.stdout.fnmatch_lines(
+        [
+            "variants: candidate vs control on 10 selected cases: no difference under 61.6 pts "
+            "can be detected*margin 5.0 pts",
+        ]
+    )
     assert {r.model for r in llm_server.requests} == {"m-good", "m-bad"}
     runs = _runs(golden_project)
     assert set(runs) == {"control", "candidate"}

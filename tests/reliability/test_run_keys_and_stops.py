@@ -22,8 +22,13 @@ from goldeval.testing.llm_server import FakeLLMServer, Fault
 from tests.helpers import SERIAL_ONLY, chat_calls
 
 FIXTURE = ["--golden=generation-v1", "-p", "no:cacheprovider"]
-LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-no-gate",
-        "-p", "no:cacheprovider"]
+LIVE = [
+    "--golden=generation-v1",
+    "--golden-mode=live",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+]
 CASES = 10
 
 
@@ -55,7 +60,9 @@ def _only_run(project: Path) -> dict:
     ids=["attempts", "judge-ignored-in-fixture-mode"],
 )
 def test_fixture_run_key_reused_with_other_options(
-    pytester: pytest.Pytester, golden_project: Path, second: list[str],
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    second: list[str],
     differing: list[str] | None,
 ) -> None:
     first = pytester.runpytest(*FIXTURE, "--golden-run-key=k1")
@@ -83,15 +90,22 @@ def test_fixture_run_key_reused_with_other_options(
     [
         ([], ["--golden-attempts=2"], ["attempts"]),
         (["--golden-model=model-a"], ["--golden-model=model-b"], ["model"]),
-        (["--golden-provider=openai", "--golden-model=m"],
-         ["--golden-provider=ollama", "--golden-model=m"], ["provider"]),
+        (
+            ["--golden-provider=openai", "--golden-model=m"],
+            ["--golden-provider=ollama", "--golden-model=m"],
+            ["provider"],
+        ),
         ([], ["--golden-judge"], ["judgeEnabled", "judgeModel"]),
     ],
     ids=["attempts", "model", "provider", "judge"],
 )
 def test_live_run_key_reused_under_another_protocol_exits_65_before_any_call(
-    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer,
-    first: list[str], second: list[str], differing: list[str],
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    llm: FakeLLMServer,
+    first: list[str],
+    second: list[str],
+    differing: list[str],
 ) -> None:
     base = [*LIVE, f"--golden-base-url={llm.base_url}", "--golden-run-key=live-1"]
     if not any(a.startswith("--golden-model=") for a in first):
@@ -116,8 +130,12 @@ def test_fixture_key_reused_by_a_live_run_exits_65(
 ) -> None:
     """The issue's case: a live run passed on a fixture run's key (no live baseline)."""
     assert pytester.runpytest(*FIXTURE, "--golden-run-key=mixed").ret == 0
-    live = pytester.runpytest(*LIVE, f"--golden-base-url={llm.base_url}",
-                              "--golden-model=fake-llm:latest", "--golden-run-key=mixed")
+    live = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        "--golden-model=fake-llm:latest",
+        "--golden-run-key=mixed",
+    )
     out = live.stdout.str() + live.stderr.str()
     assert live.ret == 65, out
     assert "mode:" in out and "model:" in out
@@ -141,8 +159,9 @@ def test_run_key_of_another_dataset_is_a_usage_error(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:
     assert pytester.runpytest(*FIXTURE, "--golden-run-key=shared").ret == 0
-    other = pytester.runpytest("--golden=holdout-v1", "-p", "no:cacheprovider",
-                               "--golden-run-key=shared", *plugin_args)
+    other = pytester.runpytest(
+        "--golden=holdout-v1", "-p", "no:cacheprovider", "--golden-run-key=shared", *plugin_args
+    )
     out = other.stdout.str() + other.stderr.str()
     assert other.ret == 4, out
     assert "--golden-run-key=shared" in out and "generation-v1" in out
@@ -173,7 +192,7 @@ def test_corrupt_store_file_is_a_usage_error_before_anything_runs(
 
 # --------------------------------------------------------------------------- early stops
 
-FAILING_FIRST = '''
+FAILING_FIRST = """
 import time
 from pathlib import Path
 
@@ -191,9 +210,9 @@ def golden_provider():
         return (FIXTURES / f"{case.id}.out.md").read_text(encoding="utf-8")
 
     return answer
-'''
+"""
 
-STOP_AFTER_THREE = '''
+STOP_AFTER_THREE = """
 import pytest
 
 SEEN = []
@@ -203,7 +222,7 @@ def pytest_runtest_teardown(item):
     SEEN.append(item.nodeid)
     if len(SEEN) >= 3:
         item.session.shouldstop = "the plugin stopped the session"
-'''
+"""
 
 
 def _no_baselines(project: Path) -> None:
@@ -263,9 +282,7 @@ def test_a_plugin_stopping_the_session_leaves_an_incomplete_run(
     assert "the plugin stopped the session" in run["stoppedEarly"]["reason"]
 
 
-def test_stepwise_leaves_an_incomplete_run(
-    pytester: pytest.Pytester, golden_project: Path
-) -> None:
+def test_stepwise_leaves_an_incomplete_run(pytester: pytest.Pytester, golden_project: Path) -> None:
     pytester.makeconftest(FAILING_FIRST)
     _no_baselines(golden_project)
     result = pytester.runpytest("--golden=generation-v1", "--sw")
@@ -314,7 +331,7 @@ def test_count_of_one_is_harmless(pytester: pytest.Pytester, golden_project: Pat
     assert pytester.runpytest(*FIXTURE, "--count=1", "--reruns=0").ret == 0
 
 
-RERUN_PLUGIN = '''
+RERUN_PLUGIN = """
 import pytest
 from _pytest.runner import runtestprotocol
 
@@ -328,7 +345,7 @@ def pytest_runtest_protocol(item, nextitem):
     runtestprotocol(item, nextitem=nextitem, log=True)       # and the retry
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
-'''
+"""
 
 
 @pytest.mark.parametrize("log_first", [True, False], ids=["both-reported", "first-hidden"])
@@ -363,14 +380,21 @@ def test_x_against_the_committed_baseline_exits_1_not_65(
 
 
 def test_rerunning_a_key_that_ended_75_retries_its_errors(
-    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    llm: FakeLLMServer,
 ) -> None:
     """Issue 31: exit 75 says "retry"; the same command with the same run key retries the
     ERROR attempts (it used to deselect them all, make no call and exit 75 again, forever).
     The 75 summary names that command, run key included."""
     with_password = llm.base_url.replace("http://", "http://me:s3cret-pw@")
-    args = [*LIVE, f"--golden-base-url={with_password}", "--golden-model=fake-llm:latest",
-            "--golden-run-key=retry-75", "--golden-retries=0"]
+    args = [
+        *LIVE,
+        f"--golden-base-url={with_password}",
+        "--golden-model=fake-llm:latest",
+        "--golden-run-key=retry-75",
+        "--golden-retries=0",
+    ]
     llm.set_fault(Fault.status(503))  # the provider is down for the whole first run
     down = pytester.runpytest(*args)
     out = down.stdout.str()
@@ -397,12 +421,19 @@ def test_rerunning_a_key_that_ended_75_retries_its_errors(
 
 
 def test_errors_no_retry_fixes_are_kept_unless_rerun_errors_is_given(
-    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    llm: FakeLLMServer,
 ) -> None:
     """A 401 (exit 4) is not retried by an identical rerun; once the configuration is fixed,
     --golden-rerun-errors (the explicit form) retries every ERROR attempt."""
-    args = [*LIVE, f"--golden-base-url={llm.base_url}", "--golden-model=fake-llm:latest",
-            "--golden-run-key=auth-4", "--golden-retries=0"]
+    args = [
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        "--golden-model=fake-llm:latest",
+        "--golden-run-key=auth-4",
+        "--golden-retries=0",
+    ]
     llm.set_fault(Fault.status(401))
     first = pytester.runpytest(*args)
     assert first.ret == 4, first.stdout.str()
@@ -420,3 +451,54 @@ def _latest_run(project: Path) -> dict:
     runs = project / ".goldeval" / "runs"
     latest = Path((runs / "LATEST").read_text(encoding="utf-8").strip())
     return json.loads((latest / "run.json").read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- a lost xdist worker
+
+DEAD_ON_SEND = """
+import os
+import signal
+
+import pytest
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return  # the xdist controller only
+    from xdist.workermanage import WorkerController
+
+    send = WorkerController.send_runtest_some
+    calls = []
+
+    def send_runtest_some(self, indices):
+        # The third batch xdist sends: the worker dies first, and execnet refuses the send
+        # as it does when xdist sends to a worker that has just died (the race this is about).
+        calls.append(indices)
+        if len(calls) == 3:
+            os.kill(self.gateway._rinfo().pid, signal.SIGKILL)
+            raise OSError("cannot send (already closed?)")
+        return send(self, indices)
+
+    WorkerController.send_runtest_some = send_runtest_some
+"""
+
+
+def test_a_send_to_a_dead_xdist_worker_does_not_end_the_run(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    """xdist can send to a worker that has just died before it handles the worker's end:
+    instead of an INTERNALERROR (exit 3) with the dead worker's item never reported, the run
+    goes on, the item it was given is an ERROR WORKER_CRASH and the verdict says retry (75)."""
+    pytester.makeconftest(DEAD_ON_SEND)
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--golden-no-gate", "--golden-attempts=5", "-n", "2"
+    )
+    out = result.stdout.str()
+    assert result.ret == 75, out
+    assert "INTERNALERROR" not in out
+    run = _only_run(golden_project)
+    assert run["attemptsTotal"] == CASES * 5  # every selected attempt is in the run
+    crashed = [
+        a for c in run["cases"] for a in c["attempts"] if a.get("errorKind") == "WORKER_CRASH"
+    ]
+    assert len(crashed) >= 1 and run["attemptsError"] == len(crashed)

@@ -329,6 +329,29 @@ def test_minimum_detectable_difference_known_value_and_limits():
     assert minimum_detectable_difference(0, 0.2) is None
 
 
+@pytest.mark.parametrize("cases", [4, 10, 37, 200, 1000])
+def test_the_detectable_floor_is_the_smallest_difference_over_every_discordance(cases: int):
+    floor = sampling.detectable_floor(cases)
+    assert floor is not None and 0 < floor <= 1
+    # Brute force over a grid of ψ: no discordance detects less than the floor, and the
+    # best grid point comes within the grid's step of it.
+    found = [
+        d
+        for psi in (i / 2000 for i in range(1, 2001))
+        if (d := minimum_detectable_difference(cases, psi)) is not None
+    ]
+    assert min(found) >= floor - 1e-9
+    assert min(found) == pytest.approx(floor, abs=1e-3)
+    # At ψ = δ the floor solves Connor's sample size exactly.
+    assert _connor_n(floor, floor) == pytest.approx(cases, rel=1e-6)
+
+
+def test_the_detectable_floor_needs_a_few_cases():
+    assert sampling.detectable_floor(3) is None  # (1.96)² ≈ 3.84 cases even for δ = 1
+    assert sampling.detectable_floor(0) is None
+    assert sampling.detectable_floor(4) is not None
+
+
 def test_noise_discordance_is_the_disagreement_of_two_independent_attempts():
     assert noise_discordance([Tally(5, 5), Tally(0, 5)]) == 0.0
     assert noise_discordance([Tally(1, 2), Tally(2, 2)]) == pytest.approx((0.5 + 0.0) / 2)

@@ -226,3 +226,20 @@ def test_the_site_run_page_shows_the_variant_decision(tmp_path: Path) -> None:
     assert "<h2>Variants</h2>" in page
     assert '<span class="goldeval-fail">INFERIOR</span>' in page
     assert "Flipped to FAIL</th><td>c</td>" in page
+
+
+def test_before_the_run_the_selection_says_the_smallest_difference_it_can_detect() -> None:
+    from goldeval.dataset.variants import CompareGate
+    from goldeval.pytest_plugin.variants import SessionVariants, power_line
+
+    pair = (Variant(name="a", model="m1"), Variant(name="b", model="m2"))
+    gate = CompareGate(control="a", candidate="b", nonInferiority=0.05)
+    line = power_line(SessionVariants(pair, gate), 10)
+    assert line is not None
+    assert line.startswith("variants: b vs a on 10 selected cases: no difference under 61.6 pts")
+    assert line.endswith("margin 5.0 pts")
+    assert "too few to detect any difference" in (power_line(SessionVariants(pair, gate), 3) or "")
+    # No compared pair (no gate.compare, or one side not selected): nothing to say.
+    assert power_line(SessionVariants(pair, None), 10) is None
+    assert power_line(SessionVariants(pair[:1], gate), 10) is None
+    assert power_line(None, 10) is None

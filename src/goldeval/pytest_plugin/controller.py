@@ -24,9 +24,40 @@ from goldeval.pytest_plugin.recording import ProtocolMismatch, begin_recording
 from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
 from goldeval.pytest_plugin.summary import print_summary
+from goldeval.pytest_plugin.variants import power_line
 from goldeval.results.finalise import FinalisationError
 from goldeval.results.run_folder import ArtifactError
 from goldeval.verdict.exit_codes import ExitDecision, refused_before_run
+
+
+def _lost_worker_channel(exc: OSError) -> bool:
+    """``exc`` is execnet refusing to send to a worker whose channel is closed."""
+    return "cannot send" in str(exc)
+
+
+def _resume_xdist_loop(dsession: Any) -> bool:
+    """xdist's own run loop (``DSession.pytest_runtestloop``) from where a send to a dead
+    worker broke it, such sends skipped: the worker's end (already queued or on its way)
+    is handled as xdist handles any crash (its running item reported as crashed, and
+    recorded as ERROR WORKER_CRASH; its other items rescheduled; the worker replaced), and
+    the run goes on. What the failed send carried is not lost: xdist books items to a worker
+    before it sends them and reschedules a dead worker's booked items."""
+    from xdist.dsession import Interrupted  # type: ignore[import-untyped]
+
+    stopped: BaseException | None = None
+    while not dsession.session_finished:
+        try:
+            dsession.loop_once()
+        except OSError as exc:
+            if not _lost_worker_channel(exc):
+                raise
+            continue
+        if dsession.shouldstop:
+            dsession.triggershutdown()
+            stopped = Interrupted(str(dsession.shouldstop))
+    if stopped is not None:
+        raise stopped
+    return True
 
 
 class Controller:
@@ -125,6 +156,10 @@ class Controller:
             if refused is not None:
                 self.refused = True
                 raise pytest.UsageError(refused)
+        line = power_line(self.state.variants, len(selected)) if selected is not None else None
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if line is not None and reporter is not None:
+            reporter.write_line(line)
 
     def _refuse(self, config: pytest.Config, decision: ExitDecision) -> None:
         """End the session before any item ran: the only exit status set before a run."""
@@ -197,6 +232,21 @@ class Controller:
             model = f" model {key[0]}" if key[0] else ""
             self.duplicates.append(f"{case_id} attempt {key[1]}{model}")
         return seen
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        # xdist's controller can still send to a worker that has just died (os._exit, an OOM
+        # kill) before it handles that worker's end: execnet's "cannot send" escapes xdist's
+        # loop and pytest ends in INTERNALERROR (exit 3) with an xdist traceback, the dead
+        # worker's item never reported. trylast: the innermost wrapper, so the other
+        # wrappers (the stop request's among them) still hold while the loop goes on.
+        try:
+            return (yield)
+        except OSError as exc:
+            dsession = session.config.pluginmanager.getplugin("dsession")
+            if dsession is None or not _lost_worker_channel(exc):
+                raise
+            return _resume_xdist_loop(dsession)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -16,6 +16,7 @@ import pytest
 from goldeval.core.errors import GoldevalError
 from goldeval.dataset.manifest import find_manifest, read_manifest
 from goldeval.dataset.variants import CompareGate, Variant, select_variants
+from goldeval.results.sampling import detectable_floor
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,21 @@ def session_variants(config: pytest.Config, dataset_dir: Path) -> SessionVariant
     except GoldevalError as exc:
         raise pytest.UsageError(str(exc)) from None
     return SessionVariants(tuple(selected), compare)
+
+
+def power_line(variants: SessionVariants | None, cases: int) -> str | None:
+    """What the selected cases can show before the comparison runs (issue 35): the smallest
+    difference ``cases`` paired cases detect at 80% power whatever the discordance
+    (sampling.detectable_floor), next to the margin. None without a compared pair."""
+    gate = variants.compared() if variants is not None else None
+    if gate is None:
+        return None
+    head = f"variants: {gate.candidate} vs {gate.control} on {cases} selected cases"
+    floor = detectable_floor(cases)
+    if floor is None:
+        return f"{head}: too few to detect any difference (exact McNemar, α 0.05, 80% power)"
+    return (
+        f"{head}: no difference under {floor * 100:.1f} pts can be detected (exact McNemar, "
+        f"α 0.05, 80% power, even if every differing case went one way); "
+        f"margin {gate.non_inferiority * 100:.1f} pts"
+    )

@@ -454,6 +454,36 @@ def minimum_detectable_difference(
     return high
 
 
+def detectable_floor(cases: int, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The smallest difference ``cases`` paired cases can detect whatever the discordance: the
+    figure to know before a comparison has run (no discordance measured yet).
+
+    For a given δ the sample size of :func:`minimum_detectable_difference` grows with ψ, and
+    ψ ≥ δ, so the fewest cases any ψ needs is at ψ = δ (every discordant case going one way):
+    ``n = (z_{1−α/2} + z_{power}·√(1 − δ))² / δ``. Solved for δ by bisection; no real pair of
+    variants does better, and most need more (ψ above δ). None when even δ = 1 needs more
+    cases than there are.
+    """
+    if cases <= 0:
+        return None
+    za = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    zb = NormalDist().inv_cdf(power)
+
+    def needed(delta: float) -> float:
+        return (za + zb * math.sqrt(1.0 - delta)) ** 2 / delta
+
+    if needed(1.0) > cases:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(100):
+        middle = (low + high) / 2.0
+        if middle == 0.0 or needed(middle) > cases:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
 def noise_discordance(tallies: Iterable[Tally]) -> float | None:
     """A floor of the discordance rate from one variant's run: the share of cases on which
     two independent single attempts of the same variant disagree, ``mean(2·p·(1 − p))``
