@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
 import os
+import re
 import socket
 import sqlite3
 import statistics
@@ -367,13 +369,15 @@ def fill_store_runs(url: str, runs: int) -> None:
             created = start + timedelta(minutes=n)
             run_id = f"2026-run-{n}"
             hits = 40 + n % 10
-            rate = {"value": hits / 50, "hits": hits, "total": 50}
+            rate = {"rate": hits / 50, "hits": hits, "total": 50}
+            # A summary the page can type (goldeval.results.documents): one it cannot is
+            # left off the index, which would measure an empty page.
             doc = {
                 "runId": run_id,
                 "status": "COMPLETED",
-                "protocol": {"datasetId": f"ds-{n % 7}-v1", "mode": "fixture"},
+                "protocol": {"datasetId": f"ds-{n % 7}-v1", "mode": "fixture", "attempts": 1},
                 "metrics": {"overallPassRate": rate},
-                "qualityGate": {"verdict": "PASS"},
+                "qualityGate": {"passed": True, "verdict": "PASS"},
             }
             summary = {"runDocument": doc, "metrics": doc["metrics"]}
             rows.append(
@@ -439,6 +443,26 @@ def timed_get(client: httpx.Client, path: str, n: int) -> tuple[list[float], int
     return times, size
 
 
+def walk_pages(client: httpx.Client, pages: int) -> list[float]:
+    """The first load of ``pages`` index pages, newest first, following each page's "Older
+    runs" link: every load renders (a page is cached only once it was rendered)."""
+    times = []
+    path = "/ui/"
+    for _ in range(pages):
+        started = time.perf_counter()
+        response = client.get(path)
+        times.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            raise SystemExit(f"{path}: {response.status_code} {response.text[:300]}")
+        if '<tr><td><a href="runs/' not in response.text:
+            raise SystemExit(f"{path} lists no run: the filled summaries do not type")
+        found = re.search(r'href="(\?before=[^"]+)" rel="next"', response.text)
+        if found is None:
+            break
+        path = "/ui/" + html.unescape(found.group(1))
+    return times
+
+
 def observability(
     name: str, url: str, root: Path, args: argparse.Namespace
 ) -> list[tuple[str, ...]]:
@@ -456,6 +480,7 @@ def observability(
         if "goldeval_store_up 1.0" not in text:
             raise SystemExit("the scrape did not read the store")
         with httpx.Client(base_url=base, auth=("bench", KEY), timeout=60) as browser:
+            rendered = walk_pages(browser, min(args.requests, args.runs // 50))
             page, size = timed_get(browser, "/ui/", args.requests)
     finally:
         proc.terminate()
@@ -486,8 +511,15 @@ def observability(
             "—",
         ),
         (f"{label}: GET /ui/ first page size", f"{size / 1024:.0f} KiB", "—", "—", "—"),
-        (f"{label}: GET /ui/ p50", ms(statistics.median(page)), "—", "—", "—"),
-        (f"{label}: GET /ui/ p95", ms(pct(page, 0.95)), "—", "—", "—"),
+        (
+            f"{label}: GET /ui/ rendered (first load of {len(rendered)} pages) p50 / p95",
+            f"{ms(statistics.median(rendered))} / {ms(pct(rendered, 0.95))}",
+            "—",
+            "—",
+            "—",
+        ),
+        (f"{label}: GET /ui/ again (page cache) p50", ms(statistics.median(page)), "—", "—", "—"),
+        (f"{label}: GET /ui/ again (page cache) p95", ms(pct(page, 0.95)), "—", "—", "—"),
     ]
 
 
