@@ -430,30 +430,31 @@ def write_attempts(url: str, total: int, per_run: int = 10_000) -> None:
                 store.record_attempts(run_id, batch)
 
 
+def get_ok(client: httpx.Client, path: str, times: list[float]) -> httpx.Response:
+    """GET ``path``, its time appended to ``times``; anything but 200 stops the benchmark."""
+    started = time.perf_counter()
+    response = client.get(path)
+    times.append(time.perf_counter() - started)
+    if response.status_code != 200:
+        raise SystemExit(f"{path}: {response.status_code} {response.text[:300]}")
+    return response
+
+
 def timed_get(client: httpx.Client, path: str, n: int) -> tuple[list[float], int]:
-    times = []
+    times: list[float] = []
     size = 0
     for _ in range(n):
-        started = time.perf_counter()
-        response = client.get(path)
-        times.append(time.perf_counter() - started)
-        if response.status_code != 200:
-            raise SystemExit(f"{path}: {response.status_code} {response.text[:300]}")
-        size = len(response.content)
+        size = len(get_ok(client, path, times).content)
     return times, size
 
 
 def walk_pages(client: httpx.Client, pages: int) -> list[float]:
     """The first load of ``pages`` index pages, newest first, following each page's "Older
     runs" link: every load renders (a page is cached only once it was rendered)."""
-    times = []
+    times: list[float] = []
     path = "/ui/"
     for _ in range(pages):
-        started = time.perf_counter()
-        response = client.get(path)
-        times.append(time.perf_counter() - started)
-        if response.status_code != 200:
-            raise SystemExit(f"{path}: {response.status_code} {response.text[:300]}")
+        response = get_ok(client, path, times)
         if '<tr><td><a href="runs/' not in response.text:
             raise SystemExit(f"{path} lists no run: the filled summaries do not type")
         found = re.search(r'href="(\?before=[^"]+)" rel="next"', response.text)

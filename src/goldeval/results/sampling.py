@@ -442,16 +442,7 @@ def minimum_detectable_difference(
         spread = za * math.sqrt(discordance) + zb * math.sqrt(max(discordance - delta**2, 0.0))
         return spread**2 / delta**2
 
-    if needed(discordance) > cases:
-        return None
-    low, high = 0.0, discordance
-    for _ in range(100):
-        middle = (low + high) / 2.0
-        if middle == 0.0 or needed(middle) > cases:
-            low = middle
-        else:
-            high = middle
-    return high
+    return _smallest_delta(needed, cases, discordance)
 
 
 def detectable_floor(cases: int, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
@@ -472,9 +463,15 @@ def detectable_floor(cases: int, *, alpha: float = 0.05, power: float = 0.8) -> 
     def needed(delta: float) -> float:
         return (za + zb * math.sqrt(1.0 - delta)) ** 2 / delta
 
-    if needed(1.0) > cases:
+    return _smallest_delta(needed, cases, 1.0)
+
+
+def _smallest_delta(needed: Callable[[float], float], cases: int, largest: float) -> float | None:
+    """The smallest δ in (0, ``largest``] whose ``needed(δ)`` cases are at most ``cases``, by
+    bisection (``needed`` falls as δ grows); None when even ``largest`` needs more."""
+    if needed(largest) > cases:
         return None
-    low, high = 0.0, 1.0
+    low, high = 0.0, largest
     for _ in range(100):
         middle = (low + high) / 2.0
         if middle == 0.0 or needed(middle) > cases:
