@@ -51,11 +51,15 @@ class PairedFigureDoc(Doc):
     """One figure of ``pairedCosts`` (goldeval.results.variant_costs): per case means on the
     paired cases both sides measured, and the mean difference (candidate − control)."""
 
+    #: Paired cases where both sides measured the figure.
     cases: int
+    #: The control's and the candidate's mean per case (of each case's graded attempts).
     control: float
     candidate: float
+    #: candidate − control, the mean over the cases, with its 95% case-bootstrap interval.
     difference: float
     ci95: IntervalDoc | None = None
+    #: difference / control (null when the control's mean is 0).
     relative: float | None = None
 
 
