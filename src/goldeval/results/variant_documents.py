@@ -53,14 +53,14 @@ class PairedFigureDoc(Doc):
 
     #: Paired cases where both sides measured the figure.
     cases: int
-    #: The control's and the candidate's mean per case (of each case's graded attempts).
-    control: float
-    candidate: float
     #: candidate − control, the mean over the cases, with its 95% case-bootstrap interval.
     difference: float
     ci95: IntervalDoc | None = None
     #: difference / control (null when the control's mean is 0).
     relative: float | None = None
+    #: The control's and the candidate's mean per case (of each case's graded attempts).
+    control: float
+    candidate: float
 
 
 class ParetoRowDoc(Doc):
