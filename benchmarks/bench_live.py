@@ -78,16 +78,34 @@ def main() -> None:
             assert best_live is not None and best_fixture is not None
             ideal = args.n * args.latency / (args.concurrency * pools)
             phase = best_live.wall - best_fixture.wall
-            rows.append((
-                f"live {label}: N={args.n} L={args.latency * 1000:.0f}ms C={args.concurrency}"
-                f" {args.concurrency_mode} (live phase)",
-                f"{phase:.1f} s (rc {best_live.rc})", f"ideal {ideal:.1f} s",
-                f"{phase / ideal:.2f}x", "<= 1.25x",
-            ))
-            rows.append((f"  total wall {label}: live vs same command in fixture mode",
-                         f"{best_live.wall:.1f} s", f"{best_fixture.wall:.1f} s", "", ""))
-            rows.append((f"  model calls made ({label}), per run", ", ".join(map(str, calls)),
-                         f"N = {args.n}", "", "extra = stolen items"))
+            rows.append(
+                (
+                    f"live {label}: N={args.n} L={args.latency * 1000:.0f}ms C={args.concurrency}"
+                    f" {args.concurrency_mode} (live phase)",
+                    f"{phase:.1f} s (rc {best_live.rc})",
+                    f"ideal {ideal:.1f} s",
+                    f"{phase / ideal:.2f}x",
+                    "<= 1.25x",
+                )
+            )
+            rows.append(
+                (
+                    f"  total wall {label}: live vs same command in fixture mode",
+                    f"{best_live.wall:.1f} s",
+                    f"{best_fixture.wall:.1f} s",
+                    "",
+                    "",
+                )
+            )
+            rows.append(
+                (
+                    f"  model calls made ({label}), per run",
+                    ", ".join(map(str, calls)),
+                    f"N = {args.n}",
+                    "",
+                    "extra = stolen items",
+                )
+            )
             rows.append((f"  peak in flight ({label})", str(in_flight), "", "", ""))
     print(table(rows))
 

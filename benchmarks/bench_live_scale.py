@@ -120,28 +120,32 @@ def main() -> None:
     for label, (wall, answered, errors, limit) in sweep.items():
         rate = answered / wall
         adaptive = label.startswith("adaptive")
-        rows.append((
-            f"capacity {args.slots} slots, L={args.latency * 1000:.0f}ms, "
-            f"timeout {timeout * 1000:.0f}ms: {label}",
-            f"{rate:.1f} calls/s, {errors} timed out"
-            + (f", final limit {limit:.1f}" if adaptive else ""),
-            f"best fixed {best_fixed[0]:.1f}/s ({best_fixed[1]}); server max {ideal:.0f}/s",
-            f"{rate / best_fixed[0]:.2f}x",
-            ">= 0.9x, 0 timeouts" if adaptive else "",
-        ))
+        rows.append(
+            (
+                f"capacity {args.slots} slots, L={args.latency * 1000:.0f}ms, "
+                f"timeout {timeout * 1000:.0f}ms: {label}",
+                f"{rate:.1f} calls/s, {errors} timed out"
+                + (f", final limit {limit:.1f}" if adaptive else ""),
+                f"best fixed {best_fixed[0]:.1f}/s ({best_fixed[1]}); server max {ideal:.0f}/s",
+                f"{rate / best_fixed[0]:.2f}x",
+                ">= 0.9x, 0 timeouts" if adaptive else "",
+            )
+        )
 
     with FakeLLMServer(latency=0.02, rate_limit=args.rate) as srv:
         wall, answered, errors, limit = drive(
             srv, args.rate_calls, 16, adaptive=True, timeout=5.0, retries=10
         )
         rate = answered / wall
-        rows.append((
-            f"429 above R={args.rate:g}/s, {args.rate_calls} calls, adaptive (max 16)",
-            f"{rate:.1f} calls/s, {errors} ERROR, {srv.rejected} x 429",
-            f"R = {args.rate:g}/s",
-            f"{rate / args.rate:.2f}x",
-            ">= 0.9x, 0 ERROR",
-        ))
+        rows.append(
+            (
+                f"429 above R={args.rate:g}/s, {args.rate_calls} calls, adaptive (max 16)",
+                f"{rate:.1f} calls/s, {errors} ERROR, {srv.rejected} x 429",
+                f"R = {args.rate:g}/s",
+                f"{rate / args.rate:.2f}x",
+                ">= 0.9x, 0 ERROR",
+            )
+        )
     print(table(rows))
 
 

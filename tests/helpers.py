@@ -92,9 +92,7 @@ def decide_run_exit(
     from goldeval.verdict.outcome import RunOutcome
 
     return decide_exit(
-        RunOutcome.from_run(
-            typed_run(run), comparison, gate, pytest_status=pytest_status, **facts
-        )
+        RunOutcome.from_run(typed_run(run), comparison, gate, pytest_status=pytest_status, **facts)
     )
 
 

@@ -40,7 +40,10 @@ def pytest_help(pytestconfig: pytest.Config) -> str:
 
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
-        cwd=ROOT / "examples" / "quickstart", capture_output=True, text=True, check=True,
+        cwd=ROOT / "examples" / "quickstart",
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return proc.stdout
 
@@ -70,9 +73,17 @@ def test_every_environment_variable_is_documented() -> None:
             continue
         names |= set(ENV_NAME.findall(path.read_text(encoding="utf-8")))
     expected = {
-        "OLLAMA_HOST", "OLLAMA_USER", "OLLAMA_PASSWORD", "OLLAMA_TIMEOUT_MINUTES",
-        "OPENAI_BASE_URL", "OPENAI_API_KEY", "GOLDEVAL_STORE", "GOLDEVAL_EMBED_PROVIDER",
-        "GOLDEVAL_EMBED_URL", "GOLDEVAL_EMBED_MODEL", "GOLDEVAL_EMBED_API_KEY",
+        "OLLAMA_HOST",
+        "OLLAMA_USER",
+        "OLLAMA_PASSWORD",
+        "OLLAMA_TIMEOUT_MINUTES",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "GOLDEVAL_STORE",
+        "GOLDEVAL_EMBED_PROVIDER",
+        "GOLDEVAL_EMBED_URL",
+        "GOLDEVAL_EMBED_MODEL",
+        "GOLDEVAL_EMBED_API_KEY",
         "GOLDEVAL_EMBED_TIMEOUT",
     }
     assert expected <= names, f"the source no longer reads {sorted(expected - names)}"
@@ -83,16 +94,24 @@ def test_every_environment_variable_is_documented() -> None:
 def test_test_suite_variables_are_documented() -> None:
     names: set[str] = set()
     for path in (ROOT / "tests").rglob("*.py"):
-        names |= {n for n in ENV_NAME.findall(path.read_text(encoding="utf-8"))
-                  if n.startswith("GOLDEVAL_")}
+        names |= {
+            n
+            for n in ENV_NAME.findall(path.read_text(encoding="utf-8"))
+            if n.startswith("GOLDEVAL_")
+        }
     missing = sorted(n for n in names if not _documented(n))
     assert not missing, f"test-suite variables missing from docs/configuration.md: {missing}"
 
 
 @pytest.mark.parametrize(
     ("model", "prefix"),
-    [(Manifest, ""), (GatePolicy, "gate."), (FixtureThresholds, "gate.<mode>."),
-     (ContractConfig, ""), (RetrieverConfig, "")],
+    [
+        (Manifest, ""),
+        (GatePolicy, "gate."),
+        (FixtureThresholds, "gate.<mode>."),
+        (ContractConfig, ""),
+        (RetrieverConfig, ""),
+    ],
     ids=["manifest", "gate", "gate-mode", "contract", "retriever"],
 )
 def test_every_manifest_field_is_documented(model: type[BaseModel], prefix: str) -> None:

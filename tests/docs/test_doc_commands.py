@@ -116,8 +116,13 @@ def test_doc_commands(doc: Path, project: Path, llm_server: FakeLLMServer) -> No
                 continue
             ran += 1
             proc = subprocess.run(
-                ["bash", "-c", item.text], cwd=cwd, env=env, capture_output=True, text=True,
-                timeout=TIMEOUT, check=False,
+                ["bash", "-c", item.text],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                check=False,
             )
             if proc.returncode != item.expected:
                 failures.append(
@@ -146,8 +151,16 @@ def test_readme_quick_start_is_intact() -> None:
 def test_every_doc_is_found_and_parsed() -> None:
     names = {d.name for d in DOCS}
     assert {
-        "index.md", "methodology.md", "dataset-versioning.md", "adding-a-case.md",
-        "adding-a-grader.md", "adding-a-provider.md", "configuration.md", "ci.md",
-        "reports.md", "known-limitations.md", "README.md",
+        "index.md",
+        "methodology.md",
+        "dataset-versioning.md",
+        "adding-a-case.md",
+        "adding-a-grader.md",
+        "adding-a-provider.md",
+        "configuration.md",
+        "ci.md",
+        "reports.md",
+        "known-limitations.md",
+        "README.md",
     } <= names
     assert sum(len(_commands(d)) for d in DOCS) > 40

@@ -36,8 +36,10 @@ def _lines(script: Any) -> list[str]:
 
 def github_scripts() -> dict[str, list[str]]:
     jobs = load("github-actions.yml")["jobs"]
-    return {name: [line for step in job["steps"] for line in _lines(step.get("run"))]
-            for name, job in jobs.items()}
+    return {
+        name: [line for step in job["steps"] for line in _lines(step.get("run"))]
+        for name, job in jobs.items()
+    }
 
 
 def gitlab_scripts() -> dict[str, list[str]]:
@@ -63,7 +65,7 @@ def invocations(lines: list[str], program: str) -> list[list[str]]:
         for i, word in enumerate(words):
             if word == program:
                 args = []
-                for w in words[i + 1:]:
+                for w in words[i + 1 :]:
                     if w in SEPARATORS:
                         break
                     args.append(w)
@@ -72,8 +74,9 @@ def invocations(lines: list[str], program: str) -> list[list[str]]:
 
 
 def _help(*argv: str) -> str:
-    proc = subprocess.run(argv, cwd=ROOT / "examples" / "quickstart", capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run(
+        argv, cwd=ROOT / "examples" / "quickstart", capture_output=True, text=True, check=True
+    )
     return proc.stdout
 
 
@@ -89,8 +92,9 @@ def goldeval_options(command: str) -> set[str]:
 
 
 def _unknown(args: list[str], known: set[str]) -> list[str]:
-    return [a.split("=", 1)[0] for a in args
-            if a.startswith("-") and a.split("=", 1)[0] not in known]
+    return [
+        a.split("=", 1)[0] for a in args if a.startswith("-") and a.split("=", 1)[0] not in known
+    ]
 
 
 @pytest.mark.parametrize("scripts", [github_scripts, gitlab_scripts], ids=["github", "gitlab"])
@@ -104,8 +108,10 @@ def test_every_option_exists(scripts: Any, pytest_options: set[str]) -> None:
         for args in invocations(lines, "goldeval"):
             calls += 1
             assert args, f"{job}: goldeval without a command"
-            bad += [f"{job}: goldeval {args[0]} {o}"
-                    for o in _unknown(args[1:], goldeval_options(args[0]))]
+            bad += [
+                f"{job}: goldeval {args[0]} {o}"
+                for o in _unknown(args[1:], goldeval_options(args[0]))
+            ]
     assert calls >= 6
     assert not bad, f"options that do not exist: {bad}"
 
@@ -118,20 +124,32 @@ def _check_jobs(pr: list[str], main: list[str], nightly: list[str]) -> None:
     pr_calls, main_calls = _pytest_calls(pr), _pytest_calls(main)
     nightly_calls = _pytest_calls(nightly)
     # PR: fixtures, red rows left out, gated (no --golden-no-gate), reports for people and CI.
-    assert any("--golden=generation-v1" in c and "-m not red" in c and "--junitxml=" in c
-               and "--html=" in c and "--golden-mode" not in c and "--golden-no-gate" not in c
-               for c in pr_calls), pr_calls
+    assert any(
+        "--golden=generation-v1" in c
+        and "-m not red" in c
+        and "--junitxml=" in c
+        and "--html=" in c
+        and "--golden-mode" not in c
+        and "--golden-no-gate" not in c
+        for c in pr_calls
+    ), pr_calls
     # main: the same dataset with every row, plus the holdout.
     assert any("--golden=generation-v1" in c and "not red" not in c for c in main_calls)
     assert any("--golden=holdout-v1" in c for c in main_calls)
     # nightly: live, 5 attempts, red included, one run key, gated afterwards by goldeval gate.
     live = [c for c in nightly_calls if "--golden-mode=live" in c]
-    assert live and all("--golden-attempts=5" in c and "--golden-run-key=" in c
-                        and "--golden-rerun-errors" in c and "not red" not in c for c in live)
+    assert live and all(
+        "--golden-attempts=5" in c
+        and "--golden-run-key=" in c
+        and "--golden-rerun-errors" in c
+        and "not red" not in c
+        for c in live
+    )
     gates = [" ".join(a) for a in invocations(nightly, "goldeval") if a[:1] == ["gate"]]
     assert gates and all("--run-key" in g for g in gates)
     assert nightly.index(next(ln for ln in nightly if "goldeval gate" in ln)) > nightly.index(
-        next(ln for ln in nightly if "--golden-mode=live" in ln))
+        next(ln for ln in nightly if "--golden-mode=live" in ln)
+    )
 
 
 def test_github_actions_jobs() -> None:
@@ -146,8 +164,11 @@ def test_github_actions_jobs() -> None:
     assert re.search(r"for try in .*; do", nightly) and '"$rc" -ne 75' in nightly
     assert "$GITHUB_STEP_SUMMARY" in "\n".join(scripts["pr"])
     assert "report.md" in "\n".join(scripts["pr"])
-    uploads = [s for s in data["jobs"]["pr"]["steps"]
-               if str(s.get("uses", "")).startswith("actions/upload-artifact")]
+    uploads = [
+        s
+        for s in data["jobs"]["pr"]["steps"]
+        if str(s.get("uses", "")).startswith("actions/upload-artifact")
+    ]
     assert uploads and uploads[0].get("if") == "always()"
     paths = uploads[0]["with"]["path"]
     assert "junit.xml" in paths and "report.html" in paths
@@ -166,8 +187,13 @@ def test_gitlab_jobs() -> None:
 
 
 def test_invocations_parser() -> None:
-    lines = ['pytest --golden=x -m "not red" --junitxml=j.xml || rc=$?',
-             'for i in 1 2; do pytest --golden=y; done', "goldeval gate --run-key k"]
+    lines = [
+        'pytest --golden=x -m "not red" --junitxml=j.xml || rc=$?',
+        "for i in 1 2; do pytest --golden=y; done",
+        "goldeval gate --run-key k",
+    ]
     assert invocations(lines, "pytest") == [
-        ["--golden=x", "-m", "not red", "--junitxml=j.xml"], ["--golden=y"]]
+        ["--golden=x", "-m", "not red", "--junitxml=j.xml"],
+        ["--golden=y"],
+    ]
     assert invocations(lines, "goldeval") == [["gate", "--run-key", "k"]]

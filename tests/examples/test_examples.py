@@ -17,8 +17,13 @@ from tests.helpers import ROOT, RunFiles
 EXAMPLES = ROOT / "examples"
 IGNORED = shutil.ignore_patterns(".goldeval", "__pycache__", ".pytest_cache", "*.pyc")
 QUICKSTART_GRADERS = {
-    "cites": (5, 5), "contains_any": (3, 3), "exact": (1, 1), "json_schema": (1, 1),
-    "must_not": (2, 2), "number": (2, 2), "regex": (2, 2),
+    "cites": (5, 5),
+    "contains_any": (3, 3),
+    "exact": (1, 1),
+    "json_schema": (1, 1),
+    "must_not": (2, 2),
+    "number": (2, 2),
+    "regex": (2, 2),
 }
 
 
@@ -43,20 +48,30 @@ def test_quickstart_fixture_mode(
     result = pytester.runpytest("--golden=faq-v1", *args)
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=9)
-    result.stdout.fnmatch_lines(["*goldeval: faq-v1 (fixture)*", "*Overall*100.0% (9 / 9)*",
-                                 "*goldeval decision: exit 0 — GATE PASS: 4 rules passed*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*goldeval: faq-v1 (fixture)*",
+            "*Overall*100.0% (9 / 9)*",
+            "*goldeval decision: exit 0 — GATE PASS: 4 rules passed*",
+        ]
+    )
     run = quickstart.latest()
     assert run["protocol"]["datasetId"] == "faq-v1"
     assert run["protocol"]["packId"] is None and run["protocol"]["mode"] == "DETERMINISTIC"
-    assert (run["metrics"]["overallPassRate"]["hits"], run["metrics"]["overallPassRate"]["total"]) \
-        == (9, 9)
+    assert (
+        run["metrics"]["overallPassRate"]["hits"],
+        run["metrics"]["overallPassRate"]["total"],
+    ) == (9, 9)
     assert run["metrics"]["contractPassRate"]["rate"] is None  # no contract rows: n/a, not 100%
     assert run["metrics"]["retrievalPassRate"]["total"] == 0
     assert rates(run, "graders") == QUICKSTART_GRADERS
     assert run["comparison"]["decision"] == "NO_REGRESSION"
     assert run["baselinePath"].endswith("baselines/faq-v1.json")
     assert [r["name"] for r in run["qualityGate"]["rules"]] == [
-        "overallPassRate", "grader.cites", "grader.contains_any", "grader.json_schema",
+        "overallPassRate",
+        "grader.cites",
+        "grader.contains_any",
+        "grader.json_schema",
     ]
 
 
@@ -80,8 +95,12 @@ def test_quickstart_a_broken_answer_fails_the_gate(
     fixture.write_text("Standard shipping costs 4.95 EUR.", encoding="utf-8")  # citation lost
     result = pytester.runpytest("--golden=faq-v1")
     assert result.ret == 1, result.stdout.str()
-    result.stdout.fnmatch_lines(["*cites: missing citation 'shipping'*",
-                                 "*GATE FAIL: overallPassRate (0.889 < 1.000), grader.cites*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*cites: missing citation 'shipping'*",
+            "*GATE FAIL: overallPassRate (0.889 < 1.000), grader.cites*",
+        ]
+    )
     run = quickstart.latest()
     assert run["comparison"]["counts"]["NEW_FAILURE"] == 1
 
@@ -98,8 +117,11 @@ def test_quickstart_fixtures_are_the_apps_current_answers() -> None:
     """The recorded fixtures are what faqbot answers today (re-record when the bot changes)."""
     bot = _load(EXAMPLES / "quickstart" / "faqbot.py")
     dataset = EXAMPLES / "quickstart" / "golden" / "faq"
-    rows = [json.loads(line) for line in (dataset / "faq.jsonl").read_text("utf-8").splitlines()
-            if line.strip() and not line.startswith("#")]
+    rows = [
+        json.loads(line)
+        for line in (dataset / "faq.jsonl").read_text("utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert len(rows) >= 8
     for row in rows:
         recorded = (dataset / "fixtures" / f"{row['id']}.out.md").read_text("utf-8")
@@ -108,8 +130,17 @@ def test_quickstart_fixtures_are_the_apps_current_answers() -> None:
 
 def test_quickstart_uses_several_general_graders() -> None:
     rows = (EXAMPLES / "quickstart" / "golden" / "faq" / "faq.jsonl").read_text("utf-8")
-    for key in ("contains_any", "regex", "not_regex", "equals", "normalize", "json_schema",
-                "cites", "number", "must_not"):
+    for key in (
+        "contains_any",
+        "regex",
+        "not_regex",
+        "equals",
+        "normalize",
+        "json_schema",
+        "cites",
+        "number",
+        "must_not",
+    ):
         assert f'"{key}"' in rows, key
 
 
@@ -127,10 +158,13 @@ def test_custom_grader_dataset(
     result.assert_outcomes(passed=4)
     run = custom_grader.latest()
     assert rates(run, "graders") == {
-        "contains_any": (1, 1), "json_keys_snake_case": (4, 4), "json_schema": (1, 1),
+        "contains_any": (1, 1),
+        "json_keys_snake_case": (4, 4),
+        "json_schema": (1, 1),
     }
     assert [r["name"] for r in run["qualityGate"]["rules"]] == [
-        "overallPassRate", "grader.json_keys_snake_case",
+        "overallPassRate",
+        "grader.json_keys_snake_case",
     ]
 
 
@@ -179,8 +213,11 @@ def test_support_bot_example(pytester: pytest.Pytester, mode: str) -> None:
     else:
         with _replaying_server(pytester.path / "golden" / "support") as srv:
             result = pytester.runpytest(
-                "--golden=support-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-                f"--golden-provider={mode}", f"--golden-base-url={srv.base_url}",
+                "--golden=support-v1",
+                "--golden-mode=live",
+                "--golden-model=fake-llm:latest",
+                f"--golden-provider={mode}",
+                f"--golden-base-url={srv.base_url}",
                 # baselines/live-support-v1.json was captured over Ollama: the OpenAI run is
                 # another protocol, reported without the gate
                 *(["--golden-no-gate"] if mode == "openai" else []),
@@ -197,7 +234,11 @@ def test_support_bot_example(pytester: pytest.Pytester, mode: str) -> None:
     run = files.latest()
     assert run["protocol"]["profile"] == "generic" and run["protocol"]["packId"] is None
     assert set(run["metrics"]["slices"]) == {
-        "tag:delivery", "tag:returns", "tag:conversation", "tag:scope"}
+        "tag:delivery",
+        "tag:returns",
+        "tag:conversation",
+        "tag:scope",
+    }
     if mode != "openai":
         assert run["qualityGate"]["verdict"] == "PASS"
     assert "Negative" not in result.stdout.str() and "Contract" not in result.stdout.str()
@@ -211,8 +252,11 @@ def test_sql_example(pytester: pytest.Pytester, mode: str) -> None:
     else:
         with _replaying_server(pytester.path / "golden" / "orders") as srv:
             result = pytester.runpytest(
-                "--golden=sql-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-                f"--golden-provider={mode}", f"--golden-base-url={srv.base_url}",
+                "--golden=sql-v1",
+                "--golden-mode=live",
+                "--golden-model=fake-llm:latest",
+                f"--golden-provider={mode}",
+                f"--golden-base-url={srv.base_url}",
                 "--golden-no-gate",
             )
             bodies = [r.json for r in srv.requests if r.json and "messages" in r.json]
@@ -221,7 +265,9 @@ def test_sql_example(pytester: pytest.Pytester, mode: str) -> None:
             if mode == "openai":
                 assert body["response_format"]["type"] == "json_schema"
                 assert body["response_format"]["json_schema"]["schema"]["required"] == [
-                    "sql", "tables"]
+                    "sql",
+                    "tables",
+                ]
                 assert body["max_tokens"] == 200 and body["seed"] == 1
             else:
                 assert body["format"]["required"] == ["sql", "tables"]

@@ -18,8 +18,15 @@ from tests.helpers import RunFiles, chat_calls
 JUDGE_KEY = "sk-judge-0123456789abcdef"
 CHAT_KEY = "sk-chat-fedcba9876543210"
 VERDICT = '{"decision":"ACCEPT","score":0.9,"reasons":["ok"]}'
-LIVE = ("--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-        "--golden-no-gate", "--golden-judge", "-p", "no:cacheprovider")
+LIVE = (
+    "--golden=generation-v1",
+    "--golden-mode=live",
+    "--golden-model=fake-llm:latest",
+    "--golden-no-gate",
+    "--golden-judge",
+    "-p",
+    "no:cacheprovider",
+)
 
 
 @pytest.fixture
@@ -38,14 +45,20 @@ def _all_text(root: Path) -> str:
 
 
 def test_judge_uses_its_own_provider_url_and_key_and_counts_its_tokens(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, judge_server: FakeLLMServer,
-    run_files: RunFiles, monkeypatch: pytest.MonkeyPatch, golden_project: Path,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    judge_server: FakeLLMServer,
+    run_files: RunFiles,
+    monkeypatch: pytest.MonkeyPatch,
+    golden_project: Path,
 ) -> None:
     monkeypatch.setenv("GOLDEVAL_JUDGE_API_KEY", JUDGE_KEY)
     monkeypatch.setenv("OPENAI_API_KEY", CHAT_KEY)  # the chat provider's key: not the judge's
     result = pytester.runpytest(
-        *LIVE, f"--golden-base-url={llm_server.base_url}",
-        "--golden-judge-provider=openai", f"--golden-judge-base-url={judge_server.openai_base_url}",
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-judge-provider=openai",
+        f"--golden-judge-base-url={judge_server.openai_base_url}",
         "--golden-judge-model=judge-m",
     )
     assert result.ret == 0, result.stdout.str()
@@ -62,10 +75,14 @@ def test_judge_uses_its_own_provider_url_and_key_and_counts_its_tokens(
     assert not any("CANDIDATE:" in (r.last_user_message or "") for r in llm_server.requests)
     # the judge's tokens are counted, labelled apart from the model's own totals
     tokens = run["metrics"]["tokens"]
-    assert tokens["judge"] == {"inputTokens": 100 * len(judged), "outputTokens": 7 * len(judged),
-                               "totalTokens": 107 * len(judged)}
-    model_total = sum(a["tokens"].get("totalTokens", 0)
-                      for c in run["cases"] for a in c["attempts"])
+    assert tokens["judge"] == {
+        "inputTokens": 100 * len(judged),
+        "outputTokens": 7 * len(judged),
+        "totalTokens": 107 * len(judged),
+    }
+    model_total = sum(
+        a["tokens"].get("totalTokens", 0) for c in run["cases"] for a in c["attempts"]
+    )
     assert tokens["totalTokens"] == model_total
     assert all(a["judge"]["tokens"]["totalTokens"] == 107 for a in judged)
     text = _all_text(golden_project) + result.stdout.str() + result.stderr.str()
@@ -73,8 +90,12 @@ def test_judge_uses_its_own_provider_url_and_key_and_counts_its_tokens(
 
 
 def test_judge_key_echoed_in_an_error_is_masked(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, judge_server: FakeLLMServer,
-    run_files: RunFiles, monkeypatch: pytest.MonkeyPatch, golden_project: Path,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    judge_server: FakeLLMServer,
+    run_files: RunFiles,
+    monkeypatch: pytest.MonkeyPatch,
+    golden_project: Path,
 ) -> None:
     monkeypatch.setenv("GOLDEVAL_JUDGE_API_KEY", JUDGE_KEY)
 
@@ -84,13 +105,21 @@ def test_judge_key_echoed_in_an_error_is_masked(
 
     judge_server.responder = echo
     result = pytester.runpytest(
-        *LIVE, f"--golden-base-url={llm_server.base_url}", "--golden-retries=0",
-        "--golden-judge-provider=openai", f"--golden-judge-base-url={judge_server.openai_base_url}",
-        "--golden-judge-model=judge-m", "--golden-artifacts=always",
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-retries=0",
+        "--golden-judge-provider=openai",
+        f"--golden-judge-base-url={judge_server.openai_base_url}",
+        "--golden-judge-model=judge-m",
+        "--golden-artifacts=always",
     )
     run = run_files.latest()
-    errors = [a["judge"]["error"] for c in run["cases"] for a in c["attempts"]
-              if a.get("judge", {}).get("error")]
+    errors = [
+        a["judge"]["error"]
+        for c in run["cases"]
+        for a in c["attempts"]
+        if a.get("judge", {}).get("error")
+    ]
     assert errors, result.stdout.str()
     assert all("judge denied" in e for e in errors)
     assert judge_server.requests  # the key really was sent and echoed back
@@ -99,7 +128,9 @@ def test_judge_key_echoed_in_an_error_is_masked(
 
 
 def test_judge_on_the_same_provider_keeps_the_generation_url(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
 ) -> None:
     replay = llm_server.responder
 
@@ -120,19 +151,33 @@ def test_judge_on_the_same_provider_keeps_the_generation_url(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--golden-judge-provider=openai"],
-         ["--golden-judge-provider=openai differs from the generation provider",
-          "--golden-judge-model"]),
-        (["--golden-judge-provider=openai", "--golden-judge-model=j",
-          "--golden-judge-base-url=ftp://user:hunter2pass@example.test"],
-         ["judge: --golden-judge-base-url: unsupported scheme 'ftp'"]),
-        (["--golden-judge-provider=nosuch", "--golden-judge-model=j"],
-         ["unknown judge provider 'nosuch'"]),
+        (
+            ["--golden-judge-provider=openai"],
+            [
+                "--golden-judge-provider=openai differs from the generation provider",
+                "--golden-judge-model",
+            ],
+        ),
+        (
+            [
+                "--golden-judge-provider=openai",
+                "--golden-judge-model=j",
+                "--golden-judge-base-url=ftp://user:hunter2pass@example.test",
+            ],
+            ["judge: --golden-judge-base-url: unsupported scheme 'ftp'"],
+        ),
+        (
+            ["--golden-judge-provider=nosuch", "--golden-judge-model=j"],
+            ["unknown judge provider 'nosuch'"],
+        ),
     ],
     ids=["no-model", "bad-url", "unknown"],
 )
 def test_bad_judge_options_are_usage_errors(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, args: list[str], expected: list[str],
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    args: list[str],
+    expected: list[str],
 ) -> None:
     result = pytester.runpytest(*LIVE, f"--golden-base-url={llm_server.base_url}", *args)
     assert result.ret == 4
@@ -143,7 +188,7 @@ def test_bad_judge_options_are_usage_errors(
     assert chat_calls(llm_server) == 0  # refused before any model call
 
 
-ASYNC_JUDGE = '''
+ASYNC_JUDGE = """
 import asyncio, os
 from pathlib import Path
 from goldeval.providers.base import Answer
@@ -168,18 +213,22 @@ class AsyncJudge:  # no Provider subclass: duck-typed, async complete and aclose
 def pytest_goldeval_make_provider(config, name, settings):
     if name == "asyncjudge":
         return AsyncJudge(settings)
-'''
+"""
 
 
 def test_judge_on_a_registered_async_provider(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    run_files: RunFiles,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("GOLDEVAL_JUDGE_API_KEY", JUDGE_KEY)
     pytester.makeconftest(ASYNC_JUDGE)
     result = pytester.runpytest(
-        *LIVE, f"--golden-base-url={llm_server.base_url}",
-        "--golden-judge-provider=asyncjudge", "--golden-judge-model=j1",
+        *LIVE,
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-judge-provider=asyncjudge",
+        "--golden-judge-model=j1",
     )
     assert result.ret == 0, result.stdout.str()
     run = run_files.latest()

@@ -113,8 +113,11 @@ def test_streamed_live_run_records_time_to_first_token(
     assert all(a["status"] == "PASS" for a in attempts)
     assert all(0 < a["ttftMs"] <= a["durationMs"] for a in attempts)
     assert all("queueMs" in a for a in attempts)
-    assert all(r.json["stream"] is True for r in llm_server.requests if r.path.endswith("chat")
-               or r.path.endswith("completions"))
+    assert all(
+        r.json["stream"] is True
+        for r in llm_server.requests
+        if r.path.endswith("chat") or r.path.endswith("completions")
+    )
     # totals apart from latency: in the terminal and in report.md
     result.stdout.fnmatch_lines(["*Queue wait avg / p95*ms", "*TTFT avg / p95*ms"])
     report = (run_files.latest_dir() / "report.md").read_text(encoding="utf-8")

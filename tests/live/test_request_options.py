@@ -19,32 +19,68 @@ PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082"
 )
-TOOLS = [{"type": "function", "function": {
-    "name": "order_status", "description": "Look an order up",
-    "parameters": {"type": "object", "properties": {"order": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "order_status",
+            "description": "Look an order up",
+            "parameters": {"type": "object", "properties": {"order": {"type": "integer"}}},
+        },
+    }
+]
 SCHEMA = {"type": "object", "required": ["sql"], "properties": {"sql": {"type": "string"}}}
 MANIFEST = {
     "version": "bot-v1",
     "prompt": {"system": "You are the shop bot for {{ shop }}."},
     "request": {
-        "temperature": 0.3, "top_p": 0.9, "max_tokens": 50, "seed": 7, "stop": ["END"],
-        "tools": TOOLS, "tool_choice": "auto",
-        "response_format": {"type": "json_schema",
-                            "json_schema": {"name": "answer", "schema": SCHEMA}},
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "max_tokens": 50,
+        "seed": 7,
+        "stop": ["END"],
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": SCHEMA},
+        },
     },
 }
 ROWS = [
-    {"id": "plain", "prompt": "Hello", "vars": {"shop": "Books"},
-     "request": {"max_tokens": 20}, "expect": {"contains_any": ["ok"]}},
-    {"id": "talk", "vars": {"shop": "Books"}, "messages": [
-        {"role": "user", "content": "Where is order 42?"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"name": "order_status", "arguments": {"order": 42}, "id": "c1"}]},
-        {"role": "tool", "content": "{\"status\": \"shipped\"}", "tool_call_id": "c1",
-         "name": "order_status"},
-        {"role": "user", "content": [{"type": "text", "text": "And this one?"},
-                                     {"type": "image", "path": "parcel.png"}]},
-    ], "expect": {"contains_any": ["ok"]}},
+    {
+        "id": "plain",
+        "prompt": "Hello",
+        "vars": {"shop": "Books"},
+        "request": {"max_tokens": 20},
+        "expect": {"contains_any": ["ok"]},
+    },
+    {
+        "id": "talk",
+        "vars": {"shop": "Books"},
+        "messages": [
+            {"role": "user", "content": "Where is order 42?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"name": "order_status", "arguments": {"order": 42}, "id": "c1"}],
+            },
+            {
+                "role": "tool",
+                "content": '{"status": "shipped"}',
+                "tool_call_id": "c1",
+                "name": "order_status",
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "And this one?"},
+                    {"type": "image", "path": "parcel.png"},
+                ],
+            },
+        ],
+        "expect": {"contains_any": ["ok"]},
+    },
 ]
 
 
@@ -66,8 +102,12 @@ def server() -> Iterator[FakeLLMServer]:
 
 def _live(pytester: pytest.Pytester, srv: FakeLLMServer, provider: str) -> pytest.RunResult:
     return pytester.runpytest(
-        "--golden=bot-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-        f"--golden-provider={provider}", f"--golden-base-url={srv.base_url}", "--golden-no-gate",
+        "--golden=bot-v1",
+        "--golden-mode=live",
+        "--golden-model=fake-llm:latest",
+        f"--golden-provider={provider}",
+        f"--golden-base-url={srv.base_url}",
+        "--golden-no-gate",
     )
 
 
@@ -93,15 +133,22 @@ def test_openai_sends_options_templates_and_conversations(
     assert plain["stop"] == ["END"] and plain["tool_choice"] == "auto"
     assert plain["tools"] == TOOLS
     assert plain["response_format"] == {
-        "type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": SCHEMA},
+    }
     assert plain["messages"] == [
         {"role": "system", "content": "You are the shop bot for Books."},
         {"role": "user", "content": "Hello"},
     ]
     msgs = talk["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "user"]
-    assert msgs[2]["tool_calls"] == [{"id": "c1", "type": "function", "function": {
-        "name": "order_status", "arguments": "{\"order\": 42}"}}]
+    assert msgs[2]["tool_calls"] == [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "order_status", "arguments": '{"order": 42}'},
+        }
+    ]
     assert msgs[3]["tool_call_id"] == "c1"
     image = msgs[4]["content"][1]
     assert image["type"] == "image_url"
@@ -116,27 +163,44 @@ def test_ollama_sends_options_templates_and_conversations(
     assert result.ret == 0, result.stdout.str()
     bodies = _bodies(server)
     plain, talk = bodies["plain"], bodies["talk"]
-    assert plain["options"] == {"temperature": 0.3, "top_p": 0.9, "num_predict": 20, "seed": 7,
-                                "stop": ["END"]}
+    assert plain["options"] == {
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "num_predict": 20,
+        "seed": 7,
+        "stop": ["END"],
+    }
     assert talk["options"]["num_predict"] == 50
     assert plain["tools"] == TOOLS and plain["format"] == SCHEMA
     msgs = talk["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "user"]
     assert msgs[0]["content"] == "You are the shop bot for Books."
     assert msgs[2]["tool_calls"] == [
-        {"function": {"name": "order_status", "arguments": {"order": 42}}}]
+        {"function": {"name": "order_status", "arguments": {"order": 42}}}
+    ]
     assert msgs[4]["content"] == "And this one?"
     assert msgs[4]["images"] == [base64.b64encode(PNG).decode()]
 
 
 def _truncated_reply(request: RecordedRequest) -> Reply:
     if request.protocol == "openai":
-        body = {"choices": [{"index": 0, "finish_reason": "length",
-                             "message": {"role": "assistant", "content": "ok and then"}}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 20}}
+        body = {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "length",
+                    "message": {"role": "assistant", "content": "ok and then"},
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 20},
+        }
     else:
-        body = {"model": "fake-llm:latest", "done": True, "done_reason": "length",
-                "message": {"role": "assistant", "content": "ok and then"}}
+        body = {
+            "model": "fake-llm:latest",
+            "done": True,
+            "done_reason": "length",
+            "message": {"role": "assistant", "content": "ok and then"},
+        }
     return Reply(raw_body=json.dumps(body).encode())
 
 
@@ -165,7 +229,8 @@ def test_truncated_soft_in_the_manifest_only_reports_it(
     run = RunFiles(pytester.path).latest()
     graders = run["cases"][0]["attempts"][0]["graders"]
     assert {"grader": "truncated", "passed": False, "hard": False} == {
-        k: graders[-1][k] for k in ("grader", "passed", "hard")}
+        k: graders[-1][k] for k in ("grader", "passed", "hard")
+    }
 
 
 def test_template_error_at_run_time_is_an_error_not_a_verdict(
@@ -173,8 +238,14 @@ def test_template_error_at_run_time_is_an_error_not_a_verdict(
 ) -> None:
     # `vars.shop.name` exists as a name (collection passes) but has no attribute `name`
     manifest = {"version": "bot-v1", "prompt": {"system": "Shop {{ shop.name.first }}"}}
-    rows = [{"id": "plain", "prompt": "Hello", "vars": {"shop": "Books"},
-             "expect": {"contains_any": ["ok"]}}]
+    rows = [
+        {
+            "id": "plain",
+            "prompt": "Hello",
+            "vars": {"shop": "Books"},
+            "expect": {"contains_any": ["ok"]},
+        }
+    ]
     _project(pytester.path, manifest, rows)
     result = _live(pytester, server, "openai")
     assert result.ret != 0

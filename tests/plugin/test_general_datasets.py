@@ -14,15 +14,29 @@ from goldeval.results.run_document import config_fingerprint
 from tests.helpers import SERIAL_ONLY, RunFiles
 
 ROWS = [
-    {"id": "ship", "prompt": "How long does shipping take?",
-     "expect": {"contains_any": ["3-5 days", "three to five days"], "cites": ["shipping"]}},
+    {
+        "id": "ship",
+        "prompt": "How long does shipping take?",
+        "expect": {"contains_any": ["3-5 days", "three to five days"], "cites": ["shipping"]},
+    },
     {"id": "total", "prompt": "Total for 2 books at 12.50?", "expect": {"number": {"value": 25.0}}},
-    {"id": "json", "prompt": "Order status as JSON",
-     "expect": {"json_schema": {"type": "object", "required": ["status"],
-                                "properties": {"status": {"enum": ["open", "shipped"]}}}}},
-    {"id": "polite", "prompt": "Say thanks", "expect": {"equals": "thank you!",
-                                                        "normalize": "all"},
-     "must_not": ["idiot"]},
+    {
+        "id": "json",
+        "prompt": "Order status as JSON",
+        "expect": {
+            "json_schema": {
+                "type": "object",
+                "required": ["status"],
+                "properties": {"status": {"enum": ["open", "shipped"]}},
+            }
+        },
+    },
+    {
+        "id": "polite",
+        "prompt": "Say thanks",
+        "expect": {"equals": "thank you!", "normalize": "all"},
+        "must_not": ["idiot"],
+    },
 ]
 ANSWERS = {
     "ship": "Shipping takes 3-5 days (see shipping).",
@@ -39,7 +53,9 @@ def faq_project(pytester: pytest.Pytester) -> Path:
     (ds / "dataset.yaml").write_text(
         "version: faq-v1\nname: faq\npack: none\n"
         "grader_options:\n  cites:\n    pattern: '\\(see ([a-z-]+)\\)'\n"
-        "gate:\n  fixture:\n    thresholds: {overallPassRate: 0.7}\n", encoding="utf-8")
+        "gate:\n  fixture:\n    thresholds: {overallPassRate: 0.7}\n",
+        encoding="utf-8",
+    )
     (ds / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
     for case_id, text in ANSWERS.items():
         (ds / "fixtures" / f"{case_id}.out.md").write_text(text, encoding="utf-8")
@@ -48,8 +64,9 @@ def faq_project(pytester: pytest.Pytester) -> Path:
 
 
 @SERIAL_ONLY
-def test_general_graders_with_manifest_options(pytester: pytest.Pytester, faq_project: Path,
-                                               plugin_args: list[str]) -> None:
+def test_general_graders_with_manifest_options(
+    pytester: pytest.Pytester, faq_project: Path, plugin_args: list[str]
+) -> None:
     result = pytester.runpytest("--golden=faq-v1", *plugin_args)
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*json_schema*$.status*"])
@@ -63,16 +80,18 @@ def test_general_graders_with_manifest_options(pytester: pytest.Pytester, faq_pr
     assert result.ret == 0
 
 
-def test_users_own_failing_test_still_fails_the_session(pytester: pytest.Pytester,
-                                                        faq_project: Path) -> None:
+def test_users_own_failing_test_still_fails_the_session(
+    pytester: pytest.Pytester, faq_project: Path
+) -> None:
     pytester.makepyfile(test_mine="def test_broken():\n    assert False\n")
     result = pytester.runpytest("--golden=faq-v1", "test_mine.py")
     result.assert_outcomes(passed=3, failed=2)
     assert result.ret == 1
 
 
-def test_grader_can_be_switched_soft_in_the_manifest(pytester: pytest.Pytester,
-                                                     faq_project: Path) -> None:
+def test_grader_can_be_switched_soft_in_the_manifest(
+    pytester: pytest.Pytester, faq_project: Path
+) -> None:
     manifest = faq_project / "golden/faq/dataset.yaml"
     manifest.write_text(manifest.read_text() + "graders:\n  json_schema: soft\n")
     result = pytester.runpytest("--golden=faq-v1")
@@ -81,49 +100,71 @@ def test_grader_can_be_switched_soft_in_the_manifest(pytester: pytest.Pytester,
     assert "json_schema" not in run["metrics"]["graders"]
 
 
-def test_unknown_expect_key_is_a_collection_error(pytester: pytest.Pytester,
-                                                  faq_project: Path) -> None:
+def test_unknown_expect_key_is_a_collection_error(
+    pytester: pytest.Pytester, faq_project: Path
+) -> None:
     rows = faq_project / "golden/faq/rows.jsonl"
-    rows.write_text(rows.read_text() + json.dumps(
-        {"id": "typo", "prompt": "x", "expect": {"contains_anyy": ["a"]}}) + "\n")
+    rows.write_text(
+        rows.read_text()
+        + json.dumps({"id": "typo", "prompt": "x", "expect": {"contains_anyy": ["a"]}})
+        + "\n"
+    )
     result = pytester.runpytest("--golden=faq-v1")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*rows.jsonl:5: expect.contains_anyy: unknown expect key "
-                                 "(did you mean 'contains_any'?)*"])
+    result.stdout.fnmatch_lines(
+        ["*rows.jsonl:5: expect.contains_anyy: unknown expect key (did you mean 'contains_any'?)*"]
+    )
 
 
-def test_bad_json_schema_is_a_collection_error(pytester: pytest.Pytester,
-                                              faq_project: Path) -> None:
+def test_bad_json_schema_is_a_collection_error(
+    pytester: pytest.Pytester, faq_project: Path
+) -> None:
     rows = faq_project / "golden/faq/rows.jsonl"
-    rows.write_text(rows.read_text() + json.dumps(
-        {"id": "bad-schema", "prompt": "x",
-         "expect": {"json_schema": {"properties": {"n": {"type": "float"}}}}}) + "\n")
+    rows.write_text(
+        rows.read_text()
+        + json.dumps(
+            {
+                "id": "bad-schema",
+                "prompt": "x",
+                "expect": {"json_schema": {"properties": {"n": {"type": "float"}}}},
+            }
+        )
+        + "\n"
+    )
     result = pytester.runpytest("--golden=faq-v1")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*rows.jsonl:5: expect.json_schema: #/properties/n/type: "
-                                 "'float' is not one of*"])
+    result.stdout.fnmatch_lines(
+        ["*rows.jsonl:5: expect.json_schema: #/properties/n/type: 'float' is not one of*"]
+    )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-def test_protocol_names_the_json_schema_grader_version(pytester: pytest.Pytester,
-                                                       faq_project: Path) -> None:
+def test_protocol_names_the_json_schema_grader_version(
+    pytester: pytest.Pytester, faq_project: Path
+) -> None:
     """json_schema is version 2 (the jsonschema library): a baseline of version 1 has another
     graderConfigHash, so it is incomparable instead of silently compared."""
     pytester.runpytest("--golden=faq-v1")
     run = RunFiles(faq_project).latest()
     graders = [ContractGrader(), *builtin_graders()]
-    ds = load_dataset(faq_project / "golden/faq", project_root=faq_project, graders=graders,
-                      require_fixtures=False)
+    ds = load_dataset(
+        faq_project / "golden/faq",
+        project_root=faq_project,
+        graders=graders,
+        require_fixtures=False,
+    )
     used = [g for g in graders if any(g.applies(c) for c in ds.cases)]
     names = sorted(g.config_name for g in used)
     assert "json_schema@v2" in names
     assert run["protocol"]["graderConfigHash"] == config_fingerprint(ds.grader_config(names))
     assert run["protocol"]["graderConfigHash"] != config_fingerprint(
-        ds.grader_config(sorted(g.name for g in used)))
+        ds.grader_config(sorted(g.name for g in used))
+    )
 
 
-def test_third_party_provider_through_the_hook(pytester: pytest.Pytester,
-                                               faq_project: Path) -> None:
+def test_third_party_provider_through_the_hook(
+    pytester: pytest.Pytester, faq_project: Path
+) -> None:
     pytester.makeconftest(
         """
         from goldeval import Answer, Provider
@@ -138,18 +179,27 @@ def test_third_party_provider_through_the_hook(pytester: pytest.Pytester,
             return Canned() if name == "canned" else None
         """
     )
-    result = pytester.runpytest("--golden=faq-v1", "--golden-mode=live",
-                                "--golden-provider=canned", "--golden-model=x",
-                                "--golden-no-gate", "-k", "ship")
+    result = pytester.runpytest(
+        "--golden=faq-v1",
+        "--golden-mode=live",
+        "--golden-provider=canned",
+        "--golden-model=x",
+        "--golden-no-gate",
+        "-k",
+        "ship",
+    )
     result.assert_outcomes(passed=1, deselected=3)
     run = RunFiles(faq_project).latest()
     assert run["protocol"]["provider"] == "canned"
-    assert run["metrics"]["tokens"] == {"inputTokens": 3, "outputTokens": 7, "totalTokens": 10,
-                                        "estimatedCost": 0.001}
+    assert run["metrics"]["tokens"] == {
+        "inputTokens": 3,
+        "outputTokens": 7,
+        "totalTokens": 10,
+        "estimatedCost": 0.001,
+    }
 
 
 def test_unknown_provider_is_a_usage_error(pytester: pytest.Pytester, faq_project: Path) -> None:
-    result = pytester.runpytest("--golden=faq-v1", "--golden-mode=live",
-                                "--golden-provider=nope")
+    result = pytester.runpytest("--golden=faq-v1", "--golden-mode=live", "--golden-provider=nope")
     assert result.ret != 0
     assert "unknown provider 'nope'" in result.stdout.str() + result.stderr.str()

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import ROOT
 
-INNER = f'''
+INNER = f"""
 import shutil
 from pathlib import Path
 
@@ -37,7 +37,7 @@ def test_second(pytester):
     _project(pytester)
     pytester.runpytest(*ARGS).assert_outcomes(failed=10)
     pytester.runpytest(*ARGS).assert_outcomes(failed=10)
-'''
+"""
 
 
 def test_later_in_process_runs_grade_like_the_first(pytester: pytest.Pytester) -> None:

@@ -15,12 +15,24 @@ from goldeval.results.documents import typed_run
 from tests.helpers import ROOT, SERIAL_ONLY, RunFiles
 
 ROWS = [
-    {"id": "ship", "prompt": "How long does shipping take?",
-     "expect": {"contains_any": ["3-5 days"]}, "tags": ["shipping"]},
-    {"id": "refund", "prompt": "Can I get a refund?", "expect": {"contains_any": ["30 days"]},
-     "tags": ["returns"]},
-    {"id": "joke", "prompt": "Tell me a joke", "expect": {"contains_any": ["only help"],
-                                                          "red": True}, "tags": ["returns"]},
+    {
+        "id": "ship",
+        "prompt": "How long does shipping take?",
+        "expect": {"contains_any": ["3-5 days"]},
+        "tags": ["shipping"],
+    },
+    {
+        "id": "refund",
+        "prompt": "Can I get a refund?",
+        "expect": {"contains_any": ["30 days"]},
+        "tags": ["returns"],
+    },
+    {
+        "id": "joke",
+        "prompt": "Tell me a joke",
+        "expect": {"contains_any": ["only help"], "red": True},
+        "tags": ["returns"],
+    },
 ]
 ANSWERS = {"ship": "It takes 3-5 days.", "refund": "Within 30 days.", "joke": "Ha ha."}
 
@@ -130,10 +142,16 @@ def test_bad_manifest_is_a_clear_collection_error(
 
 
 TEMPLATED = [
-    {"id": "ship", "vars": {"question": "How long does shipping take?", "tone": "brief"},
-     "expect": {"contains_any": ["3-5 days"]}},
-    {"id": "refund", "vars": {"question": "Can I get a refund?", "tone": "kind"},
-     "expect": {"contains_any": ["30 days"]}},
+    {
+        "id": "ship",
+        "vars": {"question": "How long does shipping take?", "tone": "brief"},
+        "expect": {"contains_any": ["3-5 days"]},
+    },
+    {
+        "id": "refund",
+        "vars": {"question": "Can I get a refund?", "tone": "kind"},
+        "expect": {"contains_any": ["30 days"]},
+    },
 ]
 TEMPLATE_MANIFEST = (
     "version: bot-v1\n"
@@ -160,8 +178,15 @@ def test_template_rows_render_and_failing_cases_show_their_messages(
 
 
 def test_template_variable_the_row_lacks_is_a_collection_error(pytester: pytest.Pytester) -> None:
-    rows = [TEMPLATED[0], {"id": "refund", "prompt": "Refund?", "vars": {"question": "Refund?"},
-                           "expect": {"contains_any": ["30 days"]}}]
+    rows = [
+        TEMPLATED[0],
+        {
+            "id": "refund",
+            "prompt": "Refund?",
+            "vars": {"question": "Refund?"},
+            "expect": {"contains_any": ["30 days"]},
+        },
+    ]
     _dataset(pytester.path, TEMPLATE_MANIFEST, rows, {"ship": "3-5 days", "refund": "30 days"})
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest("--golden=bot-v1")
@@ -187,11 +212,19 @@ CONVERSATION = {
     "id": "order-status",
     "messages": [
         {"role": "user", "content": "Where is my order 42?"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"name": "order_status", "arguments": {"order": 42}}]},
-        {"role": "tool", "content": "{\"status\": \"shipped\"}", "tool_call_id": "call_0"},
-        {"role": "user", "content": [{"type": "text", "text": "And this parcel?"},
-                                     {"type": "image", "path": "parcel.png"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"name": "order_status", "arguments": {"order": 42}}],
+        },
+        {"role": "tool", "content": '{"status": "shipped"}', "tool_call_id": "call_0"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "And this parcel?"},
+                {"type": "image", "path": "parcel.png"},
+            ],
+        },
     ],
     "expect": {"contains_any": ["shipped"]},
 }
@@ -202,8 +235,9 @@ PNG = bytes.fromhex(
 
 
 def test_conversation_row_runs_in_fixture_mode(pytester: pytest.Pytester) -> None:
-    ds = _dataset(pytester.path, "version: bot-v1\n", [CONVERSATION],
-                  {"order-status": "It has shipped."})
+    ds = _dataset(
+        pytester.path, "version: bot-v1\n", [CONVERSATION], {"order-status": "It has shipped."}
+    )
     (ds / "parcel.png").write_bytes(PNG)
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest("--golden=bot-v1", "--golden-no-gate")
@@ -216,12 +250,21 @@ def test_conversation_row_runs_in_fixture_mode(pytester: pytest.Pytester) -> Non
     ("turns", "field", "words"),
     [
         ([{"role": "robot", "content": "hi"}], "messages[0].role", "must be one of"),
-        ([{"role": "user", "content": [{"type": "image", "path": "nope.png"}]}],
-         "messages[0].content[0]", "no file"),
-        ([{"role": "user", "content": [{"type": "image", "path": "../../pytest.ini"}]}],
-         "messages[0].content[0]", "outside the dataset folder"),
-        ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
-         "messages[1].role", "last turn"),
+        (
+            [{"role": "user", "content": [{"type": "image", "path": "nope.png"}]}],
+            "messages[0].content[0]",
+            "no file",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "image", "path": "../../pytest.ini"}]}],
+            "messages[0].content[0]",
+            "outside the dataset folder",
+        ),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+            "messages[1].role",
+            "last turn",
+        ),
     ],
 )
 def test_bad_conversation_names_the_turn(
@@ -237,8 +280,9 @@ def test_bad_conversation_names_the_turn(
 
 
 def test_conversation_changes_the_dataset_hash(pytester: pytest.Pytester) -> None:
-    ds = _dataset(pytester.path, "version: bot-v1\n", [CONVERSATION],
-                  {"order-status": "It has shipped."})
+    ds = _dataset(
+        pytester.path, "version: bot-v1\n", [CONVERSATION], {"order-status": "It has shipped."}
+    )
     (ds / "parcel.png").write_bytes(PNG)
     pytester.makeini("[pytest]\n")
     pytester.runpytest("--golden=bot-v1", "--golden-no-gate")

@@ -18,14 +18,26 @@ from goldeval.testing.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.helpers import RunFiles
 
 ROWS = [
-    {"id": "weather", "prompt": "Weather in Paris?",
-     "expect": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}},
-    {"id": "clock", "prompt": "What time is it in Tokyo?",
-     "expect": {"tool_calls": [{"name": "get_time", "arguments": {"tz": "Asia/Tokyo"}}]}},
-    {"id": "flight", "prompt": "Book me a flight to Rome",
-     "expect": {"tool_calls": [{"name": "book_flight"}]}},
-    {"id": "chat", "prompt": "Tell me a joke",
-     "expect": {"tool_calls": [], "tool_calls_order": "exact"}},
+    {
+        "id": "weather",
+        "prompt": "Weather in Paris?",
+        "expect": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+    },
+    {
+        "id": "clock",
+        "prompt": "What time is it in Tokyo?",
+        "expect": {"tool_calls": [{"name": "get_time", "arguments": {"tz": "Asia/Tokyo"}}]},
+    },
+    {
+        "id": "flight",
+        "prompt": "Book me a flight to Rome",
+        "expect": {"tool_calls": [{"name": "book_flight"}]},
+    },
+    {
+        "id": "chat",
+        "prompt": "Tell me a joke",
+        "expect": {"tool_calls": [], "tool_calls_order": "exact"},
+    },
 ]
 
 REPLIES = {
@@ -72,14 +84,21 @@ def _statuses(run: dict) -> dict[str, str]:
 
 def _record(pytester: pytest.Pytester, server: FakeLLMServer, *extra: str) -> pytest.RunResult:
     return pytester.runpytest(
-        "--golden=tools-v1", "--golden-mode=record", "--golden-model=fake",
-        f"--golden-base-url={server.base_url}", "--golden-no-gate", "-p", "no:cacheprovider",
+        "--golden=tools-v1",
+        "--golden-mode=record",
+        "--golden-model=fake",
+        f"--golden-base-url={server.base_url}",
+        "--golden-no-gate",
+        "-p",
+        "no:cacheprovider",
         *extra,
     )
 
 
 def test_replay_of_recorded_tool_calls_scores_what_the_live_run_scored(
-    pytester: pytest.Pytester, tools_project: Path, server: FakeLLMServer,
+    pytester: pytest.Pytester,
+    tools_project: Path,
+    server: FakeLLMServer,
     plugin_args: list[str],
 ) -> None:
     live = _record(pytester, server, *plugin_args)
@@ -100,32 +119,46 @@ def test_replay_of_recorded_tool_calls_scores_what_the_live_run_scored(
 
     server.reset()
     server.responder = lambda req: "the server must not be called in fixture mode"
-    replay = pytester.runpytest("--golden=tools-v1", "--golden-no-gate",
-                                "-p", "no:cacheprovider", *plugin_args)
+    replay = pytester.runpytest(
+        "--golden=tools-v1", "--golden-no-gate", "-p", "no:cacheprovider", *plugin_args
+    )
     replay.assert_outcomes(passed=2, failed=2)
     replay_run = files.latest()
     assert replay_run["protocol"]["mode"] == "DETERMINISTIC"  # fixture mode
     assert server.requests == []
-    assert replay_run["metrics"]["graders"]["tool_calls"] == live_run["metrics"]["graders"][
-        "tool_calls"
-    ]
-    assert _statuses(replay_run) == _statuses(live_run) == {
-        "weather": Status.PASS.value, "clock": Status.PASS.value,
-        "flight": Status.FAIL.value, "chat": Status.FAIL.value,
-    }
+    assert (
+        replay_run["metrics"]["graders"]["tool_calls"]
+        == live_run["metrics"]["graders"]["tool_calls"]
+    )
+    assert (
+        _statuses(replay_run)
+        == _statuses(live_run)
+        == {
+            "weather": Status.PASS.value,
+            "clock": Status.PASS.value,
+            "flight": Status.FAIL.value,
+            "chat": Status.FAIL.value,
+        }
+    )
     # the recorded usage is replayed too
-    assert replay_run["metrics"]["tokens"]["totalTokens"] == live_run["metrics"]["tokens"][
-        "totalTokens"
-    ]
+    assert (
+        replay_run["metrics"]["tokens"]["totalTokens"]
+        == live_run["metrics"]["tokens"]["totalTokens"]
+    )
 
 
 def test_openai_finish_reason_is_recorded(
     pytester: pytest.Pytester, tools_project: Path, server: FakeLLMServer
 ) -> None:
     result = pytester.runpytest(
-        "--golden=tools-v1", "--golden-mode=record", "--golden-provider=openai",
-        "--golden-model=fake", f"--golden-base-url={server.openai_base_url}",
-        "--golden-no-gate", "-p", "no:cacheprovider",
+        "--golden=tools-v1",
+        "--golden-mode=record",
+        "--golden-provider=openai",
+        "--golden-model=fake",
+        f"--golden-base-url={server.openai_base_url}",
+        "--golden-no-gate",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=2, failed=2)
     fixtures = tools_project / "golden" / "tools" / "fixtures"

@@ -42,7 +42,7 @@ FIXTURES: dict[str, bytes] = {
     "good": GOOD.encode(),
 }
 
-CONFTEST = '''
+CONFTEST = """
 import pytest
 
 GARBAGE = bytes(range(256)) * 64
@@ -65,7 +65,7 @@ def golden_provider():
             raise KeyError("the team app crashed on this input")
         return '{"ok": 1}'
     return answer
-'''
+"""
 
 
 def _dataset(project: Path) -> None:
@@ -78,13 +78,22 @@ def _dataset(project: Path) -> None:
         (folder / "fixtures" / f"{kind}.out.md").write_bytes(data)
 
 
-REPORTS = ["--junitxml=junit.xml", "--golden-junit=dash.xml", "--html=report.html",
-           "--self-contained-html", "--golden-artifacts=always", "-p", "no:cacheprovider",
-           "--golden=answers-v1", "--golden-no-gate"]
+REPORTS = [
+    "--junitxml=junit.xml",
+    "--golden-junit=dash.xml",
+    "--html=report.html",
+    "--self-contained-html",
+    "--golden-artifacts=always",
+    "-p",
+    "no:cacheprovider",
+    "--golden=answers-v1",
+    "--golden-no-gate",
+]
 
 
-def _check_run(project: Path, result: pytest.RunResult, run_files: RunFiles,
-               want: dict[str, str]) -> dict:
+def _check_run(
+    project: Path, result: pytest.RunResult, run_files: RunFiles, want: dict[str, str]
+) -> dict:
     out = result.stdout.str()
     assert result.ret in (1, 4, 75), out[-3000:]  # 4: an ERROR no retry fixes (PARSER_ERROR)
     assert result.ret != pytest.ExitCode.INTERNAL_ERROR
@@ -111,18 +120,33 @@ def test_bad_fixture_bytes_are_graded(
 ) -> None:
     _dataset(golden_project)
     result = pytester.runpytest(*REPORTS, *plugin_args)
-    run = _check_run(golden_project, result, run_files, {
-        "empty": "FAIL", "huge": "FAIL", "garbage": "FAIL", "badutf8": "FAIL",
-        "none": "PASS", "crash": "PASS", "good": "PASS",
-    })
+    run = _check_run(
+        golden_project,
+        result,
+        run_files,
+        {
+            "empty": "FAIL",
+            "huge": "FAIL",
+            "garbage": "FAIL",
+            "badutf8": "FAIL",
+            "none": "PASS",
+            "crash": "PASS",
+            "good": "PASS",
+        },
+    )
     assert result.ret == 1
     # the 10 MB answer is kept whole in its case folder; the invalid UTF-8 was replaced
     huge = run_files.latest_dir() / "cases" / "huge" / "output.md"
     assert huge.stat().st_size == TEN_MB
     bad = (run_files.latest_dir() / "cases" / "badutf8" / "output.md").read_text("utf-8")
     assert "\ufffd" in bad and "ok" in bad
-    reasons = [v["reason"] for c in run["cases"] if c["caseId"] == "empty"
-               for g in c["attempts"][0]["graders"] for v in g["violations"]]
+    reasons = [
+        v["reason"]
+        for c in run["cases"]
+        if c["caseId"] == "empty"
+        for g in c["attempts"][0]["graders"]
+        for v in g["violations"]
+    ]
     assert reasons  # an empty answer fails with reasons, it is not skipped
 
 
@@ -133,10 +157,20 @@ def test_team_callable_bad_returns_and_crash(
     _dataset(golden_project)
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest(*REPORTS, *plugin_args)
-    run = _check_run(golden_project, result, run_files, {
-        "empty": "FAIL", "huge": "FAIL", "garbage": "FAIL", "badutf8": "FAIL",
-        "none": "ERROR", "crash": "ERROR", "good": "PASS",
-    })
+    run = _check_run(
+        golden_project,
+        result,
+        run_files,
+        {
+            "empty": "FAIL",
+            "huge": "FAIL",
+            "garbage": "FAIL",
+            "badutf8": "FAIL",
+            "none": "ERROR",
+            "crash": "ERROR",
+            "good": "PASS",
+        },
+    )
     assert result.ret == 75
     errors = {c["caseId"]: c["attempts"][0] for c in run["cases"] if c["status"] == "ERROR"}
     assert errors["none"]["errorKind"] == "EMPTY_RESPONSE"
@@ -169,12 +203,27 @@ def test_live_bad_bodies(
 
     with FakeLLMServer() as srv:
         srv.responder = responder
-        result = pytester.runpytest(*REPORTS, "--golden-mode=live", "--golden-model=fake",
-                                    f"--golden-base-url={srv.base_url}", "--golden-retries=0")
-    run = _check_run(golden_project, result, run_files, {
-        "empty": "ERROR", "huge": "FAIL", "garbage": "FAIL", "badutf8": "ERROR",
-        "none": "ERROR", "crash": "ERROR", "good": "PASS",
-    })
+        result = pytester.runpytest(
+            *REPORTS,
+            "--golden-mode=live",
+            "--golden-model=fake",
+            f"--golden-base-url={srv.base_url}",
+            "--golden-retries=0",
+        )
+    run = _check_run(
+        golden_project,
+        result,
+        run_files,
+        {
+            "empty": "ERROR",
+            "huge": "FAIL",
+            "garbage": "FAIL",
+            "badutf8": "ERROR",
+            "none": "ERROR",
+            "crash": "ERROR",
+            "good": "PASS",
+        },
+    )
     # The non-UTF-8 body is PARSER_ERROR, which no retry fixes: exit 4, not 75 (issue 32).
     assert result.ret == 4
     kinds = {c["caseId"]: c["attempts"][0].get("errorKind") for c in run["cases"]}
@@ -185,14 +234,14 @@ def test_live_bad_bodies(
 
 # --------------------------------------------------------------------------- open bug
 
-SURROGATE_CONFTEST = '''
+SURROGATE_CONFTEST = """
 import pytest
 
 @pytest.fixture(scope="session")
 def golden_provider():
     # half of a surrogate pair, as a model cut mid-emoji sends it (JSON "\\\\ud83d")
     return lambda case: "ok \\ud83d" if case.id == "good" else '{"ok": 1}'
-'''
+"""
 
 
 def test_bug_lone_surrogate_from_the_team_callable(
@@ -200,8 +249,9 @@ def test_bug_lone_surrogate_from_the_team_callable(
 ) -> None:
     _dataset(golden_project)
     pytester.makeconftest(SURROGATE_CONFTEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--golden=answers-v1",
-                                           "--golden-no-gate", "--golden-store=none")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--golden=answers-v1", "--golden-no-gate", "--golden-store=none"
+    )
     assert result.ret in (0, 1, 75), result.stderr.str()[-2000:]
     assert "Traceback" not in result.stderr.str(), result.stderr.str()[-2000:]
     assert (golden_project / ".goldeval" / "runs" / "LATEST").is_file()
@@ -214,8 +264,15 @@ def test_bug_lone_surrogate_from_the_live_server(
     with FakeLLMServer() as srv:
         srv.responder = lambda req: "ok \ud83d"  # the server escapes it: "ok \\ud83d"
         result = pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", "--golden=answers-v1", "--golden-no-gate",
-            "--golden-mode=live", "--golden-model=fake", f"--golden-base-url={srv.base_url}",
-            "-k", "good")
+            "-p",
+            "no:cacheprovider",
+            "--golden=answers-v1",
+            "--golden-no-gate",
+            "--golden-mode=live",
+            "--golden-model=fake",
+            f"--golden-base-url={srv.base_url}",
+            "-k",
+            "good",
+        )
     assert result.ret in (0, 1, 75), result.stdout.str()[-2000:]
     assert (golden_project / ".goldeval" / "runs" / "LATEST").is_file()

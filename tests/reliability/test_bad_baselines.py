@@ -53,21 +53,28 @@ def _truncate(path: Path) -> None:
 SCENARIOS: dict[str, tuple[Callable[[Path], None], list[str], str]] = {
     # name: (damage, extra pytest args, reason fragment on the "goldeval decision" line)
     "hand-edited-metric": (
-        _edit(_hand_edited_metric), [],
+        _edit(_hand_edited_metric),
+        [],
         "metrics.overallPassRate: stored 9/10 but the attempts give 10/10",
     ),
     "case-counters": (
-        _edit(_counters_off), [], "casesTotal: case counters do not add up to casesTotal",
+        _edit(_counters_off),
+        [],
+        "casesTotal: case counters do not add up to casesTotal",
     ),
     "attempt-counters": (
-        _edit(_attempt_counters_off), [],
+        _edit(_attempt_counters_off),
+        [],
         "attemptsTotal: attempt counters do not add up to attemptsTotal",
     ),
     "case-removed": (
-        _edit(_case_removed), [], "cases: 9 cases listed but casesTotal is 10",
+        _edit(_case_removed),
+        [],
+        "cases: 9 cases listed but casesTotal is 10",
     ),
     "other-dataset-protocol": (
-        lambda p: None, ["--golden-baseline=baselines/holdout-v1.json"],
+        lambda p: None,
+        ["--golden-baseline=baselines/holdout-v1.json"],
         "comparison invalid: datasetId mismatch: baseline holdout-v1 vs candidate generation-v1",
     ),
     "truncated": (_truncate, [], "invalid JSON"),
@@ -103,8 +110,12 @@ def test_bad_baseline_gives_65_and_its_reason(
 def test_bug_incomparable_baseline_run_is_recorded_as_gate_pass(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
 ) -> None:
-    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1",
-                                "--golden-baseline=baselines/holdout-v1.json")
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--golden=generation-v1",
+        "--golden-baseline=baselines/holdout-v1.json",
+    )
     assert result.ret == 65
     # Since issue 15 the incomparable baseline is refused before any item runs: no history line
     # at all, so none can say PASS.
@@ -118,8 +129,9 @@ def test_bad_baseline_under_xdist(
     before_history = _history(golden_project)
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1", "-n", "2")
     assert result.ret == 65, result.stdout.str()
-    result.stdout.fnmatch_lines(["goldeval decision: exit 65 — baseline rejected: *"
-                                 "metrics.overallPassRate: stored 9/10*"])
+    result.stdout.fnmatch_lines(
+        ["goldeval decision: exit 65 — baseline rejected: *metrics.overallPassRate: stored 9/10*"]
+    )
     _assert_nothing_recorded(golden_project, before_history)
 
 
@@ -139,7 +151,7 @@ def _assert_nothing_recorded(project: Path, before_history: list[dict]) -> None:
     runs = project / ".goldeval" / "runs"
     assert not (runs / "LATEST").exists()
     assert not any(p.is_dir() for p in runs.glob("*")) if runs.is_dir() else True
-    assert _history(project)[len(before_history):] == []
+    assert _history(project)[len(before_history) :] == []
     db = project / ".goldeval" / "goldeval.sqlite3"
     if db.exists():
         with contextlib.closing(sqlite3.connect(db)) as conn:

@@ -66,8 +66,9 @@ SCALE = max(1, int(os.environ.get("GOLDEVAL_RELIABILITY_SCALE", "1") or 1))
 
 
 def _settings(n: int) -> settings:
-    return settings(max_examples=n * SCALE, deadline=None, database=None,
-                    suppress_health_check=SLOW_OK)
+    return settings(
+        max_examples=n * SCALE, deadline=None, database=None, suppress_health_check=SLOW_OK
+    )
 
 
 #: Examples per property; docs/reliability.md quotes these.
@@ -118,8 +119,9 @@ SURROGATES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff"])
 TEXT = st.one_of(
     st.text(max_size=30),
     st.sampled_from(EDGE_STRINGS),
-    st.lists(st.one_of(st.text(max_size=3), SURROGATES, st.sampled_from(EDGE_STRINGS)),
-             max_size=5).map("".join),
+    st.lists(
+        st.one_of(st.text(max_size=3), SURROGATES, st.sampled_from(EDGE_STRINGS)), max_size=5
+    ).map("".join),
 )
 SCALARS = st.one_of(
     st.none(),
@@ -130,17 +132,28 @@ SCALARS = st.one_of(
 )
 JSON_VALUES = st.recursive(
     SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(TEXT, inner, max_size=4)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(TEXT, inner, max_size=4)),
     max_leaves=12,
 )
 SAFE_IDS = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,20}\Z")
 IDS = st.one_of(
     SAFE_IDS,
     SAFE_IDS,
-    st.sampled_from(["\U0001f99c-case", "caf\u00e9", "a\nb", "a\x00b", "/etc/passwd", "x" * 128,
-                     "x" * 129, "COM1.txt", "lpt9", "-lead", ".hidden"]),
+    st.sampled_from(
+        [
+            "\U0001f99c-case",
+            "caf\u00e9",
+            "a\nb",
+            "a\x00b",
+            "/etc/passwd",
+            "x" * 128,
+            "x" * 129,
+            "COM1.txt",
+            "lpt9",
+            "-lead",
+            ".hidden",
+        ]
+    ),
     TEXT,
     JSON_VALUES,
 )
@@ -184,9 +197,12 @@ def rows(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.integers(0, 3)) == 0:
         row["must_not"] = draw(st.one_of(st.lists(TEXT, max_size=3), JSON_VALUES))
     if draw(st.integers(0, 3)) == 0:
-        row["tags"] = draw(st.one_of(
-            st.lists(st.one_of(st.from_regex(r"\A[a-z_][a-z0-9_]{0,8}\Z"), TEXT), max_size=3),
-            JSON_VALUES))
+        row["tags"] = draw(
+            st.one_of(
+                st.lists(st.one_of(st.from_regex(r"\A[a-z_][a-z0-9_]{0,8}\Z"), TEXT), max_size=3),
+                JSON_VALUES,
+            )
+        )
     if draw(st.integers(0, 4)) == 0:
         row["metadata"] = draw(JSON_VALUES)
     if draw(st.integers(0, 6)) == 0:
@@ -237,11 +253,29 @@ def rows_files(draw: st.DrawFn) -> bytes:
 
 @st.composite
 def raw_bytes_files(draw: st.DrawFn) -> bytes:
-    parts = draw(st.lists(st.one_of(
-        st.binary(max_size=40),
-        st.sampled_from([b"\xef\xbb\xbf", b"\r\n", b"\n", b"\x00", b"{", b"}", b'"', b"\xff\xfe",
-                         b"\xed\xa0\x80", b"\xc0\xaf", b'{"id":"a","prompt":"p"}']),
-    ), max_size=12))
+    parts = draw(
+        st.lists(
+            st.one_of(
+                st.binary(max_size=40),
+                st.sampled_from(
+                    [
+                        b"\xef\xbb\xbf",
+                        b"\r\n",
+                        b"\n",
+                        b"\x00",
+                        b"{",
+                        b"}",
+                        b'"',
+                        b"\xff\xfe",
+                        b"\xed\xa0\x80",
+                        b"\xc0\xaf",
+                        b'{"id":"a","prompt":"p"}',
+                    ]
+                ),
+            ),
+            max_size=12,
+        )
+    )
     return b"".join(parts)
 
 
@@ -317,7 +351,9 @@ def check_judge(text: str | None) -> str:
 
 
 def _run(
-    prop: Callable[[], None], seen: Counter[str], minimum: int,
+    prop: Callable[[], None],
+    seen: Counter[str],
+    minimum: int,
     record_property: Callable[[str, object], None],
 ) -> None:
     prop()
@@ -377,8 +413,9 @@ def test_rows_loader_fixed_extremes(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="nested too deeply"):
         parse_rows(path, KEYS, GRADERS)
     # BOM + CRLF + NUL + emoji id + RTL + combining marks in the prompt: accepted as text
-    mixed = ('\ufeff{"id":"a","prompt":"\u202e\u0301\U0001f99c"}\r\n'
-             '{"id":"b","prompt":"x\\u0000y"}\r\n').encode()
+    mixed = (
+        '\ufeff{"id":"a","prompt":"\u202e\u0301\U0001f99c"}\r\n{"id":"b","prompt":"x\\u0000y"}\r\n'
+    ).encode()
     assert check_rows(path, mixed) == "clean"
     # an emoji id is not filename-safe: rejected with the line and the field
     path.write_text('{"id":"\U0001f99c","prompt":"p"}\n', encoding="utf-8")
@@ -389,16 +426,68 @@ def test_rows_loader_fixed_extremes(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- manifest
 
-YAML_KEYS = ["version", "schema", "name", "description", "changelog", "pack", "gate",
-             "contract", "retriever", "graders", "grader_options", "rows", "fixture", "live",
-             "thresholds", "rules", "extra", "allowedRegression"]
+YAML_KEYS = [
+    "version",
+    "schema",
+    "name",
+    "description",
+    "changelog",
+    "pack",
+    "gate",
+    "contract",
+    "retriever",
+    "graders",
+    "grader_options",
+    "rows",
+    "fixture",
+    "live",
+    "thresholds",
+    "rules",
+    "extra",
+    "allowedRegression",
+]
 # Scalars as YAML spells them; dates are valid ones (invalid dates are a pinned bug).
-YAML_SCALARS = ["v1", "generation-v1", "''", '""', "~", "null", "true", "no", "0", "-1", "1.5",
-                ".inf", ".nan", "0x1F", "0o17", "1_000", "2024-01-31", "2024-01-31T10:00:00Z",
-                "12:30:00", "!!str 3", "!!binary aGVsbG8=", "[]", "{}", "[a, b]", "{a: 1}",
-                "&anchor x", "*anchor", "|\n  block", ">-\n  folded", "'quoted: yes'",
-                "\"\\u202e\\ud800\"", "hard", "soft", "off", "- a\n- b", "!!set {a, b}",
-                "\U0001f99c", "\u200f\u05e9", "e\u0301"]
+YAML_SCALARS = [
+    "v1",
+    "generation-v1",
+    "''",
+    '""',
+    "~",
+    "null",
+    "true",
+    "no",
+    "0",
+    "-1",
+    "1.5",
+    ".inf",
+    ".nan",
+    "0x1F",
+    "0o17",
+    "1_000",
+    "2024-01-31",
+    "2024-01-31T10:00:00Z",
+    "12:30:00",
+    "!!str 3",
+    "!!binary aGVsbG8=",
+    "[]",
+    "{}",
+    "[a, b]",
+    "{a: 1}",
+    "&anchor x",
+    "*anchor",
+    "|\n  block",
+    ">-\n  folded",
+    "'quoted: yes'",
+    '"\\u202e\\ud800"',
+    "hard",
+    "soft",
+    "off",
+    "- a\n- b",
+    "!!set {a, b}",
+    "\U0001f99c",
+    "\u200f\u05e9",
+    "e\u0301",
+]
 
 
 @st.composite
@@ -429,15 +518,24 @@ def yaml_documents(draw: st.DrawFn, depth: int = 0) -> str:
 
 @st.composite
 def json_manifests(draw: st.DrawFn) -> bytes:
-    doc: dict[str, Any] = draw(st.dictionaries(
-        st.one_of(st.sampled_from(YAML_KEYS), TEXT), JSON_VALUES, max_size=5))
+    doc: dict[str, Any] = draw(
+        st.dictionaries(st.one_of(st.sampled_from(YAML_KEYS), TEXT), JSON_VALUES, max_size=5)
+    )
     if draw(st.booleans()):
         doc["version"] = draw(st.one_of(st.just("generation-v1"), TEXT, JSON_VALUES))
     if draw(st.booleans()):
-        doc["gate"] = draw(st.one_of(
-            st.fixed_dictionaries({"fixture": st.fixed_dictionaries(
-                {"thresholds": st.dictionaries(TEXT, SCALARS, max_size=3)})}),
-            JSON_VALUES))
+        doc["gate"] = draw(
+            st.one_of(
+                st.fixed_dictionaries(
+                    {
+                        "fixture": st.fixed_dictionaries(
+                            {"thresholds": st.dictionaries(TEXT, SCALARS, max_size=3)}
+                        )
+                    }
+                ),
+                JSON_VALUES,
+            )
+        )
     top: Any = doc if draw(st.integers(0, 5)) else draw(JSON_VALUES)
     data = json.dumps(top, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
     if draw(st.integers(0, 5)) == 0 and data:
@@ -466,12 +564,22 @@ THRESHOLD_NAMES = ["overallPassRate", "contractPassRate", "hallucinationRate", "
 def manifest_documents(draw: st.DrawFn) -> str:
     """Mostly-valid manifests (every field, right or wrong type) dumped as YAML, then maybe
     damaged as a hand edit would: a line dropped, indentation broken, a tab, a cut."""
+
     def maybe(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         return st.one_of(valid, valid, valid, valid, valid, valid, valid, JSON_VALUES)
 
-    doc: dict[str, Any] = {"version": draw(maybe(st.one_of(
-        st.just("generation-v1"), st.from_regex(r"\A[a-z][a-z0-9.-]{0,12}\Z"),
-        st.from_regex(r"\A[a-z][a-z0-9.-]{0,12}\Z"), TEXT)))}
+    doc: dict[str, Any] = {
+        "version": draw(
+            maybe(
+                st.one_of(
+                    st.just("generation-v1"),
+                    st.from_regex(r"\A[a-z][a-z0-9.-]{0,12}\Z"),
+                    st.from_regex(r"\A[a-z][a-z0-9.-]{0,12}\Z"),
+                    TEXT,
+                )
+            )
+        )
+    }
     rate = st.floats(min_value=0, max_value=1)
     fields: dict[str, st.SearchStrategy[Any]] = {
         "schema": maybe(st.integers(0, 5)),
@@ -479,32 +587,69 @@ def manifest_documents(draw: st.DrawFn) -> str:
         "description": maybe(TEXT),
         "changelog": maybe(st.lists(TEXT, max_size=3)),
         "pack": maybe(st.sampled_from(["none", "../../pack", "", "null"])),
-        "gate": maybe(st.fixed_dictionaries({}, optional={
-            "fixture": maybe(st.fixed_dictionaries({}, optional={
-                "thresholds": maybe(st.dictionaries(st.sampled_from(THRESHOLD_NAMES), rate)),
-                "allowedRegression": maybe(rate)})),
-            "live": maybe(st.fixed_dictionaries({}, optional={"allowedRegression": maybe(rate)})),
-            "rules": maybe(st.dictionaries(TEXT, st.booleans(), max_size=2)),
-        })),
-        "contract": maybe(st.fixed_dictionaries({}, optional={
-            "refusal_token": maybe(TEXT), "rag_header": maybe(TEXT),
-            "excerpt_chars": maybe(st.integers(-5, 500)),
-            "java_markers": maybe(st.lists(TEXT, max_size=2))})),
-        "retriever": maybe(st.fixed_dictionaries({}, optional={
-            "min_chunks": maybe(st.integers(-1, 5)), "layers": maybe(st.lists(TEXT, max_size=2))})),
-        "graders": maybe(st.dictionaries(st.sampled_from(["contract", "regex", "x"]),
-                                         st.sampled_from(["hard", "soft", "off", "maybe"]),
-                                         max_size=2)),
-        "grader_options": maybe(st.dictionaries(TEXT, st.dictionaries(TEXT, JSON_VALUES,
-                                                                      max_size=2), max_size=2)),
+        "gate": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "fixture": maybe(
+                        st.fixed_dictionaries(
+                            {},
+                            optional={
+                                "thresholds": maybe(
+                                    st.dictionaries(st.sampled_from(THRESHOLD_NAMES), rate)
+                                ),
+                                "allowedRegression": maybe(rate),
+                            },
+                        )
+                    ),
+                    "live": maybe(
+                        st.fixed_dictionaries({}, optional={"allowedRegression": maybe(rate)})
+                    ),
+                    "rules": maybe(st.dictionaries(TEXT, st.booleans(), max_size=2)),
+                },
+            )
+        ),
+        "contract": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "refusal_token": maybe(TEXT),
+                    "rag_header": maybe(TEXT),
+                    "excerpt_chars": maybe(st.integers(-5, 500)),
+                    "java_markers": maybe(st.lists(TEXT, max_size=2)),
+                },
+            )
+        ),
+        "retriever": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "min_chunks": maybe(st.integers(-1, 5)),
+                    "layers": maybe(st.lists(TEXT, max_size=2)),
+                },
+            )
+        ),
+        "graders": maybe(
+            st.dictionaries(
+                st.sampled_from(["contract", "regex", "x"]),
+                st.sampled_from(["hard", "soft", "off", "maybe"]),
+                max_size=2,
+            )
+        ),
+        "grader_options": maybe(
+            st.dictionaries(TEXT, st.dictionaries(TEXT, JSON_VALUES, max_size=2), max_size=2)
+        ),
         "rows": maybe(st.sampled_from(["rows.jsonl", "../x.jsonl", ""])),
     }
     for name in draw(st.lists(st.sampled_from(sorted(fields)), unique=True, max_size=6)):
         doc[name] = draw(fields[name])
     if draw(st.integers(0, 9)) == 0:
         doc[draw(TEXT)] = draw(JSON_VALUES)  # an unknown field
-    text: str = yaml.safe_dump(doc, allow_unicode=draw(st.booleans()),
-                               default_flow_style=draw(st.sampled_from([False, True, None])))
+    text: str = yaml.safe_dump(
+        doc,
+        allow_unicode=draw(st.booleans()),
+        default_flow_style=draw(st.sampled_from([False, True, None])),
+    )
     damage = draw(st.integers(0, 11))
     lines = text.split("\n")
     if damage == 0 and len(lines) > 1:
@@ -525,8 +670,7 @@ def test_manifest_loader_on_yaml_documents(tmp_path: Path, record_property: Any)
     @_settings(N_MANIFEST_YAML)
     @given(text=st.one_of(manifest_documents(), manifest_documents(), yaml_documents()))
     def prop(text: str) -> None:
-        outcome = check_manifest(tmp_path / "dataset.yaml",
-                                 text.encode("utf-8", "surrogatepass"))
+        outcome = check_manifest(tmp_path / "dataset.yaml", text.encode("utf-8", "surrogatepass"))
         event(outcome)
         seen[outcome] += 1
 
@@ -607,8 +751,10 @@ def _known_baseline_bug(doc: Any) -> bool:
             return True  # BUG: `attempts` that is a number
         for a in attempts if isinstance(attempts, list) else []:
             d = a.get("durationMs") if isinstance(a, dict) else None
-            if isinstance(d, (int, float)) and not isinstance(d, bool) and (
-                not math.isfinite(d) or abs(d) > 1e300
+            if (
+                isinstance(d, (int, float))
+                and not isinstance(d, bool)
+                and (not math.isfinite(d) or abs(d) > 1e300)
             ):
                 return True  # BUG: a non-finite / enormous duration
     return False
@@ -686,9 +832,7 @@ def test_baseline_loader_on_mutated_real_baselines(tmp_path: Path, record_proper
     assert seen["error"]
 
 
-def test_baseline_loader_on_truncated_real_baselines(
-    tmp_path: Path, record_property: Any
-) -> None:
+def test_baseline_loader_on_truncated_real_baselines(tmp_path: Path, record_property: Any) -> None:
     seen: Counter[str] = Counter()
 
     @_settings(N_BASELINE_TRUNCATED)
@@ -713,8 +857,17 @@ def test_baseline_fixed_cases(tmp_path: Path) -> None:
         assert check_baseline(path, b"\xef\xbb\xbf" + real.read_bytes()) == "clean"
         crlf = real.read_bytes().replace(b"\n", b"\r\n")
         assert check_baseline(path, crlf) == "clean"
-    for data in (b"", b"[]", b"null", b"0", b'"x"', b"\x00", b"\xff\xfe{}",
-                 b"[" * 100_000 + b"]" * 100_000, b'{"cases":' + b"[" * 100_000):
+    for data in (
+        b"",
+        b"[]",
+        b"null",
+        b"0",
+        b'"x"',
+        b"\x00",
+        b"\xff\xfe{}",
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"cases":' + b"[" * 100_000,
+    ):
         assert check_baseline(path, data) == "error", data[:20]
     assert check_baseline(tmp_path / "missing.json", b"") == "error"  # written empty
     missing = tmp_path / "nope" / "b.json"
@@ -728,25 +881,44 @@ def test_baseline_fixed_cases(tmp_path: Path) -> None:
 @st.composite
 def judge_replies(draw: st.DrawFn) -> str:
     if draw(st.integers(0, 2)) == 0:  # a well-formed reply, possibly with a VERDICT line
-        obj = {"decision": draw(st.sampled_from(["ACCEPT", "reject", " Pending ", "APPROVED"])),
-               "score": draw(st.floats(0, 1)), "reasons": draw(st.lists(TEXT, max_size=3))}
+        obj = {
+            "decision": draw(st.sampled_from(["ACCEPT", "reject", " Pending ", "APPROVED"])),
+            "score": draw(st.floats(0, 1)),
+            "reasons": draw(st.lists(TEXT, max_size=3)),
+        }
         verdict = draw(st.sampled_from(["", "VERDICT: ПРИНЯТО\n", "VERDICT: НЕ ПРИНЯТО\n"]))
-        return verdict + draw(TEXT).replace("{", "").replace("}", "") + json.dumps(
-            obj, ensure_ascii=draw(st.booleans()))
+        return (
+            verdict
+            + draw(TEXT).replace("{", "").replace("}", "")
+            + json.dumps(obj, ensure_ascii=draw(st.booleans()))
+        )
     parts = []
     for _ in range(draw(st.integers(0, 5))):
         kind = draw(st.integers(0, 6))
         if kind == 0:
-            parts.append("VERDICT: " + draw(st.sampled_from(
-                ["ПРИНЯТО", "НЕ ПРИНЯТО", "ОЖИДАЕТ", "accepted", "REJECTED", "maybe", ""])))
+            parts.append(
+                "VERDICT: "
+                + draw(
+                    st.sampled_from(
+                        ["ПРИНЯТО", "НЕ ПРИНЯТО", "ОЖИДАЕТ", "accepted", "REJECTED", "maybe", ""]
+                    )
+                )
+            )
         elif kind == 1:
             obj = {
-                "decision": draw(st.one_of(st.sampled_from(
-                    ["ACCEPT", "reject", " pending ", "НЕ ПРИНЯТО", "YES"]), JSON_VALUES)),
+                "decision": draw(
+                    st.one_of(
+                        st.sampled_from(["ACCEPT", "reject", " pending ", "НЕ ПРИНЯТО", "YES"]),
+                        JSON_VALUES,
+                    )
+                ),
             }
             if draw(st.booleans()):
-                obj["score"] = draw(st.one_of(
-                    st.floats(), st.integers(min_value=-(10**30), max_value=10**30), JSON_VALUES))
+                obj["score"] = draw(
+                    st.one_of(
+                        st.floats(), st.integers(min_value=-(10**30), max_value=10**30), JSON_VALUES
+                    )
+                )
             if draw(st.booleans()):
                 obj["reasons"] = draw(JSON_VALUES)
             text = json.dumps(obj, ensure_ascii=draw(st.booleans()))
@@ -754,9 +926,25 @@ def judge_replies(draw: st.DrawFn) -> str:
                 text = text[: draw(st.integers(0, len(text)))]
             parts.append(text)
         elif kind == 2:
-            parts.append(draw(st.sampled_from(["{", "}", "{{}}", "}{", '{"a": {"b": }}',
-                                               "NaN", '{"decision": NaN}', "\r", "\u2028",
-                                               "\x85", "\x0b"])))
+            parts.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            "{",
+                            "}",
+                            "{{}}",
+                            "}{",
+                            '{"a": {"b": }}',
+                            "NaN",
+                            '{"decision": NaN}',
+                            "\r",
+                            "\u2028",
+                            "\x85",
+                            "\x0b",
+                        ]
+                    )
+                )
+            )
         else:
             parts.append(draw(TEXT))
     return draw(st.sampled_from(["\n", "\r\n", " ", "\u2029"])).join(parts)
@@ -794,7 +982,7 @@ def test_judge_parser_fixed_extremes() -> None:
     assert check_judge('{"decision":"ACCEPT","score":' + "1" * 5000 + "}") == "PENDING"
     assert check_judge("x" * (10 * 1024 * 1024) + '{"decision":"REJECT"}') == "schema-valid"
     assert check_judge("VERDICT: ПРИНЯТО\n" * 200_000) == "ACCEPT"
-    assert check_judge("\ud800{\"decision\":\"ACCEPT\"}\udfff") == "schema-valid"
+    assert check_judge('\ud800{"decision":"ACCEPT"}\udfff') == "schema-valid"
 
 
 # --------------------------------------------------------------------------- open bugs
@@ -829,11 +1017,16 @@ def test_bug_lone_surrogate_row_black_box(pytester: pytest.Pytester, golden_proj
     assert result.ret != pytest.ExitCode.INTERNAL_ERROR, result.stdout.str()[-2000:]
 
 
-@pytest.mark.parametrize("text", ["version: v1\nname: 2024-02-30\n",
-                                  "version: 2024-13-01\n",
-                                  "version: v1\nschema: !!int zz\n",
-                                  "version: v1\nschema: " + BIG_INT + "\n"],
-                         ids=["bad-date", "bad-date-version", "int-tag", "huge-int"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "version: v1\nname: 2024-02-30\n",
+        "version: 2024-13-01\n",
+        "version: v1\nschema: !!int zz\n",
+        "version: v1\nschema: " + BIG_INT + "\n",
+    ],
+    ids=["bad-date", "bad-date-version", "int-tag", "huge-int"],
+)
 def test_bug_manifest_yaml_value_errors(tmp_path: Path, text: str) -> None:
     check_manifest(tmp_path / "dataset.yaml", text.encode())
 
@@ -841,8 +1034,11 @@ def test_bug_manifest_yaml_value_errors(tmp_path: Path, text: str) -> None:
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_bug_manifest_deep_nesting(tmp_path: Path, suffix: str) -> None:
     deep = "[" * 100_000 + "]" * 100_000
-    text = ('{"version":"v1","changelog":' + deep + "}") if suffix == ".json" else (
-        "version: v1\nchangelog: " + deep + "\n")
+    text = (
+        ('{"version":"v1","changelog":' + deep + "}")
+        if suffix == ".json"
+        else ("version: v1\nchangelog: " + deep + "\n")
+    )
     check_manifest(tmp_path / f"dataset{suffix}", text.encode())
 
 
@@ -883,10 +1079,11 @@ def test_known_bug_filter_matches_the_pinned_shapes() -> None:
     assert _known_baseline_bug(doc)
 
 
-
-@pytest.mark.parametrize("bad", ['{tests_class_pattern: "(unclosed"}',
-                                 '{layer_annotation: "@Layer({layer"}'],
-                         ids=["regex", "format"])
+@pytest.mark.parametrize(
+    "bad",
+    ['{tests_class_pattern: "(unclosed"}', '{layer_annotation: "@Layer({layer"}'],
+    ids=["regex", "format"],
+)
 def test_bug_manifest_contract_values_checked_at_load(
     pytester: pytest.Pytester, golden_project: Path, bad: str
 ) -> None:

@@ -21,8 +21,14 @@ from goldeval.store import open_store
 from goldeval.testing.llm_server import FakeLLMServer, Fault
 from tests.helpers import RunFiles, chat_calls
 
-LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-        "--golden-no-gate", "-p", "no:cacheprovider"]
+LIVE = [
+    "--golden=generation-v1",
+    "--golden-mode=live",
+    "--golden-model=fake-llm:latest",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+]
 CASES = 10
 
 
@@ -34,9 +40,14 @@ def test_a_provider_that_stalls_forever_is_a_quick_timeout_error(
 ) -> None:
     llm.set_fault(Fault.hang(60))
     start = time.monotonic()
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm.base_url}",
-                                "--golden-timeout=0.5", "--golden-retries=0",
-                                "-k", "api-login-wrong-password-401")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        "--golden-timeout=0.5",
+        "--golden-retries=0",
+        "-k",
+        "api-login-wrong-password-401",
+    )
     elapsed = time.monotonic() - start
     assert result.ret == 75, result.stdout.str()
     result.assert_outcomes(errors=1)
@@ -55,9 +66,14 @@ def test_deadline_ends_a_run_where_every_call_hangs(
     deadline (issue 32), so the run ends after the deadline, not after the hang."""
     llm.set_fault(Fault.hang(60))
     start = time.monotonic()
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm.base_url}",
-                                "--golden-timeout=10", "--golden-retries=0",
-                                "--golden-concurrency=2", "--golden-deadline=3")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        "--golden-timeout=10",
+        "--golden-retries=0",
+        "--golden-concurrency=2",
+        "--golden-deadline=3",
+    )
     elapsed = time.monotonic() - start
     assert result.ret != 0 and result.ret == 75, result.stdout.str()
     assert elapsed < 20, elapsed
@@ -79,8 +95,14 @@ def test_deadline_ends_a_run_where_every_call_hangs(
 
 def _spawn(project: Path, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 def _graded(store_url: str, key: str) -> int:
@@ -109,8 +131,12 @@ def _wait_for_attempts(store_url: str, key: str, at_least: int, timeout: float =
     ids=["SIGINT-serial-calls", "SIGINT-4-calls-in-flight", "SIGKILL"],
 )
 def test_interrupted_live_run_resumes_without_grading_twice(
-    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer, run_files: RunFiles,
-    sig: signal.Signals, concurrency: int,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    llm: FakeLLMServer,
+    run_files: RunFiles,
+    sig: signal.Signals,
+    concurrency: int,
 ) -> None:
     """Interrupt once at least 4 attempts are in the store, then resume with the same key.
 
@@ -125,9 +151,14 @@ def test_interrupted_live_run_resumes_without_grading_twice(
     key = f"pipeline-{sig.name}-{concurrency}"
     attempts = 2
     total = CASES * attempts
-    args = [*LIVE, f"--golden-base-url={llm.base_url}", f"--golden-store={store_url}",
-            f"--golden-run-key={key}", f"--golden-concurrency={concurrency}",
-            f"--golden-attempts={attempts}"]
+    args = [
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        f"--golden-store={store_url}",
+        f"--golden-run-key={key}",
+        f"--golden-concurrency={concurrency}",
+        f"--golden-attempts={attempts}",
+    ]
     llm.latency = 0.25
     proc = _spawn(golden_project, *args)
     try:
@@ -149,8 +180,10 @@ def test_interrupted_live_run_resumes_without_grading_twice(
     in_flight_lost = calls_before - done_before  # called but never graded (cut mid-call)
     window = 2 * concurrency if concurrency > 1 else 0
     assert 0 <= in_flight_lost <= window + 1
-    print(f"{sig.name} C={concurrency}: {done_before} graded before, {in_flight_lost} calls "
-          "made but not graded (re-called on resume)")
+    print(
+        f"{sig.name} C={concurrency}: {done_before} graded before, {in_flight_lost} calls "
+        "made but not graded (re-called on resume)"
+    )
     if sig is signal.SIGINT:
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-2000:]
         assert first_status == "INTERRUPTED"
@@ -187,7 +220,7 @@ def test_interrupted_live_run_resumes_without_grading_twice(
 
 # --------------------------------------------------------------------------- worker crash
 
-CRASH_CONFTEST = '''
+CRASH_CONFTEST = """
 import os
 from pathlib import Path
 
@@ -206,7 +239,7 @@ def golden_provider():
         return (fixtures / f"{case.id}.out.md").read_text(encoding="utf-8")
 
     return answer
-'''
+"""
 
 
 def test_xdist_worker_crash_is_an_error_and_the_run_is_not_green(
@@ -248,9 +281,15 @@ def test_judge_calls_honour_timeout_and_retries(
         return replay(req)
 
     llm.responder = responder
-    result = pytester.runpytest(*LIVE, f"--golden-base-url={llm.base_url}", "--golden-judge",
-                                "--golden-timeout=0.5", "--golden-retries=0",
-                                "-k", "api-login-wrong-password-401")
+    result = pytester.runpytest(
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        "--golden-judge",
+        "--golden-timeout=0.5",
+        "--golden-retries=0",
+        "-k",
+        "api-login-wrong-password-401",
+    )
     assert result.ret == 0, result.stdout.str()
     (case,) = run_files.latest()["cases"]
     judge = case["attempts"][0].get("judge") or {}

@@ -103,8 +103,9 @@ def test_hostile_ids_stop_collection_black_box(
     assert "Traceback" not in out
     assert not (golden_project / ".goldeval" / "runs").exists()  # no run folder for no run
     # nothing named after a hostile id appeared anywhere
-    assert not any(p.name in ("passwd", "x", "b") for p in golden_project.rglob("*")
-                   if ".goldeval" in p.parts)
+    assert not any(
+        p.name in ("passwd", "x", "b") for p in golden_project.rglob("*") if ".goldeval" in p.parts
+    )
 
 
 # --------------------------------------------------------------------------- safe_child
@@ -112,8 +113,14 @@ def test_hostile_ids_stop_collection_black_box(
 
 @pytest.mark.parametrize(
     "parts",
-    [("..",), ("../x",), ("/etc/passwd",), ("a", "..", "..", "b"), ("cases", "../../x"),
-     ("cases", "/tmp")],
+    [
+        ("..",),
+        ("../x",),
+        ("/etc/passwd",),
+        ("a", "..", "..", "b"),
+        ("cases", "../../x"),
+        ("cases", "/tmp"),
+    ],
 )
 def test_safe_child_refuses_escapes(tmp_path: Path, parts: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="escapes"):
@@ -135,9 +142,18 @@ def test_safe_child_property(tmp_path: Path) -> None:
     seen = {"inside": 0, "refused": 0}
 
     @settings(max_examples=300, deadline=None, database=None)
-    @given(parts=st.lists(st.one_of(
-        st.sampled_from(["..", ".", "/", "a", "../..", "/etc", "x/../..", "\x00", "~", "//x"]),
-        st.text(max_size=8)), min_size=1, max_size=4))
+    @given(
+        parts=st.lists(
+            st.one_of(
+                st.sampled_from(
+                    ["..", ".", "/", "a", "../..", "/etc", "x/../..", "\x00", "~", "//x"]
+                ),
+                st.text(max_size=8),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
     def prop(parts: list[str]) -> None:
         try:
             target = safe_child(root, *parts)
@@ -183,9 +199,15 @@ def test_artifacts_always_stay_inside_the_run_folder(
     parent = golden_project.parent
     siblings = {p.name for p in parent.iterdir()}
     before = _snapshot(golden_project)
-    args = ["-p", "no:cacheprovider", "--golden=edge-v1", "--golden-artifacts=always",
-            "--golden-attempts=2",
-            "--golden-no-gate", "--junitxml=junit.xml"]
+    args = [
+        "-p",
+        "no:cacheprovider",
+        "--golden=edge-v1",
+        "--golden-artifacts=always",
+        "--golden-attempts=2",
+        "--golden-no-gate",
+        "--junitxml=junit.xml",
+    ]
     if out:
         args.append(f"--golden-out={out}")
         assert not (golden_project / "new").exists()
@@ -206,8 +228,11 @@ def test_artifacts_always_stay_inside_the_run_folder(
         ".goldeval/goldeval.sqlite3",  # the default run store
         "junit.xml",
     }
-    outside = {p for p in changed
-               if not p.startswith(str(rel_run) + os.sep) and p not in allowed_outside_run}
+    outside = {
+        p
+        for p in changed
+        if not p.startswith(str(rel_run) + os.sep) and p not in allowed_outside_run
+    }
     assert outside == set(), outside
     # every case got its folder, named exactly after its id, with both attempts
     for case_id in EDGE_IDS:

@@ -34,16 +34,19 @@ def _msgs_dataset(project: Path) -> Path:
         "version: msgs-v1\npack: none\ngate:\n  fixture:\n    allowedRegression: 0.0\n",
         encoding="utf-8",
     )
-    rows = [json.dumps({"id": r, "prompt": f"say ok {r}", "expect": {"contains_any": ["ok"]}})
-            for r in ROWS]
+    rows = [
+        json.dumps({"id": r, "prompt": f"say ok {r}", "expect": {"contains_any": ["ok"]}})
+        for r in ROWS
+    ]
     (folder / "rows.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
     return folder
 
 
 def _answers(folder: Path, bad: set[str]) -> None:
     for r in ROWS:
-        (folder / "fixtures" / f"{r}.out.md").write_text("bad" if r in bad else "ok",
-                                                         encoding="utf-8")
+        (folder / "fixtures" / f"{r}.out.md").write_text(
+            "bad" if r in bad else "ok", encoding="utf-8"
+        )
 
 
 @SERIAL_ONLY
@@ -52,20 +55,27 @@ def test_regression_names_new_failures_and_recovered_cases(
 ) -> None:
     folder = _msgs_dataset(golden_project)
     _answers(folder, {"r00", "r01"})
-    capture = pytester.runpytest("--golden=msgs-v1", "-p", "no:cacheprovider",
-                                 "--golden-save-baseline=baselines/msgs-v1.json", *plugin_args)
+    capture = pytester.runpytest(
+        "--golden=msgs-v1",
+        "-p",
+        "no:cacheprovider",
+        "--golden-save-baseline=baselines/msgs-v1.json",
+        *plugin_args,
+    )
     assert capture.ret == 0, capture.stdout.str()[-2000:]
 
     # r00, r01 recover; the twelve others fail now
     _answers(folder, set(ROWS[2:]))
     result = pytester.runpytest("--golden=msgs-v1", "-p", "no:cacheprovider", *plugin_args)
     assert result.ret == 1, result.stdout.str()[-2000:]
-    result.stdout.fnmatch_lines([
-        "  baseline: REGRESSION vs *msgs-v1.json",
-        "    new failures (12): r02, r03, r04, r05, r06, r07, r08, r09, r10, r11 and 2 more",
-        "    recovered (2): r00, r01",
-        "goldeval decision: exit 1*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  baseline: REGRESSION vs *msgs-v1.json",
+            "    new failures (12): r02, r03, r04, r05, r06, r07, r08, r09, r10, r11 and 2 more",
+            "    recovered (2): r00, r01",
+            "goldeval decision: exit 1*",
+        ]
+    )
     report = (run_files.latest_dir() / "report.md").read_text(encoding="utf-8")
     assert "### Recovered\n\nr00, r01" in report
 
@@ -73,10 +83,12 @@ def test_regression_names_new_failures_and_recovered_cases(
     _answers(folder, set())
     result = pytester.runpytest("--golden=msgs-v1", "-p", "no:cacheprovider", *plugin_args)
     assert result.ret == 0, result.stdout.str()[-2000:]
-    result.stdout.fnmatch_lines([
-        "  baseline: NO_REGRESSION vs *msgs-v1.json",
-        "    recovered (2): r00, r01",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  baseline: NO_REGRESSION vs *msgs-v1.json",
+            "    recovered (2): r00, r01",
+        ]
+    )
     result.stdout.no_fnmatch_line("*new failures*")
 
 
@@ -85,23 +97,37 @@ def test_new_failures_are_named_when_no_gate_is_applied(
 ) -> None:
     folder = _msgs_dataset(golden_project)
     _answers(folder, set())
-    capture = pytester.runpytest("--golden=msgs-v1", "-p", "no:cacheprovider",
-                                 "--golden-save-baseline=baselines/msgs-v1.json")
+    capture = pytester.runpytest(
+        "--golden=msgs-v1",
+        "-p",
+        "no:cacheprovider",
+        "--golden-save-baseline=baselines/msgs-v1.json",
+    )
     assert capture.ret == 0
     _answers(folder, {"r05"})
     result = pytester.runpytest("--golden=msgs-v1", "-p", "no:cacheprovider", "--golden-no-gate")
     # the comparison alone decides nothing: the line says so, and names the new failure
-    result.stdout.fnmatch_lines([
-        "  baseline: NEW_FAILURES_NOT_GATED vs *msgs-v1.json (no gate applied)",
-        "    new failures (1): r05",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  baseline: NEW_FAILURES_NOT_GATED vs *msgs-v1.json (no gate applied)",
+            "    new failures (1): r05",
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- live notices
 
-LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-        "--golden-no-gate", "-p", "no:cacheprovider", "--golden-judge", "--golden-retries=1",
-        "--golden-timeout=5"]
+LIVE = [
+    "--golden=generation-v1",
+    "--golden-mode=live",
+    "--golden-model=fake-llm:latest",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+    "--golden-judge",
+    "--golden-retries=1",
+    "--golden-timeout=5",
+]
 PENDING_CASE = "e2e-login-happy-alice"
 JUDGE_ERROR_CASE = "api-login-wrong-password-401"
 RETRIED_CASE = "e2e-login-empty-password"
@@ -179,8 +205,14 @@ def test_a_pytest_timeout_is_an_error_with_the_timeout_message(
 ) -> None:
     pytest.importorskip("pytest_timeout")
     pytester.makeconftest(SLOW_PROVIDER)
-    result = pytester.runpytest("--golden=generation-v1", "-p", "no:cacheprovider",
-                                "--timeout=1", "--timeout-method=signal", *plugin_args)
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "-p",
+        "no:cacheprovider",
+        "--timeout=1",
+        "--timeout-method=signal",
+        *plugin_args,
+    )
     assert result.ret == 75, result.stdout.str()[-3000:]
     run = run_files.latest()
     (attempt,) = next(c for c in run["cases"] if c["caseId"] == SLOW_CASE)["attempts"]
@@ -206,19 +238,23 @@ def test_a_timeout_after_grading_does_not_leave_a_pass(
 ) -> None:
     pytest.importorskip("pytest_timeout")
     pytester.makeconftest(AFTER_GRADING)
-    result = pytester.runpytest("--golden=generation-v1", "-p", "no:cacheprovider",
-                                "--timeout=1", "--timeout-method=signal")
+    result = pytester.runpytest(
+        "--golden=generation-v1", "-p", "no:cacheprovider", "--timeout=1", "--timeout-method=signal"
+    )
     assert result.ret == 75, result.stdout.str()[-3000:]
-    (attempt,) = next(c for c in run_files.latest()["cases"]
-                      if c["caseId"] == SLOW_CASE)["attempts"]
+    (attempt,) = next(c for c in run_files.latest()["cases"] if c["caseId"] == SLOW_CASE)[
+        "attempts"
+    ]
     assert (attempt["status"], attempt["errorKind"]) == ("ERROR", "TIMEOUT")
     assert attempt["errorMessage"].startswith("Timeout (>1.0s) from pytest-timeout")
 
 
 # --------------------------------------------------------------------------- hostile text
 
-HOSTILE = ("ok \x1b[2J \x1b]8;;http://evil\x07click\x1b]8;;\x07 \x9b31m red "
-           "all good\rFAKE PASS invoice_\u202etxt.exe \x00\x08\x7f end")
+HOSTILE = (
+    "ok \x1b[2J \x1b]8;;http://evil\x07click\x1b]8;;\x07 \x9b31m red "
+    "all good\rFAKE PASS invoice_\u202etxt.exe \x00\x08\x7f end"
+)
 RAW = ("\x1b", "\x07", "\x9b", "\r", "\u202e", "\x00", "\x08", "\x7f")
 
 QUOTING_GRADER = '''
@@ -244,9 +280,18 @@ def pytest_goldeval_register_graders(config):
     return [Quote()]
 '''
 
-WRITERS = ["--junitxml=junit.xml", "--golden-junit=dash.xml", "--html=report.html",
-           "--self-contained-html", "--golden-artifacts=always", "--golden-no-gate",
-           "-p", "no:cacheprovider", "-o", "golden_junit_properties=true"]
+WRITERS = [
+    "--junitxml=junit.xml",
+    "--golden-junit=dash.xml",
+    "--html=report.html",
+    "--self-contained-html",
+    "--golden-artifacts=always",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+    "-o",
+    "golden_junit_properties=true",
+]
 
 
 def _hostile_dataset(project: Path) -> None:
@@ -259,8 +304,9 @@ def _hostile_dataset(project: Path) -> None:
     ]
     (folder / "rows.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
     for case_id in ("quoted", "diffed"):
-        (folder / "fixtures" / f"{case_id}.out.md").write_text(HOSTILE, encoding="utf-8",
-                                                               newline="")
+        (folder / "fixtures" / f"{case_id}.out.md").write_text(
+            HOSTILE, encoding="utf-8", newline=""
+        )
 
 
 def _read(path: Path) -> str:
@@ -307,15 +353,28 @@ def test_hostile_provider_errors_are_escaped_in_the_terminal(
     with FakeLLMServer() as srv:
         srv.responder = lambda req: Reply(status=500, error=f"backend says {HOSTILE}")
         result = pytester.runpytest(
-            "--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-            f"--golden-base-url={srv.base_url}", "--golden-retries=0", "--golden-no-gate",
-            "-p", "no:cacheprovider", "-k", "api-login-wrong-password-401", *WRITERS[:5])
+            "--golden=generation-v1",
+            "--golden-mode=live",
+            "--golden-model=fake-llm:latest",
+            f"--golden-base-url={srv.base_url}",
+            "--golden-retries=0",
+            "--golden-no-gate",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "api-login-wrong-password-401",
+            *WRITERS[:5],
+        )
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 75, out[-3000:]
     _assert_clean("terminal", out)
     assert "backend says ok \\x1b[2J" in out
-    for path in (run_files.latest_dir() / "report.md", golden_project / "junit.xml",
-                 golden_project / "dash.xml", golden_project / "report.html"):
+    for path in (
+        run_files.latest_dir() / "report.md",
+        golden_project / "junit.xml",
+        golden_project / "dash.xml",
+        golden_project / "report.html",
+    ):
         _assert_clean(path.name, _read(path))
 
 
@@ -324,11 +383,19 @@ def test_a_thread_method_timeout_under_xdist_is_a_worker_crash_with_a_hint(
 ) -> None:
     pytest.importorskip("pytest_timeout")
     pytester.makeconftest(SLOW_PROVIDER)
-    result = pytester.runpytest("--golden=generation-v1", "-p", "no:cacheprovider",
-                                "--timeout=1", "--timeout-method=thread", "-n", "2")
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "-p",
+        "no:cacheprovider",
+        "--timeout=1",
+        "--timeout-method=thread",
+        "-n",
+        "2",
+    )
     assert result.ret == 75, result.stdout.str()[-3000:]
-    (attempt,) = next(c for c in run_files.latest()["cases"]
-                      if c["caseId"] == SLOW_CASE)["attempts"]
+    (attempt,) = next(c for c in run_files.latest()["cases"] if c["caseId"] == SLOW_CASE)[
+        "attempts"
+    ]
     assert (attempt["status"], attempt["errorKind"]) == ("ERROR", "WORKER_CRASH")
     assert "crashed while running" in attempt["errorMessage"]
     assert "pytest-timeout's thread method" in attempt["errorMessage"]

@@ -124,6 +124,7 @@ def test_every_surface_gives_the_session_s_code_and_reason(
     assert gate.returncode == result.ret, gate.stdout + gate.stderr
     assert decision["reason"].split(";")[0] in gate.stdout + gate.stderr
     if gated:
-        shown = run_cli("compare", "baselines/generation-v1.json", str(run_json),
-                        cwd=golden_project)
+        shown = run_cli(
+            "compare", "baselines/generation-v1.json", str(run_json), cwd=golden_project
+        )
         assert shown.returncode == result.ret, shown.stdout + shown.stderr

@@ -21,7 +21,7 @@ CASES = 10
 
 # --------------------------------------------------------------------------- async providers
 
-ASYNC_CALLABLE = '''
+ASYNC_CALLABLE = """
 import asyncio, json, os, threading
 from pathlib import Path
 import pytest
@@ -51,9 +51,9 @@ def golden_provider():
         finally:
             _leave()
     return answer
-'''
+"""
 
-ASYNC_PROVIDER_CLASS = '''
+ASYNC_PROVIDER_CLASS = """
 import asyncio
 from pathlib import Path
 import pytest
@@ -70,9 +70,9 @@ class AsyncApp(Provider):
 @pytest.fixture(scope="session")
 def golden_provider():
     return AsyncApp()
-'''
+"""
 
-RETURNS_COROUTINE = '''
+RETURNS_COROUTINE = """
 import asyncio
 from pathlib import Path
 import pytest
@@ -90,7 +90,7 @@ class App:
 @pytest.fixture(scope="session")
 def golden_provider():
     return App()
-'''
+"""
 
 
 def _outputs(run: dict) -> list[str]:
@@ -104,12 +104,20 @@ def _outputs(run: dict) -> list[str]:
 )
 @SERIAL_ONLY
 def test_async_provider_is_awaited_in_fixture_mode(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
-    plugin_args: list[str], conftest: str,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    plugin_args: list[str],
+    conftest: str,
 ) -> None:
     pytester.makeconftest(conftest)
-    result = pytester.runpytest("--golden=generation-v1", "--golden-artifacts=always",
-                                "-p", "no:cacheprovider", *plugin_args)
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-artifacts=always",
+        "-p",
+        "no:cacheprovider",
+        *plugin_args,
+    )
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=CASES)
     outputs = _outputs(run_files.latest())
@@ -118,14 +126,23 @@ def test_async_provider_is_awaited_in_fixture_mode(
 
 
 def test_async_callable_runs_concurrently_through_the_live_prefetch_pool(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
     plugin_args: list[str],
 ) -> None:
     pytester.makeconftest(ASYNC_CALLABLE)
-    result = pytester.runpytest("--golden=generation-v1", "--golden-mode=live",
-                                "--golden-model=app", "--golden-no-gate",
-                                "--golden-concurrency=4", "--golden-artifacts=always",
-                                "-p", "no:cacheprovider", *plugin_args)
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=live",
+        "--golden-model=app",
+        "--golden-no-gate",
+        "--golden-concurrency=4",
+        "--golden-artifacts=always",
+        "-p",
+        "no:cacheprovider",
+        *plugin_args,
+    )
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=CASES)
     run = run_files.latest()
@@ -136,8 +153,15 @@ def test_async_callable_runs_concurrently_through_the_live_prefetch_pool(
 
 # --------------------------------------------------------------------------- error kinds
 
-LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-        "--golden-no-gate", "-p", "no:cacheprovider", "--golden-retries=3"]
+LIVE = [
+    "--golden=generation-v1",
+    "--golden-mode=live",
+    "--golden-model=fake-llm:latest",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+    "--golden-retries=3",
+]
 
 
 def _provider_args(protocol: str, srv: FakeLLMServer) -> list[str]:
@@ -147,13 +171,22 @@ def _provider_args(protocol: str, srv: FakeLLMServer) -> list[str]:
 
 
 OLLAMA_CONTEXT = {"error": "the input length exceeds the context length"}
-OPENAI_CONTEXT = {"error": {"message": "This model's maximum context length is 4096 tokens. "
-                            "However, you requested 5000 tokens.",
-                            "type": "invalid_request_error", "param": "messages",
-                            "code": "context_length_exceeded"}}
+OPENAI_CONTEXT = {
+    "error": {
+        "message": "This model's maximum context length is 4096 tokens. "
+        "However, you requested 5000 tokens.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
 TWO_CASES = "api-login-wrong-password-401 or e2e-login-happy-alice"
-VLLM_CONTEXT_500 = {"object": "error", "message": "prompt is too long for the model",
-                    "type": "BadRequestError", "code": 500}
+VLLM_CONTEXT_500 = {
+    "object": "error",
+    "message": "prompt is too long for the model",
+    "type": "BadRequestError",
+    "code": 500,
+}
 
 
 @pytest.mark.parametrize(
@@ -164,22 +197,42 @@ VLLM_CONTEXT_500 = {"object": "error", "message": "prompt is too long for the mo
         ("openai", Fault.status(400, body=OPENAI_CONTEXT), "CONTEXT_LENGTH"),
         ("ollama", Fault.status(400, body=OLLAMA_CONTEXT), "CONTEXT_LENGTH"),
         ("openai", Fault.status(500, body=VLLM_CONTEXT_500), "CONTEXT_LENGTH"),
-        ("ollama", Fault.error_field("input length exceeds maximum context length"),
-         "CONTEXT_LENGTH"),
+        (
+            "ollama",
+            Fault.error_field("input length exceeds maximum context length"),
+            "CONTEXT_LENGTH",
+        ),
         ("ollama", Fault.model_not_found(), "MODEL_NOT_FOUND"),
         ("openai", Fault.model_not_found(), "MODEL_NOT_FOUND"),
-        ("ollama", Fault.status(404, body={"error": 'model "qwen9" not found, try pulling it '
-                                                    "first"}), "MODEL_NOT_FOUND"),
+        (
+            "ollama",
+            Fault.status(404, body={"error": 'model "qwen9" not found, try pulling it first'}),
+            "MODEL_NOT_FOUND",
+        ),
         ("openai", Fault.status(401), "AUTH_FAILED"),
         ("openai", Fault.status(422), "BAD_REQUEST"),
     ],
-    ids=["openai-context", "ollama-context", "openai-context-body", "ollama-context-body",
-         "context-as-500", "ollama-context-error-field", "ollama-model", "openai-model",
-         "ollama-model-body", "401", "422"],
+    ids=[
+        "openai-context",
+        "ollama-context",
+        "openai-context-body",
+        "ollama-context-body",
+        "context-as-500",
+        "ollama-context-error-field",
+        "ollama-model",
+        "openai-model",
+        "ollama-model-body",
+        "401",
+        "422",
+    ],
 )
 def test_non_retryable_errors_are_not_retried_and_do_not_exit_75(
-    pytester: pytest.Pytester, llm: FakeLLMServer, run_files: RunFiles,
-    protocol: str, fault: Fault, kind: str,
+    pytester: pytest.Pytester,
+    llm: FakeLLMServer,
+    run_files: RunFiles,
+    protocol: str,
+    fault: Fault,
+    kind: str,
 ) -> None:
     llm.set_fault(fault)
     result = pytester.runpytest(*LIVE, *_provider_args(protocol, llm), "-k", TWO_CASES)
@@ -190,21 +243,30 @@ def test_non_retryable_errors_are_not_retried_and_do_not_exit_75(
     assert chat_calls(llm) == 2  # one try each: --golden-retries=3 did not apply
     attempts = [a for c in run_files.latest()["cases"] for a in c["attempts"]]
     assert {(a["status"], a["errorKind"], a["tries"]) for a in attempts} == {("ERROR", kind, 1)}
-    result.stdout.fnmatch_lines([f"*ERROR {kind} after 1 try*", "*retrying will not help*",
-                                 "*goldeval decision: exit 4 — configuration error*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*ERROR {kind} after 1 try*",
+            "*retrying will not help*",
+            "*goldeval decision: exit 4 — configuration error*",
+        ]
+    )
     assert "retry the run" not in out
 
 
 @SERIAL_ONLY
 def test_one_case_over_the_context_window_among_passing_cases_exits_4(
-    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    llm: FakeLLMServer,
+    run_files: RunFiles,
     plugin_args: list[str],
 ) -> None:
     inner = fixture_responder(golden_project / "golden" / "generation")
 
     def responder(request):  # type: ignore[no-untyped-def]
         if "401" in (request.last_user_message or "") and "Gradle" not in (
-                request.last_user_message or ""):
+            request.last_user_message or ""
+        ):
             return Reply(status=400, error=OLLAMA_CONTEXT["error"])
         return inner(request)
 
@@ -224,8 +286,13 @@ def test_retryable_errors_still_exit_75(
     pytester: pytest.Pytester, llm: FakeLLMServer, run_files: RunFiles
 ) -> None:
     llm.set_fault(Fault.status(503))
-    result = pytester.runpytest(*LIVE, *_provider_args("ollama", llm), "--golden-retries=1",
-                                "-k", "api-login-wrong-password-401")
+    result = pytester.runpytest(
+        *LIVE,
+        *_provider_args("ollama", llm),
+        "--golden-retries=1",
+        "-k",
+        "api-login-wrong-password-401",
+    )
     assert result.ret == 75, result.stdout.str()
     assert chat_calls(llm) == 2
 
@@ -234,10 +301,15 @@ def test_retryable_errors_still_exit_75(
 def test_openai_without_a_model_is_a_usage_error_before_any_call(
     pytester: pytest.Pytester, llm: FakeLLMServer, golden_project: Path, mode: str
 ) -> None:
-    result = pytester.runpytest("--golden=generation-v1", f"--golden-mode={mode}",
-                                "--golden-provider=openai", "--golden-overwrite-fixtures",
-                                f"--golden-base-url={llm.openai_base_url}", "-p",
-                                "no:cacheprovider")
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        f"--golden-mode={mode}",
+        "--golden-provider=openai",
+        "--golden-overwrite-fixtures",
+        f"--golden-base-url={llm.openai_base_url}",
+        "-p",
+        "no:cacheprovider",
+    )
     assert result.ret == 4
     err = result.stderr.str()
     assert "--golden-model" in err and "Traceback" not in err
@@ -252,8 +324,14 @@ def test_after_n_tries_is_said_once(
     pytester: pytest.Pytester, llm: FakeLLMServer, run_files: RunFiles
 ) -> None:
     llm.set_fault(Fault.status(503))
-    result = pytester.runpytest(*LIVE, *_provider_args("ollama", llm), "--golden-retries=2",
-                                "--junitxml=junit.xml", "-k", "api-login-wrong-password-401")
+    result = pytester.runpytest(
+        *LIVE,
+        *_provider_args("ollama", llm),
+        "--golden-retries=2",
+        "--junitxml=junit.xml",
+        "-k",
+        "api-login-wrong-password-401",
+    )
     assert result.ret == 75
     out = result.stdout.str()
     assert "after 3 tries" in out
@@ -297,4 +375,5 @@ def test_decide_exit_gives_4_when_no_retry_can_fix_the_errors(
     assert decision.code == code, decision
     if code == 4:
         assert decision.reason.startswith("configuration error") and "retrying will not help" in (
-            decision.reason)
+            decision.reason
+        )

@@ -72,8 +72,9 @@ SCAN_TOTALS = {"files": 0, "bytes": 0, "outputs": 0}
 def scan(root: Path | None, outputs: list[str], needles: dict[str, str] = NEEDLES) -> list[str]:
     """Places (file under ``root`` or output text) holding a secret or a piece of one."""
     found = []
-    patterns = {name: {p.encode() for p in _pieces(s)} | {s.encode()}
-                for name, s in needles.items()}
+    patterns = {
+        name: {p.encode() for p in _pieces(s)} | {s.encode()} for name, s in needles.items()
+    }
     for dirpath, _dirs, files in os.walk(root) if root is not None else ():
         for fname in files:
             path = Path(dirpath) / fname
@@ -116,36 +117,64 @@ def echoing_responder(project: Path) -> Any:
     return respond
 
 
-REPORTS = ["--junitxml=junit.xml", "--golden-junit=dash.xml", "--html=report.html",
-           "--self-contained-html", "--golden-artifacts=always", "--golden-store=store.sqlite3",
-           "--golden-cache=cache", "--golden-retries=0", "--golden-no-gate", "-p",
-           "no:cacheprovider", "--golden=generation-v1", "--golden-model=fake-llm:latest"]
+REPORTS = [
+    "--junitxml=junit.xml",
+    "--golden-junit=dash.xml",
+    "--html=report.html",
+    "--self-contained-html",
+    "--golden-artifacts=always",
+    "--golden-store=store.sqlite3",
+    "--golden-cache=cache",
+    "--golden-retries=0",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+    "--golden=generation-v1",
+    "--golden-model=fake-llm:latest",
+]
 
 CONFIGS = {
     # name: (env, args builder, xdist?)
     "openai-key-serial": (
         {"OPENAI_API_KEY": API_KEY},
-        lambda url: ["--golden-mode=live", "--golden-provider=openai", f"--golden-base-url={url}",
-                     "--golden-judge"], []),
+        lambda url: [
+            "--golden-mode=live",
+            "--golden-provider=openai",
+            f"--golden-base-url={url}",
+            "--golden-judge",
+        ],
+        [],
+    ),
     "ollama-env-xdist": (
         {"OLLAMA_USER": OLLAMA_USER, "OLLAMA_PASSWORD": OLLAMA_PASSWORD},
         lambda url: ["--golden-mode=live", f"--golden-base-url={url}", "--golden-judge"],
-        ["-n", "2"]),
+        ["-n", "2"],
+    ),
     "url-userinfo-arg-record": (
         {},
-        lambda url: ["--golden-mode=record", "--golden-overwrite-fixtures",
-                     "--golden-base-url=" + url.replace(
-                         "http://", f"http://{URL_USER}:{URL_PASSWORD_QUOTED}@")], []),
+        lambda url: [
+            "--golden-mode=record",
+            "--golden-overwrite-fixtures",
+            "--golden-base-url="
+            + url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD_QUOTED}@"),
+        ],
+        [],
+    ),
     "ollama-host-userinfo-xdist": (
         {"OLLAMA_HOST": "URL"},
-        lambda url: ["--golden-mode=live", "--golden-judge"], ["-n", "2"]),
+        lambda url: ["--golden-mode=live", "--golden-judge"],
+        ["-n", "2"],
+    ),
 }
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_no_secret_anywhere_after_a_live_run(
-    pytester: pytest.Pytester, golden_project: Path, monkeypatch: pytest.MonkeyPatch,
-    record_property: Any, config: str,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    record_property: Any,
+    config: str,
 ) -> None:
     env, build_args, extra = CONFIGS[config]
     with FakeLLMServer() as srv:
@@ -162,7 +191,8 @@ def test_no_secret_anywhere_after_a_live_run(
     auth = {r.headers.get("authorization", "") for r in requests}
     assert auth and all(a.startswith(("Bearer ", "Basic ")) for a in auth), auth
     assert any(r for r in requests if "CANDIDATE:" in (r.last_user_message or "")) or (
-        config == "url-userinfo-arg-record")
+        config == "url-userinfo-arg-record"
+    )
     run_dir = Path((golden_project / ".goldeval" / "runs" / "LATEST").read_text().strip())
     run_text = (run_dir / "run.json").read_text(encoding="utf-8")
     assert "***" in run_text  # an echo was masked, not dropped silently
@@ -170,9 +200,22 @@ def test_no_secret_anywhere_after_a_live_run(
     kinds = {a.get("errorKind") for c in run["cases"] for a in c["attempts"]}
     assert {"HTTP_ERROR", "PROVIDER_ERROR"} <= kinds, kinds  # 500, 401 text, 200 {"error"}
     site = subprocess.run(
-        [sys.executable, "-m", "goldeval.cli.main", "site", "--out", "site", "--runs",
-         str(golden_project / ".goldeval" / "runs")],
-        cwd=golden_project, capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "goldeval.cli.main",
+            "site",
+            "--out",
+            "site",
+            "--runs",
+            str(golden_project / ".goldeval" / "runs"),
+        ],
+        cwd=golden_project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert site.returncode == 0, site.stdout + site.stderr
     assert (golden_project / "site" / "index.html").is_file()
     outputs += [site.stdout, site.stderr]
@@ -198,10 +241,26 @@ def _request() -> ProviderRequest:
 def _providers(base_url: str) -> list[Any]:
     userinfo = base_url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD_QUOTED}@")
     return [
-        OpenAIProvider(ProviderSettings(name="openai", model="m", base_url=base_url,
-                                        api_key=API_KEY, retries=1, backoff_base=0)),
-        OllamaProvider(ProviderSettings(name="ollama", model="m", base_url=base_url,
-                                        user=OLLAMA_USER, password=OLLAMA_PASSWORD, retries=0)),
+        OpenAIProvider(
+            ProviderSettings(
+                name="openai",
+                model="m",
+                base_url=base_url,
+                api_key=API_KEY,
+                retries=1,
+                backoff_base=0,
+            )
+        ),
+        OllamaProvider(
+            ProviderSettings(
+                name="ollama",
+                model="m",
+                base_url=base_url,
+                user=OLLAMA_USER,
+                password=OLLAMA_PASSWORD,
+                retries=0,
+            )
+        ),
         OllamaProvider(ProviderSettings(name="ollama", model="m", base_url=userinfo, retries=0)),
     ]
 
@@ -247,8 +306,9 @@ def test_provider_exception_messages_never_carry_a_secret() -> None:
         assert exc.value.kind == "MODEL_UNAVAILABLE"
         texts.append(_exception_text(exc.value))
         provider.close()
-    settings = provider_from_env("ollama", "m", url.replace("http://", f"http://{URL_USER}:"
-                                                            f"{URL_PASSWORD_QUOTED}@"))
+    settings = provider_from_env(
+        "ollama", "m", url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD_QUOTED}@")
+    )
     texts += [repr(settings), str(settings.public())]
     assert scan(None, texts) == []
 
@@ -269,8 +329,11 @@ def test_bug_secret_straddling_the_excerpt_cut_is_partly_shown() -> None:
             with pytest.raises(ProviderError) as exc:
                 provider.complete(_request())
             provider.close()
-            leaked += [f"pad {pad}: {exc.value.message[-40:]}"
-                       for p in _pieces(API_KEY) if p in exc.value.message][:1]
+            leaked += [
+                f"pad {pad}: {exc.value.message[-40:]}"
+                for p in _pieces(API_KEY)
+                if p in exc.value.message
+            ][:1]
     assert leaked == []
 
 
@@ -282,9 +345,17 @@ def test_bug_straddling_secret_reaches_the_reports(
         # "HTTP 500 from <url>: " precedes the excerpt; 170 puts the key across the cut
         srv.responder = _straddling(170)
         result = pytester.runpytest(
-            "-p", "no:cacheprovider", "--golden=generation-v1", "--golden-mode=live",
-            "--golden-provider=openai", f"--golden-base-url={srv.base_url}",
-            "--golden-model=m", "--golden-retries=0", "--junitxml=junit.xml",
-            "-k", "api-login-wrong-password-401")
+            "-p",
+            "no:cacheprovider",
+            "--golden=generation-v1",
+            "--golden-mode=live",
+            "--golden-provider=openai",
+            f"--golden-base-url={srv.base_url}",
+            "--golden-model=m",
+            "--golden-retries=0",
+            "--junitxml=junit.xml",
+            "-k",
+            "api-login-wrong-password-401",
+        )
     assert result.ret == 75
     assert scan(golden_project, [result.stdout.str()], {"key": API_KEY}) == []

@@ -36,7 +36,7 @@ QKEY = "q-PLANTED-key-5566778899"
 
 
 def _pieces(secret: str, size: int = 12) -> list[str]:
-    return [secret[i:i + size] for i in range(0, len(secret) - size + 1)]
+    return [secret[i : i + size] for i in range(0, len(secret) - size + 1)]
 
 
 def _leaks(text: str, *secrets: str) -> list[str]:
@@ -60,9 +60,15 @@ def test_secret_forms_cover_raw_percent_encoded_and_basic_token() -> None:
     "url,shown",
     [
         ("http://u:pw@h:1/x?key=SEC&a=1", "http://h:1/x?key=***&a=1"),
-        ("https://h/v1?api-version=2024-06-01&api_key=SEC", "https://h/v1?api-version=2024-06-01&api_key=***"),
+        (
+            "https://h/v1?api-version=2024-06-01&api_key=SEC",
+            "https://h/v1?api-version=2024-06-01&api_key=***",
+        ),
         ("http://h/?access_token=SEC#sig=SEC", "http://h/?access_token=***#sig=***"),
-        ("http://h/?Password=SEC&token=SEC&X-Api-Key=SEC", "http://h/?Password=***&token=***&X-Api-Key=***"),
+        (
+            "http://h/?Password=SEC&token=SEC&X-Api-Key=SEC",
+            "http://h/?Password=***&token=***&X-Api-Key=***",
+        ),
         ("http://u:pw@127.0.0.1:99999", "http://127.0.0.1:99999"),  # bad port: no crash
         ("http://u:pw@[::1", "http://[::1"),
     ],
@@ -111,8 +117,9 @@ def test_embedding_error_masks_the_basic_token() -> None:
 def test_embeddings_are_retried_like_chat_calls() -> None:
     with FakeLLMServer() as srv:
         srv.script([Fault.status(503), Fault.status(429, retry_after=0)])
-        settings = embedding_settings({"provider": "ollama", "base_url": srv.base_url,
-                                       "model": "m", "retries": 2}, {})
+        settings = embedding_settings(
+            {"provider": "ollama", "base_url": srv.base_url, "model": "m", "retries": 2}, {}
+        )
         assert settings is not None and settings.retries == 2
         with settings.client() as client:
             vectors = client.embed(["a b", "a b"])
@@ -128,7 +135,8 @@ def test_embeddings_are_retried_like_chat_calls() -> None:
 
 def test_embedding_settings_repr_masks_the_url() -> None:
     settings = embedding_settings(
-        {"provider": "ollama", "base_url": f"http://{USER}:{PASSWORD}@h:1/?key={QKEY}"}, {})
+        {"provider": "ollama", "base_url": f"http://{USER}:{PASSWORD}@h:1/?key={QKEY}"}, {}
+    )
     assert settings is not None
     assert PASSWORD not in repr(settings) and QKEY not in repr(settings)
 
@@ -181,16 +189,25 @@ def test_query_credential_never_reaches_artifacts(
 
         def responder(request):  # type: ignore[no-untyped-def]
             if "401" in (request.last_user_message or ""):
-                return Reply(status=500,
-                             error=f"upstream refused ?key={QKEY} (query {request.query})")
+                return Reply(
+                    status=500, error=f"upstream refused ?key={QKEY} (query {request.query})"
+                )
             return inner(request)
 
         srv.responder = responder
         result = pytester.runpytest(
-            "--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-            f"--golden-base-url={srv.base_url}/?key={QKEY}", "--golden-retries=0",
-            "--golden-no-gate", "--golden-artifacts=always", "--junitxml=junit.xml",
-            "-p", "no:cacheprovider", *plugin_args)
+            "--golden=generation-v1",
+            "--golden-mode=live",
+            "--golden-model=fake-llm:latest",
+            f"--golden-base-url={srv.base_url}/?key={QKEY}",
+            "--golden-retries=0",
+            "--golden-no-gate",
+            "--golden-artifacts=always",
+            "--junitxml=junit.xml",
+            "-p",
+            "no:cacheprovider",
+            *plugin_args,
+        )
         queries = [r.query for r in srv.requests]
     assert result.ret == 75, result.stdout.str()
     assert queries and all(f"key={QKEY}" in q for q in queries)
@@ -222,8 +239,14 @@ def test_malformed_base_url_is_a_usage_error_with_the_url_masked(
     pytester: pytest.Pytester, project: Path, url: str, fragment: str, provider: str
 ) -> None:
     result = pytester.runpytest(
-        "--golden=generation-v1", "--golden-mode=live", "--golden-model=m",
-        f"--golden-provider={provider}", f"--golden-base-url={url}", "-p", "no:cacheprovider")
+        "--golden=generation-v1",
+        "--golden-mode=live",
+        "--golden-model=m",
+        f"--golden-provider={provider}",
+        f"--golden-base-url={url}",
+        "-p",
+        "no:cacheprovider",
+    )
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 4, out
     assert "INTERNALERROR" not in out and "Traceback" not in out
@@ -256,12 +279,21 @@ def test_debug_log_has_no_secret_given_through_the_environment(
     the environment (docs/configuration.md), where our hook arguments never show them."""
     with FakeLLMServer() as srv:
         srv.responder = fixture_responder(project / "golden" / "generation")
-        monkeypatch.setenv("OLLAMA_HOST", srv.base_url.replace(
-            "http://", f"http://{USER}:{PASSWORD}@") + f"/?key={QKEY}")
+        monkeypatch.setenv(
+            "OLLAMA_HOST",
+            srv.base_url.replace("http://", f"http://{USER}:{PASSWORD}@") + f"/?key={QKEY}",
+        )
         result = pytester.runpytest(
-            "--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-            "--golden-no-gate", "--debug", "-p", "no:cacheprovider",
-            "-k", "api-login-wrong-password-401")
+            "--golden=generation-v1",
+            "--golden-mode=live",
+            "--golden-model=fake-llm:latest",
+            "--golden-no-gate",
+            "--debug",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "api-login-wrong-password-401",
+        )
     assert result.ret == 0, result.stdout.str()
     log = (project / "pytestdebug.log").read_text(encoding="utf-8", errors="replace")
     assert "pytest_goldeval_make_provider" in log  # the hook call (and its settings) is traced

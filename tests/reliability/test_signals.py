@@ -22,15 +22,27 @@ from goldeval.store import open_store
 from goldeval.testing.llm_server import FakeLLMServer
 from tests.helpers import RunFiles, chat_calls
 
-LIVE = ["--golden=generation-v1", "--golden-mode=live", "--golden-model=fake-llm:latest",
-        "--golden-no-gate", "-p", "no:cacheprovider"]
+LIVE = [
+    "--golden=generation-v1",
+    "--golden-mode=live",
+    "--golden-model=fake-llm:latest",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+]
 CASES = 10
 
 
 def _spawn(project: Path, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 def _graded(store_url: str, key: str) -> int:
@@ -48,16 +60,25 @@ def _graded(store_url: str, key: str) -> int:
     ids=["serial", "xdist2", "xdist2-prefetching"],
 )
 def test_sigterm_mid_run_is_an_interrupted_run_resumable_by_key(
-    pytester: pytest.Pytester, golden_project: Path, llm: FakeLLMServer, run_files: RunFiles,
-    workers: list[str], concurrency: int,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    llm: FakeLLMServer,
+    run_files: RunFiles,
+    workers: list[str],
+    concurrency: int,
 ) -> None:
     store_url = str(golden_project / "runs.sqlite3")
     key = f"term-{len(workers)}-{concurrency}"
     attempts = 3
     total = CASES * attempts
-    args = [*LIVE, f"--golden-base-url={llm.base_url}", f"--golden-store={store_url}",
-            f"--golden-run-key={key}", f"--golden-concurrency={concurrency}",
-            f"--golden-attempts={attempts}"]
+    args = [
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        f"--golden-store={store_url}",
+        f"--golden-run-key={key}",
+        f"--golden-concurrency={concurrency}",
+        f"--golden-attempts={attempts}",
+    ]
     llm.latency = 0.3
     proc = _spawn(golden_project, *args, *workers)
     try:
@@ -111,7 +132,7 @@ def test_sigterm_mid_run_is_an_interrupted_run_resumable_by_key(
     assert final["status"] == "COMPLETED" and final["attemptsTotal"] == total
 
 
-SLOW_WRITE = '''
+SLOW_WRITE = """
 import time
 
 import goldeval.results.run_folder as artifacts
@@ -125,7 +146,7 @@ def slow_write_case(*args, **kwargs):
 
 
 artifacts.write_case = slow_write_case
-'''
+"""
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -133,8 +154,9 @@ def test_a_signal_during_the_final_write_leaves_a_whole_run(
     pytester: pytest.Pytester, golden_project: Path, sig: signal.Signals
 ) -> None:
     pytester.makeconftest(SLOW_WRITE)
-    proc = _spawn(golden_project, "--golden=generation-v1", "-p", "no:cacheprovider",
-                  "--golden-store=none")
+    proc = _spawn(
+        golden_project, "--golden=generation-v1", "-p", "no:cacheprovider", "--golden-store=none"
+    )
     runs = golden_project / ".goldeval" / "runs"
     try:
         deadline = time.monotonic() + 60

@@ -70,8 +70,16 @@ def pytest_runtest_makereport(item, call):
     return (yield)
 '''
 
-ARGS = ["--golden=generation-v1", "--golden-no-gate", "-p", "no:cacheprovider",
-        "--html=report.html", "--self-contained-html", "-p", "no:randomly"]
+ARGS = [
+    "--golden=generation-v1",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+    "--html=report.html",
+    "--self-contained-html",
+    "-p",
+    "no:randomly",
+]
 
 
 class Blocked:
@@ -85,8 +93,11 @@ class Blocked:
         env.update(STOP_TEST_DIR=str(self.marks), STOP_TEST_BLOCK_IN=block_in)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest", *ARGS], cwd=project, env=env,
-                stdout=out, stderr=subprocess.STDOUT,
+                [sys.executable, "-m", "pytest", *ARGS],
+                cwd=project,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         self.runs = project / ".goldeval" / "runs"
 

@@ -37,9 +37,7 @@ def _decision(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture
-def regressed_run(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
-) -> Path:
+def regressed_run(pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles) -> Path:
     """A fixture run of generation-v1 with one case broken (the gate fails it: exit 1)."""
     (golden_project / HAPPY).write_text("RAG: po-chain, seed-account\n// nothing useful\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
@@ -74,9 +72,7 @@ def test_gate_and_compare_from_another_folder_keep_the_gate(
     assert f"dataset and gate policy: {golden_project / 'golden' / 'generation'}" in out
 
 
-def test_run_document_records_where_it_came_from(
-    regressed_run: Path, golden_project: Path
-) -> None:
+def test_run_document_records_where_it_came_from(regressed_run: Path, golden_project: Path) -> None:
     run = json.loads(regressed_run.read_text(encoding="utf-8"))
     # Relative to the project root (issue 33): "." is the root itself.
     assert run["projectRoot"] == "."
@@ -219,9 +215,7 @@ def test_unknown_dataset_in_the_working_directory_is_refused(
     assert "renamed-v9" in proc.stderr
 
 
-def test_cli_refuses_a_typo_in_the_gate_policy(
-    regressed_run: Path, golden_project: Path
-) -> None:
+def test_cli_refuses_a_typo_in_the_gate_policy(regressed_run: Path, golden_project: Path) -> None:
     manifest = golden_project / MANIFEST
     manifest.write_text(manifest.read_text().replace("overallPassRate: 1.0", "overallPasRate: 1.0"))
     proc = _cli("gate", str(regressed_run), cwd=golden_project)
@@ -337,8 +331,12 @@ def test_bad_baseline_refused_before_the_first_model_call(
     fragment: str,
 ) -> None:
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={llm.base_url}",
-        *extra, *plugin_args,
+        "-p",
+        "no:cacheprovider",
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        *extra,
+        *plugin_args,
     )
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == code, out[-3000:]
@@ -356,7 +354,10 @@ def test_tampered_baseline_refused_before_the_first_model_call(
     doc["casesPassed"] -= 1
     path.write_text(json.dumps(doc), encoding="utf-8")
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", *LIVE, f"--golden-base-url={llm.base_url}",
+        "-p",
+        "no:cacheprovider",
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
         "--golden-baseline=baselines/holdout-v1.json",
     )
     assert result.ret == 65, result.stdout.str()[-3000:]
@@ -372,7 +373,10 @@ def test_live_protocol_mismatch_refused_before_the_first_model_call(
 ) -> None:
     url = f"--golden-base-url={llm.base_url}"
     captured = pytester.runpytest(
-        "-p", "no:cacheprovider", *LIVE, url,
+        "-p",
+        "no:cacheprovider",
+        *LIVE,
+        url,
         "--golden-save-baseline=baselines/live-generation-v1.json",
     )
     assert captured.ret == 0, captured.stdout.str()[-3000:]
@@ -447,8 +451,11 @@ def test_capture_with_fail_attempts_says_what_was_captured(
 ) -> None:
     (golden_project / HAPPY).write_text("nothing useful")
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--golden=generation-v1",
-        "--golden-save-baseline=baselines/red.json", *plugin_args,
+        "-p",
+        "no:cacheprovider",
+        "--golden=generation-v1",
+        "--golden-save-baseline=baselines/red.json",
+        *plugin_args,
     )
     out = result.stdout.str()
     assert result.ret == 0, out[-3000:]
@@ -481,7 +488,8 @@ DAMAGE: dict[str, tuple[Any, str]] = {
         "metrics.overallPassRate.hits",
     ),
     "selected-ids-number": (
-        lambda d: d["protocol"].update(selectedCaseIds=5), "protocol.selectedCaseIds"
+        lambda d: d["protocol"].update(selectedCaseIds=5),
+        "protocol.selectedCaseIds",
     ),
     "case-id-number": (lambda d: d["cases"][0].update(caseId=5), "cases[0].caseId"),
     "attempts-dict": (lambda d: d["cases"][1].update(attempts={}), "cases[1].attempts"),
@@ -531,8 +539,11 @@ def test_gate_and_compare_on_a_malformed_run_exit_65_naming_the_field(
     monkeypatch.chdir(golden_project)
     for name, (_edit, field) in DAMAGE.items():
         bad = _damaged(good_run, golden_project / "bad" / f"{name}.json", name)
-        for args in (["gate", str(bad)], ["compare", "baselines/generation-v1.json", str(bad)],
-                     ["compare", str(bad), str(good_run)]):
+        for args in (
+            ["gate", str(bad)],
+            ["compare", "baselines/generation-v1.json", str(bad)],
+            ["compare", str(bad), str(good_run)],
+        ):
             code = cli.main(args)
             err = capsys.readouterr().err
             assert code == 65, (name, args, err)

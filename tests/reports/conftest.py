@@ -22,9 +22,16 @@ import pytest
 HERE = Path(__file__).resolve().parent
 JUNIT_XSD = HERE / "junit.xsd"
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
 ]
 _CONSOLE = re.compile(r":CONSOLE[:(\]]|Uncaught ")
 
@@ -53,8 +60,9 @@ class Browser:
         self.runs += 1
         profile = self.workdir / f"profile-{self.runs}"
         cmd = [self.executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=180, check=False, stdin=subprocess.DEVNULL
+        )
 
     def dump_dom(self, path: Path) -> Page:
         proc = self._run(["--virtual-time-budget=3000", "--dump-dom"], path.resolve().as_uri())
@@ -64,8 +72,10 @@ class Browser:
         return Page(proc.stdout, console, proc.stderr)
 
     def screenshot(self, path: Path, png: Path, size: str = "1280,2000") -> Page:
-        proc = self._run(["--virtual-time-budget=3000", f"--screenshot={png}",
-                          f"--window-size={size}"], path.resolve().as_uri())
+        proc = self._run(
+            ["--virtual-time-budget=3000", f"--screenshot={png}", f"--window-size={size}"],
+            path.resolve().as_uri(),
+        )
         assert proc.returncode == 0, f"chromium failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
         console = [ln for ln in proc.stderr.splitlines() if _CONSOLE.search(ln)]
         return Page("", console, proc.stderr)
@@ -78,9 +88,12 @@ def browser(tmp_path: Path) -> Browser:
     if executable is None:
         if os.environ.get("GOLDEVAL_ALLOW_NO_BROWSER") == "1":
             pytest.skip("chromium not installed and GOLDEVAL_ALLOW_NO_BROWSER=1")
-        pytest.fail("chromium is required for the HTML report tests: install it with "
-                    "`apt-get update && apt-get install -y chromium` (or set "
-                    "GOLDEVAL_ALLOW_NO_BROWSER=1 to skip them)", pytrace=False)
+        pytest.fail(
+            "chromium is required for the HTML report tests: install it with "
+            "`apt-get update && apt-get install -y chromium` (or set "
+            "GOLDEVAL_ALLOW_NO_BROWSER=1 to skip them)",
+            pytrace=False,
+        )
     workdir = tmp_path / "chromium"
     workdir.mkdir()
     return Browser(executable, workdir)

@@ -26,8 +26,11 @@ def _fixture(project: Path, case_id: str) -> Path:
 
 
 def _attempt_sections(dom: DomIndex) -> list[dict[str, str | None]]:
-    return [a for t, a in dom.elements
-            if t == "details" and "goldeval-attempt" in (a.get("class") or "")]
+    return [
+        a
+        for t, a in dom.elements
+        if t == "details" and "goldeval-attempt" in (a.get("class") or "")
+    ]
 
 
 def _assert_no_injection(dom: DomIndex, console: list[str]) -> None:
@@ -38,14 +41,22 @@ def _assert_no_injection(dom: DomIndex, console: list[str]) -> None:
 
 
 def test_report_summary_and_extras_in_chromium(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
-    plugin_args: list[str], browser: Browser,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    plugin_args: list[str],
+    browser: Browser,
 ) -> None:
     saved = pytester.runpytest("--golden=generation-v1", "--golden-save-baseline=b.json")
     assert saved.ret == 0, saved.stdout.str()
     _fixture(golden_project, FAILING_CASE).write_text("just some text\n", encoding="utf-8")
-    result = pytester.runpytest("--golden=generation-v1", "--golden-baseline=b.json",
-                                "--html=report.html", "--self-contained-html", *plugin_args)
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-baseline=b.json",
+        "--html=report.html",
+        "--self-contained-html",
+        *plugin_args,
+    )
     result.assert_outcomes(passed=9, failed=1)
     run = run_files.latest()
     assert run["comparison"]["decision"] == "REGRESSION"
@@ -103,12 +114,20 @@ def _inject_prompt(project: Path, case_id: str, payload: str) -> None:
 
 @SERIAL_ONLY
 def test_report_escapes_answers_and_prompts(
-    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], browser: Browser,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    plugin_args: list[str],
+    browser: Browser,
 ) -> None:
     _fixture(golden_project, FAILING_CASE).write_text(f"RAG: {PAYLOAD}\n", encoding="utf-8")
     _inject_prompt(golden_project, PROMPT_CASE, PAYLOAD)
-    result = pytester.runpytest("--golden=generation-v1", "--golden-no-gate",
-                                "--html=report.html", "--self-contained-html", *plugin_args)
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-no-gate",
+        "--html=report.html",
+        "--self-contained-html",
+        *plugin_args,
+    )
     assert (golden_project / "report.html").is_file(), result.stdout.str()
 
     page = browser.dump_dom(golden_project / "report.html")
@@ -137,20 +156,35 @@ def _poison(value: Any, payload: str) -> Any:
     return value
 
 
-def test_every_rendered_value_is_escaped(pytester: pytest.Pytester, golden_project: Path,
-                                         run_files: RunFiles) -> None:
+def test_every_rendered_value_is_escaped(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
     _fixture(golden_project, FAILING_CASE).write_text("just some text\n", encoding="utf-8")
     pytester.runpytest("--golden=generation-v1")
     run = _poison(run_files.latest(), PAYLOAD)
     fragments = [render_summary(typed_run(run))]
     for case in run["cases"]:
         for attempt in case["attempts"]:
-            attempt = {**attempt, "output": PAYLOAD,
-                       "judge": {"decision": PAYLOAD, "score": PAYLOAD, "reasons": [PAYLOAD]},
-                       "errorKind": PAYLOAD, "errorMessage": PAYLOAD}
-            fragments.append(render_attempt({"case": {"caseId": PAYLOAD, "prompt": PAYLOAD,
-                                                      "kinds": [PAYLOAD], "tags": [PAYLOAD]},
-                                             "attempt": attempt}))
+            attempt = {
+                **attempt,
+                "output": PAYLOAD,
+                "judge": {"decision": PAYLOAD, "score": PAYLOAD, "reasons": [PAYLOAD]},
+                "errorKind": PAYLOAD,
+                "errorMessage": PAYLOAD,
+            }
+            fragments.append(
+                render_attempt(
+                    {
+                        "case": {
+                            "caseId": PAYLOAD,
+                            "prompt": PAYLOAD,
+                            "kinds": [PAYLOAD],
+                            "tags": [PAYLOAD],
+                        },
+                        "attempt": attempt,
+                    }
+                )
+            )
     for fragment in fragments:
         dom = DomIndex(fragment)
         tags = {t for t, _ in dom.elements}
@@ -159,8 +193,9 @@ def test_every_rendered_value_is_escaped(pytester: pytest.Pytester, golden_proje
 
 
 @SERIAL_ONLY
-def test_without_pytest_html(pytester: pytest.Pytester, golden_project: Path,
-                             plugin_args: list[str]) -> None:
+def test_without_pytest_html(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
     result = pytester.runpytest("--golden=generation-v1", "-p", "no:html", *plugin_args)
     result.assert_outcomes(passed=10)
     assert not list(golden_project.glob("*.html"))

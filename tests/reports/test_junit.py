@@ -22,8 +22,9 @@ def _parse(path: Path, schema: Any) -> ET.Element:
 
 
 def _cases(root: ET.Element, classname: str) -> dict[str, ET.Element]:
-    return {tc.get("name", ""): tc for tc in root.iter("testcase")
-            if tc.get("classname") == classname}
+    return {
+        tc.get("name", ""): tc for tc in root.iter("testcase") if tc.get("classname") == classname
+    }
 
 
 def _break_fixture(project: Path, case_id: str = FAILING_CASE) -> None:
@@ -31,11 +32,16 @@ def _break_fixture(project: Path, case_id: str = FAILING_CASE) -> None:
     fixture.write_text("just some text\n", encoding="utf-8")
 
 
-def test_dashboard_and_junitxml_validate(pytester: pytest.Pytester, golden_project: Path,
-                                         run_files: RunFiles, plugin_args: list[str],
-                                         junit_schema: Any) -> None:
-    result = pytester.runpytest("--golden=generation-v1", "--junitxml=j.xml",
-                                "--golden-junit=d.xml", *plugin_args)
+def test_dashboard_and_junitxml_validate(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    plugin_args: list[str],
+    junit_schema: Any,
+) -> None:
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--junitxml=j.xml", "--golden-junit=d.xml", *plugin_args
+    )
     result.assert_outcomes(passed=10)
     result.stdout.fnmatch_lines(["*dashboard JUnit XML: *d.xml*"])
     run = run_files.latest()
@@ -66,17 +72,29 @@ def test_dashboard_and_junitxml_validate(pytester: pytest.Pytester, golden_proje
 
 
 @SERIAL_ONLY
-def test_failing_case_lists_violations(pytester: pytest.Pytester, golden_project: Path,
-                                       run_files: RunFiles, plugin_args: list[str],
-                                       junit_schema: Any) -> None:
+def test_failing_case_lists_violations(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    plugin_args: list[str],
+    junit_schema: Any,
+) -> None:
     # A two-attempt baseline, captured while every answer still passes (the committed one has
     # one attempt: the run would be refused before it starts as not comparable).
-    saved = pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
-                               "--golden-save-baseline=baselines/generation-v1-a2.json")
+    saved = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-attempts=2",
+        "--golden-save-baseline=baselines/generation-v1-a2.json",
+    )
     assert saved.ret == 0, saved.stdout.str()
     _break_fixture(golden_project)
-    result = pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
-                                "--junitxml=j.xml", "--golden-junit=d.xml", *plugin_args)
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-attempts=2",
+        "--junitxml=j.xml",
+        "--golden-junit=d.xml",
+        *plugin_args,
+    )
     result.assert_outcomes(passed=18, failed=2)
     assert result.ret != 0
 
@@ -108,15 +126,20 @@ def test_failing_case_lists_violations(pytester: pytest.Pytester, golden_project
     assert len(failed) == 2 and all(FAILING_CASE in tc.get("name", "") for tc in failed)
 
 
-def test_invalid_comparison_fails_its_testcase(pytester: pytest.Pytester, golden_project: Path,
-                                               junit_schema: Any) -> None:
+def test_invalid_comparison_fails_its_testcase(
+    pytester: pytest.Pytester, golden_project: Path, junit_schema: Any
+) -> None:
     saved = pytester.runpytest("--golden=generation-v1", "--golden-save-baseline=b.json")
     assert saved.ret == 0, saved.stdout.str()
     # Gated, the run would be refused before it starts (nothing to report); reported only, the
     # invalid comparison still fails its own testcase on the dashboard.
-    result = pytester.runpytest("--golden=generation-v1", "--golden-attempts=2",
-                                "--golden-baseline=b.json", "--golden-junit=d.xml",
-                                "--golden-no-gate")
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-attempts=2",
+        "--golden-baseline=b.json",
+        "--golden-junit=d.xml",
+        "--golden-no-gate",
+    )
     dashboard = _parse(golden_project / "d.xml", junit_schema)
     comparison = _cases(dashboard, "golden.generation-v1.gate")["comparison"]
     failure = comparison.find("failure")
@@ -154,11 +177,13 @@ def golden_case(golden_param):
 
 
 @SERIAL_ONLY
-def test_error_and_skipped_cases(pytester: pytest.Pytester, golden_project: Path,
-                                 plugin_args: list[str], junit_schema: Any) -> None:
+def test_error_and_skipped_cases(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], junit_schema: Any
+) -> None:
     pytester.makeconftest(ERROR_SKIP_CONFTEST)
-    result = pytester.runpytest("--golden=generation-v1", "--golden-junit=d.xml",
-                                "--golden-no-gate", *plugin_args)
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--golden-junit=d.xml", "--golden-no-gate", *plugin_args
+    )
     result.assert_outcomes(passed=8, skipped=1, errors=1)
     dashboard = _parse(golden_project / "d.xml", junit_schema)
     cases = _cases(dashboard, "golden.generation-v1")
@@ -177,8 +202,11 @@ def test_error_and_skipped_cases(pytester: pytest.Pytester, golden_project: Path
 
 
 def test_properties_switch_adds_attempt_and_suite_properties(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
-    plugin_args: list[str], junit_schema: Any,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    plugin_args: list[str],
+    junit_schema: Any,
 ) -> None:
     pytester.makeini("[pytest]\ngolden_junit_properties = true\n")
     result = pytester.runpytest("--golden=generation-v1", "--junitxml=j.xml", *plugin_args)
@@ -217,34 +245,90 @@ def _rule(fields: dict[str, Any]) -> GateRuleDoc:
 
 
 def test_rule_names_are_stable_whether_passed_or_not() -> None:
-    assert rule_test_name(_rule({"name": "overallPassRate", "detail": "0.900 < 1.000",
-                           "kind": "absolute"})) == "overallPassRate >= 1.000"
-    assert rule_test_name(_rule({"name": "overallPassRate", "detail": "1.000 >= 1.000",
-                           "kind": "absolute"})) == "overallPassRate >= 1.000"
-    assert rule_test_name(_rule({"name": "hallucinationRate", "detail": "0.500 > 0.000",
-                           "kind": "absolute"})) == "hallucinationRate <= 0.000"
-    assert rule_test_name(_rule({"name": "contractPassRate", "detail": "undefined (no quality "
-                           "attempts) — not 100%", "threshold": 0.95,
-                           "kind": "absolute"})) == "contractPassRate >= 0.950"
-    assert rule_test_name(_rule({"name": "overallPassRate.delta", "detail": "REGRESSION: 0.8 < 1.0",
-                           "kind": "delta"})) == "overallPassRate.delta"
+    assert (
+        rule_test_name(
+            _rule({"name": "overallPassRate", "detail": "0.900 < 1.000", "kind": "absolute"})
+        )
+        == "overallPassRate >= 1.000"
+    )
+    assert (
+        rule_test_name(
+            _rule({"name": "overallPassRate", "detail": "1.000 >= 1.000", "kind": "absolute"})
+        )
+        == "overallPassRate >= 1.000"
+    )
+    assert (
+        rule_test_name(
+            _rule({"name": "hallucinationRate", "detail": "0.500 > 0.000", "kind": "absolute"})
+        )
+        == "hallucinationRate <= 0.000"
+    )
+    assert (
+        rule_test_name(
+            _rule(
+                {
+                    "name": "contractPassRate",
+                    "detail": "undefined (no quality attempts) — not 100%",
+                    "threshold": 0.95,
+                    "kind": "absolute",
+                }
+            )
+        )
+        == "contractPassRate >= 0.950"
+    )
+    assert (
+        rule_test_name(
+            _rule(
+                {
+                    "name": "overallPassRate.delta",
+                    "detail": "REGRESSION: 0.8 < 1.0",
+                    "kind": "delta",
+                }
+            )
+        )
+        == "overallPassRate.delta"
+    )
 
 
 def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schema: Any) -> None:
     run = {
-        "runId": "r1", "timestamp": "2026-01-01T00:00:00Z",
+        "runId": "r1",
+        "timestamp": "2026-01-01T00:00:00Z",
         "protocol": {"datasetId": "ds-<1>", "mode": "LIVE", "attempts": 3},
         "cases": [
-            {"caseId": "c&1", "status": "FAIL", "durationMs": 1234,
-             "successRate": {"hits": 1, "total": 3},
-             "attempts": [{"index": 1, "status": "FAIL", "contract": {"violations": [
-                 "missing ]]> <tag> \u0001 first\nsecond line"]}}]},
-            {"caseId": "c2", "status": "PASS", "durationMs": 7,
-             "successRate": {"hits": 3, "total": 3}, "attempts": []},
+            {
+                "caseId": "c&1",
+                "status": "FAIL",
+                "durationMs": 1234,
+                "successRate": {"hits": 1, "total": 3},
+                "attempts": [
+                    {
+                        "index": 1,
+                        "status": "FAIL",
+                        "contract": {"violations": ["missing ]]> <tag> \u0001 first\nsecond line"]},
+                    }
+                ],
+            },
+            {
+                "caseId": "c2",
+                "status": "PASS",
+                "durationMs": 7,
+                "successRate": {"hits": 3, "total": 3},
+                "attempts": [],
+            },
         ],
-        "qualityGate": {"passed": False, "verdict": "FAIL", "rules": [
-            {"name": "overallPassRate", "detail": "0.333 < 0.900", "passed": False,
-             "kind": "absolute"}]},
+        "qualityGate": {
+            "passed": False,
+            "verdict": "FAIL",
+            "rules": [
+                {
+                    "name": "overallPassRate",
+                    "detail": "0.333 < 0.900",
+                    "passed": False,
+                    "kind": "absolute",
+                }
+            ],
+        },
         "comparison": {"decision": "COMPARISON_INVALID", "invalidReasons": ["attempts 1 vs 3"]},
     }
     out = tmp_path / "sub" / "d.xml"
@@ -265,7 +349,9 @@ def test_write_dashboard_junit_escapes_and_validates(tmp_path: Path, junit_schem
 
 
 def test_run_finished_hook_gets_the_typed_document_and_the_deprecated_json(
-    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
     plugin_args: list[str],
 ) -> None:
     """``document`` is the typed RunDocument; an old implementation naming ``run`` still gets

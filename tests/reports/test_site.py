@@ -51,8 +51,13 @@ def _links(page: Path) -> list[str]:
 
 
 @pytest.mark.e2e  # three whole sessions and Chromium: 18 s serially, the fast tier's slowest
-def test_site_from_runs(pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles,
-                        browser: Browser, capsys: pytest.CaptureFixture[str]) -> None:
+def test_site_from_runs(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    browser: Browser,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     ids = _three_runs(pytester, golden_project, run_files)
     broken = run_files.runs / "0000-broken"
     broken.mkdir()
@@ -89,8 +94,11 @@ def test_site_from_runs(pytester: pytest.Pytester, golden_project: Path, run_fil
     listed = [href for href in _links(index) if href.startswith("runs/")]
     assert listed[:3] == [f"runs/{i}.html" for i in reversed(ids)]
     # per-case history: the case that failed once and recovered is flagged, no other
-    flaky_rows = [a.get("data-case") for t, a in dom.elements
-                  if t == "tr" and "flaky-case" in (a.get("class") or "")]
+    flaky_rows = [
+        a.get("data-case")
+        for t, a in dom.elements
+        if t == "tr" and "flaky-case" in (a.get("class") or "")
+    ]
     assert flaky_rows == [FAILING_CASE]
     row = html.split(f'data-case="{FAILING_CASE}"', 1)[1].split("</tr>", 1)[0]
     assert "flaky" in row and row.count("FAIL") == 1 and row.count("PASS") == 2
@@ -151,17 +159,34 @@ def test_flaky_means_back_and_forth() -> None:
 
 def test_build_site_escapes_and_names_pages_safely(tmp_path: Path) -> None:
     runs: list[dict[str, Any]] = [
-        {"runId": "../evil<1>", "timestamp": "2026-01-01T00:00:00Z",
-         "protocol": {"datasetId": "<b>ds</b>", "mode": "FIXTURE", "attempts": 1},
-         "metrics": {"overallPassRate": {"hits": 1, "total": 2, "rate": 0.5,
-                                         "ci95": {"lower": 0.1, "upper": 0.9,
-                                                  "method": "wilson"}}},
-         "cases": [{"caseId": "<i>c</i>", "status": "FAIL",
+        {
+            "runId": "../evil<1>",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "protocol": {"datasetId": "<b>ds</b>", "mode": "FIXTURE", "attempts": 1},
+            "metrics": {
+                "overallPassRate": {
+                    "hits": 1,
+                    "total": 2,
+                    "rate": 0.5,
+                    "ci95": {"lower": 0.1, "upper": 0.9, "method": "wilson"},
+                }
+            },
+            "cases": [
+                {
+                    "caseId": "<i>c</i>",
+                    "status": "FAIL",
                     "successRate": {"hits": 0, "total": 1},
-                    "metadata": {"prompt": PAYLOAD}, "attempts": []}]},
-        {"runId": "../evil<1>", "timestamp": "2026-01-02T00:00:00Z",
-         "protocol": {"datasetId": "<b>ds</b>", "mode": "FIXTURE", "attempts": 1},
-         "cases": []},
+                    "metadata": {"prompt": PAYLOAD},
+                    "attempts": [],
+                }
+            ],
+        },
+        {
+            "runId": "../evil<1>",
+            "timestamp": "2026-01-02T00:00:00Z",
+            "protocol": {"datasetId": "<b>ds</b>", "mode": "FIXTURE", "attempts": 1},
+            "cases": [],
+        },
     ]
     index = build_site(tmp_path / "out", [typed_run(r) for r in runs])
     pages = sorted(p.name for p in (tmp_path / "out" / "runs").iterdir())

@@ -43,74 +43,76 @@ def _run(case_id: str = "c1", run_id: str = "r1") -> RunDocument:
     metrics: dict[str, Any] = {name: _metric(1, 2) for name in RATE_NAMES}
     metrics["unstableCaseRate"] = _metric(0, 1)
     metrics["graders"] = {"json_schema": _metric(1, 1)}
-    return typed_run({
-        "runId": run_id,
-        "timestamp": "2026-01-01T00:00:00Z",
-        "status": "COMPLETED",
-        "protocol": {
-            "datasetId": "d1",
-            "datasetHash": "h" * 64,
-            "attempts": 2,
-            "mode": "FIXTURE",
-            "selectedCaseIds": [case_id],
-        },
-        "metrics": metrics,
-        "cases": [
-            {
-                "caseId": case_id,
-                "status": "FAIL",
-                "kinds": ["GENERATION"],
-                "successRate": {"hits": 1, "total": 2},
-                "metadata": {"prompt": "p"},
-                "attempts": [
+    return typed_run(
+        {
+            "runId": run_id,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "status": "COMPLETED",
+            "protocol": {
+                "datasetId": "d1",
+                "datasetHash": "h" * 64,
+                "attempts": 2,
+                "mode": "FIXTURE",
+                "selectedCaseIds": [case_id],
+            },
+            "metrics": metrics,
+            "cases": [
+                {
+                    "caseId": case_id,
+                    "status": "FAIL",
+                    "kinds": ["GENERATION"],
+                    "successRate": {"hits": 1, "total": 2},
+                    "metadata": {"prompt": "p"},
+                    "attempts": [
+                        {
+                            "index": 1,
+                            "status": "FAIL",
+                            "graders": [
+                                {
+                                    "grader": "contains",
+                                    "passed": False,
+                                    "violations": [
+                                        {
+                                            "category": "c",
+                                            "severity": "s",
+                                            "grader": "contains",
+                                            "reason": "line one\nline two",
+                                        }
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "comparison": {
+                "decision": "REGRESSION",
+                "metrics": [
                     {
-                        "index": 1,
-                        "status": "FAIL",
-                        "graders": [
-                            {
-                                "grader": "contains",
-                                "passed": False,
-                                "violations": [
-                                    {
-                                        "category": "c",
-                                        "severity": "s",
-                                        "grader": "contains",
-                                        "reason": "line one\nline two",
-                                    }
-                                ],
-                            }
-                        ],
+                        "name": "overallPassRate",
+                        "baseline": 1.0,
+                        "candidate": 0.5,
+                        "delta": -0.5,
+                        "direction": "REGRESSED",
                     }
                 ],
-            }
-        ],
-        "comparison": {
-            "decision": "REGRESSION",
-            "metrics": [
-                {
-                    "name": "overallPassRate",
-                    "baseline": 1.0,
-                    "candidate": 0.5,
-                    "delta": -0.5,
-                    "direction": "REGRESSED",
-                }
-            ],
-            "cases": [{"caseId": case_id, "class": "NEW_FAILURE"}],
-        },
-        "qualityGate": {
-            "passed": False,
-            "verdict": "FAIL",
-            "rules": [
-                {
-                    "name": "overallPassRate",
-                    "kind": "absolute",
-                    "passed": False,
-                    "detail": "0.500 < 1.000",
-                }
-            ],
-        },
-        "exitDecision": {"code": 1, "reason": "gate failed"},
-    })
+                "cases": [{"caseId": case_id, "class": "NEW_FAILURE"}],
+            },
+            "qualityGate": {
+                "passed": False,
+                "verdict": "FAIL",
+                "rules": [
+                    {
+                        "name": "overallPassRate",
+                        "kind": "absolute",
+                        "passed": False,
+                        "detail": "0.500 < 1.000",
+                    }
+                ],
+            },
+            "exitDecision": {"code": 1, "reason": "gate failed"},
+        }
+    )
 
 
 class _Elements(HTMLParser):

@@ -159,8 +159,16 @@ class Service:
     server: Proc | None = None
 
     def _command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "goldeval.cli.main", *args, "--store", self.store_url,
-                "--root", str(self.root)]
+        return [
+            sys.executable,
+            "-m",
+            "goldeval.cli.main",
+            *args,
+            "--store",
+            self.store_url,
+            "--root",
+            str(self.root),
+        ]
 
     def serve(self, *extra: str, workers: int = 1, lease: float = 30.0) -> Proc:
         port = free_port()
@@ -189,7 +197,9 @@ class Service:
         return httpx.Client(base_url=self.server.base_url, headers=headers, timeout=30)
 
     def wait_status(
-        self, run_id: str, statuses: tuple[str, ...] = FINISHED,
+        self,
+        run_id: str,
+        statuses: tuple[str, ...] = FINISHED,
         timeout: float = 90.0,
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -242,9 +252,7 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
 
 
 @pytest.fixture
-def service_factory(
-    tmp_path: Path, store_url: str, backend: str
-) -> Iterator[Any]:
+def service_factory(tmp_path: Path, store_url: str, backend: str) -> Iterator[Any]:
     made: list[Service] = []
 
     def make(rows: int = 2, env: dict[str, str] | None = None) -> Service:

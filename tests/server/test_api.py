@@ -429,12 +429,21 @@ def test_serve_refuses_to_start_without_usable_keys(service_factory: Any, tmp_pa
         assert done.returncode == 4, done.stderr
         assert expected in done.stderr
         assert "Traceback" not in done.stderr
-        assert "a-long-enough-secret-key" not in done.stderr and "short" not in done.stderr.split(
-            "shorter"
-        )[0]
+        assert (
+            "a-long-enough-secret-key" not in done.stderr
+            and "short" not in done.stderr.split("shorter")[0]
+        )
     missing = subprocess.run(
-        [sys.executable, "-m", "goldeval.cli.main", "serve", "--root", str(svc.root), "--datasets",
-         str(tmp_path / "nowhere")],
+        [
+            sys.executable,
+            "-m",
+            "goldeval.cli.main",
+            "serve",
+            "--root",
+            str(svc.root),
+            "--datasets",
+            str(tmp_path / "nowhere"),
+        ],
         env=svc.env,
         capture_output=True,
         text=True,

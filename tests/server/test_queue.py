@@ -109,7 +109,8 @@ def test_a_dead_workers_run_is_taken_over_and_the_old_owner_loses_it(
 
 
 def test_a_run_that_keeps_killing_its_workers_is_abandoned(
-    target: Target, tmp_path: Path  # noqa: F811
+    target: Target,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     settings = ServiceSettings.build(
         store_url=target.url, root=tmp_path, datasets=None, lease_seconds=0.001

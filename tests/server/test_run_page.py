@@ -23,7 +23,8 @@ def _dump(browser: Browser, url: str) -> tuple[str, list[str]]:  # noqa: F811
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_run_page_lists_runs_shows_one_and_compares_in_chromium(
-    service_factory: Any, browser: Browser  # noqa: F811
+    service_factory: Any,
+    browser: Browser,  # noqa: F811
 ) -> None:
     svc: Service = service_factory()
     rows = svc.root / "golden" / "demo" / "demo.jsonl"

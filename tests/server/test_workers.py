@@ -106,8 +106,10 @@ def test_worker_killed_mid_run_is_resumed_and_nothing_is_graded_twice(
     release.set()
     # The orphaned pytest finishes the item in progress (graded), then ends INTERRUPTED.
     log = svc.root / ".goldeval" / "service" / f"{run_id}.log"
-    _until(lambda: "terminated by SIGTERM" in log.read_text(encoding="utf-8", errors="replace"),
-           what="the orphaned pytest to end on its INTERRUPTED path")
+    _until(
+        lambda: "terminated by SIGTERM" in log.read_text(encoding="utf-8", errors="replace"),
+        what="the orphaned pytest to end on its INTERRUPTED path",
+    )
     calls_at_kill = len(llm.requests)
     before = {r["caseId"] for r in _graded(svc, run_id)}
     assert 3 <= len(before) < 6, before
@@ -192,8 +194,10 @@ def _run_log(svc: Service, run_id: str) -> str:
 
 def _stop_requested(svc: Service, run_id: str) -> None:
     """The run's pytest process printed that it got SIGTERM and stops after the current item."""
-    _until(lambda: "SIGTERM received: the run stops after the current item"
-           in _run_log(svc, run_id), what="the pytest process to take the stop request")
+    _until(
+        lambda: "SIGTERM received: the run stops after the current item" in _run_log(svc, run_id),
+        what="the pytest process to take the stop request",
+    )
 
 
 @SQLITE_ONLY
@@ -295,8 +299,9 @@ def test_three_worker_processes_share_the_postgresql_queue(service_factory: Any)
     workers = [svc.worker(workers=1, name=name) for name in ("a", "b", "c")]
     with svc.client("EVAL") as client:
         ids = [
-            client.post("/api/eval/runs", json={"dataset": "demo-v1", "idempotencyKey": f"r{n}"})
-            .json()["id"]
+            client.post(
+                "/api/eval/runs", json={"dataset": "demo-v1", "idempotencyKey": f"r{n}"}
+            ).json()["id"]
             for n in range(30)
         ]
     runs = [svc.wait_status(run_id, timeout=300) for run_id in ids]

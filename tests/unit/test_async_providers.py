@@ -63,12 +63,14 @@ class AsyncHTTPApp:
             self.client = httpx.AsyncClient(base_url=self.base_url, timeout=10)
         response = await self.client.post(
             "/api/chat",
-            json={"model": "m", "stream": False,
-                  "messages": [{"role": "user", "content": request.user}]},
+            json={
+                "model": "m",
+                "stream": False,
+                "messages": [{"role": "user", "content": request.user}],
+            },
         )
         data = response.json()
-        return Answer(text=data["message"]["content"],
-                      input_tokens=data.get("prompt_eval_count"))
+        return Answer(text=data["message"]["content"], input_tokens=data.get("prompt_eval_count"))
 
     async def aclose(self) -> None:
         if self.client is not None:
@@ -84,8 +86,9 @@ def test_async_sdk_client_is_reused_from_many_threads_on_one_loop(
     provider = as_provider(app)
     assert isinstance(provider, AsyncProviderAdapter) and provider.thread_safe
     with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = list(pool.map(lambda n: provider.complete(_request(_case(f"c{n}", f"q{n}"))),
-                                range(8)))
+        answers = list(
+            pool.map(lambda n: provider.complete(_request(_case(f"c{n}", f"q{n}"))), range(8))
+        )
     assert [a.text for a in answers] == [f"answer to q{n}" for n in range(8)]
     assert len(app.loops) == 1  # every call ran on the one shared loop
     assert server.max_in_flight > 1  # and the calls from the pool's threads overlapped
@@ -138,8 +141,10 @@ def test_cache_around_an_async_provider(server: FakeLLMServer, tmp_path: Path) -
 
 def test_judge_awaits_an_async_provider(server: FakeLLMServer) -> None:
     server.responder = lambda req: Reply(
-        '{"decision":"ACCEPT","score":0.8,"reasons":["fine"]}', prompt_tokens=30,
-        completion_tokens=4)
+        '{"decision":"ACCEPT","score":0.8,"reasons":["fine"]}',
+        prompt_tokens=30,
+        completion_tokens=4,
+    )
     app = AsyncHTTPApp(server.base_url)
     judge = Judge(as_provider(app), "judge-m", "rubric", repetitions=2)
     record = AttemptRecord(case_id="c1", index=1, status=Status.PASS)

@@ -55,8 +55,16 @@ def assert_clean(text: str) -> None:
         ("\u200e\u200f\u061c\u2028\u2029", "\\u200e\\u200f\\u061c\\u2028\\u2029"),
         ("lone \ud83d surrogate", "lone \\ud83d surrogate"),
     ],
-    ids=["csi-clear", "osc8-link", "c1-csi", "cr-overwrite", "bidi-override", "c0-del-c1",
-         "marks-separators", "lone-surrogate"],
+    ids=[
+        "csi-clear",
+        "osc8-link",
+        "c1-csi",
+        "cr-overwrite",
+        "bidi-override",
+        "c0-del-c1",
+        "marks-separators",
+        "lone-surrogate",
+    ],
 )
 def test_each_dangerous_sequence_is_escaped_visibly(raw: str, shown: str) -> None:
     assert safe_text(raw) == shown
@@ -112,30 +120,65 @@ def _record() -> AttemptRecord:
 
 def _run() -> dict[str, Any]:
     record = _record().dump()
-    error = {"caseId": "c2", "index": 1, "status": "ERROR", "errorKind": "PROVIDER_ERROR",
-             "errorMessage": f"app raised: {HOSTILE}"}
+    error = {
+        "caseId": "c2",
+        "index": 1,
+        "status": "ERROR",
+        "errorKind": "PROVIDER_ERROR",
+        "errorMessage": f"app raised: {HOSTILE}",
+    }
     skipped = {"caseId": "c3", "index": 1, "status": "SKIPPED", "skipReason": HOSTILE}
     cases = [
-        {"caseId": "c1", "status": "FAIL", "kinds": ["GENERATION"], "attempts": [record],
-         "successRate": {"hits": 0, "total": 1}},
-        {"caseId": "c2", "status": "ERROR", "kinds": ["GENERATION"], "attempts": [error],
-         "errors": [f"PROVIDER_ERROR: app raised: {HOSTILE}"],
-         "successRate": {"hits": 0, "total": 0}},
-        {"caseId": "c3", "status": "SKIPPED", "kinds": ["GENERATION"], "attempts": [skipped],
-         "successRate": {"hits": 0, "total": 0}},
+        {
+            "caseId": "c1",
+            "status": "FAIL",
+            "kinds": ["GENERATION"],
+            "attempts": [record],
+            "successRate": {"hits": 0, "total": 1},
+        },
+        {
+            "caseId": "c2",
+            "status": "ERROR",
+            "kinds": ["GENERATION"],
+            "attempts": [error],
+            "errors": [f"PROVIDER_ERROR: app raised: {HOSTILE}"],
+            "successRate": {"hits": 0, "total": 0},
+        },
+        {
+            "caseId": "c3",
+            "status": "SKIPPED",
+            "kinds": ["GENERATION"],
+            "attempts": [skipped],
+            "successRate": {"hits": 0, "total": 0},
+        },
     ]
     return {
-        "runId": "r1", "datasetVersion": "d1", "status": "COMPLETED",
+        "runId": "r1",
+        "datasetVersion": "d1",
+        "status": "COMPLETED",
         "protocol": {"datasetId": "d1", "mode": "FIXTURE", "attempts": 1},
         "configuration": {"mode": "fixture"},
-        "casesTotal": 3, "casesPassed": 0, "casesFailed": 1, "casesSkipped": 1, "casesError": 1,
-        "attemptsTotal": 3, "attemptsPassed": 0, "attemptsFailed": 1, "attemptsSkipped": 1,
-        "attemptsError": 1, "metrics": compute_metrics(cases), "cases": cases,
+        "casesTotal": 3,
+        "casesPassed": 0,
+        "casesFailed": 1,
+        "casesSkipped": 1,
+        "casesError": 1,
+        "attemptsTotal": 3,
+        "attemptsPassed": 0,
+        "attemptsFailed": 1,
+        "attemptsSkipped": 1,
+        "attemptsError": 1,
+        "metrics": compute_metrics(cases),
+        "cases": cases,
         "notes": [f"a note quoting {HOSTILE}"],
         "comparison": {"decision": "COMPARISON_INVALID", "invalidReasons": [HOSTILE]},
-        "qualityGate": {"passed": False, "verdict": "FAIL", "rules": [
-            {"name": "overallPassRate", "kind": "threshold", "passed": False, "detail": HOSTILE}
-        ]},
+        "qualityGate": {
+            "passed": False,
+            "verdict": "FAIL",
+            "rules": [
+                {"name": "overallPassRate", "kind": "threshold", "passed": False, "detail": HOSTILE}
+            ],
+        },
         "exitDecision": {"code": 1, "reason": f"gate failed: {HOSTILE}"},
     }
 
@@ -165,8 +208,9 @@ def test_report_md_is_escaped() -> None:
 def test_html_and_site_escape_is_sanitised() -> None:
     run = _run()
     summary = html_glue.render_summary(typed_run(run))
-    attempt = html_glue.render_attempt({"case": {"caseId": "c1", "prompt": HOSTILE},
-                                        "attempt": _record().dump()})
+    attempt = html_glue.render_attempt(
+        {"case": {"caseId": "c1", "prompt": HOSTILE}, "attempt": _record().dump()}
+    )
     for text in (summary, attempt, html_glue.esc(HOSTILE)):
         assert_clean(text)
     assert "\\x1b[2J" in attempt
@@ -199,13 +243,28 @@ def test_metrics_count_retries_and_judge_outcomes() -> None:
     for n in range(14):
         cid = f"case-{n:02d}"
         attempts = [
-            _attempt(cid, tries=3 if n < 12 else 1,
-                     judge={"decision": "PENDING"} if n < 11 else {"decision": "ACCEPT"}),
-            _attempt(cid, tries=2, judge={"decision": "PENDING", "error": "JUDGE_ERROR: x"}
-                     if n == 13 else {"decision": "REJECT"}),
+            _attempt(
+                cid,
+                tries=3 if n < 12 else 1,
+                judge={"decision": "PENDING"} if n < 11 else {"decision": "ACCEPT"},
+            ),
+            _attempt(
+                cid,
+                tries=2,
+                judge={"decision": "PENDING", "error": "JUDGE_ERROR: x"}
+                if n == 13
+                else {"decision": "REJECT"},
+            ),
         ]
-        cases.append({"caseId": cid, "status": "PASS", "kinds": [], "attempts": attempts,
-                      "successRate": {"hits": 2, "total": 2}})
+        cases.append(
+            {
+                "caseId": cid,
+                "status": "PASS",
+                "kinds": [],
+                "attempts": attempts,
+                "successRate": {"hits": 2, "total": 2},
+            }
+        )
     m = compute_metrics(cases)
     assert m["retries"]["attempts"] == 12 + 14
     assert m["retries"]["extraTries"] == 12 * 2 + 14
@@ -219,15 +278,24 @@ def test_metrics_count_retries_and_judge_outcomes() -> None:
     lines = report_md.notices(typed_run({"metrics": m}))
     assert lines[0].startswith("retries: 26 attempts needed more than one provider try")
     assert lines[0].endswith("case-09 and 4 more")
-    assert lines[1] == ("judge: 3 ACCEPT, 13 REJECT, 11 PENDING, 1 error "
-                        "(PENDING and errors are not in judgeAcceptRate)")
+    assert lines[1] == (
+        "judge: 3 ACCEPT, 13 REJECT, 11 PENDING, 1 error "
+        "(PENDING and errors are not in judgeAcceptRate)"
+    )
     assert lines[2].endswith("case-09 and 1 more")
     assert lines[3] == "judge errors (judge call failed; the hard verdict stands): case-13"
 
 
 def test_no_notices_for_a_plain_run() -> None:
-    cases = [{"caseId": "a", "status": "PASS", "kinds": [], "attempts": [_attempt("a", tries=1)],
-              "successRate": {"hits": 1, "total": 1}}]
+    cases = [
+        {
+            "caseId": "a",
+            "status": "PASS",
+            "kinds": [],
+            "attempts": [_attempt("a", tries=1)],
+            "successRate": {"hits": 1, "total": 1},
+        }
+    ]
     m = compute_metrics(cases)
     assert "retries" not in m and "judge" not in m
     assert report_md.notices(typed_run({"metrics": m})) == []
@@ -245,13 +313,17 @@ def test_self_preference_is_a_notice_even_without_its_note() -> None:
 
 def test_comparison_case_lines_name_ten_then_count() -> None:
     cases = [{"caseId": f"n{i:02d}", "class": "NEW_FAILURE"} for i in range(12)]
-    cases += [{"caseId": "r1", "class": "RECOVERED"}, {"caseId": "e1", "class": "NEW_ERROR"},
-              {"caseId": f"evil{CLEAR}", "class": "RECOVERED"}]
+    cases += [
+        {"caseId": "r1", "class": "RECOVERED"},
+        {"caseId": "e1", "class": "NEW_ERROR"},
+        {"caseId": f"evil{CLEAR}", "class": "RECOVERED"},
+    ]
     lines = report_md.comparison_case_lines(
         Comparison.model_validate({"decision": "REGRESSION", "cases": cases})
     )
-    assert lines[0] == ("new failures (12): n00, n01, n02, n03, n04, n05, n06, n07, n08, n09 "
-                        "and 2 more")
+    assert lines[0] == (
+        "new failures (12): n00, n01, n02, n03, n04, n05, n06, n07, n08, n09 and 2 more"
+    )
     assert lines[1] == "new infrastructure errors (not quality regressions) (1): e1"
     assert lines[2] == "recovered (2): r1, evil\\x1b[2J"
     invalid = Comparison.model_validate({"decision": "COMPARISON_INVALID"})
@@ -260,8 +332,14 @@ def test_comparison_case_lines_name_ten_then_count() -> None:
 
 
 def test_metrics_stay_json_plain() -> None:
-    cases = [{"caseId": "a", "status": "PASS", "kinds": [],
-              "attempts": [_attempt("a", tries=2, judge={"decision": "ACCEPT"})],
-              "successRate": {"hits": 1, "total": 1}}]
+    cases = [
+        {
+            "caseId": "a",
+            "status": "PASS",
+            "kinds": [],
+            "attempts": [_attempt("a", tries=2, judge={"decision": "ACCEPT"})],
+            "successRate": {"hits": 1, "total": 1},
+        }
+    ]
     m = compute_metrics(cases)
     assert json.loads(json.dumps(m)) == m

@@ -58,6 +58,7 @@ def make_run(
     doc.update(extra)
     return doc
 
+
 LIVE = {"mode": "LIVE", "provider": "ollama", "model": "m", "judgeEnabled": False}
 
 

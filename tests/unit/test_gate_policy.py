@@ -26,25 +26,52 @@ def _manifest(tmp_path: Path, gate: str) -> Path:
 @pytest.mark.parametrize(
     "gate,field,fragment",
     [
-        ("  fixture: {thresholds: {overallPasRate: 1.0}}\n",
-         "gate.fixture.thresholds.overallPasRate", "did you mean 'overallPassRate'?"),
-        ("  live: {thresholds: {ragAcuracy: 0.5}}\n",
-         "gate.live.thresholds.ragAcuracy", "did you mean 'ragAccuracy'?"),
-        ("  fixture: {thresholds: {'grader.': 1.0}}\n",
-         "gate.fixture.thresholds.grader.", "names no grader"),
-        ("  fixture: {thresholds: {overallPassRate: 60}}\n",
-         "gate.fixture.thresholds.overallPassRate", "write 0.6 for 60%"),
-        ("  fixture: {thresholds: {overallPassRate: .nan}}\n",
-         "gate.fixture.thresholds.overallPassRate", "outside [0, 1]"),
-        ("  fixture: {thresholds: {hallucinationRate: 1.5}}\n",
-         "gate.fixture.thresholds.hallucinationRate", "outside [0, 1]"),
+        (
+            "  fixture: {thresholds: {overallPasRate: 1.0}}\n",
+            "gate.fixture.thresholds.overallPasRate",
+            "did you mean 'overallPassRate'?",
+        ),
+        (
+            "  live: {thresholds: {ragAcuracy: 0.5}}\n",
+            "gate.live.thresholds.ragAcuracy",
+            "did you mean 'ragAccuracy'?",
+        ),
+        (
+            "  fixture: {thresholds: {'grader.': 1.0}}\n",
+            "gate.fixture.thresholds.grader.",
+            "names no grader",
+        ),
+        (
+            "  fixture: {thresholds: {overallPassRate: 60}}\n",
+            "gate.fixture.thresholds.overallPassRate",
+            "write 0.6 for 60%",
+        ),
+        (
+            "  fixture: {thresholds: {overallPassRate: .nan}}\n",
+            "gate.fixture.thresholds.overallPassRate",
+            "outside [0, 1]",
+        ),
+        (
+            "  fixture: {thresholds: {hallucinationRate: 1.5}}\n",
+            "gate.fixture.thresholds.hallucinationRate",
+            "outside [0, 1]",
+        ),
         ("  fixture: {allowedRegression: -0.1}\n", "gate.fixture.allowedRegression", "outside"),
-        ("  fixture: {thresholds: {overallPassRate: '0.8'}}\n",
-         "gate.fixture.thresholds.overallPassRate", "valid number"),
-        ("  fixture: {treshold: {overallPassRate: 0.8}}\n", "gate.fixture.treshold",
-         "did you mean 'thresholds'?"),
-        ("  fixture: {allowedregression: 0.1}\n", "gate.fixture.allowedregression",
-         "did you mean 'allowedRegression'?"),
+        (
+            "  fixture: {thresholds: {overallPassRate: '0.8'}}\n",
+            "gate.fixture.thresholds.overallPassRate",
+            "valid number",
+        ),
+        (
+            "  fixture: {treshold: {overallPassRate: 0.8}}\n",
+            "gate.fixture.treshold",
+            "did you mean 'thresholds'?",
+        ),
+        (
+            "  fixture: {allowedregression: 0.1}\n",
+            "gate.fixture.allowedregression",
+            "did you mean 'allowedRegression'?",
+        ),
     ],
 )
 def test_bad_gate_policy_names_file_and_field(

@@ -103,8 +103,16 @@ def test_builtin_graders_have_unique_names_and_keys() -> None:
     graders = builtin_graders()
     names = [g.name for g in graders]
     assert names == [
-        "exact", "regex", "contains_any", "json_schema", "json_equals", "tool_calls", "number",
-        "cites", "must_not", "similarity",
+        "exact",
+        "regex",
+        "contains_any",
+        "json_schema",
+        "json_equals",
+        "tool_calls",
+        "number",
+        "cites",
+        "must_not",
+        "similarity",
     ]
     keys = [k.name for g in graders for k in g.expect_keys]
     contract_keys = {k.name for k in ContractGrader.expect_keys}
@@ -164,8 +172,11 @@ def test_tool_call_arguments_of_any_shape_do_not_crash() -> None:
         ToolCall("search", None),  # type: ignore[arg-type]
         ToolCall(None, {"q": 1}),  # type: ignore[arg-type]
     ]
-    out = grade(ToolCallsGrader(), {"tool_calls": [{"name": "search", "arguments": {"q": "x"}}]},
-                tool_calls=calls)
+    out = grade(
+        ToolCallsGrader(),
+        {"tool_calls": [{"name": "search", "arguments": {"q": "x"}}]},
+        tool_calls=calls,
+    )
     assert not out.passed
     assert "search arguments differ at $" in reasons(out)
 
@@ -354,7 +365,7 @@ def test_contains_any_validate_expect(value: list[str], fragment: str) -> None:
         ('```python\nx = {"a": 5}\n```\n```json\n{"a": 6}\n```', {"a": 6}, "a fenced block"),
         ('The result is {"a": 3} as requested.', {"a": 3}, "the JSON value at character 14"),
         ('Broken {"a": ,} then {"b": 1}', {"b": 1}, "the JSON value at character 21"),
-        ("see [1] and {\"a\": 1}", [1], "the JSON value at character 4"),
+        ('see [1] and {"a": 1}', [1], "the JSON value at character 4"),
     ],
 )
 def test_extract_json(text: str, value: Any, source: str) -> None:
@@ -426,7 +437,12 @@ def test_json_schema_violations_carry_json_paths() -> None:
     out = grade(JsonSchemaGrader(), {"json_schema": ORDER_SCHEMA}, json.dumps(answer))
     got = {v.reason.split(":", 1)[0] for v in out.violations}
     assert got == {
-        "$.id", "$.note", "$.extra", "$.items[1].sku", "$.items[2].price", "$.items[3].price",
+        "$.id",
+        "$.note",
+        "$.extra",
+        "$.items[1].sku",
+        "$.items[2].price",
+        "$.items[3].price",
     }
     by_path = {v.reason.split(":", 1)[0]: v.reason for v in out.violations}
     assert "expected number, got string" in by_path["$.items[2].price"]
@@ -496,10 +512,10 @@ def test_schema_keywords(schema: Any, value: Any, ok: bool) -> None:
 
 
 def test_schema_any_and_one_of_messages() -> None:
-    (path, msg), = validate_json(1.5, {"anyOf": [{"type": "string"}, {"type": "integer"}]})
+    ((path, msg),) = validate_json(1.5, {"anyOf": [{"type": "string"}, {"type": "integer"}]})
     assert path == "$"
     assert msg.startswith("matches none of the 2 anyOf alternatives (#0: $: expected string")
-    (path, msg), = validate_json(1, {"oneOf": [{"type": "number"}, {"type": "integer"}]})
+    ((path, msg),) = validate_json(1, {"oneOf": [{"type": "number"}, {"type": "integer"}]})
     assert "matches 2 oneOf alternatives (0, 1); exactly one must match" in msg
 
 
@@ -533,8 +549,10 @@ def test_schema_reports_at_most_max_reported_errors() -> None:
 @pytest.mark.parametrize(
     ("schema", "fragment"),
     [
-        ({"properties": {"a": {"requried": ["b"]}}}, "#/properties/a: unknown keyword 'requried', "
-         "did you mean 'required'?"),
+        (
+            {"properties": {"a": {"requried": ["b"]}}},
+            "#/properties/a: unknown keyword 'requried', did you mean 'required'?",
+        ),
         ({"type": "float"}, "#/type: 'float' is not one of ['array', 'boolean'"),
         ({"type": []}, "#/type: [] is not one of"),
         ({"required": "a"}, "#/required: 'a' is not of type 'array'"),
@@ -546,8 +564,13 @@ def test_schema_reports_at_most_max_reported_errors() -> None:
         ({"anyOf": []}, "#/anyOf: [] should be non-empty"),
         ({"$ref": "#/definitions/missing"}, "#/$ref: cannot resolve '#/definitions/missing'"),
         ({"$ref": "http://example.com/s.json"}, "cannot resolve 'http://example.com/s.json'"),
-        ({"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"$ref": "#/definitions/a"}},
-          "$ref": "#/definitions/a"}, "a $ref cycle"),
+        (
+            {
+                "definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"$ref": "#/definitions/a"}},
+                "$ref": "#/definitions/a",
+            },
+            "a $ref cycle",
+        ),
         ({"allOf": [{"$ref": "#"}]}, "refers to itself without consuming data"),
         ({"definitions": {"a": {"type": "float"}}}, "#/definitions/a/type: 'float' is not one of"),
         ({"enum": "a"}, "#/enum: 'a' is not of type 'array'"),
@@ -674,8 +697,11 @@ def test_tool_call_argument_subsets() -> None:
     g = ToolCallsGrader()
     subset = {"name": "search", "arguments": {"filters": {"year": 2024}}}
     assert grade(g, {"tool_calls": [subset]}, tool_calls=CALLS).passed
-    assert grade(g, {"tool_calls": [{"name": "answer", "arguments": {"sources": [1, 2.0]}}]},
-                 tool_calls=CALLS).passed
+    assert grade(
+        g,
+        {"tool_calls": [{"name": "answer", "arguments": {"sources": [1, 2.0]}}]},
+        tool_calls=CALLS,
+    ).passed
     wrong = {"name": "search", "arguments": {"filters": {"year": 2023}}}
     out = grade(g, {"tool_calls": [wrong]}, tool_calls=CALLS)
     assert "search arguments differ at $.filters.year: expected 2023, got 2024" in reasons(out)
@@ -710,8 +736,11 @@ def test_tool_calls_messages() -> None:
     assert "calls made: search, fetch, answer" in reasons(out)
     out = grade(ToolCallsGrader(), {"tool_calls": ["answer", "search"]}, tool_calls=CALLS)
     assert "expected call #1 search(…) not found after call #2" in reasons(out)
-    out = grade(ToolCallsGrader(), {"tool_calls": ["fetch", "search", "answer"],
-                                    "tool_calls_order": "exact"}, tool_calls=CALLS)
+    out = grade(
+        ToolCallsGrader(),
+        {"tool_calls": ["fetch", "search", "answer"], "tool_calls_order": "exact"},
+        tool_calls=CALLS,
+    )
     assert "call #0: expected fetch, got search" in reasons(out)
     assert all(v.category == "TOOL_CALL" for v in out.violations)
 
@@ -830,7 +859,8 @@ def test_cites_only_fails_on_extra_citations() -> None:
     assert grade(CitesGrader(), {"cites": ["doc-1"]}, text).passed
     out = grade(CitesGrader(), {"cites": ["doc-1"], "cites_only": True}, text)
     assert [v.reason for v in out.violations] == [
-        "unexpected citation 'doc-2' (cites_only)", "unexpected citation 'doc-9' (cites_only)",
+        "unexpected citation 'doc-2' (cites_only)",
+        "unexpected citation 'doc-9' (cites_only)",
     ]
 
 
@@ -844,8 +874,9 @@ def test_cites_custom_pattern_from_options() -> None:
     # Without a group the whole match is the id; a captured list counts as several ids.
     only = {"pattern": r"KB\d+"}
     assert grade(CitesGrader(), {"cites": ["KB7"]}, "per KB7.", options=only).passed
-    assert grade(CitesGrader(), {"cites": ["a", "b"]}, "refs [a, b]",
-                 options={"pattern": r"\[([^\]]+)\]"}).passed
+    assert grade(
+        CitesGrader(), {"cites": ["a", "b"]}, "refs [a, b]", options={"pattern": r"\[([^\]]+)\]"}
+    ).passed
 
 
 def test_cites_rag_header() -> None:
@@ -853,8 +884,9 @@ def test_cites_rag_header() -> None:
     expect = {"cites": ["doc-1", "doc-2"], "cites_only": True}
     assert not grade(CitesGrader(), expect, text).passed
     assert grade(CitesGrader(), expect, text, options={"cites": {"header": "RAG:"}}).passed
-    out = grade(CitesGrader(), expect, "intro\nRAG: doc-1, doc-2",
-                options={"cites": {"header": "RAG:"}})
+    out = grade(
+        CitesGrader(), expect, "intro\nRAG: doc-1, doc-2", options={"cites": {"header": "RAG:"}}
+    )
     assert not out.passed  # the header counts only on the first line
 
 
@@ -887,16 +919,23 @@ def test_must_not_applies_only_to_rows_without_contract_keys() -> None:
     assert g.applies(make_ctx({"regex": "x"}, must_not=["bad"]).case)
     assert g.applies(make_ctx({}, must_not=["bad"]).case)
     assert not g.applies(make_ctx({}).case)
-    for key, value in [("layer", "api"), ("class", "X"), ("status", 200), ("rag", ["a"]),
-                       ("refuse", True), ("contains", ["x"])]:
+    for key, value in [
+        ("layer", "api"),
+        ("class", "X"),
+        ("status", 200),
+        ("rag", ["a"]),
+        ("refuse", True),
+        ("contains", ["x"]),
+    ]:
         assert not g.applies(make_ctx({key: value}, must_not=["bad"]).case), key
 
 
 def test_must_not_reports_each_banned_string() -> None:
     g = MustNotGrader()
     assert grade(g, {}, "clean answer", must_not=["DROP TABLE", "password"]).passed
-    out = grade(g, {}, "password: DROP TABLE users; password", must_not=["DROP TABLE", "password",
-                                                                         "rm -rf"])
+    out = grade(
+        g, {}, "password: DROP TABLE users; password", must_not=["DROP TABLE", "password", "rm -rf"]
+    )
     assert [(v.category, v.severity, v.reason) for v in out.violations] == [
         ("FORBIDDEN", Severity.HIGH, "contains banned 'DROP TABLE'"),
         ("FORBIDDEN", Severity.HIGH, "contains banned 'password'"),
@@ -913,11 +952,21 @@ def test_validate_expect_errors_surface_at_collection(tmp_path: Path) -> None:
         for k in g.expect_keys:
             keys.setdefault(k.name, k)
     rows = [
-        {"id": "ok", "prompt": "p", "expect": {"regex": "a+", "json_schema": {"type": "object"},
-                                               "number": {"value": 1, "rel_tol": 0.1}}},
+        {
+            "id": "ok",
+            "prompt": "p",
+            "expect": {
+                "regex": "a+",
+                "json_schema": {"type": "object"},
+                "number": {"value": 1, "rel_tol": 0.1},
+            },
+        },
         {"id": "bad-regex", "prompt": "p", "expect": {"regex": ["ok", "(unclosed"]}},
-        {"id": "bad-schema", "prompt": "p",
-         "expect": {"json_schema": {"oneOf": [{"minimum": "1"}]}}},
+        {
+            "id": "bad-schema",
+            "prompt": "p",
+            "expect": {"json_schema": {"oneOf": [{"minimum": "1"}]}},
+        },
         {"id": "bad-type", "prompt": "p", "expect": {"contains_any": "x"}},
         {"id": "bad-tool", "prompt": "p", "expect": {"tool_calls": [{"name": ""}]}},
     ]
@@ -966,8 +1015,9 @@ def test_similarity_identical_texts_pass(server: FakeLLMServer, kind: str) -> No
 
 def test_similarity_unrelated_texts_score_low(server: FakeLLMServer) -> None:
     g = SimilarityGrader(environ={})
-    out = grade(g, {"similar_to": REF}, "quantum chromodynamics lattice gauge",
-                options=sim_options(server))
+    out = grade(
+        g, {"similar_to": REF}, "quantum chromodynamics lattice gauge", options=sim_options(server)
+    )
     assert not out.passed
     assert out.score is not None and out.score < 0.5
     (v,) = out.violations
@@ -1001,8 +1051,12 @@ def test_similarity_from_environment(
     assert out.passed
     assert server.last_request is not None and server.last_request.model == "env-model"
     # Manifest options win over the environment, field by field.
-    out = grade(SimilarityGrader(), {"similar_to": REF}, REF,
-                options={"similarity": {"model": "manifest-model"}})
+    out = grade(
+        SimilarityGrader(),
+        {"similar_to": REF},
+        REF,
+        options={"similarity": {"model": "manifest-model"}},
+    )
     assert out.passed
     assert server.requests[-1].model == "manifest-model"
 
@@ -1028,8 +1082,9 @@ def test_similarity_server_down_is_an_embedding_error_not_a_crash() -> None:
     (v,) = out.violations
     assert v.category == "EMBEDDING_ERROR"
     # the chat providers' client and wording (issue 16: one HTTP client for all calls)
-    assert v.reason.startswith("EMBEDDING_ERROR: MODEL_UNAVAILABLE after 4 tries: connection "
-                               "refused by http://127.0.0.1:")
+    assert v.reason.startswith(
+        "EMBEDDING_ERROR: MODEL_UNAVAILABLE after 4 tries: connection refused by http://127.0.0.1:"
+    )
 
 
 @pytest.mark.parametrize(
@@ -1062,12 +1117,20 @@ def test_similarity_never_leaks_credentials(server: FakeLLMServer) -> None:
     assert "invalid api key ***" in reasons(out)
     assert server.requests[-1].headers["authorization"] == f"Bearer {secret}"
     url = server.base_url.replace("http://", "http://user:hunter2@")
-    out = grade(SimilarityGrader(environ={}), {"similar_to": REF}, REF,
-                options={"provider": "ollama", "base_url": url})
+    out = grade(
+        SimilarityGrader(environ={}),
+        {"similar_to": REF},
+        REF,
+        options={"provider": "ollama", "base_url": url},
+    )
     assert out.passed
     server.script([Fault.status(503, body={"error": "hunter2"})])
-    out = grade(SimilarityGrader(environ={}), {"similar_to": REF}, REF,
-                options={"provider": "ollama", "base_url": url})
+    out = grade(
+        SimilarityGrader(environ={}),
+        {"similar_to": REF},
+        REF,
+        options={"provider": "ollama", "base_url": url},
+    )
     assert "hunter2" not in reasons(out) and "user:" not in reasons(out)
 
 
@@ -1085,11 +1148,16 @@ def test_similarity_malformed_answers(server: FakeLLMServer) -> None:
 
 
 def test_similarity_bad_provider_config() -> None:
-    out = grade(SimilarityGrader(environ={"GOLDEVAL_EMBED_PROVIDER": "cohere"}),
-                {"similar_to": REF}, REF)
+    out = grade(
+        SimilarityGrader(environ={"GOLDEVAL_EMBED_PROVIDER": "cohere"}), {"similar_to": REF}, REF
+    )
     assert not out.passed and "must be one of ollama, openai" in reasons(out)
-    out = grade(SimilarityGrader(environ={}), {"similar_to": REF}, REF,
-                options={"provider": "ollama", "timeout": "soon"})
+    out = grade(
+        SimilarityGrader(environ={}),
+        {"similar_to": REF},
+        REF,
+        options={"provider": "ollama", "timeout": "soon"},
+    )
     assert "timeout must be a positive number" in reasons(out)
 
 
@@ -1108,7 +1176,10 @@ def test_embedding_settings_resolution() -> None:
     s = embedding_settings({}, {"GOLDEVAL_EMBED_PROVIDER": "OpenAI", "GOLDEVAL_EMBED_API_KEY": "k"})
     assert s is not None
     assert (s.kind, s.base_url, s.model, s.api_key) == (
-        "openai", "https://api.openai.com/v1", "text-embedding-3-small", "k",
+        "openai",
+        "https://api.openai.com/v1",
+        "text-embedding-3-small",
+        "k",
     )
     assert "k" not in repr(s).replace("kind", "")
     s = embedding_settings({"provider": "ollama", "api_key_env": "MY_KEY"}, {"MY_KEY": "v"})

@@ -441,8 +441,13 @@ def test_zero_retries_means_one_try(make: Factory, srv: FakeLLMServer, sleeps: S
 
 @pytest.mark.parametrize(
     "status,kind",
-    [(400, "BAD_REQUEST"), (401, "AUTH_FAILED"), (403, "AUTH_FAILED"), (404, "NOT_FOUND"),
-     (422, "BAD_REQUEST")],
+    [
+        (400, "BAD_REQUEST"),
+        (401, "AUTH_FAILED"),
+        (403, "AUTH_FAILED"),
+        (404, "NOT_FOUND"),
+        (422, "BAD_REQUEST"),
+    ],
 )
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_other_4xx_is_a_non_retryable_error_without_retry(

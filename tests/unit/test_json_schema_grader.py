@@ -44,8 +44,12 @@ GRADER = JsonSchemaGrader()
 
 def grade(schema: Any, answer: Any) -> GraderOutcome:
     text = answer if isinstance(answer, str) else json.dumps(answer)
-    ctx = GradeContext(case=GoldenCase("c1", "p", {"json_schema": schema}),
-                       answer=Answer(text=text), retrieved=[], pack=None)
+    ctx = GradeContext(
+        case=GoldenCase("c1", "p", {"json_schema": schema}),
+        answer=Answer(text=text),
+        retrieved=[],
+        pack=None,
+    )
     return GRADER.grade(ctx)
 
 
@@ -91,9 +95,15 @@ ORDER = Order(
     pair=(1, "a"),
     tags={"x", "y"},
     extra={"k": 1},
-    parent=Order(id=uuid.uuid4(), created=dt.datetime.now(dt.timezone.utc), kind=Kind.GIFT,
-                 status="closed", items=[Item(sku="XYZ-2", qty=5, price=0.3)], pair=(2, "b"),
-                 tags=set()),
+    parent=Order(
+        id=uuid.uuid4(),
+        created=dt.datetime.now(dt.timezone.utc),
+        kind=Kind.GIFT,
+        status="closed",
+        items=[Item(sku="XYZ-2", qty=5, price=0.3)],
+        pair=(2, "b"),
+        tags=set(),
+    ),
 )
 
 
@@ -132,8 +142,10 @@ def test_pydantic_schema_violations_name_the_path_and_what_failed() -> None:
         "$.extra.k": 'expected integer, got string "one"',
         "$.parent": got["$.parent"],
     }
-    assert got["$.parent"].startswith("matches none of the 2 anyOf alternatives (#0: "
-                                      '$.parent.status: must be one of ["open", "closed"]')
+    assert got["$.parent"].startswith(
+        "matches none of the 2 anyOf alternatives (#0: "
+        '$.parent.status: must be one of ["open", "closed"]'
+    )
 
 
 # --------------------------------------------------------------------------- keywords
@@ -158,22 +170,44 @@ def test_pydantic_schema_violations_name_the_path_and_what_failed() -> None:
         ({"multipleOf": 0.5}, 1e308, True),
         ({"multipleOf": 2}, 4.0, True),
         ({"multipleOf": 2}, 1e999, False),  # reads as inf
-        ({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "string"}}},
-         "x", True),
-        ({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "string"}}},
-         1, False),
+        (
+            {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "string"}}},
+            "x",
+            True,
+        ),
+        (
+            {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "string"}}},
+            1,
+            False,
+        ),
         ({"$defs": {"s": {"$anchor": "str", "type": "string"}}, "$ref": "#str"}, 1, False),
-        ({"$id": "https://example.com/root", "$defs": {"s": {"type": "string"}},
-          "$ref": "https://example.com/root#/$defs/s"}, "x", True),
+        (
+            {
+                "$id": "https://example.com/root",
+                "$defs": {"s": {"type": "string"}},
+                "$ref": "https://example.com/root#/$defs/s",
+            },
+            "x",
+            True,
+        ),
         ({"if": {"type": "integer"}, "then": {"minimum": 0}}, -1, False),
         ({"not": {"type": "null"}}, None, False),
         ({"dependentRequired": {"a": ["b"]}}, {"a": 1}, False),
-        ({"patternProperties": {"^n_": {"type": "integer"}}, "additionalProperties": False},
-         {"n_a": 1}, True),
-        ({"patternProperties": {"^n_": {"type": "integer"}}, "additionalProperties": False},
-         {"n_a": 1, "b": 2}, False),
-        ({"unevaluatedProperties": False, "allOf": [{"properties": {"a": {}}}]},
-         {"a": 1, "b": 2}, False),
+        (
+            {"patternProperties": {"^n_": {"type": "integer"}}, "additionalProperties": False},
+            {"n_a": 1},
+            True,
+        ),
+        (
+            {"patternProperties": {"^n_": {"type": "integer"}}, "additionalProperties": False},
+            {"n_a": 1, "b": 2},
+            False,
+        ),
+        (
+            {"unevaluatedProperties": False, "allOf": [{"properties": {"a": {}}}]},
+            {"a": 1, "b": 2},
+            False,
+        ),
         ({"type": "object", "discriminator": {"propertyName": "kind"}}, {}, True),  # vendor key
         ({"example": 1, "nullable": True, "x-order": 2}, 1, True),  # OpenAPI's words
         ({"contains": {"type": "string"}, "minContains": 2}, ["a", 1], False),
@@ -215,8 +249,11 @@ def test_other_formats_are_annotations_so_verdicts_do_not_depend_on_installed_pa
 
 def test_messages_are_one_bounded_line() -> None:
     long_key = "k" * 1000
-    schema = {"type": "object", "properties": {long_key: {"const": "x" * 5000}},
-              "additionalProperties": {"enum": ["y" * 5000, "z"]}}
+    schema = {
+        "type": "object",
+        "properties": {long_key: {"const": "x" * 5000}},
+        "additionalProperties": {"enum": ["y" * 5000, "z"]},
+    }
     value = {long_key: "line1\nline2" * 1000, "other\nkey": "a\nb" * 2000}
     errors = validate_json(value, schema)
     assert len(errors) == 2
@@ -224,24 +261,30 @@ def test_messages_are_one_bounded_line() -> None:
         line = f"{path}: {message}"
         assert "\n" not in line
         assert len(line) <= MESSAGE_LIMIT
-    out = grade({"anyOf": [{"type": "string", "minLength": 10**6}, {"type": "integer"}]},
-                json.dumps("x" * 100_000))
+    out = grade(
+        {"anyOf": [{"type": "string", "minLength": 10**6}, {"type": "integer"}]},
+        json.dumps("x" * 100_000),
+    )
     assert len(out.violations[0].reason) <= MESSAGE_LIMIT
 
 
 def test_user_patterns_stay_under_the_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(budget.ENV_GRADER_TIMEOUT, "0.3")
     evil = r"(a|aa)+$"
-    for schema in ({"patternProperties": {evil: {}}},
-                   {"patternProperties": {evil: {}}, "additionalProperties": False}):
+    for schema in (
+        {"patternProperties": {evil: {}}},
+        {"patternProperties": {evil: {}}, "additionalProperties": False},
+    ):
         assert check_schema(schema) == []
         with pytest.raises(budget.GraderTimeout), budget.budget(GRADER.name):
             grade(schema, {"a" * 64 + "!": 1})
 
 
 def test_deep_data_and_recursive_schemas_never_crash() -> None:
-    schema = {"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}},
-              "$ref": "#/$defs/n"}
+    schema = {
+        "$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}},
+        "$ref": "#/$defs/n",
+    }
     deep = '{"c": ' * 900 + '{"c": 1}' + "}" * 900
     out = grade(schema, deep)
     assert not out.passed
@@ -255,7 +298,6 @@ HITS: list[str] = []
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
-
     def do_GET(self) -> None:
         HITS.append(self.path)
         body = b'{"type": "string"}'
@@ -298,14 +340,27 @@ def test_a_bad_schema_in_a_row_is_a_collection_error_naming_file_line_and_field(
     keys = {k.name: k for g in graders for k in g.expect_keys}
     rows = [
         {"id": "ok", "prompt": "p", "expect": {"json_schema": SCHEMA}},
-        {"id": "typo", "prompt": "p", "expect": {"json_schema": {"type": "object",
-                                                                  "requried": ["a"]}}},
+        {
+            "id": "typo",
+            "prompt": "p",
+            "expect": {"json_schema": {"type": "object", "requried": ["a"]}},
+        },
         {"id": "bad-ref", "prompt": "p", "expect": {"json_schema": {"$ref": "#/$defs/nope"}}},
-        {"id": "bad-type", "prompt": "p",
-         "expect": {"json_schema": {"properties": {"n": {"type": "float"}}}}},
+        {
+            "id": "bad-type",
+            "prompt": "p",
+            "expect": {"json_schema": {"properties": {"n": {"type": "float"}}}},
+        },
         {"id": "bad-regex", "prompt": "p", "expect": {"json_schema": {"pattern": "(a"}}},
-        {"id": "typo-deep", "prompt": "p", "expect": {"json_schema": {"$defs": {"i": {
-            "type": "object", "properties": {"n": {"minLenght": 2}}}}}}},
+        {
+            "id": "typo-deep",
+            "prompt": "p",
+            "expect": {
+                "json_schema": {
+                    "$defs": {"i": {"type": "object", "properties": {"n": {"minLenght": 2}}}}
+                }
+            },
+        },
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
@@ -313,13 +368,16 @@ def test_a_bad_schema_in_a_row_is_a_collection_error_naming_file_line_and_field(
         parse_rows(path, keys, graders)
     text = str(info.value)
     assert ":1:" not in text
-    assert (f"{path}:2: expect.json_schema: #: unknown keyword 'requried', did you mean "
-            "'required'?") in text
+    assert (
+        f"{path}:2: expect.json_schema: #: unknown keyword 'requried', did you mean 'required'?"
+    ) in text
     assert f"{path}:3: expect.json_schema: #/$ref: cannot resolve '#/$defs/nope'" in text
     assert f"{path}:4: expect.json_schema: #/properties/n/type: 'float' is not one of" in text
     assert f"{path}:5: expect.json_schema: #/pattern: invalid regular expression '(a'" in text
-    assert (f"{path}:6: expect.json_schema: #/$defs/i/properties/n: unknown keyword "
-            "'minLenght', did you mean 'minLength'?") in text
+    assert (
+        f"{path}:6: expect.json_schema: #/$defs/i/properties/n: unknown keyword "
+        "'minLenght', did you mean 'minLength'?"
+    ) in text
     assert "Traceback" not in text
 
 
@@ -337,8 +395,9 @@ def test_baselines_graded_by_version_1_are_incomparable() -> None:
     version-1 grader gave the same dataset is another one, so comparing is refused (exit 65)."""
     folder = ROOT / "examples" / "quickstart"
     graders = [ContractGrader(), *builtin_graders()]
-    ds = load_dataset(folder / "golden" / "faq", project_root=folder, graders=graders,
-                      require_fixtures=False)
+    ds = load_dataset(
+        folder / "golden" / "faq", project_root=folder, graders=graders, require_fixtures=False
+    )
     used = [g for g in graders if any(g.applies(c) for c in ds.cases)]
     assert "json_schema" in [g.name for g in used]
     now = config_fingerprint(ds.grader_config(sorted(g.config_name for g in used)))

@@ -248,9 +248,7 @@ def test_streamed_tool_calls(srv: FakeLLMServer, make: Factory, protocol: str) -
         Reply(content=None, tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}])
     )
     answer = make(protocol, stream=True).complete(request())
-    assert [(c.name, c.arguments) for c in answer.tool_calls] == [
-        ("get_weather", {"city": "Oslo"})
-    ]
+    assert [(c.name, c.arguments) for c in answer.tool_calls] == [("get_weather", {"city": "Oslo"})]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

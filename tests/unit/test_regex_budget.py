@@ -44,8 +44,9 @@ def _short_budget(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _ctx(expect: dict, text: str, options: dict | None = None) -> GradeContext:
     case = GoldenCase("c1", "p", expect)
-    return GradeContext(case=case, answer=Answer(text=text), retrieved=[], pack=None,
-                        options=options or {})
+    return GradeContext(
+        case=case, answer=Answer(text=text), retrieved=[], pack=None, options=options or {}
+    )
 
 
 def test_budget_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,10 +79,10 @@ def test_budget_is_shared_by_a_grader_call() -> None:
 
 def test_re_semantics_are_kept() -> None:
     assert budget.search(r"(?i)HELLO\s+\w+", "say hello world", grader="r").group(0) == (
-        "hello world")
+        "hello world"
+    )
     assert budget.search(r"\d{3}", "HTTP 404", grader="r").group(0) == "404"
-    assert [m.group(1) for m in budget.finditer(r"\[(\w+)\]", "[a] [b]", grader="c")] == [
-        "a", "b"]
+    assert [m.group(1) for m in budget.finditer(r"\[(\w+)\]", "[a] [b]", grader="c")] == ["a", "b"]
     assert budget.pattern_error("(unclosed") is not None
     assert budget.pattern_error(r"^\w+$") is None
 
@@ -91,8 +92,16 @@ def test_re_semantics_are_kept() -> None:
     [
         (RegexGrader(), {"regex": EVIL}, None),
         (RegexGrader(), {"not_regex": [r"^ok$", EVIL]}, None),
-        (JsonSchemaGrader(), {"json_schema": {"type": "object", "properties": {
-            "s": {"type": "string", "pattern": EVIL}}}}, None),
+        (
+            JsonSchemaGrader(),
+            {
+                "json_schema": {
+                    "type": "object",
+                    "properties": {"s": {"type": "string", "pattern": EVIL}},
+                }
+            },
+            None,
+        ),
         (CitesGrader(), {"cites": ["x"]}, {"cites": {"pattern": EVIL}}),
     ],
     ids=["regex", "not_regex", "json_schema-pattern", "cites-pattern"],
@@ -114,8 +123,9 @@ def test_contract_tests_class_pattern_is_budgeted() -> None:
 
 def test_pipeline_turns_an_over_budget_grader_into_grader_timeout() -> None:
     case = GoldenCase("c1", "p", {"regex": EVIL})
-    dataset = SimpleNamespace(pack=None, manifest=Manifest(version="x-v1"),
-                              grader_modes={}, cases=[case])
+    dataset = SimpleNamespace(
+        pack=None, manifest=Manifest(version="x-v1"), grader_modes={}, cases=[case]
+    )
     pipe = Pipeline(dataset, builtin_graders(), NoRetriever())  # type: ignore[arg-type]
     with pytest.raises(ProviderError) as info:
         pipe.grade(case, 1, Answer(text=EVIL_TEXT), "m")
@@ -130,8 +140,7 @@ def test_pipeline_turns_an_over_budget_grader_into_grader_timeout() -> None:
 def evil_project(pytester: pytest.Pytester) -> Path:
     ds = pytester.path / "golden" / "evil"
     (ds / "fixtures").mkdir(parents=True)
-    (ds / "dataset.yaml").write_text("version: evil-v1\nname: evil\npack: none\n",
-                                     encoding="utf-8")
+    (ds / "dataset.yaml").write_text("version: evil-v1\nname: evil\npack: none\n", encoding="utf-8")
     rows = [
         {"id": "ok", "prompt": "say ok", "expect": {"regex": "^ok$"}},
         {"id": "issue", "prompt": "words", "expect": {"regex": ISSUE}},
@@ -145,7 +154,9 @@ def evil_project(pytester: pytest.Pytester) -> Path:
 
 
 def test_a_catastrophic_row_regex_ends_as_grader_timeout(
-    pytester: pytest.Pytester, evil_project: Path, plugin_args: list[str],
+    pytester: pytest.Pytester,
+    evil_project: Path,
+    plugin_args: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(budget.ENV_GRADER_TIMEOUT, "0.5")

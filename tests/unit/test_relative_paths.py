@@ -21,9 +21,7 @@ def test_project_relative_inside_and_outside_the_root(tmp_path: Path) -> None:
 def test_an_older_documents_paths_are_made_relative() -> None:
     root = "/home/alice/project"
     configuration = {"outputDir": "/home/alice/project/.goldeval/runs", "mode": "FIXTURE"}
-    out = relative_origin_fields(
-        root, f"{root}/golden", f"{root}/baselines/b.json", configuration
-    )
+    out = relative_origin_fields(root, f"{root}/golden", f"{root}/baselines/b.json", configuration)
     assert out == {
         "projectRoot": ".",
         "goldenRoot": "golden",

@@ -17,10 +17,12 @@ def _case(**kw: object) -> GoldenCase:
 
 
 def test_renders_row_vars_chunks_and_builtins() -> None:
-    t = CompiledTemplates(PromptTemplates(
-        system="{% for c in chunks %}[{{ c.id }}] {{ c.text }}\n{% endfor %}Tone: {{ tone }}",
-        user="{{ id }}: {{ prompt }} ({{ vars.tone }})",
-    ))
+    t = CompiledTemplates(
+        PromptTemplates(
+            system="{% for c in chunks %}[{{ c.id }}] {{ c.text }}\n{% endfor %}Tone: {{ tone }}",
+            user="{{ id }}: {{ prompt }} ({{ vars.tone }})",
+        )
+    )
     case = _case(vars={"tone": "warm"})
     chunks = [{"id": "ship", "heading": "", "text": "3-5 days"}]
     assert t.render("system", case, chunks) == "[ship] 3-5 days\nTone: warm"
@@ -64,7 +66,9 @@ def test_request_options_validate_and_merge() -> None:
     )
     assert problems[0][0] == "tool_choice.function.name"
     assert merge_request({"temperature": 0.1, "seed": 1}, {"seed": 2}) == {
-        "temperature": 0.1, "seed": 2}
+        "temperature": 0.1,
+        "seed": 2,
+    }
 
 
 def test_profiles_decide_kinds_and_rates() -> None:

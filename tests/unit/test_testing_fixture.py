@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-USING_TEST = '''
+USING_TEST = """
 import httpx
 
 def test_chat(golden_llm_server):
@@ -18,7 +18,7 @@ def test_chat(golden_llm_server):
 
 def test_fresh_server_per_test(golden_llm_server):
     assert golden_llm_server.requests == []
-'''
+"""
 
 
 def test_fixture_serves_when_the_plugin_is_asked_for(pytester: pytest.Pytester) -> None:

@@ -203,4 +203,3 @@ def register(config: pytest.Config, state: GoldenSession) -> StopRequest:
     stop = StopRequest(state)
     config.pluginmanager.register(stop, "goldeval-stop-request")
     return stop
-

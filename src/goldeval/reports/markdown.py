@@ -228,9 +228,7 @@ def _gate_lines(run: RunDocument) -> list[str]:
         out.append("")
         for rule in gate.rules:
             mark = "PASS" if rule.passed else "FAIL"
-            out.append(
-                f"- {mark} `{md_escape(rule.name)}` ({rule.kind}): {md_escape(rule.detail)}"
-            )
+            out.append(f"- {mark} `{md_escape(rule.name)}` ({rule.kind}): {md_escape(rule.detail)}")
     decision = run.exit_decision
     if decision is not None:
         out += ["", f"Exit status {decision.code}: {md_escape(decision.reason)}"]

@@ -200,10 +200,7 @@ def _segments(points: Sequence[Point | None], y: Callable[[float], float]) -> li
         line = " ".join(f"{px:.1f},{y(v):.1f}" for px, v, _, _ in seg) if len(seg) > 1 else None
         dots = []
         for px, v, m, run in seg:
-            tip = (
-                f"{run.run_id}: {fmt_pct(v)} ({m.hits} / {m.total})"
-                f", Wilson 95% {fmt_ci(m)}"
-            )
+            tip = f"{run.run_id}: {fmt_pct(v)} ({m.hits} / {m.total}), Wilson 95% {fmt_ci(m)}"
             hollow = not_comparable(run)
             if hollow:
                 tip += f"; {NOT_COMPARABLE} with its baseline (exit 65)"

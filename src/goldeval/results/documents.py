@@ -326,9 +326,7 @@ class Summary(_Doc):
     store_error: str | None = Field(default=None, alias="storeError")
     store_conflict: str | None = Field(default=None, alias="storeConflict")
     rerun_command: str | None = Field(default=None, alias="rerunCommand")
-    finalisation_fault: FinalisationFaultDoc | None = Field(
-        default=None, alias="finalisationFault"
-    )
+    finalisation_fault: FinalisationFaultDoc | None = Field(default=None, alias="finalisationFault")
     pytest_status: int | None = Field(default=None, alias="pytestStatus")
     #: How many tests that are not golden items failed in the session.
     other_failures: int | None = Field(default=None, alias="otherFailures")
@@ -352,9 +350,7 @@ class RunDocument(Summary):
     #: The manifest variant this run is (issue 35), when the session ran variants.
     variant: str | None = None
     #: The paired comparison of the session's two compared variants (both runs carry it).
-    variant_comparison: VariantComparisonDoc | None = Field(
-        default=None, alias="variantComparison"
-    )
+    variant_comparison: VariantComparisonDoc | None = Field(default=None, alias="variantComparison")
 
 
 _EXPECTED = {

@@ -72,6 +72,7 @@ class RunJson(TypedDict, total=False):
     variant: str
     variantComparison: dict[str, Any]
 
+
 #: Every key a run document may have (the TypedDict's, which a test holds to RunDocument's).
 RUN_JSON_KEYS = frozenset(RunJson.__annotations__)
 

@@ -98,8 +98,6 @@ def _duplicates(o: RunOutcome) -> ExitDecision | None:
     )
 
 
-
-
 def _store_conflict(o: RunOutcome) -> ExitDecision | None:
     return ExitDecision(COMPARISON_INVALID, o.store_conflict) if o.store_conflict else None
 
