@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,40 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the store and recordings written by workers, reports built from workers' reports, the
 #: prefetch pool, signals, and the serial == ``-n 2`` figures of each surface.
 SERIAL_ONLY = pytest.mark.parametrize("plugin_args", [[]], ids=["serial"])
+
+#: Every report of a run written (JUnit, the dashboard JUnit, pytest-html, every artifact):
+#: the tests of what reaches those files add their dataset and options.
+REPORT_WRITERS = [
+    "--junitxml=junit.xml",
+    "--golden-junit=dash.xml",
+    "--html=report.html",
+    "--self-contained-html",
+    "--golden-artifacts=always",
+]
+
+#: Every writer of a run's files switched on (the reports, the store, the response cache), no
+#: retries, not gated: the secrets tests look in all of them. The dataset and the model are
+#: added by each test.
+EVERY_WRITER = [
+    *REPORT_WRITERS,
+    "--golden-store=store.sqlite3",
+    "--golden-cache=cache",
+    "--golden-retries=0",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+]
+
+#: A live run of generation-v1 against the fake server's model, not gated, no pytest cache:
+#: the reliability tests' common start (the base URL and the case's options are added).
+LIVE_NO_GATE = [
+    "--golden=generation-v1",
+    "--golden-mode=live",
+    "--golden-model=fake-llm:latest",
+    "--golden-no-gate",
+    "-p",
+    "no:cacheprovider",
+]
 
 
 class RunFiles:
@@ -61,6 +96,21 @@ def strip_timings(value: Any) -> Any:
     if isinstance(value, list):
         return [strip_timings(v) for v in value]
     return value
+
+
+def spawn_pytest(project: Path, *args: str) -> subprocess.Popen[str]:
+    """``python -m pytest ARGS`` started in ``project`` as a process of its own (to signal or
+    kill it), output merged; not an xdist worker of the suite (its PYTEST_XDIST variables
+    are left out)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 def chat_calls(server: Any) -> int:

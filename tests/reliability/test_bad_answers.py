@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Reply
-from tests.helpers import SERIAL_ONLY, RunFiles
+from tests.helpers import REPORT_WRITERS, SERIAL_ONLY, RunFiles
 
 TEN_MB = 10 * 1024 * 1024
 GARBAGE = bytes(range(256)) * 64 + b"\x00\x00\xff\xfe\x1b[2J"
@@ -78,17 +78,10 @@ def _dataset(project: Path) -> None:
         (folder / "fixtures" / f"{kind}.out.md").write_bytes(data)
 
 
-REPORTS = [
-    "--junitxml=junit.xml",
-    "--golden-junit=dash.xml",
-    "--html=report.html",
-    "--self-contained-html",
-    "--golden-artifacts=always",
-    "-p",
-    "no:cacheprovider",
-    "--golden=answers-v1",
-    "--golden-no-gate",
-]
+REPORTS = [*REPORT_WRITERS, "-p", "no:cacheprovider", "--golden=answers-v1", "--golden-no-gate"]
+
+#: The answers that fail however they reach the grader (a fixture file or the team's callable).
+BAD_BYTES_FAIL = dict.fromkeys(("empty", "huge", "garbage", "badutf8"), "FAIL")
 
 
 def _check_run(
@@ -124,15 +117,7 @@ def test_bad_fixture_bytes_are_graded(
         golden_project,
         result,
         run_files,
-        {
-            "empty": "FAIL",
-            "huge": "FAIL",
-            "garbage": "FAIL",
-            "badutf8": "FAIL",
-            "none": "PASS",
-            "crash": "PASS",
-            "good": "PASS",
-        },
+        {**BAD_BYTES_FAIL, "none": "PASS", "crash": "PASS", "good": "PASS"},
     )
     assert result.ret == 1
     # the 10 MB answer is kept whole in its case folder; the invalid UTF-8 was replaced
@@ -161,15 +146,7 @@ def test_team_callable_bad_returns_and_crash(
         golden_project,
         result,
         run_files,
-        {
-            "empty": "FAIL",
-            "huge": "FAIL",
-            "garbage": "FAIL",
-            "badutf8": "FAIL",
-            "none": "ERROR",
-            "crash": "ERROR",
-            "good": "PASS",
-        },
+        {**BAD_BYTES_FAIL, "none": "ERROR", "crash": "ERROR", "good": "PASS"},
     )
     assert result.ret == 75
     errors = {c["caseId"]: c["attempts"][0] for c in run["cases"] if c["status"] == "ERROR"}

@@ -31,16 +31,9 @@ from goldeval.providers.base import ProviderRequest
 from goldeval.providers.http import HTTPProvider, make_http_provider
 from goldeval.providers.http.client import iter_lines
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply
-from tests.helpers import RunFiles, chat_calls
+from tests.helpers import LIVE_NO_GATE, RunFiles, chat_calls
 
-LIVE = [
-    "--golden=generation-v1",
-    "--golden-mode=live",
-    "--golden-model=fake-llm:latest",
-    "--golden-no-gate",
-    "-p",
-    "no:cacheprovider",
-]
+LIVE = [*LIVE_NO_GATE]
 ONE = ["-k", "api-login-wrong-password-401"]
 #: Start-up of a pytest subprocess with the plugin, on a loaded 2-core machine.
 STARTUP = 25.0

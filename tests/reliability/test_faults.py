@@ -8,10 +8,7 @@ and is an unfinished run kept apart from finished ones (INTERRUPTED, not pointed
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,16 +16,9 @@ import pytest
 
 from goldeval.store import open_store
 from goldeval.testing.llm_server import FakeLLMServer, Fault
-from tests.helpers import RunFiles, chat_calls
+from tests.helpers import LIVE_NO_GATE, RunFiles, chat_calls, spawn_pytest
 
-LIVE = [
-    "--golden=generation-v1",
-    "--golden-mode=live",
-    "--golden-model=fake-llm:latest",
-    "--golden-no-gate",
-    "-p",
-    "no:cacheprovider",
-]
+LIVE = [*LIVE_NO_GATE]
 CASES = 10
 
 
@@ -93,18 +83,6 @@ def test_deadline_ends_a_run_where_every_call_hangs(
 # --------------------------------------------------------------------------- interruptions
 
 
-def _spawn(project: Path, *args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-
-
 def _graded(store_url: str, key: str) -> int:
     try:
         with open_store(store_url) as store:
@@ -160,7 +138,7 @@ def test_interrupted_live_run_resumes_without_grading_twice(
         f"--golden-attempts={attempts}",
     ]
     llm.latency = 0.25
-    proc = _spawn(golden_project, *args)
+    proc = spawn_pytest(golden_project, *args)
     try:
         graded = _wait_for_attempts(store_url, key, 4)
         proc.send_signal(sig)

@@ -20,7 +20,7 @@ import pytest
 
 from goldeval.reports.site import main_site
 from goldeval.testing.llm_server import FakeLLMServer, Reply, fixture_responder
-from tests.helpers import SERIAL_ONLY, RunFiles
+from tests.helpers import LIVE_NO_GATE, REPORT_WRITERS, SERIAL_ONLY, RunFiles
 
 # --------------------------------------------------------------------------- regressions
 
@@ -117,17 +117,7 @@ def test_new_failures_are_named_when_no_gate_is_applied(
 
 # --------------------------------------------------------------------------- live notices
 
-LIVE = [
-    "--golden=generation-v1",
-    "--golden-mode=live",
-    "--golden-model=fake-llm:latest",
-    "--golden-no-gate",
-    "-p",
-    "no:cacheprovider",
-    "--golden-judge",
-    "--golden-retries=1",
-    "--golden-timeout=5",
-]
+LIVE = [*LIVE_NO_GATE, "--golden-judge", "--golden-retries=1", "--golden-timeout=5"]
 PENDING_CASE = "e2e-login-happy-alice"
 JUDGE_ERROR_CASE = "api-login-wrong-password-401"
 RETRIED_CASE = "e2e-login-empty-password"
@@ -281,11 +271,7 @@ def pytest_goldeval_register_graders(config):
 '''
 
 WRITERS = [
-    "--junitxml=junit.xml",
-    "--golden-junit=dash.xml",
-    "--html=report.html",
-    "--self-contained-html",
-    "--golden-artifacts=always",
+    *REPORT_WRITERS,
     "--golden-no-gate",
     "-p",
     "no:cacheprovider",

@@ -15,7 +15,7 @@ import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, Fault, Reply, fixture_responder
 from tests.builders import run_document
-from tests.helpers import SERIAL_ONLY, RunFiles, chat_calls
+from tests.helpers import LIVE_NO_GATE, SERIAL_ONLY, RunFiles, chat_calls
 
 CASES = 10
 
@@ -153,15 +153,7 @@ def test_async_callable_runs_concurrently_through_the_live_prefetch_pool(
 
 # --------------------------------------------------------------------------- error kinds
 
-LIVE = [
-    "--golden=generation-v1",
-    "--golden-mode=live",
-    "--golden-model=fake-llm:latest",
-    "--golden-no-gate",
-    "-p",
-    "no:cacheprovider",
-    "--golden-retries=3",
-]
+LIVE = [*LIVE_NO_GATE, "--golden-retries=3"]
 
 
 def _provider_args(protocol: str, srv: FakeLLMServer) -> list[str]:

@@ -35,6 +35,7 @@ from goldeval.dataset.case import GoldenCase
 from goldeval.providers.base import ProviderRequest
 from goldeval.providers.http import OllamaProvider, OpenAIProvider
 from goldeval.testing.llm_server import FakeLLMServer, Reply, fixture_responder
+from tests.helpers import EVERY_WRITER
 
 API_KEY = "sk-planted-OPENAI-7f3a9c1e5b2d4f60"
 OLLAMA_USER = "planted-user"
@@ -117,21 +118,7 @@ def echoing_responder(project: Path) -> Any:
     return respond
 
 
-REPORTS = [
-    "--junitxml=junit.xml",
-    "--golden-junit=dash.xml",
-    "--html=report.html",
-    "--self-contained-html",
-    "--golden-artifacts=always",
-    "--golden-store=store.sqlite3",
-    "--golden-cache=cache",
-    "--golden-retries=0",
-    "--golden-no-gate",
-    "-p",
-    "no:cacheprovider",
-    "--golden=generation-v1",
-    "--golden-model=fake-llm:latest",
-]
+REPORTS = [*EVERY_WRITER, "--golden=generation-v1", "--golden-model=fake-llm:latest"]
 
 CONFIGS = {
     # name: (env, args builder, xdist?)

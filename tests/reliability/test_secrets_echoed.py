@@ -24,7 +24,7 @@ import pytest
 
 from goldeval.core.errors import SECRET_IN_ANSWER
 from goldeval.testing.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.helpers import RunFiles
+from tests.helpers import EVERY_WRITER, RunFiles
 
 KEY = "sk-echo-PLANTED-3b9f1c7e5a2d4086e1"
 JUDGE_KEY = "sk-judge-PLANTED-77c1d9e0a4b8f2"
@@ -109,21 +109,7 @@ def leaks(root: Path, outputs: list[str], secrets: list[str]) -> list[str]:
     return found
 
 
-WRITERS = [
-    "--junitxml=junit.xml",
-    "--golden-junit=dash.xml",
-    "--html=report.html",
-    "--self-contained-html",
-    "--golden-artifacts=always",
-    "--golden-store=store.sqlite3",
-    "--golden-cache=cache",
-    "--golden-retries=0",
-    "--golden-no-gate",
-    "-p",
-    "no:cacheprovider",
-    "--golden=echo-v1",
-    "--golden-model=fake-llm:latest",
-]
+WRITERS = [*EVERY_WRITER, "--golden=echo-v1", "--golden-model=fake-llm:latest"]
 
 CONFIGS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
     # name: (environment, options, the secrets the server sees and echoes)

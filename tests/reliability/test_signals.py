@@ -9,10 +9,7 @@ run key must not grade anything twice; under ``-n 2`` the workers stop calling t
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,29 +17,10 @@ import pytest
 
 from goldeval.store import open_store
 from goldeval.testing.llm_server import FakeLLMServer
-from tests.helpers import RunFiles, chat_calls
+from tests.helpers import LIVE_NO_GATE, RunFiles, chat_calls, spawn_pytest
 
-LIVE = [
-    "--golden=generation-v1",
-    "--golden-mode=live",
-    "--golden-model=fake-llm:latest",
-    "--golden-no-gate",
-    "-p",
-    "no:cacheprovider",
-]
+LIVE = [*LIVE_NO_GATE]
 CASES = 10
-
-
-def _spawn(project: Path, *args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
 
 
 def _graded(store_url: str, key: str) -> int:
@@ -80,7 +58,7 @@ def test_sigterm_mid_run_is_an_interrupted_run_resumable_by_key(
         f"--golden-attempts={attempts}",
     ]
     llm.latency = 0.3
-    proc = _spawn(golden_project, *args, *workers)
+    proc = spawn_pytest(golden_project, *args, *workers)
     try:
         deadline = time.monotonic() + 90
         graded = 0
@@ -154,7 +132,7 @@ def test_a_signal_during_the_final_write_leaves_a_whole_run(
     pytester: pytest.Pytester, golden_project: Path, sig: signal.Signals
 ) -> None:
     pytester.makeconftest(SLOW_WRITE)
-    proc = _spawn(
+    proc = spawn_pytest(
         golden_project, "--golden=generation-v1", "-p", "no:cacheprovider", "--golden-store=none"
     )
     runs = golden_project / ".goldeval" / "runs"

@@ -244,49 +244,20 @@ def _rule(fields: dict[str, Any]) -> GateRuleDoc:
     return GateRuleDoc.model_validate({"passed": False, **fields})
 
 
+def _name(name: str, detail: str, kind: str = "absolute", **more: Any) -> str:
+    return rule_test_name(_rule({"name": name, "detail": detail, "kind": kind, **more}))
+
+
 def test_rule_names_are_stable_whether_passed_or_not() -> None:
+    assert _name("overallPassRate", "0.900 < 1.000") == "overallPassRate >= 1.000"
+    assert _name("overallPassRate", "1.000 >= 1.000") == "overallPassRate >= 1.000"
+    assert _name("hallucinationRate", "0.500 > 0.000") == "hallucinationRate <= 0.000"
     assert (
-        rule_test_name(
-            _rule({"name": "overallPassRate", "detail": "0.900 < 1.000", "kind": "absolute"})
-        )
-        == "overallPassRate >= 1.000"
-    )
-    assert (
-        rule_test_name(
-            _rule({"name": "overallPassRate", "detail": "1.000 >= 1.000", "kind": "absolute"})
-        )
-        == "overallPassRate >= 1.000"
-    )
-    assert (
-        rule_test_name(
-            _rule({"name": "hallucinationRate", "detail": "0.500 > 0.000", "kind": "absolute"})
-        )
-        == "hallucinationRate <= 0.000"
-    )
-    assert (
-        rule_test_name(
-            _rule(
-                {
-                    "name": "contractPassRate",
-                    "detail": "undefined (no quality attempts) — not 100%",
-                    "threshold": 0.95,
-                    "kind": "absolute",
-                }
-            )
-        )
+        _name("contractPassRate", "undefined (no quality attempts) — not 100%", threshold=0.95)
         == "contractPassRate >= 0.950"
     )
-    assert (
-        rule_test_name(
-            _rule(
-                {
-                    "name": "overallPassRate.delta",
-                    "detail": "REGRESSION: 0.8 < 1.0",
-                    "kind": "delta",
-                }
-            )
-        )
-        == "overallPassRate.delta"
+    assert _name("overallPassRate.delta", "REGRESSION: 0.8 < 1.0", "delta") == (
+        "overallPassRate.delta"
     )
 
 

@@ -126,7 +126,8 @@ def _variant(rate: float, cost: float | None, p95: int | None) -> RunDocument:
     ]
     latency = {"p95Ms": p95 or 0, "samples": 20 if p95 is not None else 0}
     tokens = {"totalTokens": 1000, "estimatedCost": cost}
-    return _run("m", {"c": attempts}, latency=latency, tokens=tokens)
+    overall = {"hits": passed, "total": 20}  # what results.metrics counts from the attempts
+    return _run("m", {"c": attempts}, latency=latency, tokens=tokens, overallPassRate=overall)
 
 
 def test_pareto_front_and_who_dominates_whom() -> None:

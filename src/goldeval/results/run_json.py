@@ -11,7 +11,6 @@ where they are read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
 __all__ = ["RUN_JSON_KEYS", "RunJson", "as_run_json"]
@@ -77,11 +76,11 @@ class RunJson(TypedDict, total=False):
 RUN_JSON_KEYS = frozenset(RunJson.__annotations__)
 
 
-def as_run_json(doc: Mapping[str, Any]) -> RunJson:
+def as_run_json(doc: dict[str, Any]) -> RunJson:
     """``doc`` as a :data:`RunJson`, once its keys are checked: where the JSON is assembled
     from parts (identity, counters, extras), a key outside the document is a writer's bug,
     raised here rather than written."""
     unknown = sorted(set(doc) - RUN_JSON_KEYS)
     if unknown:
         raise ValueError(f"not a field of the run document: {', '.join(unknown)}")
-    return cast(RunJson, dict(doc))
+    return cast(RunJson, doc)

@@ -114,19 +114,16 @@ def pareto_table(runs: Sequence[tuple[str, RunDocument]]) -> dict[str, Any]:
 
 
 def _pareto_row(name: str, run: RunDocument) -> dict[str, Any]:
-    passed = graded = 0
-    for case in run.cases:
-        statuses = [a.status for a in case.attempts]
-        passed += statuses.count("PASS")
-        graded += statuses.count("PASS") + statuses.count("FAIL")
     metrics = run.metrics
+    # The run's own attempt-weighted rate (PASS / (PASS + FAIL), results.metrics).
+    overall = metrics.overall_pass_rate if metrics is not None else None
     latency = (metrics.latency if metrics is not None else None) or {}
     tokens = metrics.tokens if metrics is not None else None
     return {
         "variant": name,
         "model": run.model,
-        "passRate": passed / graded if graded else None,
-        "gradedAttempts": graded,
+        "passRate": overall.hits / overall.total if overall and overall.total else None,
+        "gradedAttempts": overall.total if overall else 0,
         "p95Ms": latency.get("p95Ms") if latency.get("samples", 1) else None,
         "totalTokens": tokens.total_tokens if tokens is not None else None,
         "estimatedCost": tokens.estimated_cost if tokens is not None else None,
