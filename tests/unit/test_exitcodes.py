@@ -94,6 +94,8 @@ CHANGED: dict[str, Any] = {
     "model": "m2",
     "judgeEnabled": False,
     "judgeModel": "j2",
+    "variant": "concise",
+    "promptHash": "e" * 64,
 }
 
 

@@ -48,15 +48,36 @@ def test_variants_and_compare_gate_read(tmp_path: Path) -> None:
             "variants[1].name",
             "declared twice",
         ),
-        ("variants:\n  - {name: a}\n", "variants[0].model", "missing or blank"),
+        ("variants:\n  - {name: a, model: '  '}\n", "variants[0].model", "blank"),
+        (
+            "variants:\n  - {name: a, model: m}\n  - {name: b}\n",
+            "variants[1].model",
+            "name a model and this one does not",
+        ),
         (
             "variants:\n  - {name: a, model: m}\n  - {name: b, model: m}\n",
             "variants[1].model",
-            "both run model 'm'",
+            "name the same model and prompt",
         ),
         (
-            "variants:\n  - {name: a, model: m, prompt: {system: hi}}\n",
-            "variants[0].prompt",
+            "variants:\n  - {name: a, prompt: {system: s}}\n  - {name: b, prompt: {system: s}}\n",
+            "variants[1].prompt",
+            "name the same model and prompt",
+        ),
+        ("variants:\n  - {name: a, prompt: {}}\n", "variants[0].prompt", "neither system nor user"),
+        (
+            "variants:\n  - {name: a, prompt: {user: '{{ x'}}\n",
+            "variants[0].prompt.user",
+            "template syntax error",
+        ),
+        (
+            "variants:\n  - {name: a, prompt: {sytem: s}}\n",
+            "variants.0.prompt.sytem",
+            "Extra inputs",
+        ),
+        (
+            "variants:\n  - {name: a, model: m, options: {temperature: 1}}\n",
+            "variants[0].options",
             "not supported yet",
         ),
         (
@@ -155,11 +176,18 @@ def test_comparison_figures_on_a_designed_pair() -> None:
 
 
 def test_equal_variants_are_non_inferior_and_one_flip_is_inconclusive() -> None:
-    ids = [f"c{i:02d}" for i in range(10)]
+    ids = [f"c{i:02d}" for i in range(80)]
     same = {cid: ["PASS", "PASS"] for cid in ids}
     figures, result = _compare(same, same, 0.05)
     assert result.decision is VariantDecision.NON_INFERIOR
     assert figures["minimumDetectableDifference"] is None  # no discordance measured
+    # Ten identical cases are not proof of anything within 5 points: the bootstrap alone
+    # collapses to [0, 0]; the score interval says [-27.8, +27.8] and 63 more cases (73).
+    few = {cid: same[cid] for cid in ids[:10]}
+    figures, result = _compare(few, few, 0.05)
+    assert result.decision is VariantDecision.INCONCLUSIVE
+    assert figures["ci95"]["lower"] == pytest.approx(-0.2775, abs=1e-4)
+    assert figures["moreCases"] == 63
     one_flip = {**same, "c00": ["FAIL", "FAIL"]}
     figures, result = _compare(same, one_flip, 0.05)
     assert result.decision is VariantDecision.INCONCLUSIVE
@@ -217,7 +245,8 @@ def test_the_site_run_page_shows_the_variant_decision(tmp_path: Path) -> None:
     from goldeval.results.documents import typed_run
     from tests.builders import run_document
 
-    figures, result = _compare({"c": ["PASS"]}, {"c": ["FAIL"]}, 0.05)
+    ids = [f"c{i:02d}" for i in range(20)]
+    figures, result = _compare({cid: ["PASS"] for cid in ids}, {cid: ["FAIL"] for cid in ids}, 0.05)
     run = run_document({"c": ["FAIL"]})
     run["runId"] = "r1"
     run["variantComparison"] = {**figures, "decision": result.decision.value, "reason": "why"}
@@ -225,7 +254,7 @@ def test_the_site_run_page_shows_the_variant_decision(tmp_path: Path) -> None:
     page = (tmp_path / "runs" / "r1.html").read_text(encoding="utf-8")
     assert "<h2>Variants</h2>" in page
     assert '<span class="goldeval-fail">INFERIOR</span>' in page
-    assert "Flipped to FAIL</th><td>c</td>" in page
+    assert "Flipped to FAIL</th><td>c00, c01," in page
 
 
 def test_before_the_run_the_selection_says_the_smallest_difference_it_can_detect() -> None:

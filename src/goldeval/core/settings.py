@@ -260,6 +260,13 @@ class RunSettings:
     rerun_errors: bool = False
     max_cost: float | None = None
     max_tokens: int | None = None
+    #: The manifest's variants this session runs, by name (goldeval.dataset.variants).
+    variants: tuple[str, ...] = ()
+
+    @property
+    def side_by_side(self) -> bool:
+        """Several runs out of one session (models or variants): no baseline, no one run."""
+        return len(self.models) > 1 or len(self.variants) > 1
 
 
 def _env_timeout_minutes(default: float) -> float:

@@ -12,9 +12,10 @@ from fractions import Fraction
 Z95 = 1.959963984540054
 
 
-def wilson(hits: int, total: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval (reported next to a rate, as the reference prints it; never
-    gated). None when nothing was counted."""
+def wilson(hits: float, total: float, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval (reported next to a rate, as the reference prints it). None
+    when nothing was counted. Counts may be real numbers: the variant comparison's search
+    scales a table of counts (goldeval.results.sampling.score_cases_to_decide)."""
     if total <= 0:
         return None
     p = hits / total

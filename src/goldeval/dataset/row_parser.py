@@ -60,6 +60,8 @@ class _Rules:
     profile: str
     templates: CompiledTemplates | None
     base_request: dict[str, Any]
+    #: The variants' own templates (name, templates): a row must render under each too.
+    variant_templates: tuple[tuple[str, CompiledTemplates], ...] = ()
 
 
 class _Row:
@@ -101,6 +103,7 @@ def parse_rows(
         profile=get_profile(manifest.profile).name if manifest is not None else JAVA_AUTOTEST,
         templates=manifest.templates() if manifest is not None else None,
         base_request=(manifest.request or {}) if manifest is not None else {},
+        variant_templates=_variant_templates(manifest),
     )
     errors: list[GoldevalError] = []
     cases: list[GoldenCase] = []
@@ -207,6 +210,14 @@ def _parse_row(
         messages=messages,
         request=row_request,
     )
+    _check_template_variables(case, rules, row)
+    return case
+
+
+def _check_template_variables(case: GoldenCase, rules: _Rules, row: _Row) -> None:
+    """Every variable the manifest's templates, and each variant's own, use must be the
+    row's."""
+    templates = rules.templates
     if templates is not None:
         for fld, name in templates.missing(case):
             row.err(
@@ -215,7 +226,30 @@ def _parse_row(
                 hint=f'add "vars": {{"{name}": ...}} to the row, or change the '
                 "template in the manifest",
             )
-    return case
+    for variant, own in rules.variant_templates:
+        for fld, name in own.missing(case):
+            row.err(
+                f"variant {variant!r}'s template uses {{{{ {name} }}}} but the row defines "
+                f"no {name!r}",
+                fld=fld,
+                hint=f'add "vars": {{"{name}": ...}} to the row, or change the variant\'s '
+                "template in the manifest",
+            )
+
+
+def _variant_templates(manifest: Manifest | None) -> tuple[tuple[str, CompiledTemplates], ...]:
+    """Templates of the variants that bring their own prompt (the others send the manifest's,
+    which every row is already checked against)."""
+    if manifest is None:
+        return ()
+    found = []
+    for variant in manifest.variants or []:
+        if variant.prompt is None:
+            continue
+        own = variant.templates(manifest.prompt)
+        if own is not None:
+            found.append((variant.name, own))
+    return tuple(found)
 
 
 def _decode(line: str, row: _Row) -> dict[str, Any] | None:

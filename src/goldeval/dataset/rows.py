@@ -147,8 +147,11 @@ def ungraded_rows(
     return errors
 
 
-def fixture_problems(dataset: Dataset, cases: Iterable[GoldenCase]) -> list[GoldevalError]:
-    """Why the recorded answers of ``cases`` cannot be replayed (fixture mode), per row.
+def fixture_problems(
+    dataset: Dataset, cases: Iterable[GoldenCase], variant: str | None = None
+) -> list[GoldevalError]:
+    """Why the recorded answers of ``cases`` cannot be replayed (fixture mode), per row;
+    with ``variant``, that variant's own (``fixtures/<variant>/``).
 
     Only the selected rows are checked (a deselected row needs no fixture). One directory
     scan instead of a stat per row: at 100,000 rows the stats were the cost. A fixture must be
@@ -156,8 +159,14 @@ def fixture_problems(dataset: Dataset, cases: Iterable[GoldenCase]) -> list[Gold
     """
     folder = dataset.dir
     errors: list[GoldevalError] = []
-    hint = "record it with --golden-mode=record, or write it"
-    fixtures_dir = folder / "fixtures"
+    shown = "fixtures/" if variant is None else f"fixtures/{variant}/"
+    hint = (
+        "record it with --golden-mode=record, or write it"
+        if variant is None
+        else f"record the variant's answers with --golden-mode=record "
+        f"--golden-variants={variant}, or write them"
+    )
+    fixtures_dir = folder / shown
     entries: dict[str, os.DirEntry[str]] = {}
     try:
         contained = fixtures_dir.resolve().is_relative_to(folder.resolve())
@@ -166,7 +175,7 @@ def fixture_problems(dataset: Dataset, cases: Iterable[GoldenCase]) -> list[Gold
     if fixtures_dir.exists() and not contained:
         return [
             DatasetError(
-                f"fixtures/ resolves to {fixtures_dir.resolve()}, outside {folder}",
+                f"{shown} resolves to {fixtures_dir.resolve()}, outside {folder}",
                 path=fixtures_dir,
                 hint="keep the recorded answers inside the dataset folder",
             )
@@ -182,7 +191,7 @@ def fixture_problems(dataset: Dataset, cases: Iterable[GoldenCase]) -> list[Gold
         if entry is None:
             errors.append(
                 DatasetError(
-                    f"no recorded answer fixtures/{name}",
+                    f"no recorded answer {shown}{name}",
                     path=dataset.rows_path,
                     line=case.line,
                     field="id",
@@ -199,7 +208,7 @@ def fixture_problems(dataset: Dataset, cases: Iterable[GoldenCase]) -> list[Gold
             contained_file(
                 fixtures_dir / name,
                 folder,
-                what=f"recorded answer fixtures/{name}",
+                what=f"recorded answer {shown}{name}",
                 source=dataset.rows_path,
                 line=case.line,
                 fld="id",

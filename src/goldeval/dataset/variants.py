@@ -9,10 +9,13 @@ A manifest declares them under ``variants:`` and may gate on a pair under ``gate
     gate:
       compare: {control: control, candidate: candidate, nonInferiority: 0.05}
 
-What this version runs: variants that differ by **model** (one provider, one base URL, the
-dataset's own prompt and request options). A variant naming a provider, a base URL, a prompt
-or request options is refused here, with the field named, rather than run as if those were
-applied (docs/variants.md says what is not there yet).
+What this version runs: variants that differ by **model** and/or **prompt templates** (one
+provider, one base URL, the dataset's request options). A variant's ``prompt.system`` or
+``prompt.user`` replaces that part of the manifest's ``prompt:`` block; the part it leaves out
+is the manifest's. In fixture mode each variant replays its own recorded answers
+(``fixtures/<name>/<id>.out.md``), which ``--golden-mode=record`` writes. A variant naming a
+provider, a base URL or request options is refused here, with the field named, rather than
+run as if those were applied (docs/variants.md says what is not there yet).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from goldeval.core.errors import DatasetError, GoldevalError
+from goldeval.dataset.templates import CompiledTemplates, PromptTemplates, TemplateProblem
 
 #: A variant's name is part of item ids and file names: short, no spaces, no brackets.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -36,7 +40,6 @@ MAX_VARIANTS = 32
 NOT_YET = {
     "provider": "a per-variant provider",
     "baseUrl": "a per-variant base URL",
-    "prompt": "a per-variant prompt template",
     "options": "per-variant request options",
 }
 
@@ -50,8 +53,31 @@ class Variant(BaseModel):
     model: str | None = None
     provider: str | None = None
     base_url: str | None = Field(default=None, alias="baseUrl")
-    prompt: dict[str, Any] | str | None = None
+    #: The parts of the manifest's ``prompt:`` block this variant replaces.
+    prompt: PromptTemplates | None = None
     options: dict[str, Any] | None = None
+
+    def prompt_spec(self, manifest_prompt: PromptTemplates | None) -> PromptTemplates | None:
+        """The templates this variant sends: its own parts over the manifest's."""
+        if self.prompt is None:
+            return manifest_prompt
+        base = manifest_prompt or PromptTemplates()
+        return PromptTemplates(
+            system=self.prompt.system if self.prompt.system is not None else base.system,
+            user=self.prompt.user if self.prompt.user is not None else base.user,
+        )
+
+    def templates(self, manifest_prompt: PromptTemplates | None) -> CompiledTemplates | None:
+        """The variant's templates parsed (None: neither it nor the manifest has one)."""
+        spec = self.prompt_spec(manifest_prompt)
+        if spec is None or (spec.system is None and spec.user is None):
+            return None
+        return CompiledTemplates(spec)
+
+    def identity(self) -> tuple[str | None, str | None, str | None]:
+        """What makes the variant answer differently: model and its own prompt parts."""
+        prompt = self.prompt or PromptTemplates()
+        return (self.model, prompt.system, prompt.user)
 
 
 class CompareGate(BaseModel):
@@ -69,48 +95,78 @@ class CompareGate(BaseModel):
 
 def check_variants(variants: list[Variant] | None, compare: CompareGate | None, path: Path) -> None:
     """Refuse what would run wrongly or never apply, naming the manifest field."""
-    names: list[str] = []
-    models: dict[str, str] = {}
-    if variants is not None and len(variants) > MAX_VARIANTS:
+    declared = variants or []
+    if len(declared) > MAX_VARIANTS:
         raise DatasetError(
-            f"{len(variants)} variants declared, at most {MAX_VARIANTS}",
+            f"{len(declared)} variants declared, at most {MAX_VARIANTS}",
             path=path,
             field="variants",
             hint="each variant runs every selected row again",
         )
-    for i, variant in enumerate(variants or []):
-        where = f"variants[{i}]"
-        if not NAME_PATTERN.match(variant.name):
-            raise DatasetError(
-                f"{variant.name!r} is not a variant name",
-                path=path,
-                field=f"{where}.name",
-                hint="letters, digits, '.', '_' and '-', at most 64, starting with a letter "
-                "or digit",
-            )
-        if variant.name in names:
-            raise DatasetError(
-                f"variant {variant.name!r} is declared twice", path=path, field=f"{where}.name"
-            )
+    names: list[str] = []
+    identities: dict[tuple[str | None, str | None, str | None], str] = {}
+    for i, variant in enumerate(declared):
+        _check_variant(variant, f"variants[{i}]", path, names, identities)
         names.append(variant.name)
-        for key, what in NOT_YET.items():
-            if getattr(variant, "base_url" if key == "baseUrl" else key) is not None:
-                raise DatasetError(
-                    f"{what} is not supported yet",
-                    path=path,
-                    field=f"{where}.{key}",
-                    hint="variants differ by model in this version (docs/variants.md)",
-                )
-        if not variant.model or not variant.model.strip():
-            raise DatasetError("missing or blank", path=path, field=f"{where}.model")
-        if variant.model in models:
+        identities[variant.identity()] = variant.name
+    named = [v.name for v in declared if v.model]
+    if named and len(named) != len(declared):
+        bare = next(i for i, v in enumerate(declared) if not v.model)
+        raise DatasetError(
+            f"variants {', '.join(repr(n) for n in named)} name a model and this one does not",
+            path=path,
+            field=f"variants[{bare}].model",
+            hint="name a model on every variant, or on none (they then all run the session's "
+            "--golden-model)",
+        )
+    _check_compare(compare, names, path)
+
+
+def _check_variant(
+    variant: Variant,
+    where: str,
+    path: Path,
+    names: list[str],
+    identities: dict[tuple[str | None, str | None, str | None], str],
+) -> None:
+    """One variant against the rules and the variants declared before it."""
+    if not NAME_PATTERN.match(variant.name):
+        raise DatasetError(
+            f"{variant.name!r} is not a variant name",
+            path=path,
+            field=f"{where}.name",
+            hint="letters, digits, '.', '_' and '-', at most 64, starting with a letter or digit",
+        )
+    if variant.name in names:
+        raise DatasetError(
+            f"variant {variant.name!r} is declared twice", path=path, field=f"{where}.name"
+        )
+    for key, what in NOT_YET.items():
+        if getattr(variant, "base_url" if key == "baseUrl" else key) is not None:
             raise DatasetError(
-                f"variants {models[variant.model]!r} and {variant.name!r} both run model "
-                f"{variant.model!r}: they would give the same answers",
+                f"{what} is not supported yet",
                 path=path,
-                field=f"{where}.model",
+                field=f"{where}.{key}",
+                hint="variants differ by model and prompt in this version (docs/variants.md)",
             )
-        models[variant.model] = variant.name
+    if variant.model is not None and not variant.model.strip():
+        raise DatasetError(
+            "blank", path=path, field=f"{where}.model", hint="name a model or leave it out"
+        )
+    _check_prompt(variant, path, where)
+    twin = identities.get(variant.identity())
+    if twin is not None:
+        raise DatasetError(
+            f"variants {twin!r} and {variant.name!r} name the same model and prompt: "
+            "they would give the same answers",
+            path=path,
+            field=f"{where}.model" if variant.prompt is None else f"{where}.prompt",
+            hint="a variant differs from the others by its model, its prompt, or both",
+        )
+
+
+def _check_compare(compare: CompareGate | None, names: list[str], path: Path) -> None:
+    """`gate.compare` names two distinct declared variants and a margin in [0, 1)."""
     if compare is None:
         return
     if not names:
@@ -140,6 +196,23 @@ def check_variants(variants: list[Variant] | None, compare: CompareGate | None, 
             field="gate.compare.nonInferiority",
             hint="a pass-rate fraction: 0.05 allows the candidate 5 points below the control",
         )
+
+
+def _check_prompt(variant: Variant, path: Path, where: str) -> None:
+    prompt = variant.prompt
+    if prompt is None:
+        return
+    if prompt.system is None and prompt.user is None:
+        raise DatasetError(
+            "names neither system nor user",
+            path=path,
+            field=f"{where}.prompt",
+            hint="give `system:`, `user:` or both, or leave `prompt:` out",
+        )
+    try:
+        CompiledTemplates(prompt)
+    except TemplateProblem as exc:
+        raise DatasetError(exc.message, path=path, field=f"{where}.{exc.field}") from None
 
 
 def select_variants(declared: list[Variant], wanted: str | None) -> list[Variant]:

@@ -29,6 +29,7 @@ from goldeval.dataset.profiles import JAVA_SYSTEM_INTRO, Profile, get_profile
 from goldeval.dataset.request import merge_request
 from goldeval.dataset.rows import Dataset
 from goldeval.dataset.templates import CompiledTemplates, TemplateProblem
+from goldeval.dataset.variants import Variant
 from goldeval.graders.applicability import Applicability
 from goldeval.graders.base import GradeContext, Grader
 from goldeval.graders.budget import GraderTimeout, budget, grader_timeout
@@ -102,6 +103,9 @@ class Pipeline:
     masker: SecretMasker = field(default_factory=SecretMasker)
     #: Record mode: an answer that held a secret is an ERROR (SECRET_IN_ANSWER), not a fixture.
     refuse_secrets: bool = False
+    #: The manifest variant this pipeline answers for: its prompt parts replace the
+    #: manifest's, and its name goes on every request (goldeval.dataset.variants).
+    variant: Variant | None = None
     _retrieved: dict[str, list[str]] = field(default_factory=dict)
     _templates: CompiledTemplates | None = field(default=None, init=False)
     _profile: Profile | None = field(default=None, init=False)
@@ -113,7 +117,12 @@ class Pipeline:
     _grader_seconds: float = field(init=False)
 
     def __post_init__(self) -> None:
-        self._templates = self.dataset.manifest.templates()
+        manifest = self.dataset.manifest
+        self._templates = (
+            manifest.templates()
+            if self.variant is None
+            else self.variant.templates(manifest.prompt)
+        )
         self._profile = get_profile(self.dataset.manifest.profile)
         modes = self.dataset.grader_modes
         self._modes = [
@@ -226,9 +235,10 @@ class Pipeline:
             else:
                 system = lambda: self.system_prompt(case, retrieved)  # noqa: E731
         except TemplateProblem as exc:
+            owner = f"variant {self.variant.name!r}'s " if self.variant is not None else ""
             raise ProviderError(
                 "TEMPLATE_ERROR",
-                f"{exc.field} of {self.dataset.manifest_path.name} for row {case.id} "
+                f"{owner}{exc.field} of {self.dataset.manifest_path.name} for row {case.id} "
                 f"(line {case.line}): {exc.message}",
             ) from None
         return ProviderRequest(
@@ -240,6 +250,7 @@ class Pipeline:
             retrieved=retrieved,
             options=self.options(case),
             messages=messages,
+            variant=self.variant.name if self.variant is not None else None,
         )
 
     def screen(self, case: GoldenCase, answer: Answer) -> Answer:

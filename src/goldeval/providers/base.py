@@ -89,6 +89,7 @@ class ProviderRequest:
         "options",
         "retrieved",
         "user",
+        "variant",
     )
 
     def __init__(
@@ -101,8 +102,12 @@ class ProviderRequest:
         retrieved: list[str],
         options: dict[str, Any] | None = None,
         messages: list[dict[str, Any]] | None = None,
+        variant: str | None = None,
     ) -> None:
         self.case = case
+        #: The manifest variant this call answers for (None outside variant sessions): the
+        #: fixture provider replays ``fixtures/<variant>/``; a team's provider may read it.
+        self.variant = variant
         #: A conversation row's turns (system first when there is one); None: system + user.
         self.messages = messages
         self.attempt = attempt

@@ -23,13 +23,19 @@ from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 SIDECAR_KEYS = ("finishReason", "inputTokens", "outputTokens", "toolCalls")
 
 
-def fixture_path(dataset_dir: Path, case_id: str) -> Path:
-    return dataset_dir / "fixtures" / f"{case_id}.out.md"
+def fixtures_folder(dataset_dir: Path, variant: str | None = None) -> Path:
+    """``fixtures/``, or a variant's ``fixtures/<variant>/``."""
+    folder = dataset_dir / "fixtures"
+    return folder if variant is None else folder / variant
 
 
-def sidecar_path(dataset_dir: Path, case_id: str) -> Path:
+def fixture_path(dataset_dir: Path, case_id: str, variant: str | None = None) -> Path:
+    return fixtures_folder(dataset_dir, variant) / f"{case_id}.out.md"
+
+
+def sidecar_path(dataset_dir: Path, case_id: str, variant: str | None = None) -> Path:
     """``fixtures/<id>.out.json``: what the answer held besides its text."""
-    return dataset_dir / "fixtures" / f"{case_id}.out.json"
+    return fixtures_folder(dataset_dir, variant) / f"{case_id}.out.json"
 
 
 def recordable_attempt(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -133,20 +139,22 @@ class FixtureProvider(Provider):
         start = time.perf_counter()
         case_id = request.case.id
         name = f"{case_id}.out.md"
+        # A variant replays its own recorded answers (fixtures/<variant>/): the variant's name
+        # is a plain folder name (goldeval.dataset.variants.NAME_PATTERN), read inside the
+        # dataset like every fixture.
+        folder = fixtures_folder(self.dataset_dir, request.variant)
         try:
             # Checked at collection for the selected rows; checked again here because a file
             # can be swapped for a link out (/proc/self/environ) or a FIFO mid-run, and a
             # conftest may override golden_case with a row the collection never saw.
-            data = self._files.read(
-                self._folder, name, what="recorded answer", limit="fixture_bytes"
-            )
+            data = self._files.read(folder, name, what="recorded answer", limit="fixture_bytes")
             if data is None:
-                path = self._folder / name
+                path = folder / name
                 raise DatasetError(f"recorded answer {path} not found", path=path)
             side_name = f"{case_id}.out.json"
             side_text = None
             side = self._files.read(
-                self._folder, side_name, what="recorded answer sidecar", limit="fixture_bytes"
+                folder, side_name, what="recorded answer sidecar", limit="fixture_bytes"
             )
             if side is not None:
                 side_text = side.decode("utf-8", errors="replace")
@@ -158,7 +166,9 @@ class FixtureProvider(Provider):
         sidecar = None
         if side_text is not None:
             try:
-                sidecar = parse_sidecar(side_text, f"fixtures/{side_name}")
+                sidecar = parse_sidecar(
+                    side_text, str(folder.relative_to(self.dataset_dir) / side_name)
+                )
             except DatasetError as exc:
                 # The file's content is wrong: a rerun cannot help (exit 4, not 75).
                 raise ProviderError("CONFIG_ERROR", f"cannot replay fixture: {exc}") from None

@@ -68,16 +68,20 @@ def attempt_model(state: GoldenSession, param: GoldenParam) -> str | None:
 
 
 def runner_for(
-    state: GoldenSession, provider: Any, retriever: Any, graders: list[Grader]
+    state: GoldenSession,
+    provider: Any,
+    retriever: Any,
+    graders: list[Grader],
+    variant: str | None = None,
 ) -> AttemptRunner:
-    """The session's runner for these fixture values (one per provider, graders and
-    retriever: made on first use)."""
+    """The session's runner for these fixture values and variant (one per provider,
+    graders, retriever and variant: made on first use)."""
     provider_obj = state.provider_for(provider)
-    key = (id(provider_obj), id(graders), id(retriever))
+    key = (id(provider_obj), id(graders), id(retriever), variant)
     runner = state._runners.get(key)
     if runner is None:
         runner = AttemptRunner(
-            state.pipeline(graders, retriever),
+            state.pipeline(graders, retriever, variant),
             provider_obj,
             mode=state.settings.mode,
             provider_settings=state.settings.provider,
@@ -96,7 +100,8 @@ def obtain_answer(
     state: GoldenSession, item: pytest.Item, param: GoldenParam, case: GoldenCase
 ) -> PendingAttempt:
     """Setup phase: call the provider. Infrastructure faults become a pytest ERROR."""
-    runner = runner_for(state, *session_fixtures(state, item))
+    fixtures = session_fixtures(state, item)
+    runner = runner_for(state, *fixtures, param.variant)
     collected = param
     if case is not param.case:  # golden_case was overridden in a conftest
         param = GoldenParam(case, param.attempt, param.model, param.variant)
@@ -107,11 +112,16 @@ def obtain_answer(
     try:
         # Prefetch only when this item's case is the collected one (no golden_case override).
         if prefetch is not None and collected is param:
+            # Another item's answer goes through its own variant's runner (its prompt); all
+            # are made here, in this thread, not in the prefetch pool's.
+            runners = {param.variant: runner}
+            for name in state.variants.names if state.variants is not None else ():
+                runners[name] = runner_for(state, *fixtures, name)
 
             def compute(it: pytest.Item) -> CallResult:
                 p = param_of(it)
                 assert p is not None
-                return runner.call(p.case, p.attempt, attempt_model(state, p))
+                return runners[p.variant].call(p.case, p.attempt, attempt_model(state, p))
 
             def eligible(it: pytest.Item) -> bool:
                 return param_of(it) is not None

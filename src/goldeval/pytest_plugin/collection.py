@@ -179,7 +179,8 @@ def attach_record(
         state.records[item] = record
     if call.when == "call" or (call.when == "setup" and (report.failed or report.skipped)):
         if getattr(report, PAYLOAD_ATTR, None) is None:
-            payload = payload_for(state, record)
+            param = param_of(item)
+            payload = payload_for(state, record, param.variant if param is not None else None)
             setattr(report, PAYLOAD_ATTR, payload)
             # The record now travels on the report; keeping it here too would hold every
             # attempt in memory for the whole session.
@@ -241,19 +242,22 @@ def check_selected_fixtures(
     """
     if state.settings.mode is not Mode.FIXTURE:
         return
-    golden: dict[str, list[pytest.Item]] = {}
+    # The selected case ids per variant (None: the dataset's own fixtures/).
+    golden: dict[str | None, set[str]] = {}
     module: pytest.Collector | None = None
     for item in items:
         param = param_of(item)
         if param is not None:
-            golden.setdefault(param.case.id, []).append(item)
+            golden.setdefault(param.variant, set()).add(param.case.id)
             module = module or item.parent
     if not golden or module is None:
         return
 
     dataset = state.load()
-    cases = [c for c in dataset.cases if c.id in golden]
-    problems = fixture_problems(dataset, cases)
+    problems = []
+    for variant, ids in golden.items():
+        cases = [c for c in dataset.cases if c.id in ids]
+        problems.extend(fixture_problems(dataset, cases, variant))
     if not problems:
         return
     # Every golden item goes, not only the rows at fault: a dataset that cannot be replayed as

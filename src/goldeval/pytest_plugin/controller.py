@@ -363,4 +363,6 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
             "errorMessage": message,
             "durationMs": 0,
         },
+        # The run it belongs to when the session runs variants (the id's label is its name).
+        **({"variant": label} if state.variant_name(label) == label and label else {}),
     }

@@ -194,7 +194,7 @@ def preflight_baseline_file(state: GoldenSession) -> None:
         )
     doc = load_baseline(path)
     s = state.settings
-    if not s.gate or len(s.models) > 1 or doc.protocol is None:
+    if not s.gate or s.side_by_side or doc.protocol is None:
         return
     # What the options and the manifest already say (the rest waits for the collection):
     # another dataset's baseline, another mode or attempt count is refused right here.
@@ -237,7 +237,7 @@ def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
         names = {g.name for g in state.get_graders()}
         check_gate_policy(dataset.manifest.gate, dataset.manifest_path, names)
     s = state.settings
-    if s.save_baseline is not None or not s.gate or len(s.models) > 1:
+    if s.save_baseline is not None or not s.gate or s.side_by_side:
         return None
     live = s.mode.value != "fixture"
     protocol = protocol_for(state, selected or [])

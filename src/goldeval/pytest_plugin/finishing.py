@@ -227,28 +227,28 @@ def _variant_comparison(
     compare = variants.compared() if variants is not None else None
     if variants is None or compare is None:
         return None
-    control_model = variants.model_of(compare.control) or ""
-    candidate_model = variants.model_of(compare.candidate) or ""
-    if control_model not in runs or candidate_model not in runs:
+    # The runs are keyed by variant name (the collector's key in a variant session).
+    control, candidate = compare.control, compare.candidate
+    if control not in runs or candidate not in runs:
         return None  # one side recorded nothing (stopped before it ran): no pair to weigh
     # Each run typed once: the pair's comparison and the Pareto table read the same documents.
-    typed = {model: typed_run(run) for model, (run, _) in runs.items()}
+    typed = {name: typed_run(run) for name, (run, _) in runs.items()}
     cases_files = state.finalisation.cases_files
     figures = compare_variants(
-        typed[control_model],
-        typed[candidate_model],
-        control=compare.control,
-        candidate=compare.candidate,
+        typed[control],
+        typed[candidate],
+        control=control,
+        candidate=candidate,
         margin=compare.non_inferiority,
         rule=compare.outcome,
         # The full cases: the runs in memory keep passing cases without latency and tokens.
         figures=(
-            case_figures_of_file(cases_files[runs[control_model][1]]),
-            case_figures_of_file(cases_files[runs[candidate_model][1]]),
+            case_figures_of_file(cases_files[runs[control][1]]),
+            case_figures_of_file(cases_files[runs[candidate][1]]),
         ),
     )
     # Every variant the session ran, not only the pair, in the order selected.
-    named = [(v.name, typed[v.model]) for v in variants.selected if v.model in typed]
+    named = [(name, typed[name]) for name in variants.names if name in typed]
     figures["pareto"] = pareto_table(named)
     result = decide_variants(VariantComparisonDoc.model_validate(figures))
     return {**figures, "decision": result.decision.value, "reason": result.reason}

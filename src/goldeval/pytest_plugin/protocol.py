@@ -81,3 +81,16 @@ def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]
         "runKey": s.run_key,
     }
     return protocol, configuration
+
+
+def variant_protocol(state: GoldenSession, name: str) -> dict[str, Any]:
+    """What a variant's run adds to its protocol: its name and the fingerprint of the prompt
+    templates it sent (its own parts over the manifest's; None when there are none)."""
+    variant = state.variants.get(name) if state.variants is not None else None
+    if variant is None:
+        return {}
+    spec = variant.prompt_spec(state.load().manifest.prompt)
+    prompt_hash = None
+    if spec is not None and (spec.system is not None or spec.user is not None):
+        prompt_hash = config_fingerprint({"system": spec.system, "user": spec.user})
+    return {"variant": name, "promptHash": prompt_hash}

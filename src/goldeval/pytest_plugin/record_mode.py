@@ -32,31 +32,46 @@ def record_fixtures(state: GoldenSession) -> dict[str, list[str]]:
 
     A fixture is the text ``<id>.out.md`` plus, when the answer had tool calls, a finish reason
     or usage, the sidecar ``<id>.out.json`` (goldeval.providers.fixture); the two change
-    together, and a re-recorded answer without any drops a stale sidecar.
+    together, and a re-recorded answer without any drops a stale sidecar. A variant's
+    answers go to its own ``fixtures/<variant>/`` and are listed as ``<variant>/<id>``.
     """
 
-    ds = state.load()
     changes: dict[str, list[str]] = {"new": [], "changed": [], "unchanged": [], "kept": []}
-    for case in state.collector.iter_cases():
+    if state.variants is None:
+        _record(state, None, None, changes)
+        return changes
+    keys = state.collector.models()
+    for key in keys:
+        _record(state, key if len(keys) > 1 else None, state.variant_name(key), changes)
+    return changes
+
+
+def _record(
+    state: GoldenSession, key: str | None, variant: str | None, changes: dict[str, list[str]]
+) -> None:
+    ds = state.load()
+    for case in state.collector.iter_cases(key):
         first = recordable_attempt(case["attempts"])  # none for a row that echoed a secret
         if first is None:
             continue
         case_id = case["caseId"]
-        path = fixture_path(ds.dir, case_id)
-        side = sidecar_path(ds.dir, case_id)
+        shown = case_id if variant is None else f"{variant}/{case_id}"
+        path = fixture_path(ds.dir, case_id, variant)
+        side = sidecar_path(ds.dir, case_id, variant)
         old, old_side = _recorded_text(path), _recorded_text(side)
         sidecar = first.get("recordedAnswer")
         new_side = dumps_sidecar(sidecar) if sidecar else None
         if old == first["output"] and old_side == new_side:
-            changes["unchanged"].append(case_id)
+            changes["unchanged"].append(shown)
             continue
         if old is not None and not state.settings.overwrite_fixtures:
-            changes["kept"].append(case_id)
+            changes["kept"].append(shown)
             continue
-        artifacts.atomic_write(path, first["output"])
+        # A variant's folder is checked link by link (fixtures/<variant> may not lead out).
+        root = ds.dir if variant is not None else None
+        artifacts.atomic_write(path, first["output"], root=root)
         if new_side is not None:
-            artifacts.atomic_write(side, new_side)
+            artifacts.atomic_write(side, new_side, root=root)
         elif old_side is not None or side.is_symlink():
             side.unlink()
-        changes["new" if old is None else "changed"].append(case_id)
-    return changes
+        changes["new" if old is None else "changed"].append(shown)

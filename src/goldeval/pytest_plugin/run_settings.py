@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -18,6 +18,9 @@ from goldeval.core.errors import RERUN_HINT, GoldevalError
 from goldeval.core.models import Mode
 from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
 from goldeval.providers.budget import Budget, parse_prices
+
+if TYPE_CHECKING:
+    from goldeval.pytest_plugin.variants import SessionVariants
 
 
 def refuse_rerun_plugins(config: pytest.Config) -> None:
@@ -67,10 +70,12 @@ def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
 
 
 def settings_from_config(
-    config: pytest.Config, variant_models: Sequence[str] | None = None
+    config: pytest.Config, variants: SessionVariants | None = None
 ) -> RunSettings:
-    """The run's settings; ``variant_models``: the models of the manifest's selected variants
-    (goldeval.pytest_plugin.variants), which take the place of ``--golden-models``."""
+    """The run's settings; with the manifest's selected ``variants``
+    (goldeval.pytest_plugin.variants), the models they name take the place of
+    ``--golden-models`` and their names are the session's runs."""
+    variant_models = variants.models if variants is not None else None
     mode = Mode(_opt(config, "golden_mode", "fixture"))
     attempts = int(_opt(config, "golden_attempts", 1))
     if attempts < 1:
@@ -122,6 +127,7 @@ def settings_from_config(
         artifacts=artifacts,
         provider=provider,
         models=models,
+        variants=tuple(variants.names) if variants is not None else (),
         concurrency=int(_opt(config, "golden_concurrency", 8)),
         deadline=float(deadline) if deadline is not None else None,
         baseline=_opt(config, "golden_baseline"),

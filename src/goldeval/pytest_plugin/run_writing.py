@@ -11,7 +11,7 @@ from typing import Any
 
 from goldeval.core.models import Mode
 from goldeval.core.settings import RunSettings
-from goldeval.pytest_plugin.protocol import protocol_for
+from goldeval.pytest_plugin.protocol import protocol_for, variant_protocol
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
@@ -45,6 +45,11 @@ def build_for(
     elif model is not None and multi:
         run_id = new_run_id(out_dir, state.started)
     protocol = protocol_for(state, selected)
+    variant = state.variant_name(model)
+    if variant is not None:
+        # The collector's key is the variant's name; the run records the model it asked for.
+        model = state.label_model(variant)
+        protocol.update(variant_protocol(state, variant))
     model = (model or s.provider.model) if live else None
     protocol["model"] = model
     red_ids = {x.id for x in ds.cases if x.red}

@@ -67,9 +67,7 @@ class GoldenSession:
         self.golden_root, self.dataset_dir = self._dataset_place()
         #: The manifest's variants this session runs (None: no variants, the usual run).
         self.variants = session_variants(config, self.dataset_dir)
-        self.settings = settings_from_config(
-            config, self.variants.models if self.variants is not None else None
-        )
+        self.settings = settings_from_config(config, self.variants)
         self.target = self._collect_target()
         refuse_existing_baseline(config, self.settings)
         self.dataset: Dataset | None = None
@@ -88,9 +86,9 @@ class GoldenSession:
         #: The decision on a session that recorded nothing (a signal before any attempt was
         #: graded), as (code, reason): the terminal still says why it exits so.
         self.unrecorded_decision: tuple[int, str] | None = None
-        self._pipelines: dict[tuple[int, int], Pipeline] = {}
-        #: One AttemptRunner per (provider, graders, retriever): see attempts.runner_for.
-        self._runners: dict[tuple[int, int, int], AttemptRunner] = {}
+        self._pipelines: dict[tuple[int, int, str | None], Pipeline] = {}
+        #: One AttemptRunner per (provider, graders, retriever, variant): attempts.runner_for.
+        self._runners: dict[tuple[int, int, int, str | None], AttemptRunner] = {}
         self._graders_in_use: list[str] | None = None
         self._fixtures: tuple[Any, Any, list[Grader]] | None = None
         self.skipped_by_deadline = 0
@@ -173,8 +171,8 @@ class GoldenSession:
             keep_passing_output=s.artifacts == "always" or s.mode is Mode.RECORD,
             case_info=self.case_info,
             case_line=self.case_line,
-            # One model unless --golden-models names several: never split into "side by side".
-            one_model=None if len(s.models) > 1 else (s.provider.model or ""),
+            # One run unless several models or variants run: never split into "side by side".
+            one_model=None if s.side_by_side else (s.provider.model or ""),
         )
 
     def _start_providers(self) -> None:
@@ -244,17 +242,28 @@ class GoldenSession:
 
     def params(self) -> list[GoldenParam]:
         dataset = self.load()
-        models: list[str | None] = list(self.settings.models) or [None]
+        runs: list[tuple[str | None, str | None]]
+        if self.variants is not None:
+            runs = [(v.model, v.name) for v in self.variants.selected]
+        else:
+            models: list[str | None] = [*self.settings.models] or [None]
+            runs = [(model, None) for model in models]
         return [
-            GoldenParam(case, attempt, model, self.variant_name(model))
-            for model in models
+            GoldenParam(case, attempt, model, variant)
+            for model, variant in runs
             for case in dataset.cases
             for attempt in range(1, self.settings.attempts + 1)
         ]
 
-    def variant_name(self, model: str | None) -> str | None:
-        """The name of the variant that runs ``model`` (None without variants)."""
-        return self.variants.name_of(model) if self.variants is not None else None
+    def variant_name(self, key: str | None) -> str | None:
+        """The name of the variant whose run ``key`` is (the collector's key: the variant's
+        name, or the one model of a session that runs a single variant); None without
+        variants."""
+        if self.variants is None:
+            return None
+        if self.variants.get(key) is not None:
+            return key
+        return self.variants.names[0] if len(self.variants.selected) == 1 else None
 
     def label_model(self, label: str | None) -> str | None:
         """The model of an item id's label (a variant's name, else the model itself)."""
@@ -443,16 +452,22 @@ class GoldenSession:
         if self._judge_provider is not None:
             self._judge_provider.close()
 
-    def pipeline(self, graders: list[Grader], retriever: Any) -> Pipeline:
-        key = (id(graders), id(retriever))
+    def pipeline(
+        self, graders: list[Grader], retriever: Any, variant: str | None = None
+    ) -> Pipeline:
+        """The pipeline of these fixture values and variant (made on first use): a variant's
+        own prompt templates and name (its fixtures folder) are its pipeline's."""
+        key = (id(graders), id(retriever), variant)
         pipe = self._pipelines.get(key)
         if pipe is None:
+            chosen = self.variants.get(variant) if self.variants is not None else None
             pipe = Pipeline(
                 self.load(),
                 list(graders),
                 as_retriever(retriever),
                 masker=self.masker,
                 refuse_secrets=self.settings.mode is Mode.RECORD,
+                variant=chosen,
             )
             self._pipelines[key] = pipe
         return pipe
@@ -462,8 +477,10 @@ def state_of(config: pytest.Config) -> GoldenSession:
     return config.stash[STATE_KEY]
 
 
-def payload_for(state: GoldenSession, record: AttemptRecord) -> dict[str, Any]:
+def payload_for(
+    state: GoldenSession, record: AttemptRecord, variant: str | None = None
+) -> dict[str, Any]:
     """What travels on the report (see goldeval.results.run_document.attempt_payload); the
-    controller looks
-    the case's facts up in its own copy of the dataset (GoldenSession.case_info)."""
-    return attempt_payload(record, state.collector.keep_passing_output)
+    controller looks the case's facts up in its own copy of the dataset
+    (GoldenSession.case_info). ``variant``: the variant the attempt ran (its run's key)."""
+    return attempt_payload(record, state.collector.keep_passing_output, variant)

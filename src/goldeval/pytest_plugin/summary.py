@@ -57,7 +57,8 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
             tr.write_line(f"    {line}")
     for run_doc in getattr(state, "benchmark", None) or []:
         bench = typed_run(run_doc)
-        who = f"model {bench.model}"
+        # A fixture-mode run asks no model: its answers are the recorded ones.
+        who = f"model {bench.model}" if bench.model else "recorded answers"
         if bench.variant:
             who = f"variant {bench.variant} ({who})"
         tr.write_line(f"  {one_line(who)}:")

@@ -1,9 +1,12 @@
 """The session's variants (issue 35): which of the manifest's ``variants:`` run, and the
 label each carries in item ids.
 
-A variant is run as one of ``--golden-models``' models (the same parametrisation, one run per
-variant): its model is what the provider is asked for and what its run records; its name is
-what its items' ids carry (``case-attempt1-<name>``) and what the comparison names.
+A variant is run like one of ``--golden-models``' models (one run per variant), but keyed by
+its **name**: its items' ids carry it (``case-attempt1-<name>``), every attempt payload carries
+it (``variant``), the run collector folds attempts under it and the comparison names it. Its
+model (the session's when it names none) is what the provider is asked for and what its run
+records; its prompt is what its pipeline renders; in fixture mode its recorded answers are
+``fixtures/<name>/`` (goldeval.providers.fixture).
 """
 
 from __future__ import annotations
@@ -28,15 +31,23 @@ class SessionVariants:
 
     @property
     def models(self) -> list[str]:
-        return [v.model or "" for v in self.selected]
+        """The distinct models the selected variants name (a variant may name none: it runs
+        the session's model)."""
+        return list(dict.fromkeys(v.model for v in self.selected if v.model))
 
-    def name_of(self, model: str | None) -> str | None:
-        """The variant that runs ``model`` (None: not a variant's model)."""
-        return next((v.name for v in self.selected if v.model == model), None)
+    @property
+    def names(self) -> list[str]:
+        return [v.name for v in self.selected]
+
+    def get(self, name: str | None) -> Variant | None:
+        """The selected variant of that name, else None."""
+        return next((v for v in self.selected if v.name == name), None)
 
     def model_of(self, label: str | None) -> str | None:
-        """The model of the variant named ``label``; any other label is returned as it is."""
-        return next((v.model for v in self.selected if v.name == label), label)
+        """The model the variant named ``label`` names (None: the session's); any other
+        label is returned as it is."""
+        variant = self.get(label)
+        return label if variant is None else variant.model
 
     def compared(self) -> CompareGate | None:
         """The comparison gate when both of its variants were selected, else None."""
@@ -48,11 +59,12 @@ class SessionVariants:
 
 
 def session_variants(config: pytest.Config, dataset_dir: Path) -> SessionVariants | None:
-    """The variants this session runs, or None (no ``variants:`` block, or not a live run).
+    """The variants this session runs (in every mode), or None (no ``variants:`` block).
 
     Usage errors (exit 4) before any call: ``--golden-variants`` on a dataset that declares
-    none or in fixture/record mode, an unknown name, and ``--golden-model(s)`` next to the
-    variants (which model answers would be ambiguous). A manifest that does not read is left
+    none, an unknown name, ``--golden-models`` next to the variants, ``--golden-model`` next
+    to variants that name their model (which model answers would be ambiguous), and
+    ``--golden-run-key`` (resuming variant runs is not built). A manifest that does not read is left
     to the collection, which reports it with the file and field.
     """
     wanted = config.getoption("golden_variants", default=None)
@@ -66,7 +78,6 @@ def session_variants(config: pytest.Config, dataset_dir: Path) -> SessionVariant
             return None
         declared = list(manifest.variants or [])
         compare = manifest.gate.compare if manifest.gate is not None else None
-    mode = config.getoption("golden_mode", default=None) or "fixture"
     if not declared:
         if wanted:
             raise pytest.UsageError(
@@ -74,26 +85,26 @@ def session_variants(config: pytest.Config, dataset_dir: Path) -> SessionVariant
                 "variants (add a `variants:` block, see docs/variants.md)"
             )
         return None
-    if mode != "live":
-        if wanted:
-            raise pytest.UsageError(
-                "--golden-variants needs --golden-mode=live: per-variant recorded answers "
-                "(fixture and record mode) are not supported yet (docs/variants.md)"
-            )
-        # Fixture and record mode replay or record one answer per row: the variants are
-        # not run (docs/variants.md), the run is what it was before variants existed.
-        return None
-    for option in ("golden_models", "golden_model"):
-        if config.getoption(option, default=None):
-            flag = "--" + option.replace("_", "-")
-            raise pytest.UsageError(
-                f"{flag} cannot be combined with the manifest's variants: each variant names "
-                "its model; pick variants with --golden-variants=A,B"
-            )
+    if config.getoption("golden_models", default=None):
+        raise pytest.UsageError(
+            "--golden-models cannot be combined with the manifest's variants: each variant "
+            "names its model; pick variants with --golden-variants=A,B"
+        )
+    if config.getoption("golden_run_key", default=None):
+        raise pytest.UsageError(
+            "--golden-run-key cannot be combined with the manifest's variants yet: a resumed "
+            "session would have to resume each variant's run (docs/variants.md)"
+        )
     try:
         selected = select_variants(declared, wanted)
     except GoldevalError as exc:
         raise pytest.UsageError(str(exc)) from None
+    named = [v.name for v in selected if v.model]
+    if named and config.getoption("golden_model", default=None):
+        raise pytest.UsageError(
+            f"--golden-model cannot be combined with variants that name their model "
+            f"({', '.join(named)}): it would be ambiguous which model answers"
+        )
     return SessionVariants(tuple(selected), compare)
 
 

@@ -42,8 +42,8 @@ def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
         "",
         "| Variant | Model | Pass rate (paired cases) |",
         "|---|---|---|",
-        f"| {control} (control) | {md_escape(cmp.control_model)} | {_pct(cmp.control_pass_rate)} |",
-        f"| {candidate} (candidate) | {md_escape(cmp.candidate_model)} | "
+        f"| {control} (control) | {_model(cmp.control_model)} | {_pct(cmp.control_pass_rate)} |",
+        f"| {candidate} (candidate) | {_model(cmp.candidate_model)} | "
         f"{_pct(cmp.candidate_pass_rate)} |",
         "",
         f"- Paired cases: {cmp.cases} (not paired: {cmp.unpaired})",
@@ -134,7 +134,7 @@ def _pareto_lines(pareto: ParetoDoc | None) -> list[str]:
             else "no (dominated by " + ", ".join(md_escape(v) for v in row.dominated_by) + ")"
         )
         out.append(
-            f"| {md_escape(row.variant)} | {md_escape(row.model)} | {_pct(row.pass_rate)} | "
+            f"| {md_escape(row.variant)} | {_model(row.model)} | {_pct(row.pass_rate)} | "
             f"{_na(row.cost)} | {_na(row.p95_ms, ' ms')} | {front} |"
         )
     return out
@@ -142,3 +142,8 @@ def _pareto_lines(pareto: ParetoDoc | None) -> list[str]:
 
 def _na(value: int | float | None, unit: str = "") -> str:
     return f"{value}{unit}" if value is not None else "n/a"
+
+
+def _model(model: str | None) -> str:
+    """A variant's model; a fixture-mode run asks none (its answers are recorded)."""
+    return md_escape(model) if model else "recorded answers"

@@ -143,6 +143,10 @@ class Protocol(_Doc):
     judge_model: str | None = Field(default=None, alias="judgeModel")
     #: The dataset's profile (a run written before profiles has none: java-autotest).
     profile: str | None = None
+    #: The manifest variant the run is (issue 35): its name and the fingerprint of the prompt
+    #: templates it sent (None: neither it nor the manifest has one). Absent outside variants.
+    variant: str | None = None
+    prompt_hash: str | None = Field(default=None, alias="promptHash")
 
 
 class Configuration(_Doc):

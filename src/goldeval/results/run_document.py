@@ -116,9 +116,18 @@ class AttemptEntry:
     status: str
     #: the record as compact JSON
     text: str
+    #: The manifest variant the attempt ran (None outside variant sessions).
+    variant: str | None = None
+
+    @property
+    def key(self) -> str | None:
+        """The run the attempt belongs to: its variant's, else its model's."""
+        return self.variant if self.variant is not None else self.model
 
 
-def attempt_payload(record: Any, keep_passing_output: bool) -> dict[str, Any]:
+def attempt_payload(
+    record: Any, keep_passing_output: bool, variant: str | None = None
+) -> dict[str, Any]:
     """What travels on a test report for one attempt: its key and the record as one compact
     JSON string (without the answer text of a passing attempt unless it is kept).
 
@@ -148,7 +157,7 @@ def attempt_payload(record: Any, keep_passing_output: bool) -> dict[str, Any]:
     if record.tries is not None:
         run += f',"tries":{record.tries}'
     at = content_offset(text, run + "}")
-    return {
+    payload = {
         "caseId": record.case_id,
         "index": record.index,
         "model": record.model,
@@ -156,13 +165,21 @@ def attempt_payload(record: Any, keep_passing_output: bool) -> dict[str, Any]:
         "record": text,
         "contentAt": at,
     }
+    if variant is not None:
+        payload["variant"] = variant
+    return payload
 
 
 def attempt_entry(payload: dict[str, Any], keep_passing_output: bool = True) -> AttemptEntry:
     text = payload.get("record")
     if isinstance(text, str):
         return AttemptEntry(
-            payload["caseId"], int(payload["index"]), payload.get("model"), payload["status"], text
+            payload["caseId"],
+            int(payload["index"]),
+            payload.get("model"),
+            payload["status"],
+            text,
+            payload.get("variant"),
         )
     attempt = payload["attempt"]
     if not keep_passing_output and attempt.get("status") == "PASS":
@@ -173,6 +190,7 @@ def attempt_entry(payload: dict[str, Any], keep_passing_output: bool = True) -> 
         attempt.get("model"),
         str(attempt.get("status")),
         json.dumps(attempt, ensure_ascii=False, separators=_COMPACT),
+        payload.get("variant"),
     )
 
 
@@ -204,8 +222,8 @@ class RunCollector:
 
     ``one_model``: the run's model when the session runs one model (``""`` for none); every
     attempt is then folded under it, whatever model its payload names, so a session without
-    several models is never split into models side by side. None: several models, each
-    attempt under its own.
+    several models is never split into models side by side. None: several models or variants,
+    each attempt under its own key (its variant, else its model: ``AttemptEntry.key``).
     """
 
     def __init__(
@@ -230,7 +248,7 @@ class RunCollector:
         if case is not None and entry.case_id not in self.infos:
             self.infos[entry.case_id] = case
         # Keyed by (model, attempt) so a re-sent report (xdist restart) is never counted twice.
-        model = self.one_model if self.one_model is not None else entry.model or ""
+        model = self.one_model if self.one_model is not None else entry.key or ""
         self.attempts.setdefault(entry.case_id, {})[(model, entry.index)] = entry.text
 
     def __len__(self) -> int:

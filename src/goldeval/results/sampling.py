@@ -3,8 +3,9 @@
 Pure functions over per-case tallies (how many attempts of a case were graded, how many
 passed): pass@k and pass^k with their per-dataset means, seeded bootstrap intervals over
 cases, the exact McNemar test on per-case outcomes, the paired (case-clustered) bootstrap
-interval of a difference in pass rate, the non-inferiority decision built on it, and the
-minimum detectable difference of a paired design. The formulas, and when not to trust them,
+interval of a difference in pass rate (the non-inferiority decision built on it is
+:mod:`goldeval.results.non_inferiority`), and the minimum detectable difference of a paired
+design. The formulas, and when not to trust them,
 are in docs/methodology.md ("Repeated attempts and paired comparisons").
 
 Only the standard library: ``random.Random(seed)`` draws the resamples, so a figure is the
@@ -146,7 +147,7 @@ def _resampled(
     return out
 
 
-def _z(confidence: float) -> float:
+def z_value(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
@@ -196,7 +197,7 @@ def _normal_mean(values: Sequence[float], confidence: float) -> Interval:
     m = len(values)
     mean = sum(values) / m
     spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (m - 1) / m)
-    half = _z(confidence) * spread
+    half = z_value(confidence) * spread
     return Interval(mean - half, mean + half, NORMAL)
 
 
@@ -225,9 +226,9 @@ def pass_at_k_table(
                 "k": k,
                 "cases": len(eligible),
                 "passAtK": sum(at) / len(at),
-                "passAtKCi95": _dumped(at_ci),
+                "passAtKCi95": dumped_interval(at_ci),
                 "passHatK": sum(hat) / len(hat),
-                "passHatKCi95": _dumped(hat_ci),
+                "passHatKCi95": dumped_interval(hat_ci),
             }
         )
     return {
@@ -239,7 +240,7 @@ def pass_at_k_table(
     }
 
 
-def _dumped(interval: Interval | None) -> dict[str, Any] | None:
+def dumped_interval(interval: Interval | None) -> dict[str, Any] | None:
     return None if interval is None else interval.dump()
 
 
@@ -344,80 +345,9 @@ def _difference_normal(pairs: Sequence[tuple[Tally, Tally]], confidence: float) 
         for a, b in pairs
     ]
     spread = math.sqrt(sum(r * r for r in residuals) / (m - 1) / m)
-    half = _z(confidence) * spread
+    half = z_value(confidence) * spread
     centre = rate_b - rate_a
     return Interval(centre - half, centre + half, NORMAL)
-
-
-@dataclass(frozen=True)
-class NonInferiority:
-    """Is the candidate not worse than the control by more than ``margin``?
-
-    ``PASS``: the interval's lower bound is above −margin. ``FAIL``: its upper bound is
-    below −margin (clearly worse). ``UNDERPOWERED``: the interval contains −margin, so
-    these cases cannot tell; ``more_cases`` estimates how many more paired cases would
-    decide it (None when no number would: the estimate sits on −margin, or nothing is
-    paired). See :func:`cases_to_decide`.
-    """
-
-    verdict: Verdict
-    margin: float
-    cases: int
-    difference: float | None
-    interval: Interval | None
-    more_cases: int | None
-
-    def dump(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "margin": self.margin,
-            "cases": self.cases,
-            "difference": self.difference,
-            "ci95": _dumped(self.interval),
-            "moreCases": self.more_cases,
-        }
-
-
-def non_inferiority(
-    pairs: Sequence[tuple[Tally, Tally]],
-    margin: float,
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> NonInferiority:
-    """The decision on the paired interval of candidate − control (see the class)."""
-    if not 0.0 <= margin < 1.0:
-        raise ValueError(f"the margin must be in [0, 1), got {margin}")
-    interval = difference_interval(pairs, resamples=resamples, seed=seed, confidence=confidence)
-    difference = rate_difference(pairs)
-    if interval is None or difference is None:
-        return NonInferiority("UNDERPOWERED", margin, 0, None, None, None)
-    if interval.lower > -margin:
-        return NonInferiority("PASS", margin, len(pairs), difference, interval, 0)
-    if interval.upper < -margin:
-        return NonInferiority("FAIL", margin, len(pairs), difference, interval, 0)
-    more = cases_to_decide(len(pairs), difference, interval, margin)
-    return NonInferiority("UNDERPOWERED", margin, len(pairs), difference, interval, more)
-
-
-def cases_to_decide(cases: int, difference: float, interval: Interval, margin: float) -> int | None:
-    """How many more paired cases would move the interval off −margin, if the difference
-    stayed where it is and the interval's half-width shrank as 1/√n.
-
-    The side facing −margin decides: ``w = difference − lower`` when the estimate is above
-    −margin (the lower bound must rise past it), ``w = upper − difference`` when below. With
-    ``d = |difference + margin|`` the distance from the estimate to −margin, the half-width
-    at n' cases is ``w·√(n/n')``, which is below d once ``n' > n·(w/d)²``; the answer is
-    ``⌊n·(w/d)²⌋ + 1 − n`` (at least 1). None when d is 0. An estimate, not a promise:
-    the difference moves as cases are added.
-    """
-    distance = abs(difference + margin)
-    if distance == 0.0:
-        return None
-    width = difference - interval.lower if difference > -margin else interval.upper - difference
-    needed = math.floor(cases * (width / distance) ** 2) + 1
-    return max(needed - cases, 1)
 
 
 def minimum_detectable_difference(

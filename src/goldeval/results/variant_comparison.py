@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from goldeval.results.documents import RunDocument
+from goldeval.results.non_inferiority import non_inferiority
 from goldeval.results.sampling import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -22,7 +23,6 @@ from goldeval.results.sampling import (
     case_outcome,
     mcnemar_exact,
     minimum_detectable_difference,
-    non_inferiority,
 )
 from goldeval.results.variant_costs import CaseFigures, case_figures, paired_costs
 
@@ -64,7 +64,7 @@ def compare_variants(
     ids = sorted(cid for cid in a.keys() & b.keys() if a[cid].graded and b[cid].graded)
     pairs = [(a[cid], b[cid]) for cid in ids]
     test = mcnemar_exact(pairs, rule)
-    decision = non_inferiority(pairs, margin, resamples=resamples, seed=seed)
+    decision = non_inferiority(pairs, margin, rule=rule, resamples=resamples, seed=seed)
     worse = [cid for cid in ids if case_outcome(a[cid], rule) and not case_outcome(b[cid], rule)]
     better = [cid for cid in ids if case_outcome(b[cid], rule) and not case_outcome(a[cid], rule)]
     discordance = (len(worse) + len(better)) / len(ids) if ids else None

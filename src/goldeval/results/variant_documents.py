@@ -104,7 +104,7 @@ class VariantComparisonDoc(Doc):
     difference: float | None = None
     ci95: IntervalDoc | None = None
     margin: float
-    #: The statistic's own verdict (sampling.NonInferiority): PASS, FAIL or UNDERPOWERED.
+    #: The statistic's own verdict (non_inferiority.NonInferiority): PASS, FAIL or UNDERPOWERED.
     non_inferiority: str = Field(alias="nonInferiority")
     more_cases: int | None = Field(default=None, alias="moreCases")
     mcnemar: McNemarDoc

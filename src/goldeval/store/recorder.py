@@ -177,8 +177,11 @@ class RunRecorder:
             text, at = entry.text, content_at
         else:
             text, at = without_raw_text(entry.text), 0
+        # A variant session's attempts are keyed by variant (two variants may run one model,
+        # or none in fixture mode): the attempt's model column holds the variant's name there
+        # (docs/variants.md); the record's own ``model`` stays the model.
         self.pending.append(
-            AttemptText(entry.case_id, entry.index, entry.model, entry.status, text, at)
+            AttemptText(entry.case_id, entry.index, entry.key, entry.status, text, at)
         )
         now = time.monotonic()
         if self.immediate or len(self.pending) >= BATCH or now - self.last_flush > BATCH_SECONDS:

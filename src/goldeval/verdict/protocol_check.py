@@ -33,6 +33,10 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     "model",
     "judgeEnabled",
     "judgeModel",
+    # A variant's run compares only with runs of the same variant and prompt (absent on both
+    # outside variant sessions: equal).
+    "variant",
+    "promptHash",
 )
 #: Protocol keys that only take part in comparability when both runs are LIVE.
 LIVE_ONLY_KEYS: tuple[str, ...] = ("provider", "model", "judgeEnabled", "judgeModel")

@@ -27,7 +27,7 @@ class VariantDecision(str, Enum):
     INCONCLUSIVE = "INCONCLUSIVE"
 
 
-#: The statistic's verdict (goldeval.results.sampling.NonInferiority) → the gate's label.
+#: The statistic's verdict (goldeval.results.non_inferiority.NonInferiority) → the gate's label.
 _LABELS = {
     "PASS": VariantDecision.NON_INFERIOR,
     "FAIL": VariantDecision.INFERIOR,
