@@ -223,18 +223,19 @@ def test_bad_selection_and_options_are_usage_errors(
     pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
 ) -> None:
     _manifest(golden_project)
-    unknown = pytester.runpytest(*_live(llm_server, "--golden-variants=candidat"))
-    assert unknown.ret == 4
-    unknown.stderr.fnmatch_lines(["*no variant 'candidat'*did you mean 'candidate'*"])
-    both = pytester.runpytest(*_live(llm_server, "--golden-models=x,y"))
-    assert both.ret == 4
-    both.stderr.fnmatch_lines(["*--golden-models cannot be combined with the manifest's variants*"])
-    named = pytester.runpytest(*_live(llm_server, "--golden-model=m-good"))
-    assert named.ret == 4
-    named.stderr.fnmatch_lines(["*--golden-model cannot be combined with variants that name*"])
-    keyed = pytester.runpytest(*_live(llm_server, "--golden-run-key=k1"))
-    assert keyed.ret == 4
-    keyed.stderr.fnmatch_lines(["*--golden-run-key cannot be combined with the manifest's*"])
+    usage_errors = [
+        ("--golden-variants=candidat", "*no variant 'candidat'*did you mean 'candidate'*"),
+        (
+            "--golden-models=x,y",
+            "*--golden-models cannot be combined with the manifest's variants*",
+        ),
+        ("--golden-model=m-good", "*--golden-model cannot be combined with variants that name*"),
+        ("--golden-run-key=k1", "*--golden-run-key cannot be combined with the manifest's*"),
+    ]
+    for option, message in usage_errors:
+        result = pytester.runpytest(*_live(llm_server, option))
+        assert result.ret == 4, option
+        result.stderr.fnmatch_lines([message])
     # Fixture mode replays each variant's own answers: none recorded is a collection error
     # naming the variant's folder, not the dataset's fixtures replayed twice.
     fixture = pytester.runpytest("--golden=generation-v1", "--golden-variants=control")
