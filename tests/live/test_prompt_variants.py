@@ -138,6 +138,13 @@ def test_fixture_mode_compares_the_recorded_prompts_without_a_model(
     assert result.ret == 1
     assert runs["candidate"]["protocol"]["promptHash"]
     assert runs["candidate"]["protocol"]["mode"] == runs["control"]["protocol"]["mode"]
+    # The rows × variants matrix: the flipped row first, both variants' statuses side by side.
+    matrix = cmp["matrix"]
+    assert matrix["variants"] == ["control", "candidate"] and matrix["more"] == 0
+    assert [c["statuses"] for c in matrix["rows"][0]["cells"]] == [["PASS"], ["FAIL"]]
+    assert matrix["rows"][0]["caseId"] == BROKEN_ROW and len(matrix["rows"]) == 10
+    report = next((golden_project / ".goldeval/runs").glob("*/report.md")).read_text("utf-8")
+    assert f"| {BROKEN_ROW} | P · " in report
     # The session's store run keeps both variants' attempts (no model in fixture mode: they
     # are keyed by variant, not folded onto one another).
     with open_store(str(golden_project / ".goldeval/goldeval.sqlite3")) as store:

@@ -189,8 +189,13 @@ def test_serial_and_xdist_give_the_same_comparison(
         runs = _runs(golden_project)
         # Everything but what holds measured latency, which differs between sessions.
         cmp = runs["candidate"]["variantComparison"]
-        pair = {k: v for k, v in cmp.items() if k not in ("costs", "pairedCosts", "pareto")}
+        measured = ("costs", "pairedCosts", "pareto", "matrix")
+        pair = {k: v for k, v in cmp.items() if k not in measured}
         pair["tokens"] = cmp["pairedCosts"]["totalTokens"]
+        pair["matrix"] = [
+            (row["caseId"], [(c["statuses"], c["totalTokens"]) for c in row["cells"]])
+            for row in cmp["matrix"]["rows"]
+        ]
         pair["front"] = [
             (r["variant"], r["passRate"], r["totalTokens"]) for r in cmp["pareto"]["rows"]
         ]

@@ -33,6 +33,7 @@ from goldeval.results.run_folder import ArtifactError
 from goldeval.results.run_json import RunJson
 from goldeval.results.variant_comparison import compare_variants
 from goldeval.results.variant_costs import case_figures_of_file, pareto_table
+from goldeval.results.variant_matrix import variant_matrix
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
 from goldeval.verdict.outcome import FinalisationFault, RunOutcome
 from goldeval.verdict.variants import decide_variants
@@ -234,6 +235,9 @@ def _variant_comparison(
     # Each run typed once: the pair's comparison and the Pareto table read the same documents.
     typed = {name: typed_run(run) for name, (run, _) in runs.items()}
     cases_files = state.finalisation.cases_files
+    read_figures = {
+        name: case_figures_of_file(cases_files[runs[name][1]]) for name in (control, candidate)
+    }
     figures = compare_variants(
         typed[control],
         typed[candidate],
@@ -242,14 +246,20 @@ def _variant_comparison(
         margin=compare.non_inferiority,
         rule=compare.outcome,
         # The full cases: the runs in memory keep passing cases without latency and tokens.
-        figures=(
-            case_figures_of_file(cases_files[runs[control][1]]),
-            case_figures_of_file(cases_files[runs[candidate][1]]),
-        ),
+        figures=(read_figures[control], read_figures[candidate]),
     )
     # Every variant the session ran, not only the pair, in the order selected.
     named = [(name, typed[name]) for name in variants.names if name in typed]
     figures["pareto"] = pareto_table(named)
+    per_variant = {
+        name: read_figures[name]
+        if name in read_figures
+        else case_figures_of_file(cases_files[runs[name][1]])
+        for name, _ in named
+    }
+    figures["matrix"] = variant_matrix(
+        named, per_variant, [*figures["flippedWorse"], *figures["flippedBetter"]]
+    )
     result = decide_variants(VariantComparisonDoc.model_validate(figures))
     return {**figures, "decision": result.decision.value, "reason": result.reason}
 

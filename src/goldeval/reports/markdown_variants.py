@@ -8,6 +8,7 @@ from goldeval.results.documents import (
     ParetoDoc,
     VariantComparisonDoc,
     VariantCostDoc,
+    VariantMatrixDoc,
 )
 
 #: ``pairedCosts`` figures as report.md names them, with their unit and number format.
@@ -81,7 +82,7 @@ def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
                 f"| {name} | {_na(c.median_ms, ' ms')} | {_na(c.p95_ms, ' ms')} | "
                 f"{_na(c.total_tokens)} | " + (f"{cost:.4f} |" if cost is not None else "n/a |")
             )
-    return out + _paired_cost_lines(cmp) + _pareto_lines(cmp.pareto)
+    return out + _paired_cost_lines(cmp) + _pareto_lines(cmp.pareto) + _matrix_lines(cmp.matrix)
 
 
 def _paired_cost_lines(cmp: VariantComparisonDoc) -> list[str]:
@@ -137,6 +138,40 @@ def _pareto_lines(pareto: ParetoDoc | None) -> list[str]:
             f"| {md_escape(row.variant)} | {_model(row.model)} | {_pct(row.pass_rate)} | "
             f"{_na(row.cost)} | {_na(row.p95_ms, ' ms')} | {front} |"
         )
+    return out
+
+
+#: One letter per attempt status in the matrix (the legend is printed above the table).
+_STATUS_LETTER = {"PASS": "P", "FAIL": "F", "ERROR": "E", "SKIPPED": "S"}
+
+
+def _matrix_lines(matrix: VariantMatrixDoc | None) -> list[str]:
+    """``matrix``: one row per case, one column per variant."""
+    if matrix is None or not matrix.rows:
+        return []
+    out = [
+        "",
+        "Rows × variants (flipped cases first, then cases not passed everywhere; each cell: "
+        "the attempts in order, P pass, F fail, E error, S skipped, then the mean latency and "
+        "tokens of the graded attempts):",
+        "",
+        "| Case | " + " | ".join(md_escape(v) for v in matrix.variants) + " |",
+        "|---" * (len(matrix.variants) + 1) + "|",
+    ]
+    for row in matrix.rows:
+        cells = []
+        for cell in row.cells:
+            if not cell.statuses:
+                cells.append("not run")
+                continue
+            letters = " ".join(_STATUS_LETTER.get(s, "?") for s in cell.statuses)
+            latency = f"{cell.latency_ms:.0f} ms" if cell.latency_ms is not None else "n/a"
+            tokens = f"{cell.total_tokens:.0f} tok" if cell.total_tokens is not None else "n/a"
+            cells.append(f"{letters} · {latency} · {tokens}")
+        out.append(f"| {md_escape(row.case_id)} | " + " | ".join(cells) + " |")
+    if matrix.more:
+        out.append("")
+        out.append(f"... and {matrix.more} more cases, not shown (run.json lists every case).")
     return out
 
 

@@ -32,6 +32,7 @@ from goldeval.results.variant_documents import (
     VariantComparisonDoc,
     VariantCostDoc,
     VariantCostsDoc,
+    VariantMatrixDoc,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "VariantComparisonDoc",
     "VariantCostDoc",
     "VariantCostsDoc",
+    "VariantMatrixDoc",
     "typed_run",
     "validate_run_document",
 ]

@@ -87,6 +87,29 @@ class ParetoDoc(Doc):
     rows: list[ParetoRowDoc]
 
 
+class MatrixCellDoc(Doc):
+    """One variant's cell of a matrix row: its attempts' statuses in order, and its mean
+    latency and tokens over its graded attempts (null: not measured, or not run)."""
+
+    statuses: list[str] = Field(default_factory=list)
+    latency_ms: float | None = Field(default=None, alias="latencyMs")
+    total_tokens: float | None = Field(default=None, alias="totalTokens")
+
+
+class MatrixRowDoc(Doc):
+    case_id: str = Field(alias="caseId")
+    cells: list[MatrixCellDoc]
+
+
+class VariantMatrixDoc(Doc):
+    """``matrix``: rows × variants (goldeval.results.variant_matrix); flipped cases first,
+    at most 100 rows, ``more`` the cases left out."""
+
+    variants: list[str]
+    rows: list[MatrixRowDoc]
+    more: int = 0
+
+
 class VariantComparisonDoc(Doc):
     """``variantComparison``: two variants of one session on the cases both graded
     (goldeval.results.variant_comparison); ``decision`` and ``reason`` are the verdict's
@@ -124,5 +147,6 @@ class VariantComparisonDoc(Doc):
         default=None, alias="pairedCosts"
     )
     pareto: ParetoDoc | None = None
+    matrix: VariantMatrixDoc | None = None
     decision: str | None = None
     reason: str | None = None
