@@ -57,12 +57,12 @@ def test_variants_and_compare_gate_read(tmp_path: Path) -> None:
         (
             "variants:\n  - {name: a, model: m}\n  - {name: b, model: m}\n",
             "variants[1].model",
-            "name the same model and prompt",
+            "name the same provider, model and prompt",
         ),
         (
             "variants:\n  - {name: a, prompt: {system: s}}\n  - {name: b, prompt: {system: s}}\n",
             "variants[1].prompt",
-            "name the same model and prompt",
+            "name the same provider, model and prompt",
         ),
         ("variants:\n  - {name: a, prompt: {}}\n", "variants[0].prompt", "neither system nor user"),
         (
@@ -81,9 +81,15 @@ def test_variants_and_compare_gate_read(tmp_path: Path) -> None:
             "not supported yet",
         ),
         (
-            "variants:\n  - {name: a, model: m, baseUrl: 'http://127.0.0.1:1'}\n",
-            "variants[0].baseUrl",
-            "not supported yet",
+            "variants:\n  - {name: a, model: m, provider: ' '}\n",
+            "variants[0].provider",
+            "blank",
+        ),
+        (
+            "variants:\n  - {name: a, model: m, baseUrl: 'http://x'}\n"
+            "  - {name: b, model: m, baseUrl: 'http://x'}\n",
+            "variants[1].model",
+            "name the same provider, model and prompt",
         ),
         ("variants:\n  - {name: a, model: m, modle: x}\n", "variants.0.modle", "Extra inputs"),
         (

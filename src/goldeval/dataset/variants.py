@@ -9,13 +9,13 @@ A manifest declares them under ``variants:`` and may gate on a pair under ``gate
     gate:
       compare: {control: control, candidate: candidate, nonInferiority: 0.05}
 
-What this version runs: variants that differ by **model** and/or **prompt templates** (one
-provider, one base URL, the dataset's request options). A variant's ``prompt.system`` or
-``prompt.user`` replaces that part of the manifest's ``prompt:`` block; the part it leaves out
-is the manifest's. In fixture mode each variant replays its own recorded answers
-(``fixtures/<name>/<id>.out.md``), which ``--golden-mode=record`` writes. A variant naming a
-provider, a base URL or request options is refused here, with the field named, rather than
-run as if those were applied (docs/variants.md says what is not there yet).
+What this version runs: variants that differ by **provider / base URL**, **model** and/or
+**prompt templates** (the dataset's request options for all). A variant's ``prompt.system``
+or ``prompt.user`` replaces that part of the manifest's ``prompt:`` block; the part it leaves
+out is the manifest's. In fixture mode each variant replays its own recorded answers
+(``fixtures/<name>/<id>.out.md``), which ``--golden-mode=record`` writes. A variant naming
+request options is refused here, with the field named, rather than run as if they were
+applied (docs/variants.md says what is not there yet).
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ MAX_VARIANTS = 32
 
 #: Fields of a variant that this version parses but does not apply (docs/variants.md).
 NOT_YET = {
-    "provider": "a per-variant provider",
-    "baseUrl": "a per-variant base URL",
     "options": "per-variant request options",
 }
 
@@ -74,10 +72,11 @@ class Variant(BaseModel):
             return None
         return CompiledTemplates(spec)
 
-    def identity(self) -> tuple[str | None, str | None, str | None]:
-        """What makes the variant answer differently: model and its own prompt parts."""
+    def identity(self) -> tuple[str | None, ...]:
+        """What makes the variant answer differently: provider, server, model and its own
+        prompt parts."""
         prompt = self.prompt or PromptTemplates()
-        return (self.model, prompt.system, prompt.user)
+        return (self.provider, self.base_url, self.model, prompt.system, prompt.user)
 
 
 class CompareGate(BaseModel):
@@ -104,7 +103,7 @@ def check_variants(variants: list[Variant] | None, compare: CompareGate | None, 
             hint="each variant runs every selected row again",
         )
     names: list[str] = []
-    identities: dict[tuple[str | None, str | None, str | None], str] = {}
+    identities: dict[tuple[str | None, ...], str] = {}
     for i, variant in enumerate(declared):
         _check_variant(variant, f"variants[{i}]", path, names, identities)
         names.append(variant.name)
@@ -127,7 +126,7 @@ def _check_variant(
     where: str,
     path: Path,
     names: list[str],
-    identities: dict[tuple[str | None, str | None, str | None], str],
+    identities: dict[tuple[str | None, ...], str],
 ) -> None:
     """One variant against the rules and the variants declared before it."""
     if not NAME_PATTERN.match(variant.name):
@@ -147,21 +146,25 @@ def _check_variant(
                 f"{what} is not supported yet",
                 path=path,
                 field=f"{where}.{key}",
-                hint="variants differ by model and prompt in this version (docs/variants.md)",
+                hint="variants differ by provider, model and prompt in this version "
+                "(docs/variants.md)",
             )
-    if variant.model is not None and not variant.model.strip():
-        raise DatasetError(
-            "blank", path=path, field=f"{where}.model", hint="name a model or leave it out"
-        )
+    for key in ("model", "provider", "base_url"):
+        value = getattr(variant, key)
+        if value is not None and not value.strip():
+            shown = "baseUrl" if key == "base_url" else key
+            raise DatasetError(
+                "blank", path=path, field=f"{where}.{shown}", hint=f"name a {shown} or leave it out"
+            )
     _check_prompt(variant, path, where)
     twin = identities.get(variant.identity())
     if twin is not None:
         raise DatasetError(
-            f"variants {twin!r} and {variant.name!r} name the same model and prompt: "
-            "they would give the same answers",
+            f"variants {twin!r} and {variant.name!r} name the same provider, model and "
+            "prompt: they would give the same answers",
             path=path,
             field=f"{where}.model" if variant.prompt is None else f"{where}.prompt",
-            hint="a variant differs from the others by its model, its prompt, or both",
+            hint="a variant differs from the others by its provider, model or prompt",
         )
 
 

@@ -23,6 +23,7 @@ from goldeval.pipeline.orchestration import AttemptOutcome, AttemptRunner, CallR
 from goldeval.providers.base import Answer
 from goldeval.pytest_plugin.outcomes import PYTEST_OUTCOMES, attempt_outcome
 from goldeval.pytest_plugin.params import GoldenParam, param_of
+from goldeval.pytest_plugin.variant_providers import provider_for_variant, settings_of
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
@@ -76,7 +77,7 @@ def runner_for(
 ) -> AttemptRunner:
     """The session's runner for these fixture values and variant (one per provider,
     graders, retriever and variant: made on first use)."""
-    provider_obj = state.provider_for(provider)
+    provider_obj = state.provider_for(provider_for_variant(state, provider, variant))
     key = (id(provider_obj), id(graders), id(retriever), variant)
     runner = state._runners.get(key)
     if runner is None:
@@ -84,7 +85,7 @@ def runner_for(
             state.pipeline(graders, retriever, variant),
             provider_obj,
             mode=state.settings.mode,
-            provider_settings=state.settings.provider,
+            provider_settings=settings_of(state, variant),
             judge=state.judge(),
             budget=state.budget,
             deadline_at=state.deadline_at,

@@ -5,6 +5,7 @@ history, in that order (goldeval.results.finalise undoes them on a failure).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from goldeval.core.models import Mode
 from goldeval.core.settings import RunSettings
 from goldeval.pytest_plugin.protocol import protocol_for, variant_protocol
 from goldeval.pytest_plugin.state import GoldenSession
+from goldeval.pytest_plugin.variant_providers import settings_of
 from goldeval.reports import markdown as report_md
 from goldeval.results import run_folder as artifacts
 from goldeval.results.documents import typed_run
@@ -47,9 +49,13 @@ def build_for(
     protocol = protocol_for(state, selected)
     variant = state.variant_name(model)
     if variant is not None:
-        # The collector's key is the variant's name; the run records the model it asked for.
+        # The collector's key is the variant's name; the run records the model it asked for,
+        # on its own provider when it names one.
         model = state.label_model(variant)
         protocol.update(variant_protocol(state, variant))
+        s = dataclasses.replace(s, provider=settings_of(state, variant))
+        if live and variant in state.variants.providers:  # type: ignore[union-attr]
+            protocol["provider"] = s.provider.name
     model = (model or s.provider.model) if live else None
     protocol["model"] = model
     red_ids = {x.id for x in ds.cases if x.red}

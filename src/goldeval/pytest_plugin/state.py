@@ -46,6 +46,12 @@ from goldeval.pytest_plugin.run_settings import (
     refuse_rerun_plugins,
     settings_from_config,
 )
+from goldeval.pytest_plugin.variant_providers import (
+    make_provider,
+    model_checks,
+    servers,
+    start_variant_providers,
+)
 from goldeval.pytest_plugin.variants import session_variants
 from goldeval.results.finalise import Finalisation
 from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
@@ -182,6 +188,7 @@ class GoldenSession:
         if self.settings.mode is not Mode.FIXTURE:
             self._provider = self._make_provider()
             self.meter.share(self._provider)
+            start_variant_providers(self)
         if self.settings.judge:
             self.judge_provider()
 
@@ -242,15 +249,18 @@ class GoldenSession:
 
     def params(self) -> list[GoldenParam]:
         dataset = self.load()
-        runs: list[tuple[str | None, str | None]]
         if self.variants is not None:
-            runs = [(v.model, v.name) for v in self.variants.selected]
-        else:
-            models: list[str | None] = [*self.settings.models] or [None]
-            runs = [(model, None) for model in models]
+            # Case by case, variants side by side: their calls are in flight together.
+            return [
+                GoldenParam(case, attempt, v.model, v.name)
+                for case in dataset.cases
+                for attempt in range(1, self.settings.attempts + 1)
+                for v in self.variants.selected
+            ]
+        models: list[str | None] = [*self.settings.models] or [None]
         return [
-            GoldenParam(case, attempt, model, variant)
-            for model, variant in runs
+            GoldenParam(case, attempt, model)
+            for model in models
             for case in dataset.cases
             for attempt in range(1, self.settings.attempts + 1)
         ]
@@ -305,6 +315,8 @@ class GoldenSession:
         similarity = self.load().manifest.grader_options.get("similarity") or {}
         key_env, embed_url = similarity.get("api_key_env"), similarity.get("base_url")
         providers = [self.settings.provider]
+        if self.variants is not None:  # the variants' own providers (their keys too)
+            providers += [settings for settings, _ in self.variants.providers.values()]
         if self.settings.judge:
             providers.append(self.judge_settings())
         return run_secrets(
@@ -325,20 +337,7 @@ class GoldenSession:
         return self._make_provider()
 
     def _make_provider(self) -> Provider:
-        try:
-            provider = self.config.hook.pytest_goldeval_make_provider(
-                config=self.config,
-                name=self.settings.provider.name,
-                settings=self.settings.provider,
-            )
-        except GoldevalError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        if provider is None:
-            raise pytest.UsageError(
-                f"unknown provider {self.settings.provider.name!r}: use ollama, openai, or "
-                "register one with the pytest_goldeval_make_provider hook"
-            )
-        return provider  # type: ignore[no-any-return]
+        return make_provider(self.config, self.settings.provider)  # type: ignore[no-any-return]
 
     def model_refusal(self) -> str | None:
         """Live runs: why a model of the run cannot be used on its server, else None.
@@ -353,9 +352,8 @@ class GoldenSession:
         check = getattr(self._provider, "model_refusal", None)
         if not callable(check):
             return None
-        models: list[str | None] = [*self.settings.models] or [self.settings.provider.model]
-        for model in models:
-            reason = check(model) if model else None
+        for ask, model in model_checks(self, check):
+            reason = ask(model) if model and callable(ask) else None
             if isinstance(reason, str) and reason:
                 return reason
         return None
@@ -395,7 +393,9 @@ class GoldenSession:
         if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1:
             return None
         if self._prefetcher is None:
-            self._prefetcher = Prefetcher(self.settings.concurrency)
+            # Each server its share: variants on two servers call both at once, each up to
+            # its own limit (the limiters still bound every server).
+            self._prefetcher = Prefetcher(self.settings.concurrency * servers(self))
         return self._prefetcher
 
     def judge(self) -> Any:
@@ -418,17 +418,7 @@ class GoldenSession:
         """The judge's provider (made once, through the pytest_goldeval_make_provider hook)."""
         if self._judge_provider is None:
             judge_settings = self.judge_settings()
-            try:
-                provider = self.config.hook.pytest_goldeval_make_provider(
-                    config=self.config, name=judge_settings.name, settings=judge_settings
-                )
-            except GoldevalError as exc:
-                raise pytest.UsageError(f"judge: {exc}") from None
-            if provider is None:
-                raise pytest.UsageError(
-                    f"unknown judge provider {judge_settings.name!r}: use ollama, openai, or "
-                    "register one with the pytest_goldeval_make_provider hook"
-                )
+            provider = make_provider(self.config, judge_settings, "judge")
             # The judge waits on the generation limiter when it asks the same server.
             self.meter.share(provider)
             try:
@@ -451,6 +441,8 @@ class GoldenSession:
             self._prefetcher.close()
         if self._judge_provider is not None:
             self._judge_provider.close()
+        for _, provider in self.variants.providers.values() if self.variants else ():
+            provider.close()  # the variants' own (the session's closes with its fixture)
 
     def pipeline(
         self, graders: list[Grader], retriever: Any, variant: str | None = None

@@ -11,8 +11,9 @@ records; its prompt is what its pipeline renders; in fixture mode its recorded a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,9 @@ class SessionVariants:
 
     selected: tuple[Variant, ...]
     compare: CompareGate | None
+    #: (settings, provider) of the variants that name their own provider or base URL, by
+    #: name (goldeval.pytest_plugin.variant_providers; live and record mode).
+    providers: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
