@@ -123,3 +123,31 @@ def test_a_variant_provider_nobody_knows_is_a_usage_error(
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*variant 'b': unknown provider 'nosuch'*"])
     assert llm_server.requests == []
+
+
+def test_a_variant_s_request_options_go_over_the_manifest_s(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    path = golden_project / "golden/generation/dataset.yaml"
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        + "variants:\n  - {name: cold}\n"
+        + "  - {name: hot, options: {temperature: 0.7, seed: 3}}\n",
+        encoding="utf-8",
+    )
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=live",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-model=m",
+        "--golden-no-gate",
+    )
+    assert result.ret == 0, result.stdout.str()
+    bodies = [r.json for r in llm_server.requests if r.json and "messages" in r.json]
+    temperatures = sorted(b["options"].get("temperature") for b in bodies)
+    # Ten calls each: the session's temperature 0 for cold, the variant's 0.7 for hot.
+    assert temperatures == [0.0] * 10 + [0.7] * 10
+    assert sorted(b["options"].get("seed") for b in bodies if b["options"].get("seed")) == [3] * 10
+    runs = _runs(golden_project)
+    assert runs["hot"]["protocol"]["optionsHash"]
+    assert "optionsHash" not in runs["cold"]["protocol"]

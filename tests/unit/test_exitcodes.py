@@ -96,6 +96,7 @@ CHANGED: dict[str, Any] = {
     "judgeModel": "j2",
     "variant": "concise",
     "promptHash": "e" * 64,
+    "optionsHash": "o" * 64,
 }
 
 

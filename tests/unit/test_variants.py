@@ -76,9 +76,15 @@ def test_variants_and_compare_gate_read(tmp_path: Path) -> None:
             "Extra inputs",
         ),
         (
-            "variants:\n  - {name: a, model: m, options: {temperature: 1}}\n",
-            "variants[0].options",
-            "not supported yet",
+            "variants:\n  - {name: a, model: m, options: {temprature: 1}}\n",
+            "variants[0].options.temprature",
+            "unknown option",
+        ),
+        (
+            "variants:\n  - {name: a, model: m, options: {temperature: 0.5}}\n"
+            "  - {name: b, model: m, options: {temperature: 0.5}}\n",
+            "variants[1].model",
+            "name the same provider, model and prompt",
         ),
         (
             "variants:\n  - {name: a, model: m, provider: ' '}\n",

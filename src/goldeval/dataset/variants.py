@@ -9,18 +9,19 @@ A manifest declares them under ``variants:`` and may gate on a pair under ``gate
     gate:
       compare: {control: control, candidate: candidate, nonInferiority: 0.05}
 
-What this version runs: variants that differ by **provider / base URL**, **model** and/or
-**prompt templates** (the dataset's request options for all). A variant's ``prompt.system``
-or ``prompt.user`` replaces that part of the manifest's ``prompt:`` block; the part it leaves
-out is the manifest's. In fixture mode each variant replays its own recorded answers
-(``fixtures/<name>/<id>.out.md``), which ``--golden-mode=record`` writes. A variant naming
-request options is refused here, with the field named, rather than run as if they were
-applied (docs/variants.md says what is not there yet).
+What this version runs: variants that differ by **provider / base URL**, **model**, **prompt
+templates** and/or **request options**. A variant's ``prompt.system`` or ``prompt.user``
+replaces that part of the manifest's ``prompt:`` block (the part it leaves out is the
+manifest's); its ``options`` go over the manifest's ``request:`` (a row's own still win). In
+fixture mode each variant replays its own recorded answers (``fixtures/<name>/<id>.out.md``),
+which ``--golden-mode=record`` writes. A per-variant judge is not parsed (docs/variants.md
+says what is not there yet).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from goldeval.core.errors import DatasetError, GoldevalError
+from goldeval.dataset.request import parse_request
 from goldeval.dataset.templates import CompiledTemplates, PromptTemplates, TemplateProblem
 
 #: A variant's name is part of item ids and file names: short, no spaces, no brackets.
@@ -35,11 +37,6 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 #: Variants one manifest may declare: each multiplies the session's items and model calls.
 MAX_VARIANTS = 32
-
-#: Fields of a variant that this version parses but does not apply (docs/variants.md).
-NOT_YET = {
-    "options": "per-variant request options",
-}
 
 
 class Variant(BaseModel):
@@ -53,6 +50,7 @@ class Variant(BaseModel):
     base_url: str | None = Field(default=None, alias="baseUrl")
     #: The parts of the manifest's ``prompt:`` block this variant replaces.
     prompt: PromptTemplates | None = None
+    #: Request options over the manifest's ``request:`` (a row's own still win).
     options: dict[str, Any] | None = None
 
     def prompt_spec(self, manifest_prompt: PromptTemplates | None) -> PromptTemplates | None:
@@ -73,10 +71,11 @@ class Variant(BaseModel):
         return CompiledTemplates(spec)
 
     def identity(self) -> tuple[str | None, ...]:
-        """What makes the variant answer differently: provider, server, model and its own
-        prompt parts."""
+        """What makes the variant answer differently: provider, server, model, its own
+        prompt parts and request options."""
         prompt = self.prompt or PromptTemplates()
-        return (self.provider, self.base_url, self.model, prompt.system, prompt.user)
+        options = json.dumps(self.options, sort_keys=True) if self.options else None
+        return (self.provider, self.base_url, self.model, prompt.system, prompt.user, options)
 
 
 class CompareGate(BaseModel):
@@ -140,15 +139,18 @@ def _check_variant(
         raise DatasetError(
             f"variant {variant.name!r} is declared twice", path=path, field=f"{where}.name"
         )
-    for key, what in NOT_YET.items():
-        if getattr(variant, "base_url" if key == "baseUrl" else key) is not None:
+    if variant.options is not None:
+        plain, problems = parse_request(variant.options)
+        if problems:
+            where_in, message = problems[0]
             raise DatasetError(
-                f"{what} is not supported yet",
+                message,
                 path=path,
-                field=f"{where}.{key}",
-                hint="variants differ by provider, model and prompt in this version "
-                "(docs/variants.md)",
+                field=f"{where}.options" + (f".{where_in}" if where_in else ""),
+                hint="request options: temperature, top_p, max_tokens, seed, stop, tools, "
+                "tool_choice, response_format",
             )
+        variant.options = plain
     for key in ("model", "provider", "base_url"):
         value = getattr(variant, key)
         if value is not None and not value.strip():
@@ -161,10 +163,10 @@ def _check_variant(
     if twin is not None:
         raise DatasetError(
             f"variants {twin!r} and {variant.name!r} name the same provider, model and "
-            "prompt: they would give the same answers",
+            "prompt (and options): they would give the same answers",
             path=path,
             field=f"{where}.model" if variant.prompt is None else f"{where}.prompt",
-            hint="a variant differs from the others by its provider, model or prompt",
+            hint="a variant differs from the others by its provider, model, prompt or options",
         )
 
 

@@ -190,8 +190,10 @@ class Pipeline:
         return case.prompt
 
     def options(self, case: GoldenCase) -> dict[str, Any]:
-        """The request options of ``case``: the manifest's, the row's over them."""
-        return merge_request(self.dataset.manifest.request or {}, case.request)
+        """The request options of ``case``: the manifest's, then the variant's, the row's."""
+        own = self.variant.options if self.variant is not None else None
+        base = merge_request(self.dataset.manifest.request or {}, own or {})
+        return merge_request(base, case.request)
 
     def messages(self, case: GoldenCase, retrieved: Sequence[str]) -> list[dict[str, Any]] | None:
         """A conversation row's turns, the system prompt first unless the row has its own

@@ -84,8 +84,9 @@ def early_protocol(state: GoldenSession) -> tuple[dict[str, Any], dict[str, Any]
 
 
 def variant_protocol(state: GoldenSession, name: str) -> dict[str, Any]:
-    """What a variant's run adds to its protocol: its name and the fingerprint of the prompt
-    templates it sent (its own parts over the manifest's; None when there are none)."""
+    """What a variant's run adds to its protocol: its name, the fingerprint of the prompt
+    templates it sent (its own parts over the manifest's; None when there are none) and, when
+    it names request options of its own, their fingerprint."""
     variant = state.variants.get(name) if state.variants is not None else None
     if variant is None:
         return {}
@@ -93,4 +94,7 @@ def variant_protocol(state: GoldenSession, name: str) -> dict[str, Any]:
     prompt_hash = None
     if spec is not None and (spec.system is not None or spec.user is not None):
         prompt_hash = config_fingerprint({"system": spec.system, "user": spec.user})
-    return {"variant": name, "promptHash": prompt_hash}
+    protocol: dict[str, Any] = {"variant": name, "promptHash": prompt_hash}
+    if variant.options:  # its own request options over the manifest's (absent: none)
+        protocol["optionsHash"] = config_fingerprint(variant.options)
+    return protocol

@@ -149,6 +149,8 @@ class Protocol(_Doc):
     #: templates it sent (None: neither it nor the manifest has one). Absent outside variants.
     variant: str | None = None
     prompt_hash: str | None = Field(default=None, alias="promptHash")
+    #: The fingerprint of the variant's own request options (absent when it names none).
+    options_hash: str | None = Field(default=None, alias="optionsHash")
 
 
 class Configuration(_Doc):

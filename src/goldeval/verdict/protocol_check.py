@@ -37,6 +37,7 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     # outside variant sessions: equal).
     "variant",
     "promptHash",
+    "optionsHash",
 )
 #: Protocol keys that only take part in comparability when both runs are LIVE.
 LIVE_ONLY_KEYS: tuple[str, ...] = ("provider", "model", "judgeEnabled", "judgeModel")
