@@ -41,6 +41,12 @@ def _manifest(project: Path, other: FakeLLMServer) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def _add_variants(project: Path, entries: str) -> None:
+    """The dataset's manifest with a ``variants:`` block of these entries (YAML lines)."""
+    path = project / "golden/generation/dataset.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + "variants:\n" + entries, encoding="utf-8")
+
+
 def _runs(project: Path) -> dict[str, dict[str, Any]]:
     runs = [json.loads(p.read_text()) for p in (project / ".goldeval/runs").glob("*/run.json")]
     return {r["variant"]: r for r in runs}
@@ -111,11 +117,8 @@ def test_each_variant_calls_its_own_server_and_both_run_at_once(
 def test_a_variant_provider_nobody_knows_is_a_usage_error(
     pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
 ) -> None:
-    path = golden_project / "golden/generation/dataset.yaml"
-    path.write_text(
-        path.read_text(encoding="utf-8")
-        + "variants:\n  - {name: a, model: m1}\n  - {name: b, provider: nosuch, model: m2}\n",
-        encoding="utf-8",
+    _add_variants(
+        golden_project, "  - {name: a, model: m1}\n  - {name: b, provider: nosuch, model: m2}\n"
     )
     result = pytester.runpytest(
         "--golden=generation-v1", "--golden-mode=live", f"--golden-base-url={llm_server.base_url}"
@@ -128,12 +131,8 @@ def test_a_variant_provider_nobody_knows_is_a_usage_error(
 def test_a_variant_s_request_options_go_over_the_manifest_s(
     pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
 ) -> None:
-    path = golden_project / "golden/generation/dataset.yaml"
-    path.write_text(
-        path.read_text(encoding="utf-8")
-        + "variants:\n  - {name: cold}\n"
-        + "  - {name: hot, options: {temperature: 0.7, seed: 3}}\n",
-        encoding="utf-8",
+    _add_variants(
+        golden_project, "  - {name: cold}\n  - {name: hot, options: {temperature: 0.7, seed: 3}}\n"
     )
     result = pytester.runpytest(
         "--golden=generation-v1",
