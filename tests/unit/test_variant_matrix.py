@@ -85,3 +85,72 @@ def test_report_md_shows_the_matrix_as_a_table() -> None:
     rows = [line for line in text.splitlines() if line.startswith("| b |")]
     assert len(rows) == 1 and rows[0].startswith("| b | P · ") and "| F · " in rows[0]
     assert text.index("| b |") < text.index("| a |")
+
+
+def test_the_html_pages_show_the_matrix_and_the_pareto_table(tmp_path) -> None:
+    from html.parser import HTMLParser
+
+    from goldeval.reports.html import render_summary
+    from goldeval.reports.site import build_site
+    from goldeval.results.variant_costs import pareto_table
+
+    control = _run({"a": ["PASS"], "b": ["PASS"]})
+    candidate = _run({"a": ["PASS"], "b": ["FAIL"]})
+    runs = [("control", typed_run(control)), ("candidate", typed_run(candidate))]
+    comparison = {
+        "control": "control",
+        "candidate": "candidate",
+        "outcomeRule": "majority",
+        "cases": 2,
+        "margin": 0.05,
+        "nonInferiority": "UNDERPOWERED",
+        "mcnemar": {"rule": "majority", "cases": 2, "controlOnly": 1, "candidateOnly": 0},
+        "resamples": 10,
+        "seed": 0,
+        "confidence": 0.95,
+        "pareto": pareto_table(runs),
+        "matrix": variant_matrix(runs, {}, ["b"]),
+        "decision": "INCONCLUSIVE",
+        "reason": "why",
+    }
+    candidate["runId"] = "r1"
+    candidate["variantComparison"] = comparison
+
+    class Tables(HTMLParser):
+        """The text of each table's cells, by the table's class."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: dict[str, list[list[str]]] = {}
+            self.current: list[list[str]] | None = None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.current = self.tables.setdefault(dict(attrs).get("class") or "", [])
+            elif tag == "tr" and self.current is not None:
+                self.current.append([])
+
+        def handle_data(self, data):
+            if self.current and data.strip():
+                self.current[-1].append(data.strip())
+
+        def handle_endtag(self, tag):
+            if tag == "table":
+                self.current = None
+
+    build_site(tmp_path, [typed_run(candidate)])
+    pages = [
+        render_summary(typed_run(candidate)),
+        (tmp_path / "runs" / "r1.html").read_text(encoding="utf-8"),
+    ]
+    for page in pages:
+        parser = Tables()
+        parser.feed(page)
+        matrix = parser.tables["goldeval-matrix"]
+        assert matrix[0] == ["Case", "control", "candidate"]
+        assert matrix[1][0] == "b" and matrix[1][1].startswith("P ·")
+        assert matrix[1][2].startswith("F ·")
+        pareto = parser.tables["goldeval-pareto"]
+        assert [row[0] for row in pareto[1:]] == ["control", "candidate"]
+        # These runs carry no tokens: an unknown cost compares with nothing, both on the front.
+        assert [row[-1] for row in pareto[1:]] == ["yes", "yes"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from goldeval.core.rates import GRADER_PREFIX
 from goldeval.reports.labels import rate_label, shown_rates
+from goldeval.reports.markdown_variants import matrix_cell_text
 from goldeval.reports.templating import esc, render, status_class
 from goldeval.results.documents import Configuration, Metrics, RateDoc, RunDocument
 from goldeval.verdict.comparison import comparison_label
@@ -179,8 +180,8 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
     test = cmp.mcnemar
     p_value = test.p_value
     rows: list[tuple[str, Any]] = [
-        ("Control", f"{cmp.control} (model {cmp.control_model})"),
-        ("Candidate", f"{cmp.candidate} (model {cmp.candidate_model})"),
+        ("Control", f"{cmp.control} ({_who(cmp.control_model)})"),
+        ("Candidate", f"{cmp.candidate} ({_who(cmp.candidate_model)})"),
         ("Paired cases", f"{cmp.cases} (not paired: {cmp.unpaired})"),
         (
             "Pass rate control / candidate",
@@ -200,7 +201,35 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
         ("Flipped to FAIL", ", ".join(cmp.flipped_worse) or "none"),
         ("Flipped to PASS", ", ".join(cmp.flipped_better) or "none"),
     ]
-    return {"decision": cmp.decision, "reason": cmp.reason, "rows": rows}
+    matrix = cmp.matrix
+    return {
+        "decision": cmp.decision,
+        "reason": cmp.reason,
+        "rows": rows,
+        "matrix": None
+        if matrix is None or not matrix.rows
+        else {
+            "head": ["Case", *matrix.variants],
+            "rows": [(r.case_id, [matrix_cell_text(c) for c in r.cells]) for r in matrix.rows],
+            "more": matrix.more,
+        },
+        "pareto": [
+            (
+                row.variant,
+                _who(row.model),
+                fmt_pct(row.pass_rate),
+                "n/a" if row.cost is None else row.cost,
+                "n/a" if row.p95_ms is None else f"{row.p95_ms} ms",
+                "yes" if row.front else "no (dominated by " + ", ".join(row.dominated_by) + ")",
+            )
+            for row in (cmp.pareto.rows if cmp.pareto is not None else [])
+        ],
+    }
+
+
+def _who(model: str | None) -> str:
+    """A variant's model as the pages name it (a fixture-mode run asks none)."""
+    return f"model {model}" if model else "recorded answers"
 
 
 def gate_view(run: RunDocument) -> dict[str, Any]:

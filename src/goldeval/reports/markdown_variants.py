@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from goldeval.reports.markdown_text import md_escape
 from goldeval.results.documents import (
+    MatrixCellDoc,
     PairedFigureDoc,
     ParetoDoc,
     VariantComparisonDoc,
@@ -145,6 +146,16 @@ def _pareto_lines(pareto: ParetoDoc | None) -> list[str]:
 _STATUS_LETTER = {"PASS": "P", "FAIL": "F", "ERROR": "E", "SKIPPED": "S"}
 
 
+def matrix_cell_text(cell: MatrixCellDoc) -> str:
+    """One matrix cell as report.md and the HTML pages show it: ``P F · 12 ms · 300 tok``."""
+    if not cell.statuses:
+        return "not run"
+    letters = " ".join(_STATUS_LETTER.get(s, "?") for s in cell.statuses)
+    latency = f"{cell.latency_ms:.0f} ms" if cell.latency_ms is not None else "n/a"
+    tokens = f"{cell.total_tokens:.0f} tok" if cell.total_tokens is not None else "n/a"
+    return f"{letters} · {latency} · {tokens}"
+
+
 def _matrix_lines(matrix: VariantMatrixDoc | None) -> list[str]:
     """``matrix``: one row per case, one column per variant."""
     if matrix is None or not matrix.rows:
@@ -159,15 +170,7 @@ def _matrix_lines(matrix: VariantMatrixDoc | None) -> list[str]:
         "|---" * (len(matrix.variants) + 1) + "|",
     ]
     for row in matrix.rows:
-        cells = []
-        for cell in row.cells:
-            if not cell.statuses:
-                cells.append("not run")
-                continue
-            letters = " ".join(_STATUS_LETTER.get(s, "?") for s in cell.statuses)
-            latency = f"{cell.latency_ms:.0f} ms" if cell.latency_ms is not None else "n/a"
-            tokens = f"{cell.total_tokens:.0f} tok" if cell.total_tokens is not None else "n/a"
-            cells.append(f"{letters} · {latency} · {tokens}")
+        cells = [matrix_cell_text(cell) for cell in row.cells]
         out.append(f"| {md_escape(row.case_id)} | " + " | ".join(cells) + " |")
     if matrix.more:
         out.append("")

@@ -25,6 +25,7 @@ from goldeval.core.errors import BaselineError
 from goldeval.results.document_base import Doc as _Doc
 from goldeval.results.document_base import IntervalDoc
 from goldeval.results.variant_documents import (
+    MatrixCellDoc,
     McNemarDoc,
     PairedFigureDoc,
     ParetoDoc,
@@ -43,6 +44,7 @@ __all__ = [
     "ExitDecisionDoc",
     "GateDoc",
     "IntervalDoc",
+    "MatrixCellDoc",
     "McNemarDoc",
     "Metrics",
     "PairedFigureDoc",
