@@ -14,6 +14,26 @@ def _run(outcomes: dict[str, list[str]]) -> dict:
     return run_document(outcomes)
 
 
+def _comparison(**figures: object) -> dict:
+    """A two-case ``variantComparison`` (control passes b, the candidate fails it) with
+    ``figures`` (its matrix, its Pareto table) added."""
+    return {
+        "control": "control",
+        "candidate": "candidate",
+        "outcomeRule": "majority",
+        "cases": 2,
+        "margin": 0.05,
+        "nonInferiority": "UNDERPOWERED",
+        "mcnemar": {"rule": "majority", "cases": 2, "controlOnly": 1, "candidateOnly": 0},
+        "resamples": 10,
+        "seed": 0,
+        "confidence": 0.95,
+        "decision": "INCONCLUSIVE",
+        "reason": "why",
+        **figures,
+    }
+
+
 def test_rows_list_flipped_then_not_passed_then_the_rest_in_dataset_order() -> None:
     control = _run({"a": ["PASS"], "b": ["PASS"], "c": ["PASS", "FAIL"], "d": ["PASS"]})
     candidate = _run({"a": ["PASS"], "b": ["FAIL"], "c": ["PASS", "FAIL"], "d": ["PASS"]})
@@ -65,21 +85,7 @@ def test_report_md_shows_the_matrix_as_a_table() -> None:
         "control": case_figures(control["cases"]),
         "candidate": case_figures(candidate["cases"]),
     }
-    doc = {
-        "control": "control",
-        "candidate": "candidate",
-        "outcomeRule": "majority",
-        "cases": 2,
-        "margin": 0.05,
-        "nonInferiority": "UNDERPOWERED",
-        "mcnemar": {"rule": "majority", "cases": 2, "controlOnly": 1, "candidateOnly": 0},
-        "resamples": 10,
-        "seed": 0,
-        "confidence": 0.95,
-        "matrix": variant_matrix(runs, figures, ["b"]),
-        "decision": "INCONCLUSIVE",
-        "reason": "why",
-    }
+    doc = _comparison(matrix=variant_matrix(runs, figures, ["b"]))
     text = "\n".join(variant_lines(VariantComparisonDoc.model_validate(doc)))
     assert "| Case | control | candidate |" in text
     rows = [line for line in text.splitlines() if line.startswith("| b |")]
@@ -97,22 +103,7 @@ def test_the_html_pages_show_the_matrix_and_the_pareto_table(tmp_path) -> None:
     control = _run({"a": ["PASS"], "b": ["PASS"]})
     candidate = _run({"a": ["PASS"], "b": ["FAIL"]})
     runs = [("control", typed_run(control)), ("candidate", typed_run(candidate))]
-    comparison = {
-        "control": "control",
-        "candidate": "candidate",
-        "outcomeRule": "majority",
-        "cases": 2,
-        "margin": 0.05,
-        "nonInferiority": "UNDERPOWERED",
-        "mcnemar": {"rule": "majority", "cases": 2, "controlOnly": 1, "candidateOnly": 0},
-        "resamples": 10,
-        "seed": 0,
-        "confidence": 0.95,
-        "pareto": pareto_table(runs),
-        "matrix": variant_matrix(runs, {}, ["b"]),
-        "decision": "INCONCLUSIVE",
-        "reason": "why",
-    }
+    comparison = _comparison(pareto=pareto_table(runs), matrix=variant_matrix(runs, {}, ["b"]))
     candidate["runId"] = "r1"
     candidate["variantComparison"] = comparison
 
