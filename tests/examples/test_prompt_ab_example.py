@@ -12,6 +12,7 @@ import pytest
 
 from goldeval.testing.llm_server import FakeLLMServer, RecordedRequest
 from tests.examples.test_examples import copy_example
+from tests.helpers import run_cli
 
 DATASET = "golden/faq-ab"
 CONCISE_SYSTEM = (
@@ -105,3 +106,21 @@ def test_record_one_variant_with_its_own_prompt(pytester: pytest.Pytester) -> No
     assert cmp["costs"]["candidate"]["totalTokens"] > 0
     assert cmp["costs"]["control"]["totalTokens"] is None
     assert cmp["pairedCosts"]["totalTokens"] is None
+
+
+def test_deselecting_one_side_of_the_compared_pair_is_not_a_pass(pytester: pytest.Pytester) -> None:
+    """``-k concise`` leaves the control's items out: the pair the manifest gates on was not
+    weighed, so the session is INCONCLUSIVE (exit 1), not an ordinary green run of one
+    variant; ``goldeval gate`` on the run folder says the same."""
+    project = copy_example("prompt-ab", pytester)
+    result = pytester.runpytest("--golden=faq-ab-v1", "-k", "concise")
+    assert result.ret == 1, result.stdout.str()
+    result.assert_outcomes(passed=40, deselected=40)
+    result.stdout.fnmatch_lines(["*INCONCLUSIVE*no case was graded by both variants*"])
+    run = _runs(project)["concise"]
+    assert run["variantComparison"]["decision"] == "INCONCLUSIVE"
+    assert run["variantComparison"]["cases"] == 0
+    run_dir = next((project / ".goldeval/runs").glob("*/run.json")).parent
+    gate = run_cli("gate", str(run_dir), cwd=project)
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert "INCONCLUSIVE" in gate.stdout + gate.stderr

@@ -32,7 +32,7 @@ from goldeval.results.documents import VariantComparisonDoc, typed_run
 from goldeval.results.run_folder import ArtifactError
 from goldeval.results.run_json import RunJson
 from goldeval.results.variant_comparison import compare_variants
-from goldeval.results.variant_costs import case_figures_of_file, pareto_table
+from goldeval.results.variant_costs import case_figures, case_figures_of_file, pareto_table
 from goldeval.results.variant_matrix import variant_matrix
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
 from goldeval.verdict.outcome import FinalisationFault, RunOutcome
@@ -105,7 +105,10 @@ def finish_session(
     if state.settings.mode is Mode.RECORD:
         state.recorded = record_fixtures(state)
     models = state.collector.models()
-    if len(models) > 1:
+    # A compared pair both selected is weighed even when one side recorded nothing (-k):
+    # its comparison is then INCONCLUSIVE, never an ordinary green run of the other side.
+    compared = state.variants is not None and state.variants.compared() is not None
+    if len(models) > 1 or (compared and models):
         finish_side_by_side(state, session, ending, models)
     else:
         finish_one_run(state, session, ending, models[0] if models else None)
@@ -228,19 +231,19 @@ def _variant_comparison(
     compare = variants.compared() if variants is not None else None
     if variants is None or compare is None:
         return None
-    # The runs are keyed by variant name (the collector's key in a variant session).
+    # The runs are keyed by variant name (the collector's key in a variant session). A side
+    # that recorded nothing (deselected, or stopped before it ran) pairs no case.
     control, candidate = compare.control, compare.candidate
-    if control not in runs or candidate not in runs:
-        return None  # one side recorded nothing (stopped before it ran): no pair to weigh
     # Each run typed once: the pair's comparison and the Pareto table read the same documents.
     typed = {name: typed_run(run) for name, (run, _) in runs.items()}
     cases_files = state.finalisation.cases_files
     read_figures = {
-        name: case_figures_of_file(cases_files[runs[name][1]]) for name in (control, candidate)
+        name: case_figures_of_file(cases_files[runs[name][1]]) if name in runs else case_figures([])
+        for name in (control, candidate)
     }
     figures = compare_variants(
-        typed[control],
-        typed[candidate],
+        typed.get(control),
+        typed.get(candidate),
         control=control,
         candidate=candidate,
         margin=compare.non_inferiority,

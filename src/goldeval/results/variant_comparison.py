@@ -30,11 +30,11 @@ from goldeval.results.variant_costs import CaseFigures, case_figures, paired_cos
 MAX_FLIPPED_LISTED = 50
 
 
-def case_tallies(run: RunDocument) -> dict[str, Tally]:
+def case_tallies(run: RunDocument | None) -> dict[str, Tally]:
     """Each case's graded (PASS or FAIL) and passed attempts; ERROR and SKIPPED attempts are
     not quality outcomes and are left out (a case with none graded is not paired)."""
     tallies: dict[str, Tally] = {}
-    for case in run.cases:
+    for case in run.cases if run is not None else ():
         statuses = [a.status for a in case.attempts]
         passed = statuses.count("PASS")
         tallies[case.case_id] = Tally(passed, passed + statuses.count("FAIL"))
@@ -42,8 +42,8 @@ def case_tallies(run: RunDocument) -> dict[str, Tally]:
 
 
 def compare_variants(
-    control_run: RunDocument,
-    candidate_run: RunDocument,
+    control_run: RunDocument | None,
+    candidate_run: RunDocument | None,
     *,
     control: str,
     candidate: str,
@@ -58,7 +58,9 @@ def compare_variants(
     The cases are paired by id and taken in id order, so the seeded bootstrap gives the same
     figures whatever order the attempts arrived in (serially or under xdist). ``figures``:
     each side's per-case latency and tokens (goldeval.results.variant_costs) when the runs'
-    cases are light; by default they are read from the runs' own cases.
+    cases are light; by default they are read from the runs' own cases. A side that recorded
+    nothing (None: its items were all deselected, ``-k``) pairs no case, so the comparison
+    is INCONCLUSIVE, never skipped.
     """
     a, b = case_tallies(control_run), case_tallies(candidate_run)
     ids = sorted(cid for cid in a.keys() & b.keys() if a[cid].graded and b[cid].graded)
@@ -72,8 +74,8 @@ def compare_variants(
     return {
         "control": control,
         "candidate": candidate,
-        "controlModel": control_run.model,
-        "candidateModel": candidate_run.model,
+        "controlModel": control_run.model if control_run is not None else None,
+        "candidateModel": candidate_run.model if candidate_run is not None else None,
         "outcomeRule": rule,
         "cases": len(ids),
         "unpaired": len((a.keys() | b.keys()) - set(ids)),
@@ -108,14 +110,14 @@ def compare_variants(
     }
 
 
-def _figures(run: RunDocument) -> CaseFigures:
-    return case_figures(case.dump() for case in run.cases)
+def _figures(run: RunDocument | None) -> CaseFigures:
+    return case_figures(case.dump() for case in (run.cases if run is not None else ()))
 
 
-def _costs(run: RunDocument) -> dict[str, Any]:
+def _costs(run: RunDocument | None) -> dict[str, Any]:
     """What a variant's whole run cost (every case, not only the paired ones): latency
     median and p95 of its attempts, its tokens and estimated price (null when unknown)."""
-    metrics = run.metrics
+    metrics = run.metrics if run is not None else None
     latency = (metrics.latency if metrics is not None else None) or {}
     tokens = metrics.tokens if metrics is not None else None
     return {
