@@ -150,3 +150,28 @@ def test_a_variant_s_request_options_go_over_the_manifest_s(
     runs = _runs(golden_project)
     assert runs["hot"]["protocol"]["optionsHash"]
     assert "optionsHash" not in runs["cold"]["protocol"]
+
+
+def test_a_variant_s_key_echoed_by_its_model_lands_nowhere(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    second_server: FakeLLMServer,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The remote variant's own key (not the session's) is known to the masker: a model that
+    echoes it back gets no recorded fixture, and no file of the run holds it."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    _manifest(golden_project, second_server)
+    replay = second_server.responder
+    second_server.responder = lambda req: f"here is your key: {SECRET}\n{replay(req)}"
+    pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=record",
+        f"--golden-base-url={llm_server.base_url}",
+    )
+    assert second_server.requests, "the remote variant was not called"
+    for path in golden_project.rglob("*"):
+        if path.is_file() and ".pytest_cache" not in path.parts:
+            assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
+    assert not list((golden_project / "golden/generation/fixtures/remote").glob("*.out.md"))
