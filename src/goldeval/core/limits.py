@@ -130,6 +130,15 @@ LIMITS: tuple[LimitSpec, ...] = (
         "connection opening or the previous response (408 and closed after it)",
     ),
     LimitSpec(
+        "variant_pairs",
+        28,
+        "pairs",
+        "",
+        "pairs one variant session compares (`gate.compare.pairs`: each against the control, "
+        "or all n(n-1)/2): each is a bootstrap over every case; more is a usage error before "
+        "the first call",
+    ),
+    LimitSpec(
         "stop_grace_seconds",
         10,
         "seconds",

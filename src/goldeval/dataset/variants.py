@@ -89,6 +89,10 @@ class CompareGate(BaseModel):
     non_inferiority: StrictFloat = Field(alias="nonInferiority")
     #: How a case's attempts become one outcome for McNemar (sampling.case_outcome).
     outcome: Literal["majority", "all"] = "majority"
+    #: Which pairs ``variantComparison.pairs`` reports (goldeval.results.variant_pairs):
+    #: each selected variant against the control, or every pair. Only control vs candidate
+    #: gates.
+    pairs: Literal["control", "all"] = "control"
 
 
 def check_variants(variants: list[Variant] | None, compare: CompareGate | None, path: Path) -> None:

@@ -34,6 +34,7 @@ from goldeval.results.run_json import RunJson
 from goldeval.results.variant_comparison import compare_variants
 from goldeval.results.variant_costs import case_figures, case_figures_of_file, pareto_table
 from goldeval.results.variant_matrix import variant_matrix
+from goldeval.results.variant_pairs import variant_pairs
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
 from goldeval.verdict.outcome import FinalisationFault, RunOutcome
 from goldeval.verdict.variants import decide_variants
@@ -262,6 +263,15 @@ def _variant_comparison(
     }
     figures["matrix"] = variant_matrix(
         named, per_variant, [*figures["flippedWorse"], *figures["flippedBetter"]]
+    )
+    # Every selected variant, also one that recorded nothing (it pairs no case).
+    figures["pairs"] = variant_pairs(
+        [(name, typed.get(name)) for name in variants.names],
+        control=control,
+        candidate=candidate,
+        mode=compare.pairs,
+        margin=compare.non_inferiority,
+        rule=compare.outcome,
     )
     result = decide_variants(VariantComparisonDoc.model_validate(figures))
     return {**figures, "decision": result.decision.value, "reason": result.reason}

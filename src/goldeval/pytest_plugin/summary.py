@@ -7,7 +7,8 @@ from typing import Any
 from goldeval.core.textsafe import one_line
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports import markdown as report_md
-from goldeval.results.documents import typed_run
+from goldeval.reports.markdown_variants import pair_cells
+from goldeval.results.documents import VariantComparisonDoc, typed_run
 from goldeval.verdict.comparison import comparison_label
 
 
@@ -64,9 +65,8 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         tr.write_line(f"  {one_line(who)}:")
         for line in report_md.summary_table(bench):
             tr.write_line("  " + line)
-    variants = doc.variant_comparison
-    if variants is not None and variants.reason:
-        tr.write_line(f"  variants: {one_line(variants.reason)}")
+    for line in _variant_lines(doc.variant_comparison):
+        tr.write_line(line)
     recorded = getattr(state, "recorded", None)
     if recorded:
         for kind in ("new", "changed"):
@@ -91,3 +91,15 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     line = one_line(f"goldeval decision: exit {decision.get('code')} — {decision.get('reason')}")
     ok = decision.get("code") == 0
     tr.write_line(line, green=ok, red=not ok, bold=True)
+
+
+def _variant_lines(variants: VariantComparisonDoc | None) -> list[str]:
+    """The gated pair's decision, then (three variants or more) one line per pair, which is
+    reported only."""
+    if variants is None or not variants.reason:
+        return []
+    lines = [f"  variants: {one_line(variants.reason)}"]
+    pairs = variants.pairs
+    for pair in pairs.rows if pairs is not None and len(pairs.rows) > 1 else ():
+        lines.append(f"    pair {one_line(' | '.join(pair_cells(pair)))}")
+    return lines

@@ -21,6 +21,7 @@ from goldeval.core.errors import GoldevalError
 from goldeval.dataset.manifest import find_manifest, read_manifest
 from goldeval.dataset.variants import CompareGate, Variant, select_variants
 from goldeval.results.sampling import detectable_floor
+from goldeval.results.variant_pairs import pair_names
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,14 @@ def session_variants(config: pytest.Config, dataset_dir: Path) -> SessionVariant
             f"--golden-model cannot be combined with variants that name their model "
             f"({', '.join(named)}): it would be ambiguous which model answers"
         )
-    return SessionVariants(tuple(selected), compare)
+    chosen = SessionVariants(tuple(selected), compare)
+    gate = chosen.compared()
+    if gate is not None:
+        try:  # each pair is a bootstrap over every case: bounded before the first call
+            pair_names(chosen.names, gate.control, gate.pairs)
+        except GoldevalError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return chosen
 
 
 def power_line(variants: SessionVariants | None, cases: int) -> str | None:

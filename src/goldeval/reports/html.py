@@ -20,7 +20,7 @@ from typing import Any
 
 from goldeval.core.rates import GRADER_PREFIX
 from goldeval.reports.labels import rate_label, shown_rates
-from goldeval.reports.markdown_variants import matrix_cell_text
+from goldeval.reports.markdown_variants import PAIR_HEAD, matrix_cell_text, pair_cells
 from goldeval.reports.templating import esc, render, status_class
 from goldeval.results.documents import Configuration, Metrics, RateDoc, RunDocument
 from goldeval.verdict.comparison import comparison_label
@@ -212,6 +212,16 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
             "head": ["Case", *matrix.variants],
             "rows": [(r.case_id, [matrix_cell_text(c) for c in r.cells]) for r in matrix.rows],
             "more": matrix.more,
+        },
+        "pairs": None
+        if cmp.pairs is None or not cmp.pairs.rows
+        else {
+            "which": "every pair"
+            if cmp.pairs.mode == "all"
+            else "each variant against the control",
+            "count": len(cmp.pairs.rows),
+            "head": PAIR_HEAD,
+            "rows": [pair_cells(pair) for pair in cmp.pairs.rows],
         },
         "pareto": [
             (

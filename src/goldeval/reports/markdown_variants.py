@@ -10,6 +10,8 @@ from goldeval.results.documents import (
     VariantComparisonDoc,
     VariantCostDoc,
     VariantMatrixDoc,
+    VariantPairDoc,
+    VariantPairsDoc,
 )
 
 #: ``pairedCosts`` figures as report.md names them, with their unit and number format.
@@ -83,7 +85,68 @@ def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
                 f"| {name} | {_na(c.median_ms, ' ms')} | {_na(c.p95_ms, ' ms')} | "
                 f"{_na(c.total_tokens)} | " + (f"{cost:.4f} |" if cost is not None else "n/a |")
             )
-    return out + _paired_cost_lines(cmp) + _pareto_lines(cmp.pareto) + _matrix_lines(cmp.matrix)
+    return (
+        out
+        + _paired_cost_lines(cmp)
+        + _pareto_lines(cmp.pareto)
+        + _pair_lines(cmp.pairs)
+        + _matrix_lines(cmp.matrix)
+    )
+
+
+#: The non-inferiority statistic of a pair that does not gate, in words that are no verdict.
+MARGIN_WORDS = {
+    "PASS": "within the margin",
+    "FAIL": "worse beyond the margin",
+    "UNDERPOWERED": "cannot tell",
+}
+
+
+def pair_cells(pair: VariantPairDoc) -> list[str]:
+    """One row of the pairs table as report.md and the HTML pages show it (unescaped)."""
+    ci = pair.ci95
+    adjusted = pair.adjusted_p_value
+    return [
+        f"{pair.candidate} vs {pair.control}" + (" (gated)" if pair.gated else ""),
+        str(pair.cases),
+        _pct(pair.difference, True),
+        f"{_pct(ci.lower, True)} to {_pct(ci.upper, True)}" if ci else "n/a",
+        f"{pair.control_only} / {pair.candidate_only}",
+        f"{pair.p_value:.4g}" if pair.p_value is not None else "n/a",
+        f"{adjusted:.4g}" if adjusted is not None else "n/a",
+        MARGIN_WORDS.get(pair.non_inferiority, pair.non_inferiority),
+    ]
+
+
+PAIR_HEAD = (
+    "Pair",
+    "Cases",
+    "Difference",
+    "95% CI",
+    "Pass only control / candidate",
+    "McNemar p",
+    "Holm p",
+    "At the margin",
+)
+
+
+def _pair_lines(pairs: VariantPairsDoc | None) -> list[str]:
+    """``pairs``: each variant against the control, or all pairs (reported, not gated)."""
+    if pairs is None or not pairs.rows:
+        return []
+    which = "every pair" if pairs.mode == "all" else "each variant against the control"
+    out = [
+        "",
+        f"Pairs ({which}; candidate − control on the cases both graded, exact McNemar "
+        f"p-values adjusted over the {len(pairs.rows)} pairs by Holm's method; margin "
+        f"{_pct(pairs.margin)}; reported, only the gated pair decides the exit status):",
+        "",
+        "| " + " | ".join(PAIR_HEAD) + " |",
+        "|---" * len(PAIR_HEAD) + "|",
+    ]
+    for pair in pairs.rows:
+        out.append("| " + " | ".join(md_escape(c) for c in pair_cells(pair)) + " |")
+    return out
 
 
 def _paired_cost_lines(cmp: VariantComparisonDoc) -> list[str]:

@@ -34,6 +34,8 @@ from goldeval.results.variant_documents import (
     VariantCostDoc,
     VariantCostsDoc,
     VariantMatrixDoc,
+    VariantPairDoc,
+    VariantPairsDoc,
 )
 
 __all__ = [
@@ -60,6 +62,8 @@ __all__ = [
     "VariantCostDoc",
     "VariantCostsDoc",
     "VariantMatrixDoc",
+    "VariantPairDoc",
+    "VariantPairsDoc",
     "typed_run",
     "validate_run_document",
 ]

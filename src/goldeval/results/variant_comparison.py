@@ -10,14 +10,16 @@ exit status are the verdict's (goldeval.verdict.variants), never computed here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from goldeval.results.documents import RunDocument
-from goldeval.results.non_inferiority import non_inferiority
+from goldeval.results.non_inferiority import NonInferiority, non_inferiority
 from goldeval.results.sampling import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    McNemar,
     OutcomeRule,
     Tally,
     case_outcome,
@@ -41,6 +43,62 @@ def case_tallies(run: RunDocument | None) -> dict[str, Tally]:
     return tallies
 
 
+@dataclass(frozen=True)
+class PairStatistics:
+    """Two variants' per-case tallies compared on the cases both graded (ids in id order)."""
+
+    ids: list[str]
+    unpaired: int
+    pairs: list[tuple[Tally, Tally]]
+    test: McNemar
+    decision: NonInferiority
+    worse: list[str]
+    better: list[str]
+
+    def summary(self) -> dict[str, Any]:
+        """The figures one row of ``variantComparison.pairs`` carries."""
+        return {
+            "cases": len(self.ids),
+            "unpaired": self.unpaired,
+            "controlPassRate": _rate(p[0] for p in self.pairs),
+            "candidatePassRate": _rate(p[1] for p in self.pairs),
+            "difference": self.decision.difference,
+            "ci95": self.decision.interval.dump() if self.decision.interval is not None else None,
+            "nonInferiority": self.decision.verdict,
+            "moreCases": self.decision.more_cases,
+            "controlOnly": self.test.control_only,
+            "candidateOnly": self.test.candidate_only,
+            "pValue": self.test.p_value,
+        }
+
+
+def pair_statistics(
+    a: dict[str, Tally],
+    b: dict[str, Tally],
+    margin: float,
+    *,
+    rule: OutcomeRule,
+    resamples: int,
+    seed: int,
+) -> PairStatistics:
+    """The paired statistics of control tallies ``a`` and candidate tallies ``b``: cases
+    paired by id and taken in id order, so the seeded bootstrap gives the same figures
+    whatever order the attempts arrived in (serially or under xdist)."""
+    ids = sorted(cid for cid in a.keys() & b.keys() if a[cid].graded and b[cid].graded)
+    pairs = [(a[cid], b[cid]) for cid in ids]
+    return PairStatistics(
+        ids=ids,
+        unpaired=len((a.keys() | b.keys()) - set(ids)),
+        pairs=pairs,
+        test=mcnemar_exact(pairs, rule),
+        decision=non_inferiority(pairs, margin, rule=rule, resamples=resamples, seed=seed),
+        worse=[cid for cid in ids if case_outcome(a[cid], rule) and not case_outcome(b[cid], rule)],
+        better=[
+            cid for cid in ids if case_outcome(b[cid], rule) and not case_outcome(a[cid], rule)
+        ],
+    )
+
+
 def compare_variants(
     control_run: RunDocument | None,
     candidate_run: RunDocument | None,
@@ -53,39 +111,41 @@ def compare_variants(
     seed: int = DEFAULT_SEED,
     figures: tuple[CaseFigures, CaseFigures] | None = None,
 ) -> dict[str, Any]:
-    """``variantComparison``: candidate minus control on the cases both graded.
+    """``variantComparison``: candidate minus control on the cases both graded
+    (:func:`pair_statistics`).
 
-    The cases are paired by id and taken in id order, so the seeded bootstrap gives the same
-    figures whatever order the attempts arrived in (serially or under xdist). ``figures``:
-    each side's per-case latency and tokens (goldeval.results.variant_costs) when the runs'
-    cases are light; by default they are read from the runs' own cases. A side that recorded
-    nothing (None: its items were all deselected, ``-k``) pairs no case, so the comparison
-    is INCONCLUSIVE, never skipped.
+    ``figures``: each side's per-case latency and tokens (goldeval.results.variant_costs)
+    when the runs' cases are light; by default they are read from the runs' own cases. A
+    side that recorded nothing (None: its items were all deselected, ``-k``) pairs no case,
+    so the comparison is INCONCLUSIVE, never skipped.
     """
-    a, b = case_tallies(control_run), case_tallies(candidate_run)
-    ids = sorted(cid for cid in a.keys() & b.keys() if a[cid].graded and b[cid].graded)
-    pairs = [(a[cid], b[cid]) for cid in ids]
-    test = mcnemar_exact(pairs, rule)
-    decision = non_inferiority(pairs, margin, rule=rule, resamples=resamples, seed=seed)
-    worse = [cid for cid in ids if case_outcome(a[cid], rule) and not case_outcome(b[cid], rule)]
-    better = [cid for cid in ids if case_outcome(b[cid], rule) and not case_outcome(a[cid], rule)]
+    stats = pair_statistics(
+        case_tallies(control_run),
+        case_tallies(candidate_run),
+        margin,
+        rule=rule,
+        resamples=resamples,
+        seed=seed,
+    )
+    ids, test, worse, better = stats.ids, stats.test, stats.worse, stats.better
     discordance = (len(worse) + len(better)) / len(ids) if ids else None
     mdd = minimum_detectable_difference(len(ids), discordance) if discordance is not None else None
+    summary = stats.summary()
     return {
         "control": control,
         "candidate": candidate,
         "controlModel": control_run.model if control_run is not None else None,
         "candidateModel": candidate_run.model if candidate_run is not None else None,
         "outcomeRule": rule,
-        "cases": len(ids),
-        "unpaired": len((a.keys() | b.keys()) - set(ids)),
-        "controlPassRate": _rate(p[0] for p in pairs),
-        "candidatePassRate": _rate(p[1] for p in pairs),
-        "difference": decision.difference,
-        "ci95": decision.interval.dump() if decision.interval is not None else None,
+        "cases": summary["cases"],
+        "unpaired": summary["unpaired"],
+        "controlPassRate": summary["controlPassRate"],
+        "candidatePassRate": summary["candidatePassRate"],
+        "difference": summary["difference"],
+        "ci95": summary["ci95"],
         "margin": margin,
-        "nonInferiority": decision.verdict,
-        "moreCases": decision.more_cases,
+        "nonInferiority": summary["nonInferiority"],
+        "moreCases": summary["moreCases"],
         "mcnemar": {
             "rule": test.rule,
             "cases": test.cases,

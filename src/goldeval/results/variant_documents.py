@@ -16,6 +16,8 @@ __all__ = [
     "VariantComparisonDoc",
     "VariantCostDoc",
     "VariantCostsDoc",
+    "VariantPairDoc",
+    "VariantPairsDoc",
 ]
 
 
@@ -110,6 +112,42 @@ class VariantMatrixDoc(Doc):
     more: int = 0
 
 
+class VariantPairDoc(Doc):
+    """One pair of ``pairs`` (goldeval.results.variant_pairs): the gated comparison's figures
+    on the cases both sides graded, and the McNemar p-value adjusted over the pairs (Holm)."""
+
+    control: str
+    candidate: str
+    control_model: str | None = Field(default=None, alias="controlModel")
+    candidate_model: str | None = Field(default=None, alias="candidateModel")
+    #: The pair gate.compare names (the only one that gates, through goldeval.verdict).
+    gated: bool = False
+    cases: int
+    unpaired: int = 0
+    control_pass_rate: float | None = Field(default=None, alias="controlPassRate")
+    candidate_pass_rate: float | None = Field(default=None, alias="candidatePassRate")
+    difference: float | None = None
+    ci95: IntervalDoc | None = None
+    #: The statistic at the manifest's margin (PASS / FAIL / UNDERPOWERED); a figure, not a
+    #: verdict: only the gated pair's is turned into a decision.
+    non_inferiority: str = Field(alias="nonInferiority")
+    more_cases: int | None = Field(default=None, alias="moreCases")
+    control_only: int = Field(alias="controlOnly")
+    candidate_only: int = Field(alias="candidateOnly")
+    p_value: float | None = Field(default=None, alias="pValue")
+    adjusted_p_value: float | None = Field(default=None, alias="adjustedPValue")
+
+
+class VariantPairsDoc(Doc):
+    """``pairs``: each variant against the control (``mode: control``) or all pairs."""
+
+    mode: str
+    correction: str
+    margin: float
+    outcome_rule: str = Field(alias="outcomeRule")
+    rows: list[VariantPairDoc]
+
+
 class VariantComparisonDoc(Doc):
     """``variantComparison``: two variants of one session on the cases both graded
     (goldeval.results.variant_comparison); ``decision`` and ``reason`` are the verdict's
@@ -148,5 +186,7 @@ class VariantComparisonDoc(Doc):
     )
     pareto: ParetoDoc | None = None
     matrix: VariantMatrixDoc | None = None
+    #: Every pair the session compares (the gated one included), reported, not gated.
+    pairs: VariantPairsDoc | None = None
     decision: str | None = None
     reason: str | None = None
