@@ -175,3 +175,31 @@ def test_a_variant_s_key_echoed_by_its_model_lands_nowhere(
         if path.is_file() and ".pytest_cache" not in path.parts:
             assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
     assert not list((golden_project / "golden/generation/fixtures/remote").glob("*.out.md"))
+
+
+def test_an_echoed_key_is_masked_in_the_answer_excerpts(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    second_server: FakeLLMServer,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Live mode grades the masked answer: the matrix's excerpts and the side-by-side answers
+    (run.json, report.md, the HTML report) show ``***``, never the key."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    _manifest(golden_project, second_server)
+    second_server.responder = lambda req: f"here is your key: {SECRET}"
+    pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=live",
+        f"--golden-base-url={llm_server.base_url}",
+        "--html=report.html",
+        "--self-contained-html",
+    )
+    cmp = _runs(golden_project)["remote"]["variantComparison"]
+    excerpts = [row["cells"][1]["excerpt"] for row in cmp["matrix"]["rows"]]
+    assert excerpts and all(e == "here is your key: ***" for e in excerpts)
+    assert cmp["answers"] and all(a["candidate"] == excerpts[0] for a in cmp["answers"])
+    for path in golden_project.rglob("*"):
+        if path.is_file() and ".pytest_cache" not in path.parts:
+            assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path

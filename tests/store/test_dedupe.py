@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from goldeval.core.models import AttemptRecord, CaseInfo, ContractResult, Status
-from goldeval.results.run_document import attempt_payload, without_raw_text
+from goldeval.results.attempt_payloads import attempt_payload, without_raw_text
 from goldeval.store import LATEST_VERSION, Store, open_store
 from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
 from goldeval.store.pages import MARK

@@ -607,7 +607,7 @@ def test_postgres_reconnects_after_a_lost_connection(target: Target) -> None:
 
 def test_record_attempt_texts_is_the_same_write_as_record_attempts(store: Store) -> None:
     """The plugin's path: records already serialised as compact JSON (no parse on the way)."""
-    from goldeval.results.run_document import attempt_payload, without_raw_text
+    from goldeval.results.attempt_payloads import attempt_payload, without_raw_text
 
     run_id = begin(store)
     records = [
@@ -639,7 +639,7 @@ def test_record_texts_split_at_their_offset_store_what_a_parse_stores(
 ) -> None:
     """The payload's layout (run fields first, ``contentAt``) lets the store skip the parse;
     what it stores is the same, and a wrong offset falls back to parsing the record."""
-    from goldeval.results.run_document import attempt_payload
+    from goldeval.results.attempt_payloads import attempt_payload
     from goldeval.store.base import AttemptText
 
     records = [
@@ -662,7 +662,7 @@ def test_record_texts_split_at_their_offset_store_what_a_parse_stores(
 def test_record_batch_writes_cases_and_attempts_in_one_transaction(store: Store) -> None:
     """The plugin's write batch: the same rows as record_cases + record_attempt_texts, and
     all or nothing (a bad attempt row leaves the batch's cases unwritten as well)."""
-    from goldeval.results.run_document import attempt_payload
+    from goldeval.results.attempt_payloads import attempt_payload
 
     run_id = begin(store)
     cases = [

@@ -14,13 +14,8 @@ from goldeval.dataset.case import GoldenCase
 from goldeval.pipeline.attempt import case_facts, case_info
 from goldeval.providers.base import ProviderRequest
 from goldeval.results.metrics import compute_metrics
-from goldeval.results.run_document import (
-    LightCases,
-    RunCollector,
-    attempt_payload,
-    without_raw_text,
-    write_run_json,
-)
+from goldeval.results.attempt_payloads import attempt_payload, without_raw_text
+from goldeval.results.run_document import LightCases, RunCollector, write_run_json
 
 
 def _case(case_id: str, **expect: Any) -> GoldenCase:

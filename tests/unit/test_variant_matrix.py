@@ -65,7 +65,16 @@ def test_a_case_one_variant_did_not_run_is_listed_with_an_empty_cell() -> None:
         "statuses": [],
         "latencyMs": None,
         "totalTokens": None,
+        "excerpt": None,
     }
+    excerpts = {("control", "a"): "first answer"}
+    with_excerpts = variant_matrix(
+        [("control", typed_run(control)), ("candidate", typed_run(candidate))],
+        {},
+        excerpt=lambda variant, case: excerpts.get((variant, case)),
+    )
+    cells = {row["caseId"]: row["cells"] for row in with_excerpts["rows"]}
+    assert [c["excerpt"] for c in cells["a"]] == ["first answer", None]
 
 
 def test_the_matrix_keeps_at_most_max_rows_and_counts_the_rest() -> None:

@@ -139,6 +139,15 @@ LIMITS: tuple[LimitSpec, ...] = (
         "the first call",
     ),
     LimitSpec(
+        "answer_excerpt_chars",
+        300,
+        "characters",
+        "",
+        "the answer excerpt a variant session keeps per attempt (the lowest attempt of each "
+        "case and variant) for the rows × variants matrix and the side-by-side answers; the "
+        "full answer stays in the case's files and run.json as before",
+    ),
+    LimitSpec(
         "stop_grace_seconds",
         10,
         "seconds",

@@ -28,9 +28,11 @@ from goldeval.pytest_plugin.record_mode import record_fixtures
 from goldeval.pytest_plugin.recording import begin_recording
 from goldeval.pytest_plugin.run_writing import build_for, write_run
 from goldeval.pytest_plugin.state import GoldenSession
+from goldeval.results.attempt_payloads import EXCERPT_CHARS
 from goldeval.results.documents import VariantComparisonDoc, typed_run
 from goldeval.results.run_folder import ArtifactError
 from goldeval.results.run_json import RunJson
+from goldeval.results.variant_answers import side_by_side
 from goldeval.results.variant_comparison import compare_variants
 from goldeval.results.variant_costs import case_figures, case_figures_of_file, pareto_table
 from goldeval.results.variant_matrix import variant_matrix
@@ -261,8 +263,20 @@ def _variant_comparison(
         else case_figures_of_file(cases_files[runs[name][1]])
         for name, _ in named
     }
+    collector = state.collector
     figures["matrix"] = variant_matrix(
-        named, per_variant, [*figures["flippedWorse"], *figures["flippedBetter"]]
+        named,
+        per_variant,
+        [*figures["flippedWorse"], *figures["flippedBetter"]],
+        excerpt=collector.excerpt,
+    )
+    figures["answers"] = side_by_side(
+        figures["flippedWorse"],
+        figures["flippedBetter"],
+        collector.excerpt,
+        control=control,
+        candidate=candidate,
+        excerpt_chars=EXCERPT_CHARS,
     )
     # Every selected variant, also one that recorded nothing (it pairs no case).
     figures["pairs"] = variant_pairs(

@@ -53,8 +53,9 @@ from goldeval.pytest_plugin.variant_providers import (
     start_variant_providers,
 )
 from goldeval.pytest_plugin.variants import session_variants
+from goldeval.results.attempt_payloads import attempt_payload
 from goldeval.results.finalise import Finalisation
-from goldeval.results.run_document import RunCollector, attempt_payload, new_run_id
+from goldeval.results.run_document import RunCollector, new_run_id
 from goldeval.results.run_json import RunJson
 
 # RERUN_KIND: the controller reads it from here (an attempt graded twice, see

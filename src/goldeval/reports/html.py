@@ -210,7 +210,10 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
         if matrix is None or not matrix.rows
         else {
             "head": ["Case", *matrix.variants],
-            "rows": [(r.case_id, [matrix_cell_text(c) for c in r.cells]) for r in matrix.rows],
+            "rows": [
+                (r.case_id, [(matrix_cell_text(c), c.excerpt) for c in r.cells])
+                for r in matrix.rows
+            ],
             "more": matrix.more,
         },
         "pairs": None
@@ -223,6 +226,17 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
             "head": PAIR_HEAD,
             "rows": [pair_cells(pair) for pair in cmp.pairs.rows],
         },
+        "answers": [
+            {
+                "case": a.case_id,
+                "flipped": "flipped to FAIL" if a.direction == "worse" else "flipped to PASS",
+                "control": a.control,
+                "candidate": a.candidate,
+                "truncated": a.truncated,
+                "diff": [(seg.op, seg.text) for seg in a.diff],
+            }
+            for a in cmp.answers or []
+        ],
         "pareto": [
             (
                 row.variant,

@@ -24,6 +24,7 @@ def md_escape(text: Any) -> str:
         ("_", "\\_"),
         ("[", "\\["),
         ("]", "\\]"),
+        ("~", "\\~"),  # GFM strike-through: an answer cannot strike report text through
     ):
         s = s.replace(ch, rep)
     return " ".join(s.split())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from goldeval.reports.markdown_text import md_escape
 from goldeval.results.documents import (
+    DiffSegmentDoc,
     MatrixCellDoc,
     PairedFigureDoc,
     ParetoDoc,
+    SideBySideDoc,
     VariantComparisonDoc,
     VariantCostDoc,
     VariantMatrixDoc,
@@ -91,7 +93,52 @@ def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
         + _pareto_lines(cmp.pareto)
         + _pair_lines(cmp.pairs)
         + _matrix_lines(cmp.matrix)
+        + _answer_lines(cmp.answers)
     )
+
+
+#: Characters of an answer excerpt a matrix cell of report.md shows.
+_CELL_EXCERPT = 60
+
+
+def _answer_lines(answers: list[SideBySideDoc] | None) -> list[str]:
+    """``answers``: each flipped case's two answer excerpts and the word diff between them."""
+    if not answers:
+        return []
+    out = [
+        "",
+        "Answers side by side (flipped cases; the beginning of each side's first answer; in "
+        "the word diff ~~struck~~ is the control's only, **bold** the candidate's only):",
+    ]
+    for answer in answers:
+        flipped = "flipped to FAIL" if answer.direction == "worse" else "flipped to PASS"
+        cut = " (excerpts cut: the diff covers the beginning)" if answer.truncated else ""
+        out += [
+            "",
+            f"**{md_escape(answer.case_id)}** ({flipped}){cut}",
+            "",
+            f"- control: {_excerpt(answer.control)}",
+            f"- candidate: {_excerpt(answer.candidate)}",
+        ]
+        if answer.diff:
+            out.append("- word diff: " + "".join(_segment(seg) for seg in answer.diff))
+    return out
+
+
+def _excerpt(text: str | None) -> str:
+    return md_escape(text) if text is not None else "no answer kept"
+
+
+def _segment(segment: DiffSegmentDoc) -> str:
+    """One diff segment, its text escaped (``~`` too: an answer cannot strike through)."""
+    text = md_escape(segment.text)
+    if not text.strip():
+        return " " if segment.text else ""
+    if segment.op == "-":
+        return f"~~{text.strip()}~~ "
+    if segment.op == "+":
+        return f"**{text.strip()}** "
+    return text if text.endswith(" ") else text + " "
 
 
 #: The non-inferiority statistic of a pair that does not gate, in words that are no verdict.
@@ -219,6 +266,14 @@ def matrix_cell_text(cell: MatrixCellDoc) -> str:
     return f"{letters} · {latency} · {tokens}"
 
 
+def _cell_with_excerpt(cell: MatrixCellDoc) -> str:
+    text = md_escape(matrix_cell_text(cell))
+    if not cell.excerpt:
+        return text
+    cut = cell.excerpt[:_CELL_EXCERPT] + ("…" if len(cell.excerpt) > _CELL_EXCERPT else "")
+    return f"{text} · “{md_escape(cut)}”"
+
+
 def _matrix_lines(matrix: VariantMatrixDoc | None) -> list[str]:
     """``matrix``: one row per case, one column per variant."""
     if matrix is None or not matrix.rows:
@@ -233,7 +288,7 @@ def _matrix_lines(matrix: VariantMatrixDoc | None) -> list[str]:
         "|---" * (len(matrix.variants) + 1) + "|",
     ]
     for row in matrix.rows:
-        cells = [matrix_cell_text(cell) for cell in row.cells]
+        cells = [_cell_with_excerpt(cell) for cell in row.cells]
         out.append(f"| {md_escape(row.case_id)} | " + " | ".join(cells) + " |")
     if matrix.more:
         out.append("")

@@ -25,11 +25,13 @@ from goldeval.core.errors import BaselineError
 from goldeval.results.document_base import Doc as _Doc
 from goldeval.results.document_base import IntervalDoc
 from goldeval.results.variant_documents import (
+    DiffSegmentDoc,
     MatrixCellDoc,
     McNemarDoc,
     PairedFigureDoc,
     ParetoDoc,
     ParetoRowDoc,
+    SideBySideDoc,
     VariantComparisonDoc,
     VariantCostDoc,
     VariantCostsDoc,
@@ -43,6 +45,7 @@ __all__ = [
     "Case",
     "Comparison",
     "Configuration",
+    "DiffSegmentDoc",
     "ExitDecisionDoc",
     "GateDoc",
     "IntervalDoc",
@@ -56,6 +59,7 @@ __all__ = [
     "Protocol",
     "RateDoc",
     "RunDocument",
+    "SideBySideDoc",
     "StoppedEarlyDoc",
     "Summary",
     "VariantComparisonDoc",

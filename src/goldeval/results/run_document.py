@@ -15,15 +15,13 @@ import platform
 import secrets
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, TextIO
 
-from goldeval.core.record_text import content_offset
+from goldeval.results.attempt_payloads import EXCERPT_CHARS, attempt_entry
 from goldeval.results.metrics import MetricsAccumulator
-from goldeval.results.rollup import RAW_FIELDS, Counters, roll_up, strip_raw
+from goldeval.results.rollup import Counters, roll_up, strip_raw
 from goldeval.results.run_folder import fsync_dir, refuse_link, temp_file
 from goldeval.results.run_json import RunJson, as_run_json
 
@@ -108,111 +106,6 @@ def relative_origin_fields(
     return out
 
 
-@dataclass(frozen=True)
-class AttemptEntry:
-    case_id: str
-    index: int
-    model: str | None
-    status: str
-    #: the record as compact JSON
-    text: str
-    #: The manifest variant the attempt ran (None outside variant sessions).
-    variant: str | None = None
-
-    @property
-    def key(self) -> str | None:
-        """The run the attempt belongs to: its variant's, else its model's."""
-        return self.variant if self.variant is not None else self.model
-
-
-def attempt_payload(
-    record: Any, keep_passing_output: bool, variant: str | None = None
-) -> dict[str, Any]:
-    """What travels on a test report for one attempt: its key and the record as one compact
-    JSON string (without the answer text of a passing attempt unless it is kept).
-
-    One string rather than the nested record: xdist (execnet) serialises report attributes
-    value by value, and sending a nested record cost more than running the item. The string
-    puts the run fields first and ``contentAt`` says where the content begins
-    (goldeval.core.record_text), so the store takes the two apart without a parse.
-    """
-    status = record.status.value
-    if status == "PASS" and not keep_passing_output and record.output is not None:
-        # Left out by setting it aside: pydantic's ``exclude`` cost as much as the dump.
-        output, record.output = record.output, None
-        try:
-            text = record.model_dump_json(by_alias=True, exclude_none=True)
-        finally:
-            record.output = output
-    else:
-        text = record.model_dump_json(by_alias=True, exclude_none=True)
-    # Where the run fields end (AttemptRecord declares them first); 0 (the store parses the
-    # record) should this spelling of them ever differ from pydantic's.
-    run = f'{{"caseId":{encode_basestring(record.case_id)},"index":{record.index}'
-    run += f',"status":"{status}"'
-    if record.model is not None:
-        run += f',"model":{encode_basestring(record.model)}'
-    if record.duration_ms is not None:
-        run += f',"durationMs":{record.duration_ms}'
-    if record.tries is not None:
-        run += f',"tries":{record.tries}'
-    at = content_offset(text, run + "}")
-    payload = {
-        "caseId": record.case_id,
-        "index": record.index,
-        "model": record.model,
-        "status": status,
-        "record": text,
-        "contentAt": at,
-    }
-    if variant is not None:
-        payload["variant"] = variant
-    return payload
-
-
-def attempt_entry(payload: dict[str, Any], keep_passing_output: bool = True) -> AttemptEntry:
-    text = payload.get("record")
-    if isinstance(text, str):
-        return AttemptEntry(
-            payload["caseId"],
-            int(payload["index"]),
-            payload.get("model"),
-            payload["status"],
-            text,
-            payload.get("variant"),
-        )
-    attempt = payload["attempt"]
-    if not keep_passing_output and attempt.get("status") == "PASS":
-        attempt = {k: v for k, v in attempt.items() if k != "output"}
-    return AttemptEntry(
-        attempt["caseId"],
-        int(attempt["index"]),
-        attempt.get("model"),
-        str(attempt.get("status")),
-        json.dumps(attempt, ensure_ascii=False, separators=_COMPACT),
-        payload.get("variant"),
-    )
-
-
-#: The raw fields as they appear in a record's JSON (a match may be a false alarm: a value).
-_RAW_KEYS = tuple(f'"{name}"' for name in RAW_FIELDS)
-
-
-def has_raw_text(text: str) -> bool:
-    """Whether a record's JSON may hold raw model text (``False``: it certainly does not)."""
-    return any(key in text for key in _RAW_KEYS)
-
-
-def without_raw_text(text: str) -> str:
-    """The record JSON without the raw model text (the store never holds it)."""
-    if not has_raw_text(text):
-        return text  # the usual case: nothing to drop, no parse
-    record = json.loads(text)
-    for name in RAW_FIELDS:
-        record.pop(name, None)
-    return json.dumps(record, ensure_ascii=False, separators=_COMPACT)
-
-
 class RunCollector:
     """Folds attempt payloads (plain dicts from reports) into cases, in dataset order.
 
@@ -239,6 +132,9 @@ class RunCollector:
         self.one_model = one_model
         self.infos: dict[str, dict[str, Any]] = {}
         self.attempts: dict[str, dict[tuple[str, int], str]] = {}
+        #: Variant sessions: per variant, each case's answer excerpt of its lowest attempt
+        #: that had an answer (index, text): the matrix and side-by-side answers read it.
+        self.excerpts: dict[str, dict[str, tuple[int, str]]] = {}
 
     def add(self, payload: dict[str, Any]) -> None:
         """Fold one attempt: a report payload (see :func:`attempt_payload`) or, from the
@@ -250,6 +146,17 @@ class RunCollector:
         # Keyed by (model, attempt) so a re-sent report (xdist restart) is never counted twice.
         model = self.one_model if self.one_model is not None else entry.key or ""
         self.attempts.setdefault(entry.case_id, {})[(model, entry.index)] = entry.text
+        excerpt = payload.get("excerpt")
+        if isinstance(excerpt, str) and entry.variant is not None:
+            kept = self.excerpts.setdefault(entry.variant, {})
+            held = kept.get(entry.case_id)
+            if held is None or entry.index < held[0]:
+                kept[entry.case_id] = (entry.index, excerpt[:EXCERPT_CHARS])
+
+    def excerpt(self, variant: str, case_id: str) -> str | None:
+        """The variant's answer excerpt for the case (None: none was recorded)."""
+        held = self.excerpts.get(variant, {}).get(case_id)
+        return held[1] if held is not None else None
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.attempts.values())

@@ -9,10 +9,12 @@ from pydantic import Field
 from goldeval.results.document_base import Doc, IntervalDoc
 
 __all__ = [
+    "DiffSegmentDoc",
     "McNemarDoc",
     "PairedFigureDoc",
     "ParetoDoc",
     "ParetoRowDoc",
+    "SideBySideDoc",
     "VariantComparisonDoc",
     "VariantCostDoc",
     "VariantCostsDoc",
@@ -96,6 +98,8 @@ class MatrixCellDoc(Doc):
     statuses: list[str] = Field(default_factory=list)
     latency_ms: float | None = Field(default=None, alias="latencyMs")
     total_tokens: float | None = Field(default=None, alias="totalTokens")
+    #: The beginning of its lowest attempt's answer (null: no answer kept, or not run).
+    excerpt: str | None = None
 
 
 class MatrixRowDoc(Doc):
@@ -110,6 +114,26 @@ class VariantMatrixDoc(Doc):
     variants: list[str]
     rows: list[MatrixRowDoc]
     more: int = 0
+
+
+class DiffSegmentDoc(Doc):
+    """One run of words of a word diff: ``=`` both, ``-`` control only, ``+`` candidate only."""
+
+    op: str
+    text: str
+
+
+class SideBySideDoc(Doc):
+    """One flipped case of ``answers`` (goldeval.results.variant_answers)."""
+
+    case_id: str = Field(alias="caseId")
+    #: ``worse``: the candidate fails where the control passes; ``better``: the other way.
+    direction: str
+    control: str | None = None
+    candidate: str | None = None
+    #: An excerpt reached the ``answer_excerpt_chars`` limit: the diff covers the beginning.
+    truncated: bool = False
+    diff: list[DiffSegmentDoc] = Field(default_factory=list)
 
 
 class VariantPairDoc(Doc):
@@ -188,5 +212,7 @@ class VariantComparisonDoc(Doc):
     matrix: VariantMatrixDoc | None = None
     #: Every pair the session compares (the gated one included), reported, not gated.
     pairs: VariantPairsDoc | None = None
+    #: The flipped cases' answers side by side with a word diff (at most 20).
+    answers: list[SideBySideDoc] | None = None
     decision: str | None = None
     reason: str | None = None

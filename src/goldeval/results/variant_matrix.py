@@ -10,7 +10,7 @@ gates.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from goldeval.results.documents import RunDocument
@@ -24,13 +24,15 @@ def variant_matrix(
     runs: Sequence[tuple[str, RunDocument]],
     figures: Mapping[str, CaseFigures],
     flipped: Sequence[str] = (),
+    excerpt: Callable[[str, str], str | None] | None = None,
 ) -> dict[str, Any]:
     """``matrix``: ``variants`` (names, in the order selected), ``rows`` (``caseId`` and one
     cell per variant: ``statuses`` of its attempts in order, ``latencyMs`` and
     ``totalTokens``, each the mean over its graded attempts, null when not measured or not
     run) and ``more`` (cases left out past :data:`MAX_MATRIX_ROWS`). ``figures``: each
     variant's :func:`goldeval.results.variant_costs.case_figures`; ``flipped``: the compared
-    pair's flipped case ids, listed first."""
+    pair's flipped case ids, listed first; ``excerpt(variant, case_id)``: the answer excerpt
+    the run kept (goldeval.results.run_document.RunCollector.excerpt), a cell's ``excerpt``."""
     statuses = {
         name: {case.case_id: [a.status for a in case.attempts] for case in run.cases}
         for name, run in runs
@@ -52,7 +54,13 @@ def variant_matrix(
     rows = [
         {
             "caseId": cid,
-            "cells": [_cell(statuses[name].get(cid), figures.get(name), cid) for name, _ in runs],
+            "cells": [
+                {
+                    **_cell(statuses[name].get(cid), figures.get(name), cid),
+                    "excerpt": excerpt(name, cid) if excerpt is not None else None,
+                }
+                for name, _ in runs
+            ],
         }
         for cid in ranked[:MAX_MATRIX_ROWS]
     ]

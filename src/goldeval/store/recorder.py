@@ -13,13 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from goldeval.results.attempt_payloads import attempt_entry, has_raw_text, without_raw_text
 from goldeval.results.documents import typed_run
-from goldeval.results.run_document import (
-    RUN_DOCUMENT,
-    attempt_entry,
-    has_raw_text,
-    without_raw_text,
-)
+from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.results.run_folder import summary as run_summary
 from goldeval.results.run_json import RunJson
 from goldeval.store import RunStatus, Store, StoreError, open_store, redact_url
