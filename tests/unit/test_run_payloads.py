@@ -13,8 +13,8 @@ from goldeval.core.record_text import RUN_FIELDS, content_offset, split_parts
 from goldeval.dataset.case import GoldenCase
 from goldeval.pipeline.attempt import case_facts, case_info
 from goldeval.providers.base import ProviderRequest
-from goldeval.results.metrics import compute_metrics
 from goldeval.results.attempt_payloads import attempt_payload, without_raw_text
+from goldeval.results.metrics import compute_metrics
 from goldeval.results.run_document import LightCases, RunCollector, write_run_json
 
 
