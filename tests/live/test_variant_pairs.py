@@ -9,6 +9,7 @@ pair without it on none.
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,8 @@ def test_all_pairs_are_compared_with_holm_adjusted_p_values(
     )
     _break(llm_server, lambda prompt: True)
     result = pytester.runpytest(
-        *_live(llm_server, "--html=report.html", "--self-contained-html"), *plugin_args
+        *_live(llm_server, "--html=report.html", "--self-contained-html", "--golden-attempts=2"),
+        *plugin_args,
     )
     cmp = _comparison(golden_project)
     # Only the named pair gates: 10 identical cases are within a 30-point margin.
@@ -91,6 +93,20 @@ def test_all_pairs_are_compared_with_holm_adjusted_p_values(
     page = (golden_project / "report.html").read_text(encoding="utf-8")
     assert '<table class="goldeval-pairs">' in page
     assert "<td>worse vs candidate</td>" in page
+    # every variant's pass@k curve, in run.json, as pass-at-k.svg beside report.md and inline
+    curves = {c["variant"]: c for c in cmp["passAtK"]}
+    assert list(curves) == ["control", "candidate", "worse"]
+    for name, expected in (("control", 1.0), ("candidate", 1.0), ("worse", 0.0)):
+        assert [(r["k"], r["passAtK"], r["passHatK"]) for r in curves[name]["byK"]] == [
+            (1, expected, expected),
+            (2, expected, expected),
+        ]
+    for report in reports:
+        assert "![pass@k by variant](pass-at-k.svg)" in report.read_text(encoding="utf-8")
+        svg = ET.parse(report.parent / "pass-at-k.svg").getroot()
+        groups = svg.findall("{http://www.w3.org/2000/svg}g")
+        assert [g.get("data-variant") for g in groups] == ["control", "candidate", "worse"]
+    assert '<svg class="goldeval-passk"' in page
 
 
 def test_each_against_the_control_is_the_default(

@@ -35,6 +35,7 @@ from goldeval.results.run_json import RunJson
 from goldeval.results.variant_answers import side_by_side
 from goldeval.results.variant_comparison import compare_variants
 from goldeval.results.variant_costs import case_figures, case_figures_of_file, pareto_table
+from goldeval.results.variant_curves import pass_at_k_curves
 from goldeval.results.variant_matrix import variant_matrix
 from goldeval.results.variant_pairs import variant_pairs
 from goldeval.verdict.exit_codes import ExitDecision, decide_exit, worst
@@ -278,6 +279,7 @@ def _variant_comparison(
         candidate=candidate,
         excerpt_chars=EXCERPT_CHARS,
     )
+    figures["passAtK"] = pass_at_k_curves(named)
     # Every selected variant, also one that recorded nothing (it pairs no case).
     figures["pairs"] = variant_pairs(
         [(name, typed.get(name)) for name in variants.names],

@@ -16,6 +16,7 @@ from goldeval.pytest_plugin.protocol import protocol_for, variant_protocol
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.pytest_plugin.variant_providers import settings_of
 from goldeval.reports import markdown as report_md
+from goldeval.reports.variant_charts import pass_at_k_svg
 from goldeval.results import run_folder as artifacts
 from goldeval.results.documents import typed_run
 from goldeval.results.evidence import inventory, write_manifest
@@ -221,6 +222,10 @@ def write_run(state: GoldenSession, run: RunJson, run_dir: Path) -> Path:
     typed = typed_run(run, run_dir / "run.json")
     artifacts.atomic_write(run_dir / "summary.json", artifacts.dumps(artifacts.summary(typed)))
     artifacts.atomic_write(run_dir / "report.md", report_md.render(typed))
+    variants = typed.variant_comparison
+    chart = pass_at_k_svg(variants.pass_at_k) if variants is not None else None
+    if chart is not None:  # report.md links it
+        artifacts.atomic_write(run_dir / "pass-at-k.svg", chart)
     if run.get("comparison"):
         artifacts.atomic_write(run_dir / "comparison.json", artifacts.dumps(run["comparison"]))
     cases_file = fin.cases_files.pop(run_dir)

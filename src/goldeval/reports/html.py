@@ -22,6 +22,7 @@ from goldeval.core.rates import GRADER_PREFIX
 from goldeval.reports.labels import rate_label, shown_rates
 from goldeval.reports.markdown_variants import PAIR_HEAD, matrix_cell_text, pair_cells
 from goldeval.reports.templating import esc, render, status_class
+from goldeval.reports.variant_charts import pass_at_k_chart
 from goldeval.results.documents import Configuration, Metrics, RateDoc, RunDocument
 from goldeval.verdict.comparison import comparison_label
 
@@ -226,6 +227,7 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
             "head": PAIR_HEAD,
             "rows": [pair_cells(pair) for pair in cmp.pairs.rows],
         },
+        "passk": pass_at_k_chart(cmp.pass_at_k),
         "answers": [
             {
                 "case": a.case_id,

@@ -8,6 +8,7 @@ from goldeval.results.documents import (
     MatrixCellDoc,
     PairedFigureDoc,
     ParetoDoc,
+    PassAtKCurveDoc,
     SideBySideDoc,
     VariantComparisonDoc,
     VariantCostDoc,
@@ -91,6 +92,7 @@ def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
         out
         + _paired_cost_lines(cmp)
         + _pareto_lines(cmp.pareto)
+        + _pass_at_k_lines(cmp.pass_at_k)
         + _pair_lines(cmp.pairs)
         + _matrix_lines(cmp.matrix)
         + _answer_lines(cmp.answers)
@@ -175,6 +177,31 @@ PAIR_HEAD = (
     "Holm p",
     "At the margin",
 )
+
+
+def _pass_at_k_lines(curves: list[PassAtKCurveDoc] | None) -> list[str]:
+    """``passAtK``: every variant's pass@k and pass^k by k, and the chart beside report.md."""
+    if not curves:
+        return []
+    ks = sorted({row.k for curve in curves for row in curve.by_k})
+    out = [
+        "",
+        "pass@k / pass^k by variant (the chance that at least one of k attempts passes / that "
+        "all k pass; unbiased estimator over each variant's cases):",
+        "",
+        "![pass@k by variant](pass-at-k.svg)",
+        "",
+        "| Variant | " + " | ".join(f"k={k}" for k in ks) + " |",
+        "|---" * (len(ks) + 1) + "|",
+    ]
+    for curve in curves:
+        by_k = {row.k: row for row in curve.by_k}
+        cells = [
+            f"{_pct(by_k[k].pass_at_k)} / {_pct(by_k[k].pass_hat_k)}" if k in by_k else "n/a"
+            for k in ks
+        ]
+        out.append(f"| {md_escape(curve.variant)} | " + " | ".join(cells) + " |")
+    return out
 
 
 def _pair_lines(pairs: VariantPairsDoc | None) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["Doc", "IntervalDoc"]
 
@@ -32,3 +32,14 @@ class IntervalDoc(Doc):
     lower: float
     upper: float
     method: str
+
+
+class PassAtKRowDoc(Doc):
+    """pass@k and pass^k for one k, over the ``cases`` with at least k graded attempts."""
+
+    k: int
+    cases: int
+    pass_at_k: float = Field(alias="passAtK")
+    pass_at_k_ci95: IntervalDoc | None = Field(default=None, alias="passAtKCi95")
+    pass_hat_k: float = Field(alias="passHatK")
+    pass_hat_k_ci95: IntervalDoc | None = Field(default=None, alias="passHatKCi95")

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 
 from goldeval.core.errors import BaselineError
 from goldeval.results.document_base import Doc as _Doc
-from goldeval.results.document_base import IntervalDoc
+from goldeval.results.document_base import IntervalDoc, PassAtKRowDoc
 from goldeval.results.variant_documents import (
     DiffSegmentDoc,
     MatrixCellDoc,
@@ -31,6 +31,7 @@ from goldeval.results.variant_documents import (
     PairedFigureDoc,
     ParetoDoc,
     ParetoRowDoc,
+    PassAtKCurveDoc,
     SideBySideDoc,
     VariantComparisonDoc,
     VariantCostDoc,
@@ -55,6 +56,7 @@ __all__ = [
     "PairedFigureDoc",
     "ParetoDoc",
     "ParetoRowDoc",
+    "PassAtKCurveDoc",
     "PassAtKDoc",
     "Protocol",
     "RateDoc",
@@ -183,17 +185,6 @@ class Configuration(_Doc):
     experiment_id: str | None = Field(default=None, alias="experimentId")
     concurrency: int | None = None
     deadline_seconds: float | None = Field(default=None, alias="deadlineSeconds")
-
-
-class PassAtKRowDoc(_Doc):
-    """pass@k and pass^k for one k, over the ``cases`` with at least k graded attempts."""
-
-    k: int
-    cases: int
-    pass_at_k: float = Field(alias="passAtK")
-    pass_at_k_ci95: IntervalDoc | None = Field(default=None, alias="passAtKCi95")
-    pass_hat_k: float = Field(alias="passHatK")
-    pass_hat_k_ci95: IntervalDoc | None = Field(default=None, alias="passHatKCi95")
 
 
 class PassAtKDoc(_Doc):

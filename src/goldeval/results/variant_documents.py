@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from goldeval.results.document_base import Doc, IntervalDoc
+from goldeval.results.document_base import Doc, IntervalDoc, PassAtKRowDoc
 
 __all__ = [
     "DiffSegmentDoc",
@@ -14,6 +14,7 @@ __all__ = [
     "PairedFigureDoc",
     "ParetoDoc",
     "ParetoRowDoc",
+    "PassAtKCurveDoc",
     "SideBySideDoc",
     "VariantComparisonDoc",
     "VariantCostDoc",
@@ -136,6 +137,14 @@ class SideBySideDoc(Doc):
     diff: list[DiffSegmentDoc] = Field(default_factory=list)
 
 
+class PassAtKCurveDoc(Doc):
+    """One variant's pass@k and pass^k by k (goldeval.results.variant_curves)."""
+
+    variant: str
+    cases: int
+    by_k: list[PassAtKRowDoc] = Field(default_factory=list, alias="byK")
+
+
 class VariantPairDoc(Doc):
     """One pair of ``pairs`` (goldeval.results.variant_pairs): the gated comparison's figures
     on the cases both sides graded, and the McNemar p-value adjusted over the pairs (Holm)."""
@@ -214,5 +223,7 @@ class VariantComparisonDoc(Doc):
     pairs: VariantPairsDoc | None = None
     #: The flipped cases' answers side by side with a word diff (at most 20).
     answers: list[SideBySideDoc] | None = None
+    #: Every variant's pass@k / pass^k by k (runs with more than one attempt per case).
+    pass_at_k: list[PassAtKCurveDoc] | None = Field(default=None, alias="passAtK")
     decision: str | None = None
     reason: str | None = None
