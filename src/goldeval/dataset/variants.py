@@ -39,6 +39,15 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_VARIANTS = 32
 
 
+class VariantJudge(BaseModel):
+    """``variants[i].judge``: the judge model that scores this variant's answers (on the
+    session's judge provider and server). Soft signal only, as the session's judge."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str
+
+
 class Variant(BaseModel):
     """One way of answering the dataset's rows."""
 
@@ -52,6 +61,8 @@ class Variant(BaseModel):
     prompt: PromptTemplates | None = None
     #: Request options over the manifest's ``request:`` (a row's own still win).
     options: dict[str, Any] | None = None
+    #: Its own judge model (used when the session runs the judge, --golden-judge).
+    judge: VariantJudge | None = None
 
     def prompt_spec(self, manifest_prompt: PromptTemplates | None) -> PromptTemplates | None:
         """The templates this variant sends: its own parts over the manifest's."""
@@ -155,6 +166,13 @@ def _check_variant(
                 "tool_choice, response_format",
             )
         variant.options = plain
+    if variant.judge is not None and not variant.judge.model.strip():
+        raise DatasetError(
+            "blank",
+            path=path,
+            field=f"{where}.judge.model",
+            hint="name the judge model, or leave `judge:` out (the session's judge scores it)",
+        )
     for key in ("model", "provider", "base_url"):
         value = getattr(variant, key)
         if value is not None and not value.strip():

@@ -86,7 +86,7 @@ def runner_for(
             provider_obj,
             mode=state.settings.mode,
             provider_settings=settings_of(state, variant),
-            judge=state.judge(),
+            judge=state.judge(variant),
             budget=state.budget,
             deadline_at=state.deadline_at,
             graded=state.graded_items,

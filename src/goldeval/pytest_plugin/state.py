@@ -7,6 +7,7 @@ goldeval.pytest_plugin.attempts (pytest's side) and goldeval.pipeline.orchestrat
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Hashable
@@ -113,7 +114,8 @@ class GoldenSession:
         #: golden_provider fixture value -> the Provider used (adapted, cached): once per process.
         self._adapted: dict[int, tuple[Any, Provider]] = {}
         self._prefetcher: Any = None
-        self._judge: Any = None
+        #: The session's judge (key None) and the variants' own judge models' (goldeval.judge).
+        self._judges: dict[str | None, Any] = {}
         self._judge_settings: ProviderSettings | None = None
         self._judge_provider: Provider | None = None
         self._masker: SecretMasker | None = None
@@ -399,21 +401,31 @@ class GoldenSession:
             self._prefetcher = Prefetcher(self.settings.concurrency * servers(self))
         return self._prefetcher
 
-    def judge(self) -> Any:
+    def judge(self, variant: str | None = None) -> Any:
+        """The judge that scores ``variant``'s answers (its own ``judge.model`` on the
+        session's judge provider, else the session's judge), made once each; None when the
+        session runs no judge."""
         if not self.settings.judge:
             return None
-        if self._judge is None:
-            self._judge = Judge(
+        chosen = self.variants.get(variant) if self.variants is not None else None
+        model = chosen.judge.model if chosen is not None and chosen.judge is not None else None
+        judge = self._judges.get(model)
+        if judge is None:
+            settings = self.judge_settings()
+            if model is not None:
+                settings = dataclasses.replace(settings, model=model)
+            judge = Judge(
                 self.judge_provider(),
-                self.judge_settings().model,
+                settings.model,
                 self.load().rubric or DEFAULT_RUBRIC,
                 self.settings.judge_repetitions,
                 max_tokens=self.settings.judge_max_tokens,
                 budget=self.budget,
-                settings=self.judge_settings(),
+                settings=settings,
                 masker=self.masker,
             )
-        return self._judge
+            self._judges[model] = judge
+        return judge
 
     def judge_provider(self) -> Provider:
         """The judge's provider (made once, through the pytest_goldeval_make_provider hook)."""

@@ -1,0 +1,129 @@
+"""A variant's own judge model (issue 35): ``variants[i].judge.model`` scores that variant's
+answers on the session's judge provider; the other variants keep the session's judge.
+
+Two real fake model servers on 127.0.0.1: the models under test speak Ollama, the judge
+speaks the OpenAI protocol; each judge call is told apart by the model it names.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goldeval.testing.llm_server import FakeLLMServer, Reply
+
+VERDICT = '{"decision":"ACCEPT","score":0.9,"reasons":["ok"]}'
+VARIANTS = """
+variants:
+  - {name: control, model: m-good}
+  - {name: candidate, model: m-same, judge: {model: judge-alt}}
+"""
+
+
+@pytest.fixture
+def judge_server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as srv:
+        srv.responder = lambda req: Reply(VERDICT, prompt_tokens=10, completion_tokens=3)
+        yield srv
+
+
+def _manifest(project: Path, variants: str = VARIANTS) -> None:
+    path = project / "golden/generation/dataset.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + variants, encoding="utf-8")
+
+
+def _runs(project: Path) -> dict[str, dict[str, Any]]:
+    runs = [json.loads(p.read_text()) for p in (project / ".goldeval/runs").glob("*/run.json")]
+    return {r["variant"]: r for r in runs}
+
+
+def _live(llm_server: FakeLLMServer, judge_server: FakeLLMServer, *extra: str) -> list[str]:
+    return [
+        "--golden=generation-v1",
+        "--golden-mode=live",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-no-gate",
+        "--golden-judge",
+        "--golden-judge-provider=openai",
+        f"--golden-judge-base-url={judge_server.openai_base_url}",
+        "--golden-judge-model=judge-main",
+        *extra,
+    ]
+
+
+def test_a_variant_s_judge_model_scores_its_answers(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    judge_server: FakeLLMServer,
+    golden_project: Path,
+    plugin_args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GOLDEVAL_JUDGE_API_KEY", "sk-judge-0123456789")
+    _manifest(golden_project)
+    result = pytester.runpytest(*_live(llm_server, judge_server), *plugin_args)
+    assert result.ret == 0, result.stdout.str()
+    runs = _runs(golden_project)
+    assert runs["control"]["judgeModel"] == "judge-main"
+    assert runs["candidate"]["judgeModel"] == "judge-alt"
+    assert runs["candidate"]["protocol"]["judgeModel"] == "judge-alt"
+    assert runs["control"]["protocol"]["judgeModel"] == "judge-main"
+    calls = [r for r in judge_server.requests if r.path == "/v1/chat/completions"]
+    by_model: dict[str, list[str]] = {}
+    for call in calls:
+        by_model.setdefault(call.json["model"], []).append(call.last_user_message or "")
+    assert set(by_model) == {"judge-main", "judge-alt"}
+    judged = {
+        name: sum(1 for c in run["cases"] for a in c["attempts"] if a.get("judge"))
+        for name, run in runs.items()
+    }
+    assert len(by_model["judge-main"]) == judged["control"] > 0
+    assert len(by_model["judge-alt"]) == judged["candidate"] > 0
+
+
+def test_a_variant_judge_is_unused_without_the_session_judge(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    """The judge is the session's choice (--golden-judge): a variant naming a judge model
+    in a run without one is run unjudged, like every other variant."""
+    _manifest(golden_project)
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=live",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-no-gate",
+    )
+    assert result.ret == 0, result.stdout.str()
+    runs = _runs(golden_project)
+    assert runs["candidate"]["protocol"]["judgeModel"] is None
+    assert runs["candidate"]["protocol"]["judgeEnabled"] is False
+
+
+@pytest.mark.parametrize(
+    ("judge", "message"),
+    [
+        ("{model: '  '}", "*variants[[]1[]].judge.model*blank*"),
+        ("{model: j, temperature: 0}", "*variants.1.judge.temperature: Extra inputs*"),
+        ("judge-alt", "*variants.1.judge: Input should be a valid dictionary*"),
+    ],
+)
+def test_bad_variant_judges_name_the_field(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    golden_project: Path,
+    judge: str,
+    message: str,
+) -> None:
+    _manifest(golden_project, VARIANTS.replace("{model: judge-alt}", judge))
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--golden-mode=live", f"--golden-base-url={llm_server.base_url}"
+    )
+    assert result.ret != 0
+    text = result.stdout.str() + result.stderr.str()
+    assert fnmatch.fnmatch(text.replace("\n", " "), message), text[-2000:]
+    assert not llm_server.requests
