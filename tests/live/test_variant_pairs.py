@@ -143,3 +143,19 @@ def test_too_many_pairs_is_a_usage_error_before_any_call(
     picked = ",".join(f"v{i}" for i in range(8))
     ok = pytester.runpytest(*_live(llm_server, f"--golden-variants={picked}", "--collect-only"))
     assert ok.ret == pytest.ExitCode.OK, ok.stderr.str()
+
+
+def test_models_side_by_side_take_no_baseline_option(  # issue 35: never silently ignored
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    for option in ("--golden-baseline=baselines/x.json", "--golden-save-baseline=x.json"):
+        result = pytester.runpytest(
+            "--golden=generation-v1",
+            "--golden-mode=live",
+            f"--golden-base-url={llm_server.base_url}",
+            "--golden-models=m1,m2",
+            option,
+        )
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["*cannot be combined with --golden-models*"])
+    assert not llm_server.requests

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from goldeval.core.errors import BaselineError, ConfigError, GoldevalError
 from goldeval.dataset.manifest import check_gate_policy, find_manifest, read_manifest
-from goldeval.pytest_plugin.protocol import protocol_for
+from goldeval.pytest_plugin.protocol import protocol_for, variant_protocol
+from goldeval.pytest_plugin.variant_baselines import baseline_variants, variant_path
 from goldeval.results.documents import RunDocument, typed_run
 from goldeval.results.run_document import PROJECT_ROOT_HERE, project_relative
 from goldeval.results.run_json import RunJson
@@ -65,32 +66,59 @@ def policy_for(state: GoldenSession, live: bool) -> GatePolicy | None:
     return policy_from_manifest(state.load().manifest, live)
 
 
-def explicit_baseline_path(state: GoldenSession) -> Path | None:
-    explicit = state.settings.baseline
-    if not explicit:
+def explicit_baseline_path(state: GoldenSession, variant: str | None = None) -> Path | None:
+    """``--golden-baseline`` as a path (``{variant}`` replaced by ``variant``'s name)."""
+    return typed_path(state, state.settings.baseline, variant)
+
+
+def typed_path(state: GoldenSession, typed: str | None, variant: str | None) -> Path | None:
+    """A baseline path typed on the command line, relative to where pytest started, with
+    ``{variant}`` replaced by the variant's name (goldeval.pytest_plugin.variant_baselines)."""
+    if not typed:
         return None
-    path = Path(explicit)
+    path = Path(variant_path(typed, variant))
     if not path.is_absolute():
         path = Path(state.config.invocation_params.dir) / path
     return path
 
 
 def find_baseline(
-    state: GoldenSession, run: RunDocument, live: bool
+    state: GoldenSession, run: RunDocument, live: bool, variant: str | None = None
 ) -> tuple[Path | None, RunDocument | None, ComparisonResult | None]:
-    """Explicit ``--golden-baseline``, else the first comparable file of the default lookup."""
-    path = explicit_baseline_path(state)
+    """Explicit ``--golden-baseline``, else the first comparable file of the default lookup
+    (a variant's run compares only with runs of the same variant: protocol ``variant``)."""
+    path = explicit_baseline_path(state, variant)
     if path is not None:
         doc = load_baseline(path)
         return path, doc, compare(doc, run)
-    found = first_comparable(
-        default_candidates(state.project_root / "baselines", state.load().id, live), run
-    )
+    candidates = [path for path, _ in lookup_candidates(state, state.load().id, live, variant)]
+    found = first_comparable(candidates, run)
     return found if found is not None else (None, None, None)
 
 
+def lookup_candidates(
+    state: GoldenSession, dataset_id: str, live: bool, variant: str | None
+) -> list[tuple[Path, RunDocument]]:
+    """The default lookup's baselines, loaded; for a variant's run only that variant's (a
+    baseline of another variant, or of no variant, is not its baseline: it is skipped, not
+    reported as an incomparable one)."""
+    found = [
+        (path, load_baseline(path))
+        for path in default_candidates(state.project_root / "baselines", dataset_id, live)
+    ]
+    if variant is None:
+        return found
+    return [(p, d) for p, d in found if d.protocol is not None and d.protocol.variant == variant]
+
+
 def decide(
-    state: GoldenSession, run: RunDocument, pytest_status: int, *, live: bool, **facts: Any
+    state: GoldenSession,
+    run: RunDocument,
+    pytest_status: int,
+    *,
+    live: bool,
+    variant: str | None = None,
+    **facts: Any,
 ) -> Decision:
     """The session's options and dataset → :func:`goldeval.verdict.decide.decide`.
 
@@ -112,7 +140,7 @@ def decide(
     capture = state.settings.save_baseline is not None
     try:
         path, baseline, comparison = (
-            (None, None, None) if capture else find_baseline(state, run, live)
+            (None, None, None) if capture else find_baseline(state, run, live, variant)
         )
     except BaselineError as exc:
         rejected = baseline_rejected(f"baseline rejected: {exc}")
@@ -138,13 +166,14 @@ def decide(
     return Decision(verdict, fields, save_baseline=capture and verdict.code == 0)
 
 
-def save_requested_baseline(state: GoldenSession, run_json: Path, decision: Decision) -> Decision:
-    """Save the just-written run.json (full cases) as the requested baseline."""
+def save_requested_baseline(
+    state: GoldenSession, run_json: Path, decision: Decision, variant: str | None = None
+) -> Decision:
+    """Save the just-written run.json (full cases) as the requested baseline (a variant's to
+    ``--golden-save-baseline`` with ``{variant}`` replaced by its name)."""
     import json
 
-    save_path = Path(state.settings.save_baseline or "")
-    if not save_path.is_absolute():
-        save_path = Path(state.config.invocation_params.dir) / save_path
+    save_path = typed_path(state, state.settings.save_baseline, variant) or Path()
     full = json.loads(run_json.read_text(encoding="utf-8"))
     notes = list(full.get("notes") or [])
     verdict = decision.verdict
@@ -183,12 +212,18 @@ def preflight_baseline_file(state: GoldenSession) -> None:
     """
     if state.settings.save_baseline is not None:
         return
-    path = explicit_baseline_path(state)
+    for variant in baseline_variants(state):
+        _preflight_one_baseline(state, variant)
+
+
+def _preflight_one_baseline(state: GoldenSession, variant: str | None) -> None:
+    path = explicit_baseline_path(state, variant)
     if path is None:
         return
     if not path.is_file():
         raise ConfigError(
-            f"--golden-baseline={state.settings.baseline}: baseline file not found ({path})",
+            f"--golden-baseline={state.settings.baseline}: baseline file not found ({path})"
+            + (f" for variant {variant!r}" if variant is not None else ""),
             hint="check the path, or leave the option out to use the default lookup under "
             "baselines/",
         )
@@ -241,18 +276,18 @@ def preflight(state: GoldenSession, selected: list[str] | None) -> str | None:
         return None
     live = s.mode.value != "fixture"
     protocol = protocol_for(state, selected or [])
+    (variant,) = baseline_variants(state)  # one run: side-by-side sessions returned above
+    if variant is not None:  # one variant picked: its run's protocol names it
+        protocol.update(variant_protocol(state, variant))
     keys = set(PREFLIGHT_KEYS)
     # A resumed key merges earlier attempts; nothing selected is pytest's own exit 5.
     if selected and not s.run_key:
         keys.add("selectedCaseIds")
-    explicit = explicit_baseline_path(state)
+    explicit = explicit_baseline_path(state, variant)
     if explicit is not None:
         docs = [(explicit, load_baseline(explicit))]
     else:
-        docs = [
-            (p, load_baseline(p))
-            for p in default_candidates(state.project_root / "baselines", dataset.id, live)
-        ]
+        docs = lookup_candidates(state, dataset.id, live, variant)
     first_reasons: list[str] | None = None
     for _path, doc in docs:
         if doc.protocol is None:

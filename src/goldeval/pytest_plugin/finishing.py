@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from goldeval.core.errors import GoldevalError
+from goldeval.core.errors import BaselineError, GoldevalError
 from goldeval.core.models import Mode
-from goldeval.pytest_plugin.decision import decide, save_requested_baseline
+from goldeval.pytest_plugin.decision import decide, find_baseline, save_requested_baseline
 from goldeval.pytest_plugin.ending import (
     SessionEnding,
     apply_exit,
@@ -182,8 +182,10 @@ def finish_side_by_side(
 ) -> None:
     """Several models (or variants) side by side: one run per model, reported together.
 
-    Never gated on a baseline; with the manifest's ``gate.compare`` and both of its variants
-    run, every run carries the paired comparison and the verdict gates on it."""
+    With the manifest's ``gate.compare`` and both of its variants run, every run carries the
+    paired comparison and the verdict gates on it. A variant with a baseline of its own (or
+    saving one) is decided as a single run against it as well; models are never gated on a
+    baseline."""
     decisions = []
     state.benchmark = []
     built = [(model, *build_for(state, model, ending.interrupted, multi=True)) for model in models]
@@ -194,36 +196,78 @@ def finish_side_by_side(
         name = state.variant_name(model)
         if name is not None:
             run["variant"] = name
+        own = name is not None and _has_own_baseline(state, run, name)
+        baseline = "its own baseline" if own else "no baseline"
         if comparison is not None:
             run["variantComparison"] = comparison
             run.setdefault("notes", []).append(
                 f"variants side by side: gated on {comparison['candidate']} vs "
-                f"{comparison['control']} (non-inferiority), no baseline"
+                f"{comparison['control']} (non-inferiority), {baseline}"
             )
         elif state.variants is not None:
             run.setdefault("notes", []).append(
-                "variants side by side: no gate.compare pair ran in this session, no baseline, "
-                "no gate"
+                f"variants side by side: no gate.compare pair ran in this session, {baseline}"
+                + ("" if own else ", no gate")
             )
         else:
             run.setdefault("notes", []).append(
                 "models side by side (--golden-models): no baseline, no gate"
             )
-        outcome = RunOutcome.from_run(
-            typed_run(run),
-            pytest_status=ending.pytest_status,
-            gate_enabled=state.settings.gate,
-            **ending.outcome_facts(),
-        )
-        decision = decide_exit(outcome)
-        record_ending(run, ending, decision)
-        write_run(state, run, run_dir)
+        if own:
+            decision = _decide_with_own_baseline(state, run, run_dir, ending, name)
+        else:
+            outcome = RunOutcome.from_run(
+                typed_run(run),
+                pytest_status=ending.pytest_status,
+                gate_enabled=state.settings.gate,
+                **ending.outcome_facts(),
+            )
+            decision = decide_exit(outcome)
+            record_ending(run, ending, decision)
+            write_run(state, run, run_dir)
         state.benchmark.append(run)
         decisions.append(decision)
     overall = worst(decisions, "variants side by side" if state.variants else "models side by side")
     state.exit_reason = overall.reason
     state.run = {**state.benchmark[0], "exitDecision": overall._asdict()}
     apply_exit(session, overall)
+
+
+def _has_own_baseline(state: GoldenSession, run: RunJson, name: str | None) -> bool:
+    """A variant's run is gated like a single run when it has a baseline of its own (typed
+    with ``{variant}``, or found by the default lookup: its protocol names the variant) or
+    when the session saves one per variant. A baseline that cannot be read is its own too:
+    the verdict then refuses it (exit 65) rather than passing over it."""
+    if state.settings.save_baseline is not None:
+        return True
+    live = state.settings.mode is not Mode.FIXTURE
+    try:
+        _, baseline, _ = find_baseline(state, typed_run(run), live, name)
+    except BaselineError:
+        return True
+    return baseline is not None
+
+
+def _decide_with_own_baseline(
+    state: GoldenSession, run: RunJson, run_dir: Path, ending: SessionEnding, name: str | None
+) -> ExitDecision:
+    """A variant's run decided as a single run is (gate policy, its own baseline or its
+    capture) and written; the paired comparison it carries is part of the same verdict."""
+    decision = decide(
+        state,
+        typed_run(run),
+        ending.pytest_status,
+        live=state.settings.mode is not Mode.FIXTURE,
+        variant=name,
+        **ending.outcome_facts(),
+    )
+    run.update(decision.run_fields)
+    record_ending(run, ending, decision.exit)
+    write_run(state, run, run_dir)
+    if decision.save_baseline:
+        decision = save_requested_baseline(state, run_dir / "run.json", decision, name)
+        run.update(decision.run_fields)
+    return decision.exit
 
 
 def _variant_comparison(
@@ -322,6 +366,7 @@ def finish_one_run(
         typed_run(run),  # the run typed once, where it enters the verdict
         ending.pytest_status,
         live=live,
+        variant=variant,
         resumed_all=resumed_all,
         **ending.outcome_facts(),
     )
@@ -335,7 +380,7 @@ def finish_one_run(
     if recorder is not None:
         recorder.finish(run, state.artifact_inventory)
     if decision.save_baseline:
-        decision = save_requested_baseline(state, run_dir / "run.json", decision)
+        decision = save_requested_baseline(state, run_dir / "run.json", decision, variant)
         run.update(decision.run_fields)
     state.run = run
     state.exit_reason = decision.reason

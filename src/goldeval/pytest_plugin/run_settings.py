@@ -18,6 +18,7 @@ from goldeval.core.errors import RERUN_HINT, GoldevalError
 from goldeval.core.models import Mode
 from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
 from goldeval.providers.budget import Budget, parse_prices
+from goldeval.pytest_plugin.variant_baselines import variant_path
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.variants import SessionVariants
@@ -175,16 +176,23 @@ def _out_dir(config: pytest.Config) -> Path:
     return out
 
 
-def refuse_existing_baseline(config: pytest.Config, settings: RunSettings) -> None:
-    """``--golden-save-baseline=PATH`` never overwrites a baseline silently."""
+def refuse_existing_baseline(
+    config: pytest.Config, settings: RunSettings, variants: SessionVariants | None = None
+) -> None:
+    """``--golden-save-baseline=PATH`` never overwrites a baseline silently (in a variant
+    session, any variant's file: ``{variant}`` replaced by each selected name)."""
     save = settings.save_baseline
-    if save and not settings.force_save_baseline:
-        save_path = Path(save)
+    if not save or settings.force_save_baseline:
+        return
+    names: list[str | None] = list(variants.names) if variants is not None else [None]
+    for name in names:
+        typed = variant_path(save, name)
+        save_path = Path(typed)
         if not save_path.is_absolute():
             save_path = Path(config.invocation_params.dir) / save_path
         if save_path.exists():
             raise pytest.UsageError(
-                f"{save}: baseline already exists; pass --golden-force-save-baseline to "
+                f"{typed}: baseline already exists; pass --golden-force-save-baseline to "
                 "overwrite it"
             )
 

@@ -47,6 +47,7 @@ from goldeval.pytest_plugin.run_settings import (
     refuse_rerun_plugins,
     settings_from_config,
 )
+from goldeval.pytest_plugin.variant_baselines import check_baseline_options
 from goldeval.pytest_plugin.variant_providers import (
     make_provider,
     model_checks,
@@ -77,7 +78,8 @@ class GoldenSession:
         self.variants = session_variants(config, self.dataset_dir)
         self.settings = settings_from_config(config, self.variants)
         self.target = self._collect_target()
-        refuse_existing_baseline(config, self.settings)
+        check_baseline_options(self.settings, self.variants)
+        refuse_existing_baseline(config, self.settings, self.variants)
         self.dataset: Dataset | None = None
         self.graders: list[Grader] | None = None
         self.collector = self._new_collector()
