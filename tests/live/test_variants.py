@@ -235,7 +235,7 @@ def test_bad_selection_and_options_are_usage_errors(
             "*--golden-models cannot be combined with the manifest's variants*",
         ),
         ("--golden-model=m-good", "*--golden-model cannot be combined with variants that name*"),
-        ("--golden-run-key=k1", "*--golden-run-key cannot be combined with the manifest's*"),
+        ("--golden-save-baseline=b.json", "*2 variants run, each with its own baseline*"),
     ]
     for option, message in usage_errors:
         result = pytester.runpytest(*_live(llm_server, option))

@@ -342,11 +342,12 @@ def test_the_counters_migration_fills_them_from_the_rows_already_stored(store_ur
         RunQueue(store).enqueue("q1", dataset_id="demo-v1", request={}, idempotency_key=None)
         with store._read("test") as tx:  # type: ignore[attr-defined]
             live = counters.read(tx)
-        # Back to schema 9: no counters table (schema 10) and no recorded exit decision
-        # (schema 11), so that both migrations run again.
+        # Back to schema 9: no counters table (schema 10), no recorded exit decision (schema
+        # 11) and no attempts.variant (schema 12), so that the migrations run again.
         with store._transaction("test") as tx:  # type: ignore[attr-defined]
             tx.execute("DROP TABLE service_counters")
             tx.execute("ALTER TABLE service_runs DROP COLUMN exit_decision")
+            tx.execute("ALTER TABLE attempts DROP COLUMN variant")
             tx.execute("DELETE FROM schema_version WHERE version >= ?", (10,))
     with open_store(store_url) as store:
         assert store.schema_version() == LATEST_VERSION

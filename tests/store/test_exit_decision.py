@@ -42,10 +42,11 @@ def test_schema_10_rows_upgrade_with_no_decision_and_new_ends_record_one(target:
         _ran(queue, "old")
         assert queue.finish("old", "w1", "COMPLETED", exit_code=0, error=None)
         _ran(queue, "pending")
-    # Back to schema 10: no exit_decision column.
+    # Back to schema 10: no exit_decision column (nor schema 12's attempts.variant).
     target.execute("ALTER TABLE service_runs DROP COLUMN exit_decision")
-    target.execute("DELETE FROM schema_version WHERE version = ?", (LATEST_VERSION,))
-    assert LATEST_VERSION == 11
+    target.execute("ALTER TABLE attempts DROP COLUMN variant")
+    target.execute("DELETE FROM schema_version WHERE version >= ?", (11,))
+    assert LATEST_VERSION == 12
     with open_store(target.url) as store:
         assert store.schema_version() == LATEST_VERSION
         queue = RunQueue(store)

@@ -117,9 +117,11 @@ def test_schema_8_store_is_upgraded_in_place_keeping_rows_indexes_and_keys(
     with open_store(target.url) as store:
         assert store.schema_version() == LATEST_VERSION  # 9 and every later step
         after = _contents(target)
-        # Schema 11 appends service_runs.exit_decision, NULL on the rows ended before it.
-        assert [row[-1] for row in after["service_runs"]] == [None] * len(before["service_runs"])
-        after["service_runs"] = [row[:-1] for row in after["service_runs"]]
+        # Schema 11 appends service_runs.exit_decision and schema 12 attempts.variant, NULL on
+        # the rows written before them.
+        for table in ("service_runs", "attempts"):
+            assert [row[-1] for row in after[table]] == [None] * len(before[table])
+            after[table] = [row[:-1] for row in after[table]]
         assert after == before  # every row, every column, in place
         assert {t: _indexes(target, t) for t in indexes} == indexes
         old = store.get_run("ci-7")

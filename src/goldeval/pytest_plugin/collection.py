@@ -222,7 +222,9 @@ def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pyt
         param = param_of(item)
         key = None
         if param is not None:
-            key = (param.case.id, param.attempt, attempt_model(state, param) or "")
+            # The store keys a variant's attempts by the variant's name (its model column).
+            model = param.variant or attempt_model(state, param)
+            key = (param.case.id, param.attempt, model or "")
         (done if key in graded else keep).append(item)
     if done:
         config.hook.pytest_deselected(items=done)

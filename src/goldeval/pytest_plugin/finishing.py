@@ -7,6 +7,7 @@ goldeval.pytest_plugin.run_writing / record_mode.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,11 +87,13 @@ def merge_previous(state: GoldenSession) -> None:
     infos = {c["caseId"]: c for c in cases}
     have = {(cid, m, i) for cid, per in state.collector.attempts.items() for (m, i) in per}
     for attempt in attempts:
-        key = (attempt["caseId"], attempt.get("model") or "", int(attempt["index"]))
+        # A variant session's attempt is the variant's (its store column), not its model's.
+        variant = attempt.pop("variant", None)
+        key = (attempt["caseId"], variant or attempt.get("model") or "", int(attempt["index"]))
         info = infos.get(attempt["caseId"])
         if key in have or info is None:
             continue
-        state.collector.add({"case": info, "attempt": attempt})
+        state.collector.add({"case": info, "attempt": attempt, "variant": variant})
 
 
 def finish_session(
@@ -188,6 +191,16 @@ def finish_side_by_side(
     baseline."""
     decisions = []
     state.benchmark = []
+    recorder = state.recorder
+    if (
+        ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
+        and recorder is not None
+        and recorder.resumed
+        and len(state.collector)
+    ):
+        # A resumed run key whose every attempt was graded before: "no tests" was this
+        # session's, not the runs' (as for a single run: finish_one_run's resumed_all).
+        ending = dataclasses.replace(ending, pytest_status=pytest.ExitCode.OK)
     built = [(model, *build_for(state, model, ending.interrupted, multi=True)) for model in models]
     comparison = _variant_comparison(
         state, {model: (run, run_dir) for model, run, run_dir in built}

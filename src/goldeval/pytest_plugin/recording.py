@@ -192,7 +192,11 @@ def already_graded(state: GoldenSession) -> set[tuple[str, int, str]]:
 def _permanent_errors(attempts: list[dict[str, Any]]) -> set[tuple[str, int, str]]:
     """Keys of the stored ERROR attempts whose kind no identical retry fixes (exit 4)."""
     return {
-        (str(a.get("caseId")), int(a.get("index") or 0), str(a.get("model") or ""))
+        (
+            str(a.get("caseId")),
+            int(a.get("index") or 0),
+            str(a.get("variant") or a.get("model") or ""),
+        )
         for a in attempts
         if a.get("status") == "ERROR" and not is_retryable(a.get("errorKind"))
     }

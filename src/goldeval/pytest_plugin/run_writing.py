@@ -43,10 +43,12 @@ def build_for(
     out_dir = s.out_dir
     run_id = state.run_id
     recorder = state.recorder
-    if recorder is not None and recorder.run_id and recorder.resumed:
-        run_id = recorder.run_id  # the resumed run keeps its identity (and its folder)
-    elif model is not None and multi:
+    if model is not None and multi:
+        # Side by side: a run (and folder) per model or variant, also when a run key resumes
+        # the session's stored run, which holds them all.
         run_id = new_run_id(out_dir, state.started)
+    elif recorder is not None and recorder.run_id and recorder.resumed:
+        run_id = recorder.run_id  # the resumed run keeps its identity (and its folder)
     protocol = protocol_for(state, selected)
     variant = state.variant_name(model)
     if variant is not None:

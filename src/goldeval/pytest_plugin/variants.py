@@ -68,9 +68,8 @@ def session_variants(config: pytest.Config, dataset_dir: Path) -> SessionVariant
 
     Usage errors (exit 4) before any call: ``--golden-variants`` on a dataset that declares
     none, an unknown name, ``--golden-models`` next to the variants, ``--golden-model`` next
-    to variants that name their model (which model answers would be ambiguous), and
-    ``--golden-run-key`` (resuming variant runs is not built). A manifest that does not read is left
-    to the collection, which reports it with the file and field.
+    to variants that name their model (which model answers would be ambiguous). A manifest
+    that does not read is left to the collection, which reports it with the file and field.
     """
     wanted = config.getoption("golden_variants", default=None)
     manifest_path = find_manifest(dataset_dir)
@@ -94,11 +93,6 @@ def session_variants(config: pytest.Config, dataset_dir: Path) -> SessionVariant
         raise pytest.UsageError(
             "--golden-models cannot be combined with the manifest's variants: each variant "
             "names its model; pick variants with --golden-variants=A,B"
-        )
-    if config.getoption("golden_run_key", default=None):
-        raise pytest.UsageError(
-            "--golden-run-key cannot be combined with the manifest's variants yet: a resumed "
-            "session would have to resume each variant's run (docs/variants.md)"
         )
     try:
         selected = select_variants(declared, wanted)

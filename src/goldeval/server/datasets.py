@@ -18,6 +18,8 @@ class ResolvedDataset:
     folder: Path
     rows_path: Path
     cases: int
+    #: The manifest's declared variant names, in order (empty: no ``variants:`` block).
+    variants: tuple[str, ...] = ()
 
 
 def check_spec(spec: str) -> str | None:
@@ -55,4 +57,5 @@ def resolve(settings: ServiceSettings, spec: str, version: str | None = None) ->
             path=dataset.manifest_path,
             field="version",
         )
-    return ResolvedDataset(dataset.id, folder, dataset.rows_path, len(dataset.cases))
+    declared = tuple(v.name for v in dataset.manifest.variants or ())
+    return ResolvedDataset(dataset.id, folder, dataset.rows_path, len(dataset.cases), declared)

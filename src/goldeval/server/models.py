@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from goldeval.dataset.variants import NAME_PATTERN as VARIANT_NAME
 from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.server.settings import DATASET_SPEC
 
@@ -58,6 +59,13 @@ class RunRequest(_Strict):
         default=None, gt=0, le=7 * 24 * 3600, description="run budget (--golden-deadline)"
     )
     noGate: bool = Field(default=False, description="report without gating (--golden-no-gate)")
+    variants: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=32,
+        description="the manifest variants to run side by side, in order "
+        "(--golden-variants); all declared ones when left out",
+    )
     scoringProfile: str | None = Field(
         default=None,
         max_length=64,
@@ -70,6 +78,17 @@ class RunRequest(_Strict):
     def _model_text(cls, value: str | ModelRef | None) -> str | ModelRef | None:
         if isinstance(value, str) and not value:
             return None
+        return value
+
+    @field_validator("variants", mode="after")
+    @classmethod
+    def _variant_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            if not VARIANT_NAME.match(name):
+                raise ValueError(
+                    f"{name[:80]!r} is not a variant name: letters, digits, '.', '_' and '-', "
+                    "at most 64"
+                )
         return value
 
     @field_validator("provider", mode="after")
@@ -144,6 +163,8 @@ class ResultOut(BaseModel):
     caseId: str
     attempt: int
     model: str | None
+    #: The manifest variant the attempt ran (variant sessions only).
+    variant: str | None = None
     status: str
     record: dict[str, Any]
 

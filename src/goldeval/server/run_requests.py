@@ -77,7 +77,9 @@ def checked_request(settings: ServiceSettings, body: RunRequest) -> dict[str, An
                 }
             ]
         )
+    variants = _checked_variants(body.variants, resolved.variants)
     return {
+        **({"variants": variants} if variants else {}),
         "dataset": resolved.id,
         "mode": body.mode,
         "attempts": body.attempts,
@@ -87,6 +89,20 @@ def checked_request(settings: ServiceSettings, body: RunRequest) -> dict[str, An
         "deadlineSeconds": body.deadlineSeconds,
         "noGate": body.noGate,
     }
+
+
+def _checked_variants(wanted: list[str] | None, declared: tuple[str, ...]) -> list[str] | None:
+    """``variants`` of the request, each declared by the dataset's manifest (a 422 naming
+    the first that is not), duplicates dropped; None: all declared ones run."""
+    if not wanted:
+        return None
+    for name in wanted:
+        if name not in declared:
+            known = ", ".join(declared) if declared else "none: the manifest has no variants"
+            raise validation_problem(
+                [{"field": "variants", "message": f"no variant {name!r} (declared: {known})"}]
+            )
+    return list(dict.fromkeys(wanted))
 
 
 def check_baseline(q: RunQueue, ref: str) -> None:

@@ -158,7 +158,8 @@ class Service:
             ResultOut(
                 caseId=r.case_id,
                 attempt=r.index,
-                model=r.model or None,
+                model=r.record.get("model") or None,
+                variant=r.record.get("variant"),
                 status=r.status,
                 record=r.record,
             )

@@ -208,6 +208,8 @@ class Worker:
             argv.append(f"--golden-deadline={float(req['deadlineSeconds'])}")
         if req.get("noGate"):
             argv.append("--golden-no-gate")
+        if req.get("variants"):  # checked against the manifest when the run was queued
+            argv.append(f"--golden-variants={','.join(req['variants'])}")
         if baseline is not None:
             argv.append(f"--golden-baseline={baseline}")
         return argv

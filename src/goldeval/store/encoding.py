@@ -103,6 +103,8 @@ class Attempt:
     status: str
     run_fields: dict[str, Any]
     content: str
+    #: The manifest variant the attempt ran (variant sessions; the ``variant`` column).
+    variant: str | None = None
 
     def slim(self) -> dict[str, Any]:
         return slim_fields(self.case_id, self.index, self.status, self.run_fields)
@@ -157,5 +159,6 @@ def attempts_of_texts(rows: Iterable[AttemptText | tuple[Any, ...]]) -> list[Att
         if parts is None:
             run_fields, content = split_record(json.loads(text))
             parts = run_fields, json_text(content)
-        out.append(Attempt(case_id, index, model or "", status, *parts))
+        variant = row[6] if len(row) > 6 else None
+        out.append(Attempt(case_id, index, model or "", status, *parts, variant=variant))
     return out

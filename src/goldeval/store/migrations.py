@@ -307,6 +307,11 @@ _DECISION = (
         "postgresql": ("ALTER TABLE service_runs ADD COLUMN exit_decision JSONB",),
     },
 )
+_VARIANT = (
+    12,
+    "attempts.variant: the manifest variant a variant session's attempt ran",
+    ("ALTER TABLE attempts ADD COLUMN variant TEXT",),
+)
 _ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
 
@@ -334,6 +339,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, _INCOMPLETE_DESCRIPTION, (), hook="rebuild_status_checks"),
     Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["sqlite"]),
     Migration(_DECISION[0], _DECISION[1], _DECISION[2]["sqlite"]),
+    Migration(*_VARIANT),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -362,6 +368,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, _INCOMPLETE_DESCRIPTION, _PG_INCOMPLETE),
     Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["postgresql"]),
     Migration(_DECISION[0], _DECISION[1], _DECISION[2]["postgresql"]),
+    Migration(*_VARIANT),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

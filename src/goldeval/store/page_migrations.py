@@ -22,7 +22,14 @@ from goldeval.store.pages import (
     full_fields,
     split_record,
 )
-from goldeval.store.sql import INSERT_ATTEMPT, INSERT_CASE, INSERT_PAGE, PAGE_ROWS, SqlCore, Tx
+from goldeval.store.sql import (
+    INSERT_ATTEMPT_SCHEMA8,
+    INSERT_CASE,
+    INSERT_PAGE,
+    PAGE_ROWS,
+    SqlCore,
+    Tx,
+)
 
 
 class PageMigrations(SqlCore):
@@ -88,7 +95,7 @@ class PageMigrations(SqlCore):
                     )
                 )
             for i in range(0, len(rows), PAGE_ROWS):
-                tx.executemany(INSERT_ATTEMPT, rows[i : i + PAGE_ROWS])
+                tx.executemany(INSERT_ATTEMPT_SCHEMA8, rows[i : i + PAGE_ROWS])
 
     def move_rows_to_pages(self, tx: Tx) -> None:
         """Migration 5: every run's ``cases`` and ``attempts`` rows into contents and pages."""

@@ -456,7 +456,10 @@ class RunQueue:
         records = self.store.attempts_page(store_run_id, limit=limit, status=status, after=after)
         out = []
         for record in records:
-            key = (str(record["caseId"]), int(record["index"]), str(record.get("model") or ""))
+            # The row's key: its model column, which holds the variant in a variant session
+            # (the record itself names the model it asked).
+            column = record.get("variant") or record.get("model") or ""
+            key = (str(record["caseId"]), int(record["index"]), str(column))
             out.append(ResultRow(key[0], key[1], key[2], str(record.get("status")), record))
         return out
 

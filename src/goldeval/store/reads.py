@@ -15,8 +15,16 @@ from goldeval.store.sql import SqlCore, Tx
 
 #: The columns :meth:`RunReads.records_of` turns back into records, and the join they need
 #: (``a``: attempts, ``c``: its content): one query per page, no second round trip.
-ATTEMPT_ROW_COLUMNS = "a.case_id, a.attempt_index, a.model, a.status, a.fields, c.body"
+ATTEMPT_ROW_COLUMNS = "a.case_id, a.attempt_index, a.model, a.status, a.fields, c.body, a.variant"
 ATTEMPT_ROW_JOIN = "attempts a JOIN contents c ON c.id = a.content_id"
+
+
+def with_variant(record: dict[str, Any], variant: Any) -> dict[str, Any]:
+    """A stored attempt record with its ``variant`` column (variant sessions only: the
+    record itself names the model it asked, the column the variant it ran)."""
+    if variant is not None:
+        record["variant"] = str(variant)
+    return record
 
 
 class RunReads(SqlCore):
@@ -45,8 +53,13 @@ class RunReads(SqlCore):
         :data:`ATTEMPT_ROW_JOIN`: run fields and content joined back (also for callers
         reading attempts with their own SQL: the service's queue)."""
         return [
-            join_record(full_fields(str(c), int(i), str(st), json.loads(fields)), json.loads(body))
-            for c, i, _m, st, fields, body in rows
+            with_variant(
+                join_record(
+                    full_fields(str(c), int(i), str(st), json.loads(fields)), json.loads(body)
+                ),
+                variant,
+            )
+            for c, i, _m, st, fields, body, variant in rows
         ]
 
     def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
@@ -61,17 +74,20 @@ class RunReads(SqlCore):
         # Two queries, not the join: a run's attempts share few contents, each fetched once.
         with self._read("attempts") as tx:
             rows = tx.query(
-                "SELECT case_id, attempt_index, model, status, fields, content_id"
+                "SELECT case_id, attempt_index, model, status, fields, content_id, variant"
                 " FROM attempts WHERE run_id = ? ORDER BY case_id, attempt_index, model",
                 (run_id,),
             )
             texts = self._content_texts(tx, (int(r[5]) for r in rows))
         return [
-            join_record(
-                full_fields(str(c), int(i), str(st), json.loads(fields)),
-                json.loads(texts[int(content_id)]),
+            with_variant(
+                join_record(
+                    full_fields(str(c), int(i), str(st), json.loads(fields)),
+                    json.loads(texts[int(content_id)]),
+                ),
+                variant,
             )
-            for c, i, _m, st, fields, content_id in rows
+            for c, i, _m, st, fields, content_id, variant in rows
         ]
 
     def attempts_page(

@@ -177,7 +177,9 @@ class RunRecorder:
         # or none in fixture mode): the attempt's model column holds the variant's name there
         # (docs/variants.md); the record's own ``model`` stays the model.
         self.pending.append(
-            AttemptText(entry.case_id, entry.index, entry.key, entry.status, text, at)
+            AttemptText(
+                entry.case_id, entry.index, entry.key, entry.status, text, at, entry.variant
+            )
         )
         now = time.monotonic()
         if self.immediate or len(self.pending) >= BATCH or now - self.last_flush > BATCH_SECONDS:

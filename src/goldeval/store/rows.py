@@ -31,6 +31,8 @@ class AttemptText(NamedTuple):
     #: where the content begins when ``text`` is laid out run fields first
     #: (goldeval.core.record_text); 0 when it is not known: the store parses the record.
     content_at: int = 0
+    #: The manifest variant the attempt ran (variant sessions), the ``variant`` column.
+    variant: str | None = None
 
 
 ERROR = "ERROR"

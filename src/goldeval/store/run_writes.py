@@ -141,6 +141,7 @@ class RunWrites(SqlCore):
             tokens,
             content_id,
             json_text(a.slim()),
+            a.variant,
         )
         return row, cost
 

@@ -79,9 +79,16 @@ INSERT_PAGE = (
 )
 INSERT_CASE = "INSERT INTO run_cases (run_id, case_id, content_id) VALUES (?, ?, ?)"
 NEW_CASE_ONLY = " ON CONFLICT (run_id, case_id) DO NOTHING"
-INSERT_ATTEMPT = (
+#: Schema 8's attempts row (what migration 8 writes when it moves pages back into rows).
+INSERT_ATTEMPT_SCHEMA8 = (
     "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, error_kind,"
     " duration_ms, tokens, content_id, fields) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: Since schema 12: with ``variant`` (the manifest variant a variant session's attempt ran).
+INSERT_ATTEMPT = (
+    "INSERT INTO attempts (run_id, case_id, attempt_index, model, status, error_kind,"
+    " duration_ms, tokens, content_id, fields, variant)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # Each (run, case, index, model) is written once, except that a stored ERROR attempt is
 # replaced by a later non-ERROR one (how "rerun errors" lands its retries).
@@ -89,7 +96,7 @@ UPSERT_ATTEMPT = (
     INSERT_ATTEMPT + " ON CONFLICT (run_id, case_id, attempt_index, model) DO UPDATE SET"
     " status = excluded.status, error_kind = excluded.error_kind,"
     " duration_ms = excluded.duration_ms, tokens = excluded.tokens,"
-    " content_id = excluded.content_id, fields = excluded.fields"
+    " content_id = excluded.content_id, fields = excluded.fields, variant = excluded.variant"
     " WHERE attempts.status = 'ERROR' AND excluded.status <> 'ERROR'"
 )
 #: Distinct contents whose error kind and tokens a store keeps parsed (then starts afresh).

@@ -31,7 +31,10 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
             "kinds": ["GENERATION"],
             "prompt": "",
         }
-        collector.add({"case": info, "attempt": attempt})
+        # A variant session's attempts are its variants' (two may share a model, or have
+        # none): keyed by the variant column, none is folded over another's.
+        variant = attempt.pop("variant", None)
+        collector.add({"case": info, "attempt": attempt, "variant": variant})
     counters = Counters()
     acc = MetricsAccumulator()
     cases = list(collector.iter_cases())
