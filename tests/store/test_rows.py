@@ -281,3 +281,46 @@ def test_the_documented_flipped_cases_sql_answers_a_designed_history(
     assert ("old-flip", "run-2", "FAIL", "PASS") in everything
     assert len(everything) == len(rows) + 2  # plus run-2's flips of old-flip and flaky
     assert target.query(sql, ("generation-v1", 1)) == []  # one run: nothing to flip from
+
+
+def test_the_json_page_is_the_records_page_spliced_without_decoding(store: Store) -> None:
+    """What GET .../results sends (Store.attempts_page_json) decodes to exactly the records
+    Store.attempts_page builds, page by page, whatever the content holds."""
+    _history_run(store, "run-1")
+    records = _records()
+    records[0]["output"] = 'Ответ: «ok» \u2028 "quoted" \\ [doc-1]'
+    records[1]["graders"] = [{"grader": "contract", "passed": False, "violations": ["x"]}]
+    records[2] = {"caseId": records[2]["caseId"], "index": 1, "status": "PASS", "model": "m-a"}
+    store.record_attempts("run-1", records)
+    for status in (None, "FAIL"):
+        after = None
+        while True:
+            page = store.attempts_page("run-1", limit=7, status=status, after=after)
+            raw = store.attempts_page_json("run-1", limit=7, status=status, after=after)
+            assert [json.loads(r.record) for r in raw] == page
+            assert [(r.case_id, r.attempt_index, r.status) for r in raw] == [
+                (p["caseId"], p["index"], p["status"]) for p in page
+            ]
+            assert [r.record_model for r in raw] == [p.get("model") for p in page]
+            if len(page) < 7:
+                break
+            after = _key(page[-1])
+
+
+@pytest.mark.parametrize(
+    ("fields", "content"),
+    [
+        ({}, {}),
+        ({"durationMs": 5, "model": "m"}, {"graders": [], "output": 'é " \\'}),
+        ({"caseId": 7, "index": "1"}, {"status": "PASS"}),  # stored keys win, as full_fields
+        ({"case_id": "a", "tries": 2}, {"output": "x"}),  # snake_case: no caseId added
+    ],
+)
+def test_record_json_is_join_record_as_text(
+    fields: dict[str, Any], content: dict[str, Any]
+) -> None:
+    from goldeval.store.pages import full_fields, join_record
+    from goldeval.store.reads import record_json
+
+    text = record_json("a", 1, "FAIL", json.dumps(fields), json.dumps(content).encode())
+    assert json.loads(text) == join_record(full_fields("a", 1, "FAIL", fields), content)

@@ -79,10 +79,11 @@ def get_results(
     status: Annotated[str | None, Query(max_length=16)] = None,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-) -> ResultPage:
-    """Graded attempts in (case, attempt, model) order, optionally of one status."""
-    job_id, items, next_cursor = service.results(run_id, status=status, cursor=cursor, limit=limit)
-    return ResultPage(runId=job_id, items=items, nextCursor=next_cursor)
+) -> Response:
+    """Graded attempts in (case, attempt, model) order, optionally of one status (shaped as
+    ResultPage; the stored records are sent as stored, not decoded and encoded again)."""
+    body = service.results(run_id, status=status, cursor=cursor, limit=limit)
+    return Response(content=body, media_type="application/json")
 
 
 @router.get("/api/eval/runs/{run_id}/compare/{baseline_id}", responses=PROBLEM_DOC)

@@ -9,6 +9,7 @@ something (validation, idempotency, checksums, comparability) lives here and rai
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -32,12 +33,13 @@ from goldeval.server import (
 )
 from goldeval.server.artifact_files import ARTIFACT_TYPES
 from goldeval.server.auth import Principal
-from goldeval.server.models import ResultOut, RunOut, RunRequest
+from goldeval.server.models import RunOut, RunRequest
 from goldeval.server.page_guard import KeySlots, PageCache
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
+from goldeval.store.base import AttemptJson
 from goldeval.store.cursors import decode_cursor, encode_cursor
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import run_document
@@ -133,9 +135,9 @@ class Service:
             next_cursor = encode_cursor(last_job.created_at.isoformat(), last_job.id)
         return items, next_cursor
 
-    def results(
-        self, run_id: str, *, status: str | None, cursor: str | None, limit: int
-    ) -> tuple[str, list[ResultOut], str | None]:
+    def results(self, run_id: str, *, status: str | None, cursor: str | None, limit: int) -> str:
+        """``GET .../results`` as JSON text (:class:`ResultPage`'s shape): the stored records
+        spliced in without decoding them, so a page costs about its SQL (issue 33)."""
         if status is not None and status not in ATTEMPT_STATUSES:
             raise validation_problem(
                 [{"field": "status", "message": f"one of {', '.join(ATTEMPT_STATUSES)}"}]
@@ -151,25 +153,18 @@ class Service:
             q = RunQueue(store)
             job = self._job(q, run_id)
             store_run_id = job.run_id or q.store_run_id(job.run_key)
-            if store_run_id is None:
-                return job.id, [], None
-            rows = q.results(store_run_id, limit=limit + 1, status=status, after=after)
-        items = [
-            ResultOut(
-                caseId=r.case_id,
-                attempt=r.index,
-                model=r.record.get("model") or None,
-                variant=r.record.get("variant"),
-                status=r.status,
-                record=r.record,
+            rows = (
+                q.results_json(store_run_id, limit=limit + 1, status=status, after=after)
+                if store_run_id is not None
+                else []
             )
-            for r in rows[:limit]
-        ]
         next_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
-            next_cursor = encode_cursor(last.case_id, str(last.index), last.model)
-        return job.id, items, next_cursor
+            # The row's key: its model column (the variant's name in a variant session).
+            next_cursor = encode_cursor(last.case_id, str(last.attempt_index), last.model)
+        items = ",".join(_result_item(r) for r in rows[:limit])
+        return f'{{"runId":{_json(job.id)},"items":[{items}],"nextCursor":{_json(next_cursor)}}}'
 
     # ---- documents, comparison
 
@@ -449,3 +444,16 @@ def _unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> RunDocument:
 
 def _remove_tree(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _result_item(row: AttemptJson) -> str:
+    """One :class:`ResultOut` as JSON text, its ``record`` the stored JSON spliced in."""
+    return (
+        f'{{"caseId":{_json(row.case_id)},"attempt":{row.attempt_index},'
+        f'"model":{_json(row.record_model or None)},"variant":{_json(row.variant)},'
+        f'"status":{_json(row.status)},"record":{row.record}}}'
+    )

@@ -33,6 +33,7 @@ from goldeval.store.reads import ATTEMPT_ROW_COLUMNS, ATTEMPT_ROW_JOIN, RunReads
 from goldeval.store.rows import (
     ERROR,
     ArtifactRow,
+    AttemptJson,
     AttemptKey,
     AttemptText,
     RunRow,
@@ -47,6 +48,7 @@ __all__ = [
     "ATTEMPT_ROW_JOIN",
     "ERROR",
     "ArtifactRow",
+    "AttemptJson",
     "AttemptKey",
     "AttemptText",
     "RunConflictError",
@@ -190,6 +192,18 @@ class Store(ABC):
         """At most ``limit`` attempt records of the run after the key ``after`` (keyset
         paging), in :meth:`attempts` order, only those of ``status`` when it is given.
         Costs one index range read of ``limit`` rows however many attempts the run has."""
+
+    @abstractmethod
+    def attempts_page_json(
+        self,
+        run_id: str,
+        *,
+        limit: int,
+        status: str | None = None,
+        after: AttemptKey | None = None,
+    ) -> list[AttemptJson]:
+        """:meth:`attempts_page` with each record as JSON text, its stored content spliced in
+        as it is (never decoded): what ``GET .../results`` sends."""
 
     @abstractmethod
     def attempt_counts(self, run_id: str) -> dict[str, int]:

@@ -6,17 +6,51 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any, cast
 
 from goldeval.store.encoding import json_value, pass_rate
 from goldeval.store.pages import expand, full_fields, join_record
-from goldeval.store.rows import RUN_COLUMNS, ArtifactRow, AttemptKey, RunColumns, RunRow
+from goldeval.store.rows import (
+    RUN_COLUMNS,
+    ArtifactRow,
+    AttemptJson,
+    AttemptKey,
+    RunColumns,
+    RunRow,
+)
 from goldeval.store.sql import SqlCore, Tx
 
 #: The columns :meth:`RunReads.records_of` turns back into records, and the join they need
 #: (``a``: attempts, ``c``: its content): one query per page, no second round trip.
 ATTEMPT_ROW_COLUMNS = "a.case_id, a.attempt_index, a.model, a.status, a.fields, c.body, a.variant"
 ATTEMPT_ROW_JOIN = "attempts a JOIN contents c ON c.id = a.content_id"
+
+
+def record_json(case_id: Any, index: Any, status: Any, fields: Any, body: Any) -> str:
+    """The record :func:`join_record` gives, as JSON text, without decoding anything: the
+    key fields, then the stored run ``fields`` and content spliced in as they are. Where
+    :func:`full_fields` lets the stored fields' ``caseId``/``index``/``status`` win, and
+    :func:`join_record` the content's keys, the spliced text repeats the key later, and a
+    later duplicate wins in JSON: the same record."""
+    fields = fields if isinstance(fields, str) else bytes(fields).decode("utf-8")
+    if '"case_id"' in fields:  # a snake_case record: full_fields adds no caseId to it
+        decoded = full_fields(str(case_id), int(index), str(status), json.loads(fields))
+        fields, head = json.dumps(decoded, ensure_ascii=False), []
+    else:
+        head = [
+            f'{{"caseId":{encode_basestring(str(case_id))},"index":{int(index)},'
+            f'"status":{encode_basestring(str(status))}'
+        ]
+    parts = head or ["{"]
+    for text in (fields, body):
+        inner = (text if isinstance(text, str) else bytes(text).decode("utf-8")).strip()
+        inner = inner[1:-1].strip()
+        if inner:
+            parts.append(inner)
+    if not head:  # "{" then the parts: no comma right after the brace
+        return "{" + ",".join(parts[1:]) + "}"
+    return ",".join(parts) + "}"
 
 
 def with_variant(record: dict[str, Any], variant: Any) -> dict[str, Any]:
@@ -98,6 +132,40 @@ class RunReads(SqlCore):
         status: str | None = None,
         after: AttemptKey | None = None,
     ) -> list[dict[str, Any]]:
+        return self.records_of(self._page_rows(run_id, limit=limit, status=status, after=after))
+
+    def attempts_page_json(
+        self,
+        run_id: str,
+        *,
+        limit: int,
+        status: str | None = None,
+        after: AttemptKey | None = None,
+    ) -> list[AttemptJson]:
+        out = []
+        for c, i, m, st, f, body, variant in self._page_rows(
+            run_id, limit=limit, status=status, after=after
+        ):
+            model: Any = m or None  # the row's model column is the record's model ...
+            if variant is not None:  # ... except in a variant session (the variant's name)
+                model = json.loads(f).get("model")
+            out.append(
+                AttemptJson(
+                    str(c),
+                    int(i),
+                    str(m),
+                    str(st),
+                    None if variant is None else str(variant),
+                    model if isinstance(model, str) else None,
+                    record_json(c, i, st, f, body),
+                )
+            )
+        return out
+
+    def _page_rows(
+        self, run_id: str, *, limit: int, status: str | None, after: AttemptKey | None
+    ) -> list[Any]:
+        """The :data:`ATTEMPT_ROW_COLUMNS` of one keyset page."""
         where = ["a.run_id = ?"]
         params: list[Any] = [run_id]
         if status is not None:
@@ -107,13 +175,12 @@ class RunReads(SqlCore):
             where.append("(a.case_id, a.attempt_index, a.model) > (?, ?, ?)")
             params.extend(after)
         with self._read("attempts_page") as tx:
-            rows = tx.query(
+            return tx.query(
                 f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN}"
                 f" WHERE {' AND '.join(where)}"
                 " ORDER BY a.case_id, a.attempt_index, a.model LIMIT ?",
                 (*params, max(0, int(limit))),
             )
-        return self.records_of(rows)
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         with self._read("attempt_counts") as tx:

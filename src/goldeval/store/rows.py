@@ -35,6 +35,21 @@ class AttemptText(NamedTuple):
     variant: str | None = None
 
 
+class AttemptJson(NamedTuple):
+    """One attempt of a results page as the API sends it: its key columns and its record as
+    JSON text (the store's content spliced in undecoded)."""
+
+    case_id: str
+    attempt_index: int
+    #: The row's model column (the variant's name in a variant session).
+    model: str
+    status: str
+    variant: str | None
+    #: The model the record names (what it asked; None: none).
+    record_model: str | None
+    record: str
+
+
 ERROR = "ERROR"
 
 
