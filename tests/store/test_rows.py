@@ -308,19 +308,18 @@ def test_the_json_page_is_the_records_page_spliced_without_decoding(store: Store
 
 
 @pytest.mark.parametrize(
-    ("fields", "content"),
+    "record",
     [
-        ({}, {}),
-        ({"durationMs": 5, "model": "m"}, {"graders": [], "output": 'é " \\'}),
-        ({"caseId": 7, "index": "1"}, {"status": "PASS"}),  # stored keys win, as full_fields
-        ({"case_id": "a", "tries": 2}, {"output": "x"}),  # snake_case: no caseId added
+        {"caseId": "a", "index": 1, "status": "FAIL"},  # no other field, no content
+        {"caseId": "a", "index": 1, "status": "FAIL", "model": "m", "output": 'é " \\ \u2028'},
+        {"case_id": "a", "index": 1, "status": "FAIL", "tries": 2},  # snake_case: no caseId
     ],
 )
-def test_record_json_is_join_record_as_text(
-    fields: dict[str, Any], content: dict[str, Any]
-) -> None:
-    from goldeval.store.pages import full_fields, join_record
-    from goldeval.store.reads import record_json
-
-    text = record_json("a", 1, "FAIL", json.dumps(fields), json.dumps(content).encode())
-    assert json.loads(text) == join_record(full_fields("a", 1, "FAIL", fields), content)
+def test_the_json_page_gives_each_kind_of_record_back(store: Store, record: dict[str, Any]) -> None:
+    _history_run(store, "run-1")
+    store.record_attempts("run-1", [record])
+    (decoded,) = store.attempts_page("run-1", limit=5)
+    (raw,) = store.attempts_page_json("run-1", limit=5)
+    assert json.loads(raw.record) == decoded
+    assert (raw.case_id, raw.attempt_index, raw.status) == ("a", 1, "FAIL")
+    assert raw.record_model == record.get("model")

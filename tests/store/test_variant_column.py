@@ -49,6 +49,12 @@ def test_each_attempt_keeps_its_variant_and_sql_can_ask_for_it(
         ("c0", "control", "m"),
         ("c0", "concise", "m"),
     }
+    raw = store.attempts_page_json("run-1", limit=10)
+    assert {(r.case_id, r.model, r.variant, r.record_model) for r in raw if r.case_id == "c0"} == {
+        ("c0", "control", "control", "m"),
+        ("c0", "concise", "concise", "m"),
+    }
+    assert [json.loads(r.record) for r in raw] == store.attempts_page("run-1", limit=10)
     page = store.attempts_page("run-1", limit=10, status="FAIL")
     assert sorted((r["caseId"], r["variant"]) for r in page) == [
         ("c1", "concise"),

@@ -27,12 +27,15 @@ ATTEMPT_ROW_COLUMNS = "a.case_id, a.attempt_index, a.model, a.status, a.fields, 
 ATTEMPT_ROW_JOIN = "attempts a JOIN contents c ON c.id = a.content_id"
 
 
-def record_json(case_id: Any, index: Any, status: Any, fields: Any, body: Any) -> str:
+def record_json(
+    case_id: Any, index: Any, status: Any, fields: Any, body: Any, variant: Any = None
+) -> str:
     """The record :func:`join_record` gives, as JSON text, without decoding anything: the
     key fields, then the stored run ``fields`` and content spliced in as they are. Where
     :func:`full_fields` lets the stored fields' ``caseId``/``index``/``status`` win, and
     :func:`join_record` the content's keys, the spliced text repeats the key later, and a
-    later duplicate wins in JSON: the same record."""
+    later duplicate wins in JSON: the same record. A variant session's record ends with its
+    ``variant`` (:func:`with_variant`)."""
     fields = fields if isinstance(fields, str) else bytes(fields).decode("utf-8")
     if '"case_id"' in fields:  # a snake_case record: full_fields adds no caseId to it
         decoded = full_fields(str(case_id), int(index), str(status), json.loads(fields))
@@ -48,6 +51,8 @@ def record_json(case_id: Any, index: Any, status: Any, fields: Any, body: Any) -
         inner = inner[1:-1].strip()
         if inner:
             parts.append(inner)
+    if variant is not None:
+        parts.append(f'"variant":{encode_basestring(str(variant))}')
     if not head:  # "{" then the parts: no comma right after the brace
         return "{" + ",".join(parts[1:]) + "}"
     return ",".join(parts) + "}"
@@ -157,7 +162,7 @@ class RunReads(SqlCore):
                     str(st),
                     None if variant is None else str(variant),
                     model if isinstance(model, str) else None,
-                    record_json(c, i, st, f, body),
+                    record_json(c, i, st, f, body, variant),
                 )
             )
         return out
