@@ -4,24 +4,13 @@ does not hold, per variant, and every variant's run is built from all its attemp
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from goldeval.store import open_store
 from tests.examples.test_examples import copy_example
+from tests.examples.test_variant_baselines import _latest_runs
 
 KEY = "--golden-run-key=ab-1"
-
-
-def _latest_runs(project: Path) -> dict[str, dict[str, Any]]:
-    runs = [json.loads(p.read_text()) for p in (project / ".goldeval/runs").glob("*/run.json")]
-    latest: dict[str, dict[str, Any]] = {}
-    for run in sorted(runs, key=lambda r: r["runId"]):
-        latest[run["variant"]] = run
-    return latest
 
 
 @pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist2"])

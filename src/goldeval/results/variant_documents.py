@@ -11,6 +11,7 @@ from goldeval.results.document_base import Doc, IntervalDoc, PassAtKRowDoc
 __all__ = [
     "DiffSegmentDoc",
     "McNemarDoc",
+    "PairFiguresDoc",
     "PairedFigureDoc",
     "ParetoDoc",
     "ParetoRowDoc",
@@ -145,26 +146,32 @@ class PassAtKCurveDoc(Doc):
     by_k: list[PassAtKRowDoc] = Field(default_factory=list, alias="byK")
 
 
-class VariantPairDoc(Doc):
-    """One pair of ``pairs`` (goldeval.results.variant_pairs): the gated comparison's figures
-    on the cases both sides graded, and the McNemar p-value adjusted over the pairs (Holm)."""
+class PairFiguresDoc(Doc):
+    """What every compared pair of variants has: the two variants, the cases both graded,
+    their pass rates and difference with its interval, and the non-inferiority statistic at
+    the manifest's margin (PASS / FAIL / UNDERPOWERED, non_inferiority.NonInferiority)."""
 
     control: str
     candidate: str
     control_model: str | None = Field(default=None, alias="controlModel")
     candidate_model: str | None = Field(default=None, alias="candidateModel")
-    #: The pair gate.compare names (the only one that gates, through goldeval.verdict).
-    gated: bool = False
     cases: int
     unpaired: int = 0
     control_pass_rate: float | None = Field(default=None, alias="controlPassRate")
     candidate_pass_rate: float | None = Field(default=None, alias="candidatePassRate")
     difference: float | None = None
     ci95: IntervalDoc | None = None
-    #: The statistic at the manifest's margin (PASS / FAIL / UNDERPOWERED); a figure, not a
-    #: verdict: only the gated pair's is turned into a decision.
     non_inferiority: str = Field(alias="nonInferiority")
     more_cases: int | None = Field(default=None, alias="moreCases")
+
+
+class VariantPairDoc(PairFiguresDoc):
+    """One pair of ``pairs`` (goldeval.results.variant_pairs): the gated comparison's figures
+    on the cases both sides graded, and the McNemar p-value adjusted over the pairs (Holm).
+    ``nonInferiority`` is a figure here, not a verdict: only the gated pair's is decided."""
+
+    #: The pair gate.compare names (the only one that gates, through goldeval.verdict).
+    gated: bool = False
     control_only: int = Field(alias="controlOnly")
     candidate_only: int = Field(alias="candidateOnly")
     p_value: float | None = Field(default=None, alias="pValue")
@@ -181,26 +188,13 @@ class VariantPairsDoc(Doc):
     rows: list[VariantPairDoc]
 
 
-class VariantComparisonDoc(Doc):
+class VariantComparisonDoc(PairFiguresDoc):
     """``variantComparison``: two variants of one session on the cases both graded
     (goldeval.results.variant_comparison); ``decision`` and ``reason`` are the verdict's
     (goldeval.verdict.variants), which a regate recomputes from the figures."""
 
-    control: str
-    candidate: str
-    control_model: str | None = Field(default=None, alias="controlModel")
-    candidate_model: str | None = Field(default=None, alias="candidateModel")
     outcome_rule: str = Field(alias="outcomeRule")
-    cases: int
-    unpaired: int = 0
-    control_pass_rate: float | None = Field(default=None, alias="controlPassRate")
-    candidate_pass_rate: float | None = Field(default=None, alias="candidatePassRate")
-    difference: float | None = None
-    ci95: IntervalDoc | None = None
     margin: float
-    #: The statistic's own verdict (non_inferiority.NonInferiority): PASS, FAIL or UNDERPOWERED.
-    non_inferiority: str = Field(alias="nonInferiority")
-    more_cases: int | None = Field(default=None, alias="moreCases")
     mcnemar: McNemarDoc
     flipped_worse: list[str] = Field(default_factory=list, alias="flippedWorse")
     flipped_better: list[str] = Field(default_factory=list, alias="flippedBetter")
