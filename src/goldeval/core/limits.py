@@ -148,6 +148,14 @@ LIMITS: tuple[LimitSpec, ...] = (
         "full answer stays in the case's files and run.json as before",
     ),
     LimitSpec(
+        "auto_attempts",
+        20,
+        "attempts",
+        "",
+        "the MAX of `--golden-attempts=auto:MAX` (attempts per case and variant the adaptive "
+        "rule may run); more is a usage error before the first call",
+    ),
+    LimitSpec(
         "stop_grace_seconds",
         10,
         "seconds",

@@ -236,6 +236,9 @@ class RunSettings:
     dataset: str
     mode: Mode = Mode.FIXTURE
     attempts: int = 1
+    #: ``--golden-attempts=auto:MAX``: ``attempts`` is MAX, and attempts after the first
+    #: run only for unsettled cases (goldeval.results.adaptive_attempts).
+    adaptive: bool = False
     out_dir: Path = Path(".goldeval/runs")
     artifacts: str = "failure"
     provider: ProviderSettings = field(default_factory=ProviderSettings)

@@ -15,6 +15,7 @@ from goldeval.core.errors import GoldevalError
 from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.dataset.rows import fixture_problems
+from goldeval.pytest_plugin.adaptive import left_out
 from goldeval.pytest_plugin.attempts import attempt_model
 from goldeval.pytest_plugin.config_keys import TAG_MARKER_DESCRIPTION
 from goldeval.pytest_plugin.outcomes import error_kind_of
@@ -158,6 +159,8 @@ def attach_record(
 ) -> None:
     """Put the attempt's plain-data record on the report that decides its outcome."""
     state = state_of(item.config)
+    if left_out(state, item):
+        return  # --golden-attempts=auto:MAX left this attempt out: it is no attempt
     record = state.records.get(item)
     if record is None:
         record = _record_without_grading(item, call, report)

@@ -117,7 +117,10 @@ class Controller:
 
         params = [param_of(item) for item in session.items]
         self.expected = sum(1 for p in params if p is not None)
-        self._preflight(session.config, sorted({p.case.id for p in params if p is not None}))
+        selected = sorted({p.case.id for p in params if p is not None})
+        if self.state.adaptive is not None:
+            self.state.adaptive.cases = selected  # the cases its rounds plan over
+        self._preflight(session.config, selected)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:

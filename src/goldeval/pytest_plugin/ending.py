@@ -148,7 +148,9 @@ def session_ending(
     """The facts of how ``session`` ended (before earlier sessions of a run key are merged)."""
     status = int(session.exitstatus)
     interrupted = ended_by_user(status, state, interrupt)
-    not_run = max(0, expected - len(state.collector)) if expected is not None else 0
+    # auto:MAX: the attempts its rule left out were never meant to run.
+    left_out = state.adaptive.not_needed if state.adaptive is not None else 0
+    not_run = max(0, expected - left_out - len(state.collector)) if expected is not None else 0
     early = not interrupted and (
         not_run > 0 or (expected is None and (bool(session.shouldstop) or bool(session.shouldfail)))
     )

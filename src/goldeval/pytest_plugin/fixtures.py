@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.pytest_plugin.adaptive import skip_if_not_needed
 from goldeval.pytest_plugin.attempts import PendingAttempt, grade_attempt, obtain_answer
 from goldeval.pytest_plugin.params import param_of
 
@@ -114,6 +115,7 @@ class ItemFixtures:
         item = self.item
         assert item is not None
         param = self._param()
+        skip_if_not_needed(self.state, item, param)  # --golden-attempts=auto:MAX
         case = param.case
         if self._overridden(item):
             # item._request: see goldeval.pytest_plugin.attempts.session_fixtures.

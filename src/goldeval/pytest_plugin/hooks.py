@@ -157,10 +157,14 @@ def pytest_collection_modifyitems(
     if state is None:
         return
     from goldeval.pytest_plugin.collection import check_selected_fixtures, deselect_graded
+    from goldeval.pytest_plugin.params import param_of
 
     if state.settings.run_key:
         deselect_graded(config, state, items)
     check_selected_fixtures(session, state, items)
+    if state.adaptive is not None:
+        # auto:MAX runs in rounds: every case's attempt 1 (all variants), then attempt 2, ...
+        items.sort(key=lambda item: getattr(param_of(item), "attempt", 0))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -22,6 +22,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _attempts(text: str) -> int | str:
+    """``N`` (attempts per case) or ``auto:MAX`` (adaptive attempts, 2 <= MAX)."""
+    if text.startswith("auto:"):
+        most = _positive_int(text.removeprefix("auto:"))
+        if most < 2:
+            raise argparse.ArgumentTypeError(f"{text!r}: auto:MAX needs a MAX of at least 2")
+        return f"auto:{most}"
+    return _positive_int(text)
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -82,10 +92,11 @@ def _dataset_options(add: _Add) -> None:
     )
     add(
         "--golden-attempts",
-        type=_positive_int,
+        type=_attempts,
         default=None,
         metavar="N",
-        help="attempts per case (one test item each; default 1)",
+        help="attempts per case (one test item each; default 1); auto:MAX in a session of "
+        "compared variants: more attempts only for unsettled cases, up to MAX",
     )
     add(
         "--golden-out",

@@ -47,7 +47,10 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
         provider_name = provider_label(state) or state.workers_provider or provider_name
 
     # The attempts actually run, when they are not 1..attempts for every case (-k attempt2).
-    partial = selected_attempts(state.collector.attempts, selected, s.attempts)
+    # Not with auto:MAX, whose rule decides the attempts per case (attemptsRule says so).
+    partial = (
+        None if s.adaptive else selected_attempts(state.collector.attempts, selected, s.attempts)
+    )
     return {
         "datasetId": ds.id,
         "datasetHash": ds.hash,
@@ -55,6 +58,7 @@ def protocol_for(state: GoldenSession, selected: list[str]) -> dict[str, Any]:
         "packHash": ds.pack.hash if ds.pack else None,
         "mode": s.mode.protocol_name,
         "attempts": s.attempts,
+        **({"attemptsRule": f"auto:{s.attempts}"} if s.adaptive else {}),
         **({"selectedAttempts": partial} if partial is not None else {}),
         "selectedCaseIds": sorted(selected),
         "graderConfigHash": grader_config,

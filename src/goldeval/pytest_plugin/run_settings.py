@@ -78,9 +78,7 @@ def settings_from_config(
     ``--golden-models`` and their names are the session's runs."""
     variant_models = variants.models if variants is not None else None
     mode = Mode(_opt(config, "golden_mode", "fixture"))
-    attempts = int(_opt(config, "golden_attempts", 1))
-    if attempts < 1:
-        raise pytest.UsageError("--golden-attempts must be at least 1")
+    attempts, adaptive = _attempts_setting(config, variants)
     provider_name = str(_opt(config, "golden_provider", "ollama")).lower()
     models_opt = _opt(config, "golden_models")
     models = [m.strip() for m in models_opt.split(",") if m.strip()] if models_opt else []
@@ -124,6 +122,7 @@ def settings_from_config(
         dataset=config.getoption("golden"),
         mode=mode,
         attempts=attempts,
+        adaptive=adaptive,
         out_dir=out,
         artifacts=artifacts,
         provider=provider,
@@ -174,6 +173,48 @@ def _out_dir(config: pytest.Config) -> Path:
     if not out.is_absolute():
         out = (Path(config.invocation_params.dir) if typed else Path(config.rootpath)) / out
     return out
+
+
+def _attempts_setting(config: pytest.Config, variants: SessionVariants | None) -> tuple[int, bool]:
+    """``--golden-attempts``: (attempts per case, adaptive); ``auto:MAX`` is (MAX, True)."""
+    raw = _opt(config, "golden_attempts", 1)
+    adaptive = isinstance(raw, str) and raw.startswith("auto:")
+    attempts = int(raw.removeprefix("auto:") if adaptive else raw)
+    if attempts < 1:
+        raise pytest.UsageError("--golden-attempts must be at least 1")
+    if adaptive:
+        check_adaptive(config, attempts, variants)
+    return attempts, adaptive
+
+
+def check_adaptive(config: pytest.Config, most: int, variants: SessionVariants | None) -> None:
+    """``--golden-attempts=auto:MAX`` is refused (usage error, before any call) where its rule
+    cannot work: no compared pair of variants selected (the rule asks the paired
+    comparison), under xdist (a round starts when the one before has ended: the items run
+    in one process), with ``--golden-run-key`` (an earlier session's attempts would not
+    count in its rounds), or past the ``auto_attempts`` limit."""
+    limit = int(limits.default("auto_attempts"))
+    if most > limit:
+        raise pytest.UsageError(
+            f"--golden-attempts=auto:{most}: at most auto:{limit} (the auto_attempts limit: "
+            "each extra attempt is a model call for every unsettled case and variant)"
+        )
+    if variants is None or variants.compared() is None:
+        raise pytest.UsageError(
+            "--golden-attempts=auto:MAX decides between attempts from the paired comparison: "
+            "it needs a dataset whose manifest has `variants:` and `gate.compare`, with both "
+            "compared variants selected (docs/variants.md); use --golden-attempts=N otherwise"
+        )
+    if (getattr(config.option, "numprocesses", None) or 0) or getattr(config, "workerinput", None):
+        raise pytest.UsageError(
+            "--golden-attempts=auto:MAX runs its rounds one after the other in one process: "
+            "leave out -n (xdist)"
+        )
+    if _opt(config, "golden_run_key"):
+        raise pytest.UsageError(
+            "--golden-attempts=auto:MAX cannot resume a run key: an earlier session's attempts "
+            "would not count in its rounds"
+        )
 
 
 def refuse_existing_baseline(

@@ -194,6 +194,8 @@ def _status(state: GoldenSession, interrupted: bool) -> tuple[str, dict[str, Any
     if state.skipped_by_budget:
         extra["incomplete"] = True
         extra["notStartedOverBudget"] = state.skipped_by_budget
+    if state.adaptive is not None:
+        extra["adaptiveAttempts"] = state.adaptive.dump()
     return run_status, extra
 
 

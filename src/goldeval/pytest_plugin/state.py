@@ -36,6 +36,7 @@ from goldeval.providers.base import Provider, as_provider
 from goldeval.providers.budget import Meter, install_meter
 from goldeval.providers.cache import CachedProvider
 from goldeval.providers.fixture import FixtureProvider
+from goldeval.pytest_plugin.adaptive import AdaptiveAttempts
 from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
 from goldeval.pytest_plugin.params import GoldenParam
 from goldeval.pytest_plugin.prefetch import Prefetcher
@@ -91,10 +92,10 @@ class GoldenSession:
         self.started_monotonic = time.monotonic()
         self.deadline_at = self._start_deadline()
         self.is_worker = hasattr(config, "workerinput")
+        self.adaptive = AdaptiveAttempts.of(self.settings)  # --golden-attempts=auto:MAX
         self.run: RunJson | None = None
         self.exit_reason: str | None = None
-        #: The decision on a session that recorded nothing (a signal before any attempt was
-        #: graded), as (code, reason): the terminal still says why it exits so.
+        #: (code, reason) of a session that recorded nothing (a signal before any attempt).
         self.unrecorded_decision: tuple[int, str] | None = None
         self._pipelines: dict[tuple[int, int, str | None], Pipeline] = {}
         #: One AttemptRunner per (provider, graders, retriever, variant): attempts.runner_for.
@@ -395,8 +396,8 @@ class GoldenSession:
         return known[1]
 
     def prefetcher(self) -> Any:
-        if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1:
-            return None
+        if self.settings.mode is Mode.FIXTURE or self.settings.concurrency <= 1 or self.adaptive:
+            return None  # auto:MAX plans each round from the one before: nothing ahead
         if self._prefetcher is None:
             # Each server its share: variants on two servers call both at once, each up to
             # its own limit (the limiters still bound every server).

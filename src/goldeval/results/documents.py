@@ -328,6 +328,9 @@ class Summary(_Doc):
     # reads back, so a saved run regated later gets the session's own code and reason.
     not_started_before_deadline: int | None = Field(default=None, alias="notStartedBeforeDeadline")
     not_started_over_budget: int | None = Field(default=None, alias="notStartedOverBudget")
+    #: --golden-attempts=auto:MAX: its rule, rounds, attempts per round and the attempts its
+    #: rule left out (goldeval.pytest_plugin.adaptive).
+    adaptive_attempts: dict[str, Any] | None = Field(default=None, alias="adaptiveAttempts")
     attempts_not_started: int | None = Field(default=None, alias="attemptsNotStarted")
     stopped_early: StoppedEarlyDoc | None = Field(default=None, alias="stoppedEarly")
     duplicate_attempts: list[str] | None = Field(default=None, alias="duplicateAttempts")

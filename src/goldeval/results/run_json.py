@@ -49,6 +49,7 @@ class RunJson(TypedDict, total=False):
     attemptsError: int
     notStartedBeforeDeadline: int
     notStartedOverBudget: int
+    adaptiveAttempts: dict[str, Any]
     attemptsNotStarted: int
     stoppedEarly: dict[str, Any]
     duplicateAttempts: list[str]

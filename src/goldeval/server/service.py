@@ -154,7 +154,7 @@ class Service:
             job = self._job(q, run_id)
             store_run_id = job.run_id or q.store_run_id(job.run_key)
             rows = (
-                q.results_json(store_run_id, limit=limit + 1, status=status, after=after)
+                store.attempts_page_json(store_run_id, limit=limit + 1, status=status, after=after)
                 if store_run_id is not None
                 else []
             )

@@ -25,7 +25,6 @@ from typing import Any, NamedTuple, cast
 
 from goldeval.store import counters
 from goldeval.store.base import (
-    AttemptJson,
     SqlStore,
     Store,
     StoreError,
@@ -463,18 +462,6 @@ class RunQueue:
             key = (str(record["caseId"]), int(record["index"]), str(column))
             out.append(ResultRow(key[0], key[1], key[2], str(record.get("status")), record))
         return out
-
-    def results_json(
-        self,
-        store_run_id: str,
-        *,
-        limit: int,
-        status: str | None = None,
-        after: tuple[str, int, str] | None = None,
-    ) -> list[AttemptJson]:
-        """:meth:`results` with each record as JSON text, spliced from the stored content
-        without decoding it (what the API sends; Store.attempts_page_json)."""
-        return self.store.attempts_page_json(store_run_id, limit=limit, status=status, after=after)
 
     def count_attempts(self, store_run_id: str) -> dict[str, int]:
         return self.store.attempt_counts(store_run_id)

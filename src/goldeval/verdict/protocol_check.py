@@ -26,6 +26,8 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     "packHash",
     "mode",
     "attempts",
+    # --golden-attempts=auto:MAX (absent otherwise): the attempts per case follow its rule.
+    "attemptsRule",
     "selectedAttempts",
     "selectedCaseIds",
     "graderConfigHash",

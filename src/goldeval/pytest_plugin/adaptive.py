@@ -1,0 +1,126 @@
+"""Adaptive attempts in a pytest session (issue 35, ``--golden-attempts=auto:MAX``).
+
+The items are ordered by attempt (every selected case's attempt 1 for every variant, then
+attempt 2, ...: a round). When the first item of a round starts, the round is planned from
+what the session graded so far (goldeval.results.adaptive_attempts.plan_round); an item the
+plan leaves out is skipped in its setup, before any call, with the reason, and is no attempt
+of the run: it is counted in ``adaptiveAttempts.notNeeded``, never as a SKIPPED attempt.
+Serial only (checked at configure: goldeval.pytest_plugin.run_settings.check_adaptive).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from goldeval.results.adaptive_attempts import RoundPlan, plan_round
+from goldeval.results.sampling import Tally
+
+if TYPE_CHECKING:
+    from goldeval.core.settings import RunSettings
+    from goldeval.pytest_plugin.params import GoldenParam
+    from goldeval.pytest_plugin.state import GoldenSession
+
+
+@dataclass
+class AdaptiveAttempts:
+    """The rounds of one session: the plan of the current one and what was left out."""
+
+    most: int
+    round: int = 1
+    plan: RoundPlan | None = None
+    #: The round after which the comparison decided (None: it did not before MAX).
+    decided_after: int | None = None
+    not_needed: int = 0
+    #: Attempts run per round (both variants together).
+    ran: dict[int, int] = field(default_factory=dict)
+    #: Node ids of the items left out: their skip reports carry no attempt record.
+    left_out: set[str] = field(default_factory=set)
+    #: The selected case ids (set by the controller once collection is done).
+    cases: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, settings: RunSettings) -> AdaptiveAttempts | None:
+        """The session's rounds with ``--golden-attempts=auto:MAX``, else None."""
+        return cls(settings.attempts) if settings.adaptive else None
+
+    def needed(self, state: GoldenSession, param: GoldenParam) -> bool:
+        """Whether this item's attempt runs (planning its round when it is the first)."""
+        if param.attempt > self.round:
+            self.round = param.attempt
+            self.plan = _plan(state)
+            if self.plan.decided and self.decided_after is None:
+                self.decided_after = param.attempt - 1
+        run = param.attempt == 1 or (
+            self.plan is not None and not self.plan.decided and param.case.id in self.plan.cases
+        )
+        if run:
+            self.ran[param.attempt] = self.ran.get(param.attempt, 0) + 1
+        else:
+            self.not_needed += 1
+        return run
+
+    def reason(self, param: GoldenParam) -> str:
+        plan = self.plan
+        if plan is not None and plan.decided:
+            return (
+                f"not needed: the comparison decided ({plan.verdict}) after round "
+                f"{param.attempt - 1} (--golden-attempts=auto:{self.most})"
+            )
+        return (
+            f"not needed: both variants agree on {param.case.id} after {param.attempt - 1} "
+            f"attempt(s) (--golden-attempts=auto:{self.most})"
+        )
+
+    def dump(self) -> dict[str, Any]:
+        """``adaptiveAttempts`` of run.json."""
+        return {
+            "rule": f"auto:{self.most}",
+            "max": self.most,
+            "rounds": max(self.ran, default=0),
+            "attemptsByRound": {str(k): v for k, v in sorted(self.ran.items())},
+            "notNeeded": self.not_needed,
+            "decidedAfterRound": self.decided_after,
+        }
+
+
+def _plan(state: GoldenSession) -> RoundPlan:
+    """The next round from the attempts the session's collector holds."""
+    variants = state.variants
+    gate = variants.compared() if variants is not None else None
+    assert gate is not None  # checked at configure
+    tallies: dict[str, dict[str, Tally]] = {gate.control: {}, gate.candidate: {}}
+    for case_id, per_case in state.collector.attempts.items():
+        for (key, _index), text in per_case.items():
+            side = tallies.get(key)
+            if side is None:
+                continue
+            status = json.loads(text).get("status")
+            held = side.get(case_id, Tally(0, 0))
+            graded = status in ("PASS", "FAIL")
+            side[case_id] = Tally(
+                held.passed + (status == "PASS"), held.graded + (1 if graded else 0)
+            )
+    return plan_round(
+        tallies[gate.control],
+        tallies[gate.candidate],
+        state.adaptive.cases if state.adaptive is not None else [],
+        gate.non_inferiority,
+        rule=gate.outcome,
+    )
+
+
+def skip_if_not_needed(state: GoldenSession, item: pytest.Item, param: GoldenParam) -> None:
+    """Setup of a golden item: skip it (no call, no attempt) when its round leaves it out."""
+    adaptive = state.adaptive
+    if adaptive is not None and not adaptive.needed(state, param):
+        adaptive.left_out.add(item.nodeid)
+        pytest.skip(adaptive.reason(param))
+
+
+def left_out(state: GoldenSession, item: pytest.Item) -> bool:
+    """Whether the item is an attempt the auto:MAX rule left out (no attempt record)."""
+    return state.adaptive is not None and item.nodeid in state.adaptive.left_out
