@@ -12,9 +12,9 @@ from goldeval.results.variant_pairs import holm_adjusted, pair_names
 @pytest.mark.parametrize(
     ("p_values", "expected"),
     [
-        # R: p.adjust(c(0.01, 0.02, 0.03, 0.04, 0.05), "holm")
+        # worked by hand from Holm's definition: 5p, 4p, 3p, 2p, p with the running maximum
         ([0.01, 0.02, 0.03, 0.04, 0.05], [0.05, 0.08, 0.09, 0.09, 0.09]),
-        # R: p.adjust(c(0.01, 0.04, 0.03, 0.005), "holm"): the order of the input is kept
+        # unsorted input: sorted 0.005, 0.01, 0.03, 0.04 -> 0.02, 0.03, 0.06, 0.06, in input order
         ([0.01, 0.04, 0.03, 0.005], [0.03, 0.06, 0.06, 0.02]),
         # capped at 1
         ([0.5, 0.6], [1.0, 1.0]),
@@ -22,7 +22,7 @@ from goldeval.results.variant_pairs import holm_adjusted, pair_names
         ([], []),
     ],
 )
-def test_holm_matches_r_p_adjust(p_values: list[float], expected: list[float]) -> None:
+def test_holm_matches_worked_examples(p_values: list[float], expected: list[float]) -> None:
     assert holm_adjusted(p_values) == pytest.approx(expected)
 
 
@@ -63,3 +63,28 @@ def test_more_pairs_than_the_limit_is_refused() -> None:
     assert len(pair_names([f"v{i}" for i in range(29)], "v0", "control")) == 28
     with pytest.raises(LimitExceeded, match="makes 29 pairs"):
         pair_names([f"v{i}" for i in range(30)], "v0", "control")
+
+
+def _step_down_rejects(p_values: list[float], alpha: float) -> set[int]:
+    """Holm's procedure itself: reject in p order while p_(k) <= alpha / (m - k + 1)."""
+    m = len(p_values)
+    rejected: set[int] = set()
+    for k, i in enumerate(sorted(range(m), key=p_values.__getitem__)):
+        if p_values[i] > alpha / (m - k):
+            break
+        rejected.add(i)
+    return rejected
+
+
+def test_adjusted_values_are_the_smallest_level_at_which_the_procedure_rejects() -> None:
+    """An independent check of the formula: a hypothesis is rejected by the step-down
+    procedure at level alpha exactly when its adjusted p-value is at most alpha."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        raw = [rng.choice([rng.random() * 0.1, rng.random()]) for _ in range(rng.randint(1, 8))]
+        adjusted = holm_adjusted(raw)
+        for alpha in (0.001, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5):
+            by_formula = {i for i, a in enumerate(adjusted) if a is not None and a <= alpha}
+            assert by_formula == _step_down_rejects(raw, alpha), (raw, alpha)
