@@ -358,6 +358,7 @@ CHANGED: dict[str, Any] = {
     "packHash": "c" * 64,
     "mode": "LIVE",
     "attempts": 3,
+    "attemptsRule": "auto:3",
     "selectedAttempts": {"a": [2], "b": [2]},
     "selectedCaseIds": ["a"],
     "graderConfigHash": "h" * 64,

@@ -87,6 +87,7 @@ CHANGED: dict[str, Any] = {
     "packHash": "p",
     "mode": "LIVE",
     "attempts": 3,
+    "attemptsRule": "auto:3",
     "selectedAttempts": {"a": [2], "b": [2]},
     "selectedCaseIds": ["a"],
     "graderConfigHash": "g2",
