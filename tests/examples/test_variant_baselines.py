@@ -63,6 +63,13 @@ def test_each_variant_saves_and_is_gated_on_its_own_baseline(
     assert BROKEN_ROW in json.dumps(runs["concise"]["comparison"]["cases"])
     assert runs["control"]["qualityGate"]["verdict"] == "PASS"
     assert runs["concise"]["variantComparison"]["flippedWorse"] == [BROKEN_ROW]
+    # The terminal names each variant's own comparison under its table.
+    broken.stdout.fnmatch_lines_random(
+        [
+            "*baseline: REGRESSION vs baselines/faq-ab-v1-concise.json*",
+            "*baseline: NO_REGRESSION vs baselines/faq-ab-v1-control.json*",
+        ]
+    )
 
     # Without its baseline the concise run is weighed by the comparison alone: the control's
     # baseline is not "its" baseline (no exit 65 for a variant mismatch).

@@ -8,7 +8,7 @@ from goldeval.core.textsafe import one_line
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports import markdown as report_md
 from goldeval.reports.markdown_variants import pair_cells
-from goldeval.results.documents import VariantComparisonDoc, typed_run
+from goldeval.results.documents import RunDocument, VariantComparisonDoc, typed_run
 from goldeval.verdict.comparison import comparison_label
 
 
@@ -41,22 +41,11 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     doc = typed_run(run)
     for line in report_md.summary_table(doc):
         tr.write_line(line)
-    cmp = doc.comparison
-    if cmp is not None:
-        baseline = run.get("baselinePath")
-        label, why = comparison_label(cmp)
-        tr.write_line(
-            f"  baseline: {one_line(label)}"
-            + (f" vs {one_line(baseline)}" if baseline else "")
-            + ("" if run.get("qualityGate") else " (no gate applied)")
-        )
-        if why:
-            tr.write_line(f"    {one_line(why)}")
-        for reason in cmp.invalid_reasons:
-            tr.write_line(f"    {one_line(reason)}")
-        for line in report_md.comparison_case_lines(cmp):
-            tr.write_line(f"    {line}")
-    for run_doc in getattr(state, "benchmark", None) or []:
+    benchmark = getattr(state, "benchmark", None) or []
+    if not benchmark:  # side by side: each run's own baseline line below
+        for line in _baseline_lines(doc, run, "  "):
+            tr.write_line(line)
+    for run_doc in benchmark:
         bench = typed_run(run_doc)
         # A fixture-mode run asks no model: its answers are the recorded ones.
         who = f"model {bench.model}" if bench.model else "recorded answers"
@@ -65,6 +54,8 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
         tr.write_line(f"  {one_line(who)}:")
         for line in report_md.summary_table(bench):
             tr.write_line("  " + line)
+        for line in _baseline_lines(bench, run_doc, "    "):  # a variant's own baseline
+            tr.write_line(line)
     for line in _variant_lines(doc.variant_comparison):
         tr.write_line(line)
     recorded = getattr(state, "recorded", None)
@@ -102,4 +93,22 @@ def _variant_lines(variants: VariantComparisonDoc | None) -> list[str]:
     pairs = variants.pairs
     for pair in pairs.rows if pairs is not None and len(pairs.rows) > 1 else ():
         lines.append(f"    pair {one_line(' | '.join(pair_cells(pair)))}")
+    return lines
+
+
+def _baseline_lines(doc: RunDocument, run: Any, indent: str) -> list[str]:
+    """The run's comparison with its baseline: label, why, invalid reasons, changed cases."""
+    cmp = doc.comparison
+    if cmp is None:
+        return []
+    baseline = run.get("baselinePath")
+    label, why = comparison_label(cmp)
+    lines = [
+        f"{indent}baseline: {one_line(label)}"
+        + (f" vs {one_line(baseline)}" if baseline else "")
+        + ("" if run.get("qualityGate") else " (no gate applied)")
+    ]
+    lines += [f"{indent}  {one_line(text)}" for text in ([why] if why else [])]
+    lines += [f"{indent}  {one_line(reason)}" for reason in cmp.invalid_reasons]
+    lines += [f"{indent}  {line}" for line in report_md.comparison_case_lines(cmp)]
     return lines
