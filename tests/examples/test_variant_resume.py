@@ -45,3 +45,24 @@ def test_a_resumed_variant_session_runs_only_what_is_missing(
         attempts = store.attempts(row.run_id)
     assert len(attempts) == 80
     assert sorted({a["variant"] for a in attempts}) == ["concise", "control"]
+
+
+def test_a_store_that_fails_during_a_variant_session_is_no_green(
+    pytester: pytest.Pytester,
+) -> None:
+    """Session 2 of a run key cannot read what session 1 stored (a real SQLite failure: the
+    cases table is gone): its 40 new attempts alone would be NON_INFERIOR, but a run whose
+    earlier attempts could not be read exits 75, as a single run does, never 0."""
+    import sqlite3
+
+    project = copy_example("prompt-ab", pytester)
+    first = pytester.runpytest("--golden=faq-ab-v1", KEY, "-k", "price")
+    assert first.parseoutcomes().get("passed") == 40
+    conn = sqlite3.connect(project / ".goldeval/goldeval.sqlite3")
+    conn.execute("ALTER TABLE run_cases RENAME TO run_cases_gone")
+    conn.commit()
+    conn.close()
+    second = pytester.runpytest("--golden=faq-ab-v1", KEY)
+    assert second.ret == 75, second.stdout.str()
+    runs = _latest_runs(project)
+    assert runs["concise"]["exitDecision"]["code"] == 75

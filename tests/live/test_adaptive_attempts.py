@@ -45,9 +45,10 @@ def _calls_by_model(server: FakeLLMServer) -> Counter[str]:
 def test_only_unsettled_cases_get_more_attempts(
     pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
 ) -> None:
-    """Two rows fail for the candidate every time: only those two cases get attempts 2..4
-    (the comparison stays undecided at a 30-point margin on 10 cases); the eight others,
-    where both variants pass, keep one attempt each."""
+    """Two rows fail for the candidate every time: every case gets a second attempt (one
+    agreeing attempt settles nothing), then only those two cases get attempts 3..4 (the
+    comparison stays undecided at a 30-point margin on 10 cases); the eight others, where
+    both variants pass twice, stay at two."""
     _manifest(golden_project, 0.3)
     replay = llm_server.responder
     broken: set[str] = set()
@@ -66,12 +67,12 @@ def test_only_unsettled_cases_get_more_attempts(
     adaptive = runs["candidate"]["adaptiveAttempts"]
     assert adaptive == runs["control"]["adaptiveAttempts"]
     assert adaptive["rule"] == "auto:4" and adaptive["decidedAfterRound"] is None
-    # Round 1: every case on both sides; rounds 2-4: the two broken cases on both sides.
-    assert adaptive["attemptsByRound"] == {"1": 2 * CASES, "2": 4, "3": 4, "4": 4}
-    assert adaptive["notNeeded"] == 3 * (CASES - 2) * 2
-    assert chat_calls(llm_server) == 2 * CASES + 3 * 4
+    # Rounds 1-2: every case on both sides; rounds 3-4: the two broken cases on both sides.
+    assert adaptive["attemptsByRound"] == {"1": 2 * CASES, "2": 2 * CASES, "3": 4, "4": 4}
+    assert adaptive["notNeeded"] == 2 * (CASES - 2) * 2
+    assert chat_calls(llm_server) == 4 * CASES + 2 * 4
     per_case = {c["caseId"]: len(c["attempts"]) for c in runs["candidate"]["cases"]}
-    assert sorted(per_case.values()) == [1] * (CASES - 2) + [4, 4]
+    assert sorted(per_case.values()) == [2] * (CASES - 2) + [4, 4]
     assert sorted(cmp["flippedWorse"]) == sorted(c for c, n in per_case.items() if n == 4)
     assert runs["candidate"]["protocol"]["attemptsRule"] == "auto:4"
     assert runs["candidate"]["protocol"]["attempts"] == 4
@@ -79,7 +80,7 @@ def test_only_unsettled_cases_get_more_attempts(
     # The left-out attempts are no SKIPPED attempts of the run.
     statuses = [a["status"] for c in runs["candidate"]["cases"] for a in c["attempts"]]
     assert "SKIPPED" not in statuses and "stoppedEarly" not in runs["candidate"]
-    result.stdout.fnmatch_lines(["*not needed: both variants agree on*auto:4*"])
+    result.stdout.fnmatch_lines(["*not needed: both variants agree on*after 2 attempt(s)*"])
     assert cmp["decision"] == "INCONCLUSIVE" and result.ret == 1
 
 
@@ -108,6 +109,8 @@ def test_a_decided_comparison_stops_every_extra_attempt(
         (("--golden-attempts=auto:21",), "*at most auto:20*"),
         (("--golden-attempts=auto:3", "-n", "2"), "*leave out -n (xdist)*"),
         (("--golden-attempts=auto:3", "--golden-run-key=k"), "*cannot resume a run key*"),
+        (("--golden-attempts=auto:3", "-k", "not attempt2"), "*takes whole cases*1, 3*"),
+        (("--golden-attempts=auto:3", "-k", "control"), "*takes whole cases*variant candidate*"),
         (
             ("--golden-attempts=auto:3", "--golden-variants=control"),
             "*needs a dataset whose manifest has `variants:` and `gate.compare`*",

@@ -38,6 +38,9 @@ def test_variants_run_side_by_side_and_the_verdict_is_the_session_s(
         assert none.status_code == 422 and "the manifest has no variants" in none.text
         shape = client.post("/api/eval/runs", json={"dataset": "faq-ab-v1", "variants": ["../x"]})
         assert shape.status_code == 422 and "is not a variant name" in shape.text
+        # One baseline run for two variants' runs: refused now, not a worker's exit 4 later.
+        both = client.post("/api/eval/runs", json={"dataset": "faq-ab-v1", "baselineRunId": "x"})
+        assert both.status_code == 422 and "each against its own baseline" in both.text
 
         created = client.post(
             "/api/eval/runs", json={"dataset": "faq-ab-v1", "variants": ["control", "concise"]}

@@ -323,3 +323,12 @@ def test_the_json_page_gives_each_kind_of_record_back(store: Store, record: dict
     assert json.loads(raw.record) == decoded
     assert (raw.case_id, raw.attempt_index, raw.status) == ("a", 1, "FAIL")
     assert raw.record_model == record.get("model")
+
+
+def test_a_damaged_content_is_never_spliced_into_invalid_json() -> None:
+    from goldeval.store.reads import record_json
+
+    for body in ("null", '"text"', "[1, 2]"):
+        text = record_json("a", 1, "FAIL", '{"tries":2}', body)
+        record = json.loads(text)  # valid JSON whatever the stored content was
+        assert record["caseId"] == "a" and record["content"] == json.loads(body)

@@ -113,6 +113,30 @@ def _plan(state: GoldenSession) -> RoundPlan:
     )
 
 
+def check_whole_cases(state: GoldenSession, params: list[GoldenParam | None]) -> None:
+    """auto:MAX decides the attempts per case, so a selection must take whole cases: every
+    attempt 1..MAX of every selected variant (``-k attempt2`` would run another protocol
+    than its ``attemptsRule`` says). A usage error otherwise, before any call."""
+    most = state.settings.attempts
+    held: dict[tuple[str, str | None], set[int]] = {}
+    for param in params:
+        if param is not None:
+            held.setdefault((param.case.id, param.variant), set()).add(param.attempt)
+    gate = state.variants.compared() if state.variants is not None else None
+    pair = {gate.control, gate.candidate} if gate is not None else set()
+    variants = {variant for _, variant in held} | pair  # both compared sides, always
+    cases = {case_id for case_id, _ in held}
+    for case_id in sorted(cases):
+        for variant in sorted(v or "" for v in variants):
+            got = held.get((case_id, variant or None), set())
+            if got != set(range(1, most + 1)):
+                raise pytest.UsageError(
+                    f"--golden-attempts=auto:{most} takes whole cases: {case_id} has attempts "
+                    f"{sorted(got) or 'none'} of variant {variant or '(none)'} selected, not "
+                    f"1..{most}; select rows (-k on the case id), not attempts"
+                )
+
+
 def skip_if_not_needed(state: GoldenSession, item: pytest.Item, param: GoldenParam) -> None:
     """Setup of a golden item: skip it (no call, no attempt) when its round leaves it out."""
     adaptive = state.adaptive

@@ -91,7 +91,11 @@ def find_baseline(
     if path is not None:
         doc = load_baseline(path)
         return path, doc, compare(doc, run)
-    candidates = [path for path, _ in lookup_candidates(state, state.load().id, live, variant)]
+    baselines = state.project_root / "baselines"
+    if variant is None:  # the first comparable file wins; a later damaged one is not read
+        candidates = default_candidates(baselines, state.load().id, live)
+    else:
+        candidates = [p for p, _ in lookup_candidates(state, state.load().id, live, variant)]
     found = first_comparable(candidates, run)
     return found if found is not None else (None, None, None)
 

@@ -192,6 +192,14 @@ def finish_side_by_side(
     decisions = []
     state.benchmark = []
     recorder = state.recorder
+    if recorder is not None:
+        # What the store could not keep is weighed, as for a single run (finish_one_run):
+        # a run key's earlier attempts unread, or this session's unrecorded, is no green.
+        recorder.flush()
+        if recorder.conflict:
+            ending.facts["store_conflict"] = recorder.conflict
+        elif recorder.error:
+            ending.facts["store_error"] = recorder.error
     if (
         ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
         and recorder is not None

@@ -163,6 +163,9 @@ def pytest_collection_modifyitems(
         deselect_graded(config, state, items)
     check_selected_fixtures(session, state, items)
     if state.adaptive is not None:
+        from goldeval.pytest_plugin.adaptive import check_whole_cases
+
+        check_whole_cases(state, [param_of(item) for item in items])
         # auto:MAX runs in rounds: every case's attempt 1 (all variants), then attempt 2, ...
         items.sort(key=lambda item: getattr(param_of(item), "attempt", 0))
 

@@ -5,10 +5,11 @@ A session runs its attempts in rounds (every selected case's attempt 1 for every
 then attempt 2, ...). Before round k > 1 the rule looks at what the rounds before measured:
 if the paired comparison already decides (the non-inferiority statistic is PASS or FAIL at
 the manifest's margin, goldeval.results.non_inferiority), no case gets another attempt;
-otherwise a case gets attempt k when its outcome is not settled: the two variants disagree on
-it (its per-case outcomes differ under the comparison's rule), either variant's attempts on
-it are mixed (some pass, some fail), or either has no graded attempt of it yet. Cases where
-both variants agree, consistently, are left at the attempts they have. Pure logic: the
+otherwise a case gets attempt k when its outcome is not settled: either variant has fewer than
+two graded attempts of it (:data:`SETTLED_AFTER`), the two variants disagree on it (its
+per-case outcomes differ under the comparison's rule), or either variant's attempts on it are
+mixed (some pass, some fail). Cases where both variants agree, consistently over at least two
+attempts each, are left at the attempts they have. Pure logic: the
 pytest side is goldeval.pytest_plugin.adaptive.
 """
 
@@ -26,6 +27,11 @@ from goldeval.results.sampling import (
     case_outcome,
 )
 
+#: Graded attempts each side needs before a case can count as settled: one attempt that
+#: agrees says nothing of how often the two would disagree (a 40% and a 60% case agree by
+#: chance about half the time), so every case gets a second one unless the comparison decides.
+SETTLED_AFTER = 2
+
 #: Verdicts of the non-inferiority statistic that decide the comparison.
 DECIDED = ("PASS", "FAIL")
 
@@ -41,9 +47,9 @@ class RoundPlan:
 
 
 def unsettled(a: Tally | None, b: Tally | None, rule: OutcomeRule) -> bool:
-    """Whether a case needs another attempt: a side with nothing graded, a side whose
-    attempts are mixed, or the two sides' per-case outcomes differing."""
-    if a is None or b is None or not a.graded or not b.graded:
+    """Whether a case needs another attempt: a side with fewer than two graded attempts, a
+    side whose attempts are mixed, or the two sides' per-case outcomes differing."""
+    if a is None or b is None or a.graded < SETTLED_AFTER or b.graded < SETTLED_AFTER:
         return True
     if 0 < a.passed < a.graded or 0 < b.passed < b.graded:
         return True

@@ -78,6 +78,18 @@ def checked_request(settings: ServiceSettings, body: RunRequest) -> dict[str, An
             ]
         )
     variants = _checked_variants(body.variants, resolved.variants)
+    running = variants or list(resolved.variants)
+    if body.baselineRunId and len(running) > 1:
+        raise validation_problem(
+            [
+                {
+                    "field": "baselineRunId",
+                    "message": f"{len(running)} variants run side by side, each against its "
+                    "own baseline: a baselineRunId names one run; pick one variant "
+                    "(variants: [NAME]) or leave baselineRunId out",
+                }
+            ]
+        )
     return {
         **({"variants": variants} if variants else {}),
         "dataset": resolved.id,

@@ -37,6 +37,14 @@ def record_json(
     later duplicate wins in JSON: the same record. A variant session's record ends with its
     ``variant`` (:func:`with_variant`)."""
     fields = fields if isinstance(fields, str) else bytes(fields).decode("utf-8")
+    content = (body if isinstance(body, str) else bytes(body).decode("utf-8")).strip()
+    if not (content.startswith("{") and content.endswith("}")):
+        # Not an object (a damaged store): decoded and joined, never spliced into bad JSON.
+        record = join_record(
+            full_fields(str(case_id), int(index), str(status), json.loads(fields)),
+            {"content": json.loads(content)},
+        )
+        return json.dumps(with_variant(record, variant), ensure_ascii=False)
     if '"case_id"' in fields:  # a snake_case record: full_fields adds no caseId to it
         decoded = full_fields(str(case_id), int(index), str(status), json.loads(fields))
         fields, head = json.dumps(decoded, ensure_ascii=False), []

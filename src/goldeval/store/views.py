@@ -45,8 +45,12 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
     protocol["selectedCaseIds"] = sorted(collector.infos)
 
     # As in a pytest run's protocol: the attempts stored, when not 1..attempts for every case.
-    partial = selected_attempts(
-        collector.attempts, collector.infos, int(protocol.get("attempts") or 1)
+    partial = (
+        None  # --golden-attempts=auto:MAX: its rule decides the attempts per case
+        if protocol.get("attemptsRule")
+        else selected_attempts(
+            collector.attempts, collector.infos, int(protocol.get("attempts") or 1)
+        )
     )
     if partial is not None:
         protocol["selectedAttempts"] = partial
