@@ -119,3 +119,21 @@ def test_break_helper_still_flips_only_the_picked_rows(
     cmp = _runs(golden_project)[0]["variantComparison"]
     assert [a["caseId"] for a in cmp["answers"]] == cmp["flippedWorse"]
     assert len(cmp["answers"]) < 10
+
+
+def test_no_answer_text_with_artifacts_never(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    """``--golden-artifacts=never``: the matrix and the side-by-side answers keep no answer
+    excerpts (the graders' own violation messages may still quote a few words of an answer,
+    as before)."""
+    _manifest(golden_project)
+    replay = llm_server.responder
+    llm_server.responder = lambda req: BROKEN if req.model == "m-bad" else replay(req)
+    pytester.runpytest(*_live(llm_server, "--golden-artifacts=never"))
+    for run in _runs(golden_project):
+        cmp = run["variantComparison"]
+        assert all(c["excerpt"] is None for row in cmp["matrix"]["rows"] for c in row["cells"])
+        assert cmp["answers"] and all(
+            a["control"] is None and a["candidate"] is None for a in cmp["answers"]
+        )

@@ -491,4 +491,5 @@ def payload_for(
     """What travels on the report (see goldeval.results.run_document.attempt_payload); the
     controller looks the case's facts up in its own copy of the dataset
     (GoldenSession.case_info). ``variant``: the variant the attempt ran (its run's key)."""
-    return attempt_payload(record, state.collector.keep_passing_output, variant)
+    keep = state.collector.keep_passing_output
+    return attempt_payload(record, keep, variant, state.settings.artifacts != "never")

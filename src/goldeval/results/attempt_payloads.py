@@ -43,7 +43,7 @@ class AttemptEntry:
 
 
 def attempt_payload(
-    record: Any, keep_passing_output: bool, variant: str | None = None
+    record: Any, keep_passing_output: bool, variant: str | None = None, excerpt: bool = True
 ) -> dict[str, Any]:
     """What travels on a test report for one attempt: its key and the record as one compact
     JSON string (without the answer text of a passing attempt unless it is kept).
@@ -84,7 +84,7 @@ def attempt_payload(
     }
     if variant is not None:
         payload["variant"] = variant
-        if record.output:
+        if record.output and excerpt:  # not with --golden-artifacts=never: no answer text
             payload["excerpt"] = record.output[:EXCERPT_CHARS]
     return payload
 
