@@ -82,21 +82,25 @@ def typed_path(state: GoldenSession, typed: str | None, variant: str | None) -> 
     return path
 
 
+#: What :func:`find_baseline` gives: (path, baseline, comparison), all None when none is found.
+Found = tuple[Path | None, RunDocument | None, ComparisonResult | None]
+
+
 def find_baseline(
     state: GoldenSession, run: RunDocument, live: bool, variant: str | None = None
-) -> tuple[Path | None, RunDocument | None, ComparisonResult | None]:
+) -> Found:
     """Explicit ``--golden-baseline``, else the first comparable file of the default lookup
     (a variant's run compares only with runs of the same variant: protocol ``variant``)."""
     path = explicit_baseline_path(state, variant)
     if path is not None:
         doc = load_baseline(path)
         return path, doc, compare(doc, run)
-    baselines = state.project_root / "baselines"
     if variant is None:  # the first comparable file wins; a later damaged one is not read
-        candidates = default_candidates(baselines, state.load().id, live)
-    else:
-        candidates = [p for p, _ in lookup_candidates(state, state.load().id, live, variant)]
-    found = first_comparable(candidates, run)
+        candidates = default_candidates(state.project_root / "baselines", state.load().id, live)
+        found = first_comparable(candidates, run)
+    else:  # the variant's own files, each loaded once
+        loaded = dict(lookup_candidates(state, state.load().id, live, variant))
+        found = first_comparable(list(loaded), run, loaded.__getitem__)
     return found if found is not None else (None, None, None)
 
 
@@ -122,11 +126,13 @@ def decide(
     *,
     live: bool,
     variant: str | None = None,
+    found: Found | None = None,
     **facts: Any,
 ) -> Decision:
     """The session's options and dataset → :func:`goldeval.verdict.decide.decide`.
 
     ``run``: the run pytest just built, typed once by the controller (``typed_run``).
+    ``found``: the caller's :func:`find_baseline` result for it, when it already looked.
 
     ``facts``: how the session ended (:class:`goldeval.verdict.outcome.RunOutcome` fields).
     """
@@ -144,7 +150,7 @@ def decide(
     capture = state.settings.save_baseline is not None
     try:
         path, baseline, comparison = (
-            (None, None, None) if capture else find_baseline(state, run, live, variant)
+            (None, None, None) if capture else found or find_baseline(state, run, live, variant)
         )
     except BaselineError as exc:
         rejected = baseline_rejected(f"baseline rejected: {exc}")

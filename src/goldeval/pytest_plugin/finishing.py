@@ -18,7 +18,12 @@ import pytest
 
 from goldeval.core.errors import BaselineError, GoldevalError
 from goldeval.core.models import Mode
-from goldeval.pytest_plugin.decision import decide, find_baseline, save_requested_baseline
+from goldeval.pytest_plugin.decision import (
+    Found,
+    decide,
+    find_baseline,
+    save_requested_baseline,
+)
 from goldeval.pytest_plugin.ending import (
     SessionEnding,
     apply_exit,
@@ -180,6 +185,21 @@ def _dataset_loaded(state: GoldenSession) -> bool:
     return True
 
 
+def weigh_store(state: GoldenSession, ending: SessionEnding) -> None:
+    """What the store could not keep becomes a fact the verdict weighs, for a single run and
+    side by side alike: a conflict (another process created the key's run under another
+    protocol after the pre-flight) or an error (a run key's earlier attempts unread, this
+    session's unrecorded). What was graded is kept (run folder); the run is no complete record."""
+    recorder = state.recorder
+    if recorder is None:
+        return
+    recorder.flush()
+    if recorder.conflict:
+        ending.facts["store_conflict"] = recorder.conflict
+    elif recorder.error:
+        ending.facts["store_error"] = recorder.error
+
+
 def finish_side_by_side(
     state: GoldenSession, session: pytest.Session, ending: SessionEnding, models: list[str]
 ) -> None:
@@ -192,14 +212,7 @@ def finish_side_by_side(
     decisions = []
     state.benchmark = []
     recorder = state.recorder
-    if recorder is not None:
-        # What the store could not keep is weighed, as for a single run (finish_one_run):
-        # a run key's earlier attempts unread, or this session's unrecorded, is no green.
-        recorder.flush()
-        if recorder.conflict:
-            ending.facts["store_conflict"] = recorder.conflict
-        elif recorder.error:
-            ending.facts["store_error"] = recorder.error
+    weigh_store(state, ending)
     if (
         ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
         and recorder is not None
@@ -217,7 +230,7 @@ def finish_side_by_side(
         name = state.variant_name(model)
         if name is not None:
             run["variant"] = name
-        own = name is not None and _has_own_baseline(state, run, name)
+        own, found = _own_baseline(state, run, name) if name is not None else (False, None)
         baseline = "its own baseline" if own else "no baseline"
         if comparison is not None:
             run["variantComparison"] = comparison
@@ -235,7 +248,7 @@ def finish_side_by_side(
                 "models side by side (--golden-models): no baseline, no gate"
             )
         if own:
-            decision = _decide_with_own_baseline(state, run, run_dir, ending, name)
+            decision = _decide_with_own_baseline(state, run, run_dir, ending, name, found)
         else:
             outcome = RunOutcome.from_run(
                 typed_run(run),
@@ -254,23 +267,31 @@ def finish_side_by_side(
     apply_exit(session, overall)
 
 
-def _has_own_baseline(state: GoldenSession, run: RunJson, name: str | None) -> bool:
-    """A variant's run is gated like a single run when it has a baseline of its own (typed
-    with ``{variant}``, or found by the default lookup: its protocol names the variant) or
-    when the session saves one per variant. A baseline that cannot be read is its own too:
-    the verdict then refuses it (exit 65) rather than passing over it."""
+def _own_baseline(
+    state: GoldenSession, run: RunJson, name: str | None
+) -> tuple[bool, Found | None]:
+    """Whether a variant's run is gated like a single run, and the baseline found for it:
+    it has one of its own (typed with ``{variant}``, or found by the default lookup: its
+    protocol names the variant), or the session saves one per variant. A baseline that
+    cannot be read is its own too: the verdict then refuses it (exit 65) rather than
+    passing over it."""
     if state.settings.save_baseline is not None:
-        return True
+        return True, None
     live = state.settings.mode is not Mode.FIXTURE
     try:
-        _, baseline, _ = find_baseline(state, typed_run(run), live, name)
+        found = find_baseline(state, typed_run(run), live, name)
     except BaselineError:
-        return True
-    return baseline is not None
+        return True, None  # decide() meets the error again and refuses the baseline
+    return found[1] is not None, found
 
 
 def _decide_with_own_baseline(
-    state: GoldenSession, run: RunJson, run_dir: Path, ending: SessionEnding, name: str | None
+    state: GoldenSession,
+    run: RunJson,
+    run_dir: Path,
+    ending: SessionEnding,
+    name: str | None,
+    found: Found | None,
 ) -> ExitDecision:
     """A variant's run decided as a single run is (gate policy, its own baseline or its
     capture) and written; the paired comparison it carries is part of the same verdict."""
@@ -280,6 +301,7 @@ def _decide_with_own_baseline(
         ending.pytest_status,
         live=state.settings.mode is not Mode.FIXTURE,
         variant=name,
+        found=found,
         **ending.outcome_facts(),
     )
     run.update(decision.run_fields)
@@ -373,14 +395,7 @@ def finish_one_run(
         and recorder.resumed
         and bool(run.get("attemptsTotal"))
     )
-    if recorder is not None:
-        recorder.flush()
-        if recorder.conflict:
-            # Another process created the key's run under another protocol after preflight.
-            ending.facts["store_conflict"] = recorder.conflict
-        elif recorder.error:
-            # What was graded is kept (run folder); the run is not a complete record.
-            ending.facts["store_error"] = recorder.error
+    weigh_store(state, ending)
     live = state.settings.mode is not Mode.FIXTURE
     decision = decide(
         state,

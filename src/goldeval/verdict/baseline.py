@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -286,14 +286,17 @@ def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list
 
 
 def first_comparable(
-    candidates: list[Path], run: RunDocument
+    candidates: list[Path],
+    run: RunDocument,
+    load: Callable[[Path], RunDocument] | None = None,
 ) -> tuple[Path, RunDocument, ComparisonResult] | None:
     """The first candidate baseline comparable with ``run``, else the first one (so the caller
-    reports why it is not comparable), else None. Each candidate passes ``load_baseline``."""
+    reports why it is not comparable), else None. Each candidate passes ``load_baseline``
+    (``load``: where the caller already loaded them)."""
 
     first: tuple[Path, RunDocument, ComparisonResult] | None = None
     for path in candidates:
-        doc = load_baseline(path)
+        doc = (load or load_baseline)(path)
         result = compare(doc, run)
         if result.valid:
             return path, doc, result
