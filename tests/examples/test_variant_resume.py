@@ -66,3 +66,22 @@ def test_a_store_that_fails_during_a_variant_session_is_no_green(
     assert second.ret == 75, second.stdout.str()
     runs = _latest_runs(project)
     assert runs["concise"]["exitDecision"]["code"] == 75
+
+
+def test_a_variant_session_s_stored_run_is_never_regated_as_one_run(
+    pytester: pytest.Pytester,
+) -> None:
+    """The stored run holds both variants' attempts together: `goldeval gate --run-key`
+    refuses it (exit 4, naming the variants) instead of a verdict that is not the
+    session's; each variant's run folder is gated on its own."""
+    from tests.helpers import run_cli
+
+    project = copy_example("prompt-ab", pytester)
+    session = pytester.runpytest("--golden=faq-ab-v1", KEY)
+    assert session.ret == 0, session.stdout.str()
+    gated = run_cli("gate", "--run-key", "ab-1", cwd=project)
+    assert gated.returncode == 4, gated.stdout + gated.stderr
+    assert "is a variant session (concise, control side by side)" in gated.stderr
+    for run_json in (project / ".goldeval/runs").glob("*/run.json"):
+        folder = run_cli("gate", str(run_json.parent), cwd=project)
+        assert folder.returncode == 0, folder.stdout + folder.stderr

@@ -63,6 +63,12 @@ def test_variants_run_side_by_side_and_the_verdict_is_the_session_s(
                 break
         assert len(items) == 80
         assert sorted({i["variant"] for i in items}) == ["concise", "control"]
+        # Its stored run holds both variants: no comparison of it as one run.
+        compared = client.get(
+            f"/api/eval/runs/{created.json()['id']}/compare/{created.json()['id']}"
+        )
+        assert compared.status_code == 409, compared.text
+        assert compared.json()["type"] == "/problems/variant-session"
 
     base = svc.server.base_url  # type: ignore[union-attr]
     import httpx

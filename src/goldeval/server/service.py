@@ -42,7 +42,7 @@ from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
 from goldeval.store.base import AttemptJson
 from goldeval.store.cursors import decode_cursor, encode_cursor
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
-from goldeval.store.views import run_document
+from goldeval.store.views import run_document, side_by_side_problem
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
 from goldeval.verdict.run_status import resumable
@@ -245,6 +245,10 @@ class Service:
             self._job(q, run_id)
             candidate, _ = self.document(q, run_id)
             baseline, _ = self.document(q, baseline_id)
+        for doc, ref in ((candidate, run_id), (baseline, baseline_id)):
+            problem = side_by_side_problem(doc, ref)
+            if problem is not None:
+                raise Problem(409, "variant-session", "Run holds several variants", problem)
         typed = self._typed(candidate, run_id)
         verdict = self._verdict(typed, self._typed(baseline, baseline_id), gate=gate)
         result = verdict.comparison

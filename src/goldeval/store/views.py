@@ -25,6 +25,7 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
         )
     infos = {c["caseId"]: c for c in store.cases(row.run_id)}
     collector = RunCollector()  # the same roll-up and order as a pytest run
+    variants: set[str] = set()
     for attempt in store.attempts(row.run_id):
         info = infos.get(attempt["caseId"]) or {
             "caseId": attempt["caseId"],
@@ -34,6 +35,8 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
         # A variant session's attempts are its variants' (two may share a model, or have
         # none): keyed by the variant column, none is folded over another's.
         variant = attempt.pop("variant", None)
+        if variant is not None:
+            variants.add(variant)
         collector.add({"case": info, "attempt": attempt, "variant": variant})
     counters = Counters()
     acc = MetricsAccumulator()
@@ -67,11 +70,18 @@ def run_document(store: Any, run_id_or_key: str) -> dict[str, Any]:
         "metrics": acc.result(),
         "cases": cases,
     }
+    if len(variants) > 1:
+        # A variant session's one stored run: every variant's attempts together. Each
+        # variant's run (and its own baseline) is its run folder; this is no run to regate.
+        doc[SIDE_BY_SIDE_VARIANTS] = sorted(variants)
     if protocol.get("packHash"):
         doc["packHash"] = protocol["packHash"]
         doc["packDatasetVersion"] = protocol.get("packId")
     return _with_recorded_fields(doc, row.summary)
 
+
+#: Set on the rebuilt document of a variant session (the variants its attempts ran).
+SIDE_BY_SIDE_VARIANTS = "sideBySideVariants"
 
 #: Fields of a run document computed from its attempts: always rebuilt from the store.
 _FROM_ATTEMPTS = ("cases", "metrics")
@@ -104,7 +114,10 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
                 root, out.get("goldenRoot"), out.get("baselinePath"), out.get("configuration")
             )
         )
-    for key in (*counter_keys, *_FROM_ATTEMPTS):
+    for key in (*counter_keys, *_FROM_ATTEMPTS, SIDE_BY_SIDE_VARIANTS):
+        if key not in doc:
+            out.pop(key, None)
+            continue
         out[key] = doc[key]
     # Store-only identity (not in run.json): the run key and the model of the stored row.
     out["runKey"] = doc["runKey"]
@@ -122,3 +135,18 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
         )
         out["notes"] = notes
     return out
+
+
+def side_by_side_problem(doc: dict[str, Any], reference: str) -> str | None:
+    """Why a stored run cannot be gated or compared as one run (None: it can): a variant
+    session's stored run holds every variant's attempts together, and each variant was
+    decided on its own run (and its own baseline) by the session."""
+    variants = doc.get(SIDE_BY_SIDE_VARIANTS)
+    if not variants:
+        return None
+    return (
+        f"run {reference} is a variant session ({', '.join(map(str, variants))} side by side): "
+        "its stored run holds every variant's attempts together, not one run to gate or "
+        "compare; gate or compare a variant's own run folder (.goldeval/runs/<run id>), or "
+        "read the session's exit decision"
+    )
