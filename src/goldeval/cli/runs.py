@@ -16,7 +16,7 @@ from goldeval.core.errors import GoldevalError
 from goldeval.core.safe_files import read_regular_file
 from goldeval.results.documents import RunDocument, typed_run
 from goldeval.store import StoreError, open_store
-from goldeval.store.views import run_document, side_by_side_problem
+from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
 from goldeval.verdict.baseline import load_run_file
 
 #: The file pytest points at the last complete run with, in the runs folder.
@@ -146,7 +146,7 @@ def _from_store(reference: str, url: str) -> ResolvedRun | None:
         document = run_document(store, reference)
     finally:
         store.close()
-    problem = side_by_side_problem(document, reference)
+    problem = side_by_side_problem(document.get(SIDE_BY_SIDE_VARIANTS), reference)
     if problem is not None:  # never regated as one run: it would not be the session's verdict
         raise GoldevalError(problem)
     anchor = None if "://" in url else Path(url).parent

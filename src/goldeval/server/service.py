@@ -42,7 +42,7 @@ from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
 from goldeval.store.base import AttemptJson
 from goldeval.store.cursors import decode_cursor, encode_cursor
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
-from goldeval.store.views import run_document, side_by_side_problem
+from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
 from goldeval.verdict.run_status import resumable
@@ -246,7 +246,7 @@ class Service:
             candidate, _ = self.document(q, run_id)
             baseline, _ = self.document(q, baseline_id)
         for doc, ref in ((candidate, run_id), (baseline, baseline_id)):
-            problem = side_by_side_problem(doc, ref)
+            problem = side_by_side_problem(doc.get(SIDE_BY_SIDE_VARIANTS), ref)
             if problem is not None:
                 raise Problem(409, "variant-session", "Run holds several variants", problem)
         typed = self._typed(candidate, run_id)

@@ -137,11 +137,11 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
     return out
 
 
-def side_by_side_problem(doc: dict[str, Any], reference: str) -> str | None:
+def side_by_side_problem(variants: Any, reference: str) -> str | None:
     """Why a stored run cannot be gated or compared as one run (None: it can): a variant
-    session's stored run holds every variant's attempts together, and each variant was
-    decided on its own run (and its own baseline) by the session."""
-    variants = doc.get(SIDE_BY_SIDE_VARIANTS)
+    session's stored run holds every variant's attempts together (``variants``: its rebuilt
+    document's :data:`SIDE_BY_SIDE_VARIANTS`), and each variant was decided on its own run
+    (and its own baseline) by the session."""
     if not variants:
         return None
     return (
