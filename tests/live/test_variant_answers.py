@@ -106,7 +106,6 @@ def test_the_lowest_attempt_s_answer_is_the_excerpt(
         # calls are concurrent: attempt 1 is not always the first call, but its answer is kept
         first = run_json.parent / "cases" / row["caseId"] / "attempts/1/output.md"
         assert cell["excerpt"] == first.read_text(encoding="utf-8").strip()
-    assert len({row["cells"][1]["excerpt"] for row in rows}) > 1
 
 
 def test_break_helper_still_flips_only_the_picked_rows(
