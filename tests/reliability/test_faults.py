@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,6 +80,53 @@ def test_deadline_ends_a_run_where_every_call_hangs(
     assert len(skipped) + len(errored) == CASES
     assert chat_calls(llm) == len(errored)  # a skipped attempt never called the model
     assert run["notStartedBeforeDeadline"] == len(skipped)
+
+
+def test_calls_nobody_will_grade_do_not_keep_the_process_alive(
+    golden_project: Path, llm: FakeLLMServer
+) -> None:
+    """``-x`` stops after the first FAIL while the prefetcher's calls of the next items hang:
+    pytest is done and must exit, not wait for answers nobody will grade (a SIGINT-stopped
+    run hung past 60 s after its summary so in CI)."""
+    rows = [
+        json.loads(line)
+        for line in (golden_project / "golden" / "generation" / "golden-generation.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.startswith("{")
+    ]
+    first_prompt = json.dumps(rows[0]["prompt"])[1:-1]
+    release = threading.Event()
+
+    def responder(request: Any) -> Any:
+        if first_prompt in json.dumps(request.messages):
+            return "nothing the contract asks for"  # FAIL at once: -x stops the session
+        release.wait(90)  # every other call hangs (a stuck server)
+        return "late"
+
+    llm.responder = responder
+    proc = spawn_pytest(
+        golden_project,
+        *LIVE,
+        f"--golden-base-url={llm.base_url}",
+        "--golden-concurrency=4",
+        "--golden-retries=0",
+        "-x",
+        "-p",
+        "no:randomly",
+    )
+    try:
+        start = time.monotonic()
+        out, _ = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - start
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "1 failed" in out, out[-2000:]
+    assert chat_calls(llm) > 1  # the next items' calls were in flight
+    assert elapsed < 30, (elapsed, out[-2000:])
 
 
 # --------------------------------------------------------------------------- interruptions

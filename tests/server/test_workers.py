@@ -79,6 +79,14 @@ def test_worker_killed_mid_run_is_resumed_and_nothing_is_graded_twice(
     service_factory: Any, llm: FakeLLMServer
 ) -> None:
     svc = _live_service(service_factory, llm, rows=6)
+    # A fixed concurrency: the adaptive limiter (4 at first) can shrink on a loaded machine's
+    # latency jitter, and then the blocked calls below hold every permit, so the sixth call is
+    # never sent and the run is never caught the way this test needs (a CI run failed so).
+    ini = svc.root / "pytest.ini"
+    ini.write_text(
+        ini.read_text(encoding="utf-8") + "addopts = --golden-concurrency-mode=fixed\n",
+        encoding="utf-8",
+    )
     prompts = _prompts(svc)
     svc.serve(workers=0)
     first = svc.worker(lease=3, name="doomed")

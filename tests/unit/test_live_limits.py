@@ -3,6 +3,7 @@ adaptive concurrency, Retry-After across the pool, rate buckets, every try count
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -108,6 +109,52 @@ def test_one_slot_server_times_out_at_fixed_8_but_not_adaptive(
     answers = [o for o in outcomes if isinstance(o, Answer)]
     assert all(a.queue_ms is not None for a in answers)
     assert max(a.queue_ms or 0 for a in answers) > 100
+
+
+def test_a_permit_comes_back_when_an_exception_escapes_the_try(
+    srv: FakeLLMServer, make: Factory
+) -> None:
+    """A parser that raises (or a KeyboardInterrupt in a serial call) must not keep its permit:
+    with one permit, the next call would wait for it forever (a CI run hung so at exit)."""
+    provider = make(max_concurrency=1, adaptive=False, retries=0)
+    payload = json.dumps(
+        {
+            "model": "fake-llm:latest",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": False,
+        }
+    ).encode()
+
+    def broken_parser(_data: dict[str, Any]) -> Any:
+        raise KeyError("a parser's bug")
+
+    with pytest.raises(KeyError):
+        provider.request_json(payload, broken_parser)
+    answers: list[Answer] = []
+    # A daemon thread: without the fix the call never ends, and the test must still end.
+    thread = threading.Thread(target=lambda: answers.append(provider.complete(request())))
+    thread.daemon = True
+    thread.start()
+    thread.join(20)
+    assert len(answers) == 1, "the next call waited for the lost permit"
+
+
+def test_a_call_waiting_for_a_permit_ends_once_its_provider_is_closed(
+    srv: FakeLLMServer, make: Factory
+) -> None:
+    srv.latency = 0.5
+    provider = make(max_concurrency=1, adaptive=False, retries=0)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(provider.complete, request("one"))
+        while not srv.in_flight:
+            time.sleep(0.01)
+        queued = pool.submit(provider.complete, request("two"))  # waits for the one permit
+        time.sleep(0.1)
+        provider.close()
+        with pytest.raises(ProviderError, match="closed"):
+            queued.result(timeout=20)
+        first.exception(timeout=20)  # the call in flight ends too (answered or cut)
+    assert srv.max_in_flight == 1
 
 
 def test_adaptive_limit_grows_to_the_maximum_on_a_fast_server(

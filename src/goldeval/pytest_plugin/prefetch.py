@@ -10,13 +10,20 @@ worker, the indices the controller has already queued for this worker (xdist's w
 read under its lock). A queued item that xdist later hands to another worker ("work
 stealing") was called for nothing; the other worker calls again. That costs one extra call,
 never a wrong result.
+
+The pool's threads are daemon threads: a call still in flight when the session is over (the
+items after a stop, ``-x`` or ``--maxfail``) is an answer nobody will grade, and must not keep
+the process alive. ``ThreadPoolExecutor``'s threads are joined at interpreter exit, so a
+SIGINT-stopped run with calls queued behind a slow or stuck server waited for each of them
+(a CI run hung past 60 s after pytest's summary).
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -36,11 +43,56 @@ def _worker_queue(config: pytest.Config) -> Any:
     return None
 
 
+class DaemonPool:
+    """``concurrency`` daemon threads running submitted calls in order (see the module's
+    docstring for why not ``ThreadPoolExecutor``)."""
+
+    def __init__(self, concurrency: int, name: str = "goldeval-live") -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}_{n}", daemon=True)
+            for n in range(max(1, concurrency))
+        ]
+        self._closed = False
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        if self._closed:
+            raise RuntimeError("the prefetch pool is closed")
+        future: Future[Any] = Future()
+        self._jobs.put((future, lambda: fn(*args)))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, call = job
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while queued
+            try:
+                result = call()
+            except BaseException as exc:  # the item's own thread re-raises it
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """No new calls; queued ones are cancelled by their futures, running ones are left."""
+        self._closed = True
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
 class Prefetcher:
     def __init__(self, concurrency: int) -> None:
         self.concurrency = concurrency
         self.window = max(1, concurrency * 2)
-        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="goldeval-live")
+        self.pool = DaemonPool(concurrency)
         self.futures: dict[str, Future[Any]] = {}
         self.lock = threading.Lock()
         self._positions: dict[str, int] | None = None
@@ -81,9 +133,11 @@ class Prefetcher:
         return future.result()
 
     def close(self) -> None:
-        for future in self.futures.values():
-            future.cancel()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        with self.lock:
+            for future in self.futures.values():
+                future.cancel()
+            self.futures.clear()
+        self.pool.shutdown()
 
 
 def dist_given(config: pytest.Config) -> bool:

@@ -29,11 +29,7 @@ import httpx
 
 from goldeval.core.errors import ProviderError
 from goldeval.core.limits import Deadline, LimitExceeded, read_bounded
-from goldeval.core.settings import (
-    ProviderSettings,
-    mask_secrets,
-    redact_url,
-)
+from goldeval.core.settings import ProviderSettings, mask_secrets, redact_url
 from goldeval.core.watchdog import WATCHDOG
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 from goldeval.providers.budget import cost_of
@@ -207,7 +203,7 @@ class HTTPProvider(Provider):
             # The whole try is bounded, and never outlives the run deadline.
             deadline = Deadline.earliest(Deadline(self.settings.whole_call_seconds()), run_deadline)
             try:
-                outcome, ttft = self._try_once(payload, parse, streamed, deadline)
+                outcome, ttft = self._permitted_try(payload, parse, streamed, deadline, permit)
             finally:
                 took = time.perf_counter() - sent
                 stats.busy_s += took
@@ -251,6 +247,28 @@ class HTTPProvider(Provider):
             pause = pause if left is None else min(pause, left)
             self._sleep(pause)
             stats.busy_s += pause
+
+    def _permitted_try(
+        self,
+        payload: bytes,
+        parse: Callable[[dict[str, Any]], Any] | None,
+        streamed: bool,
+        deadline: Deadline,
+        permit: Permit | None,
+    ) -> tuple[Any, float | None]:
+        """:meth:`_try_once` holding ``permit``, which goes back to the limiter if anything
+        escapes (a parser's bug, KeyboardInterrupt in a serial call): a lost permit lowers
+        the limit for good, and once every permit is lost each later call waits forever."""
+        try:
+            if self._closed:  # closed while this call waited for a permit or a retry
+                return Failure(
+                    "PROVIDER_ERROR", f"{self.name} client is closed", retryable=False
+                ), None
+            return self._try_once(payload, parse, streamed, deadline)
+        except BaseException:
+            if permit is not None and self.limiter is not None:
+                self.limiter.release(permit)
+            raise
 
     # -- retries -----------------------------------------------------------------------------
 
@@ -471,14 +489,6 @@ class HTTPProvider(Provider):
 
     def _tool_calls(self, raw: Any) -> list[ToolCall] | Failure:
         return tool_calls(raw)
-
-    @staticmethod
-    def _messages(request: ProviderRequest) -> list[dict[str, str]]:
-        messages: list[dict[str, str]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": request.user or ""})
-        return messages
 
 
 def _passed(deadline: Deadline | None) -> bool:

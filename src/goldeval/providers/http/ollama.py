@@ -18,6 +18,7 @@ from goldeval.providers.http.client import (
     token_count,
 )
 from goldeval.providers.http.models_list import refusal, served_model_of
+from goldeval.providers.http.wire import chat_messages
 
 
 class OllamaProvider(HTTPProvider):
@@ -70,7 +71,7 @@ class OllamaProvider(HTTPProvider):
             "messages": (
                 [_ollama_turn(t) for t in request.messages]
                 if request.messages is not None
-                else self._messages(request)
+                else chat_messages(request)
             ),
         }
         tools = opts.get("tools")

@@ -17,6 +17,7 @@ from goldeval.providers.http.client import (
     token_count,
 )
 from goldeval.providers.http.models_list import refusal, served_model_of
+from goldeval.providers.http.wire import chat_messages
 
 
 class OpenAIProvider(HTTPProvider):
@@ -59,7 +60,7 @@ class OpenAIProvider(HTTPProvider):
             "messages": (
                 [_openai_turn(t) for t in request.messages]
                 if request.messages is not None
-                else self._messages(request)
+                else chat_messages(request)
             ),
         }
         for key in ("top_p", "max_tokens", "seed", "stop", "tool_choice", "response_format"):

@@ -15,7 +15,7 @@ from datetime import timezone
 from typing import Any
 
 from goldeval.core.limits import LimitExceeded, loads_json
-from goldeval.providers.base import ToolCall
+from goldeval.providers.base import ProviderRequest, ToolCall
 
 #: Longest excerpt of an error body quoted in a message.
 EXCERPT = 200
@@ -196,3 +196,12 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     tail = "".join(pending) + decoder.decode(b"", final=True)
     if tail:
         yield tail.removesuffix("\r")
+
+
+def chat_messages(request: ProviderRequest) -> list[dict[str, str]]:
+    """The system and user messages of a plain (not pre-built) chat request."""
+    messages: list[dict[str, str]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages.append({"role": "user", "content": request.user or ""})
+    return messages
