@@ -1,5 +1,6 @@
-"""A variant's own judge model (issue 35): ``variants[i].judge.model`` scores that variant's
-answers on the session's judge provider; the other variants keep the session's judge.
+"""A variant's own judge (issue 35): ``variants[i].judge.model`` scores that variant's
+answers on the session's judge provider, and ``judge.provider`` / ``judge.baseUrl`` send them
+to a judge server of its own; the other variants keep the session's judge.
 
 Two real fake model servers on 127.0.0.1: the models under test speak Ollama, the judge
 speaks the OpenAI protocol; each judge call is told apart by the model it names.
@@ -110,6 +111,8 @@ def test_a_variant_judge_is_unused_without_the_session_judge(
         ("{model: '  '}", "*variants[[]1[]].judge.model*blank*"),
         ("{model: j, temperature: 0}", "*variants.1.judge.temperature: Extra inputs*"),
         ("judge-alt", "*variants.1.judge: Input should be a valid dictionary*"),
+        ("{model: j, baseUrl: ' '}", "*variants[[]1[]].judge.baseUrl*blank*"),
+        ("{}", "*variants[[]1[]].judge*names no judge model, provider or baseUrl*"),
     ],
 )
 def test_bad_variant_judges_name_the_field(
@@ -127,3 +130,89 @@ def test_bad_variant_judges_name_the_field(
     text = result.stdout.str() + result.stderr.str()
     assert fnmatch.fnmatch(text.replace("\n", " "), message), text[-2000:]
     assert not llm_server.requests
+
+
+@pytest.fixture
+def own_judge_server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as srv:
+        srv.responder = lambda req: Reply(VERDICT, prompt_tokens=10, completion_tokens=3)
+        yield srv
+
+
+def _judge_calls(server: FakeLLMServer) -> list[Any]:
+    return [r for r in server.requests if r.path in ("/v1/chat/completions", "/api/chat")]
+
+
+def test_a_variant_s_judge_on_its_own_server_gets_its_own_credentials(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    judge_server: FakeLLMServer,
+    own_judge_server: FakeLLMServer,
+    golden_project: Path,
+    plugin_args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``judge: {provider, baseUrl, model}``: that variant's answers are judged on its server,
+    with that provider's key (OPENAI_API_KEY), never the session judge's
+    (GOLDEVAL_JUDGE_API_KEY); the control's stay on the session's judge server."""
+    monkeypatch.setenv("GOLDEVAL_JUDGE_API_KEY", "sk-judge-session-0123456789")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-own-judge-9876543210")
+    own = own_judge_server.openai_base_url
+    _manifest(
+        golden_project,
+        VARIANTS.replace(
+            "{model: judge-alt}", f"{{provider: openai, baseUrl: '{own}', model: judge-own}}"
+        ),
+    )
+    result = pytester.runpytest(*_live(llm_server, judge_server), *plugin_args)
+    assert result.ret == 0, result.stdout.str()
+    runs = _runs(golden_project)
+    assert runs["candidate"]["judgeModel"] == "judge-own"
+    assert runs["control"]["judgeModel"] == "judge-main"
+    judged = {
+        name: sum(1 for c in run["cases"] for a in c["attempts"] if a.get("judge"))
+        for name, run in runs.items()
+    }
+    session_calls, own_calls = _judge_calls(judge_server), _judge_calls(own_judge_server)
+    assert {c.json["model"] for c in session_calls} == {"judge-main"}
+    assert {c.json["model"] for c in own_calls} == {"judge-own"}
+    assert len(session_calls) == judged["control"] > 0
+    assert len(own_calls) == judged["candidate"] > 0
+    assert {c.headers.get("authorization") for c in session_calls} == {
+        "Bearer sk-judge-session-0123456789"
+    }
+    assert {c.headers.get("authorization") for c in own_calls} == {"Bearer sk-own-judge-9876543210"}
+    # no key in what the run wrote
+    for path in (golden_project / ".goldeval").rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "sk-own-judge" not in text and "sk-judge-session" not in text, path
+
+
+@pytest.mark.parametrize(
+    ("judge", "message"),
+    [
+        (
+            "{provider: ollama}",
+            "*variants: candidate: judge.provider 'ollama' is not the session judge's*"
+            "name judge.model*",
+        ),
+        ("{provider: nope, model: j}", "*nope*"),
+        ("{baseUrl: 'ftp://127.0.0.1:1', model: j}", "*variants: candidate: judge.baseUrl*"),
+    ],
+)
+def test_a_variant_judge_that_cannot_be_made_is_a_usage_error_before_any_call(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    judge_server: FakeLLMServer,
+    golden_project: Path,
+    judge: str,
+    message: str,
+) -> None:
+    _manifest(golden_project, VARIANTS.replace("{model: judge-alt}", judge))
+    result = pytester.runpytest(*_live(llm_server, judge_server))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    text = (result.stdout.str() + result.stderr.str()).replace("\n", " ")
+    assert fnmatch.fnmatch(text, message), text[-2000:]
+    assert "Traceback" not in text
+    assert not llm_server.requests and not judge_server.requests

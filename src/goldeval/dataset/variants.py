@@ -40,12 +40,20 @@ MAX_VARIANTS = 32
 
 
 class VariantJudge(BaseModel):
-    """``variants[i].judge``: the judge model that scores this variant's answers (on the
-    session's judge provider and server). Soft signal only, as the session's judge."""
+    """``variants[i].judge``: the judge that scores this variant's answers: its model, and
+    its own provider or server when it names one (else the session's judge provider and
+    server). Soft signal only, as the session's judge."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
-    model: str
+    model: str | None = None
+    provider: str | None = None
+    base_url: str | None = Field(default=None, alias="baseUrl")
+
+    @property
+    def own_server(self) -> bool:
+        """Whether it names a provider or server of its own (then it has its own client)."""
+        return self.provider is not None or self.base_url is not None
 
 
 class Variant(BaseModel):
@@ -135,6 +143,26 @@ def check_variants(variants: list[Variant] | None, compare: CompareGate | None, 
     _check_compare(compare, names, path)
 
 
+def _check_judge(judge: VariantJudge, path: Any, where: str) -> None:
+    """A variant's judge names something, and nothing blank."""
+    for key, shown in (("model", "model"), ("provider", "provider"), ("base_url", "baseUrl")):
+        value = getattr(judge, key)
+        if value is not None and not value.strip():
+            raise DatasetError(
+                "blank",
+                path=path,
+                field=f"{where}.judge.{shown}",
+                hint="name it, or leave it out (the session judge's is used)",
+            )
+    if judge.model is None and not judge.own_server:
+        raise DatasetError(
+            "names no judge model, provider or baseUrl",
+            path=path,
+            field=f"{where}.judge",
+            hint="name one, or leave `judge:` out (the session's judge scores it)",
+        )
+
+
 def _check_variant(
     variant: Variant,
     where: str,
@@ -166,13 +194,8 @@ def _check_variant(
                 "tool_choice, response_format",
             )
         variant.options = plain
-    if variant.judge is not None and not variant.judge.model.strip():
-        raise DatasetError(
-            "blank",
-            path=path,
-            field=f"{where}.judge.model",
-            hint="name the judge model, or leave `judge:` out (the session's judge scores it)",
-        )
+    if variant.judge is not None:
+        _check_judge(variant.judge, path, where)
     for key in ("model", "provider", "base_url"):
         value = getattr(variant, key)
         if value is not None and not value.strip():

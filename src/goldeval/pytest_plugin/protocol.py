@@ -102,6 +102,7 @@ def variant_protocol(state: GoldenSession, name: str) -> dict[str, Any]:
     if variant.options:  # its own request options over the manifest's (absent: none)
         protocol["optionsHash"] = config_fingerprint(variant.options)
     s = state.settings
-    if variant.judge is not None and s.judge and s.mode is not Mode.FIXTURE:
-        protocol["judgeModel"] = variant.judge.model  # the model that scored its answers
+    judge = variant.judge
+    if judge is not None and judge.model is not None and s.judge and s.mode is not Mode.FIXTURE:
+        protocol["judgeModel"] = judge.model  # the model that scored its answers
     return protocol

@@ -7,7 +7,6 @@ goldeval.pytest_plugin.attempts (pytest's side) and goldeval.pipeline.orchestrat
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Hashable
@@ -50,9 +49,11 @@ from goldeval.pytest_plugin.run_settings import (
 )
 from goldeval.pytest_plugin.variant_baselines import check_baseline_options
 from goldeval.pytest_plugin.variant_providers import (
+    judge_client,
     make_provider,
     model_checks,
     servers,
+    start_variant_judges,
     start_variant_providers,
 )
 from goldeval.pytest_plugin.variants import session_variants
@@ -118,7 +119,7 @@ class GoldenSession:
         self._adapted: dict[int, tuple[Any, Provider]] = {}
         self._prefetcher: Any = None
         #: The session's judge (key None) and the variants' own judge models' (goldeval.judge).
-        self._judges: dict[str | None, Any] = {}
+        self._judges: dict[Any, Any] = {}
         self._judge_settings: ProviderSettings | None = None
         self._judge_provider: Provider | None = None
         self._masker: SecretMasker | None = None
@@ -197,6 +198,7 @@ class GoldenSession:
             start_variant_providers(self)
         if self.settings.judge:
             self.judge_provider()
+            start_variant_judges(self)
 
     # -- collection ------------------------------------------------------------------------
 
@@ -411,14 +413,13 @@ class GoldenSession:
         if not self.settings.judge:
             return None
         chosen = self.variants.get(variant) if self.variants is not None else None
-        model = chosen.judge.model if chosen is not None and chosen.judge is not None else None
-        judge = self._judges.get(model)
+        own = chosen.judge if chosen is not None else None
+        key = None if own is None else (own.provider, own.base_url, own.model)
+        judge = self._judges.get(key)
         if judge is None:
-            settings = self.judge_settings()
-            if model is not None:
-                settings = dataclasses.replace(settings, model=model)
+            settings, provider = judge_client(self, chosen)
             judge = Judge(
-                self.judge_provider(),
+                provider,
                 settings.model,
                 self.load().rubric or DEFAULT_RUBRIC,
                 self.settings.judge_repetitions,
@@ -427,7 +428,7 @@ class GoldenSession:
                 settings=settings,
                 masker=self.masker,
             )
-            self._judges[model] = judge
+            self._judges[key] = judge
         return judge
 
     def judge_provider(self) -> Provider:
@@ -457,7 +458,10 @@ class GoldenSession:
             self._prefetcher.close()
         if self._judge_provider is not None:
             self._judge_provider.close()
-        for _, provider in self.variants.providers.values() if self.variants else ():
+        variants = self.variants
+        for _, provider in (
+            [*variants.providers.values(), *variants.judge_providers.values()] if variants else ()
+        ):
             provider.close()  # the variants' own (the session's closes with its fixture)
 
     def pipeline(

@@ -15,7 +15,8 @@ import pytest
 from goldeval.core.errors import GoldevalError
 from goldeval.core.models import Mode
 from goldeval.core.settings import ProviderSettings, provider_from_env
-from goldeval.dataset.variants import Variant
+from goldeval.dataset.variants import Variant, VariantJudge
+from goldeval.providers.base import as_provider
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
@@ -58,6 +59,76 @@ def start_variant_providers(state: GoldenSession) -> None:
         provider = make_provider(state.config, settings, f"variant {variant.name!r}")
         state.meter.share(provider)
         variants.providers[variant.name] = (settings, provider)
+
+
+def variant_judge_settings(
+    base: ProviderSettings, judge: VariantJudge, variant: str
+) -> ProviderSettings:
+    """The settings of a variant's judge that names its own provider or base URL: the session
+    judge's (timeouts, retries, limits, prices) with its provider, server and model, and the
+    credentials of that server. The session judge's (GOLDEVAL_JUDGE_API_KEY, ...) go only to
+    the session judge's own server: another server gets its provider's environment
+    (OPENAI_API_KEY, ...) or its URL's userinfo, as a variant's own provider does."""
+    name = (judge.provider or base.name).strip().lower()
+    same_provider = name == base.name
+    model = judge.model or (base.model if same_provider else None)
+    if model is None and name in ("ollama", "openai"):
+        raise pytest.UsageError(
+            f"variants: {variant}: judge.provider {name!r} is not the session judge's "
+            f"({base.name!r}): name judge.model as well"
+        )
+    url = judge.base_url or (base.base_url if same_provider else None)
+    try:
+        found = provider_from_env(name, model, url, option=f"variants: {variant}: judge.baseUrl")
+    except GoldevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if same_provider and found.base_url == base.base_url:
+        return dataclasses.replace(base, model=found.model)  # the session judge's server
+    return dataclasses.replace(
+        base,
+        name=found.name,
+        model=found.model,
+        base_url=found.base_url,
+        api_key=found.api_key,
+        user=found.user,
+        password=found.password,
+    )
+
+
+def start_variant_judges(state: GoldenSession) -> None:
+    """Make the judge providers of the selected variants whose judge names its own provider
+    or server, when the session runs the judge (live and record mode): a bad name or URL is
+    a usage error before any call."""
+    variants = state.variants
+    if variants is None or not state.settings.judge or state.settings.mode is Mode.FIXTURE:
+        return
+    for variant in variants.selected:
+        if variant.judge is None or not variant.judge.own_server:
+            continue
+        settings = variant_judge_settings(state.judge_settings(), variant.judge, variant.name)
+        made = make_provider(state.config, settings, f"judge of variant {variant.name!r}")
+        state.meter.share(made)
+        try:
+            provider = as_provider(made)
+        except TypeError:
+            raise pytest.UsageError(
+                f"judge of variant {variant.name!r}: the pytest_goldeval_make_provider hook "
+                f"returned a {type(made).__name__}, not a Provider"
+            ) from None
+        variants.judge_providers[variant.name] = (settings, provider)
+
+
+def judge_client(state: GoldenSession, variant: Variant | None) -> tuple[ProviderSettings, Any]:
+    """The judge settings and provider that score ``variant``'s answers: its judge's own
+    (made at session start) when it names a provider or server, else the session judge's
+    provider with the variant's judge model, if it names one."""
+    own = variant.judge if variant is not None else None
+    if variant is not None and own is not None and own.own_server and state.variants:
+        return state.variants.judge_providers[variant.name]
+    settings = state.judge_settings()
+    if own is not None and own.model is not None:
+        settings = dataclasses.replace(settings, model=own.model)
+    return settings, state.judge_provider()
 
 
 def make_provider(config: pytest.Config, settings: ProviderSettings, owner: str = "") -> Any:

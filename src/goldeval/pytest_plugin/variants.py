@@ -33,6 +33,9 @@ class SessionVariants:
     #: (settings, provider) of the variants that name their own provider or base URL, by
     #: name (goldeval.pytest_plugin.variant_providers; live and record mode).
     providers: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    #: (settings, provider) of the variants' judges that name their own provider or base URL,
+    #: by variant name (live mode with --golden-judge).
+    judge_providers: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
