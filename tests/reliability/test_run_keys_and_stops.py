@@ -154,6 +154,25 @@ def test_shards_of_one_run_key_may_select_different_cases(
         assert row is not None and len(store.attempts(row.run_id)) == CASES
 
 
+def test_a_run_key_session_that_selects_nothing_keeps_no_tests(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    """pytest's 5 becomes a decision on the stored attempts only when the run key itself left
+    every selected attempt out as graded before; a ``-k`` that selects nothing still says 5
+    (it used to print GATE PASS and exit 0 on the earlier session's attempts)."""
+    done = pytester.runpytest(*FIXTURE, "--golden-run-key=k", *plugin_args)
+    assert done.ret == 0, done.stdout.str()
+    again = pytester.runpytest(*FIXTURE, "--golden-run-key=k", *plugin_args)
+    assert again.ret == 0, again.stdout.str()  # every attempt graded before: decided, green
+    assert "GATE PASS" in again.stdout.str()
+    nothing = pytester.runpytest(*FIXTURE, "--golden-run-key=k", "-k", "no-such-row", *plugin_args)
+    assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED, nothing.stdout.str()
+    assert "GATE PASS" not in nothing.stdout.str()
+    with open_store(golden_project / ".goldeval" / "goldeval.sqlite3") as store:
+        row = store.get_run("k")
+        assert row is not None and len(store.attempts(row.run_id)) == CASES  # nothing lost
+
+
 @SERIAL_ONLY
 def test_run_key_of_another_dataset_is_a_usage_error(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]

@@ -17,7 +17,11 @@ from goldeval.core.textsafe import one_line, safe_text
 from goldeval.dataset.rows import fixture_problems
 from goldeval.pytest_plugin.adaptive import left_out
 from goldeval.pytest_plugin.attempts import attempt_model
-from goldeval.pytest_plugin.config_keys import TAG_MARKER_DESCRIPTION
+from goldeval.pytest_plugin.config_keys import (
+    RESUME_DESELECTED,
+    RESUME_DESELECTED_OUTPUT,
+    TAG_MARKER_DESCRIPTION,
+)
 from goldeval.pytest_plugin.outcomes import error_kind_of
 from goldeval.pytest_plugin.params import PARAM_ARG, param_of
 from goldeval.pytest_plugin.recording import already_graded
@@ -229,6 +233,10 @@ def deselect_graded(config: pytest.Config, state: GoldenSession, items: list[pyt
             model = param.variant or attempt_model(state, param)
             key = (param.case.id, param.attempt, model or "")
         (done if key in graded else keep).append(item)
+    config.stash[RESUME_DESELECTED] = len(done)
+    output = getattr(config, "workeroutput", None)
+    if output is not None:  # an xdist worker: the controller decides the exit status
+        output[RESUME_DESELECTED_OUTPUT] = len(done)
     if done:
         config.hook.pytest_deselected(items=done)
         items[:] = keep

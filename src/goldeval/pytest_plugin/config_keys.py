@@ -14,6 +14,25 @@ if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession  # noqa: F401 (read in a string)
 
 
+#: How many selected items ``--golden-run-key`` left out as graded in an earlier session
+#: (collection.deselect_graded; an xdist controller takes its workers' figure). Only such a
+#: session may turn pytest's "no tests" (5) into a decision on the stored attempts: one whose
+#: ``-k`` or ``-m`` selected nothing keeps 5.
+RESUME_DESELECTED = pytest.StashKey[int]()
+#: The same figure in xdist's ``workeroutput``.
+RESUME_DESELECTED_OUTPUT = "goldeval_resume_deselected"
+
+
+def resumed_everything(config: pytest.Config, pytest_status: int) -> bool:
+    """Whether pytest's "no tests" (5) means every selected attempt was graded in an earlier
+    session of the run key (the session then decides on the stored attempts), rather than a
+    ``-k`` / ``-m`` / node id that selected nothing (5 stands: nothing was asked to run)."""
+    return (
+        pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
+        and config.stash.get(RESUME_DESELECTED, 0) > 0
+    )
+
+
 #: How many lines of the ``markers`` ini value come from the ini file itself (see IniMarkers).
 _INI_MARKER_LINES = pytest.StashKey[int]()
 #: Description of the markers goldeval registers for row tags (told apart from plugins' marks).

@@ -18,6 +18,7 @@ import pytest
 
 from goldeval.core.errors import BaselineError, GoldevalError
 from goldeval.core.models import Mode
+from goldeval.pytest_plugin.config_keys import resumed_everything
 from goldeval.pytest_plugin.decision import (
     Found,
     decide,
@@ -214,7 +215,7 @@ def finish_side_by_side(
     recorder = state.recorder
     weigh_store(state, ending)
     if (
-        ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
+        resumed_everything(state.config, ending.pytest_status)
         and recorder is not None
         and recorder.resumed
         and len(state.collector)
@@ -390,7 +391,7 @@ def finish_one_run(
         run["variant"] = variant
     recorder = state.recorder
     resumed_all = (
-        ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
+        resumed_everything(state.config, ending.pytest_status)
         and recorder is not None
         and recorder.resumed
         and bool(run.get("attemptsTotal"))

@@ -19,7 +19,11 @@ from typing import Any
 
 import pytest
 
-from goldeval.pytest_plugin.config_keys import STATE_KEY
+from goldeval.pytest_plugin.config_keys import (
+    RESUME_DESELECTED,
+    RESUME_DESELECTED_OUTPUT,
+    STATE_KEY,
+)
 from goldeval.pytest_plugin.params import is_golden_nodeid
 from goldeval.pytest_plugin.protocol import provider_label
 
@@ -78,11 +82,20 @@ class CompactReports:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Controller: the provider a worker named (any worker that ran an item names it)."""
-        label = (getattr(node, "workeroutput", None) or {}).get(PROVIDER_KEY)
+        """Controller: the provider a worker named (any worker that ran an item names it), and
+        how many items its run key left out as graded before."""
+        output = getattr(node, "workeroutput", None) or {}
+        label = output.get(PROVIDER_KEY)
         state = node.config.stash.get(STATE_KEY, None)
         if isinstance(label, str) and state is not None:
             state.workers_provider = label
+        # Every worker collects and deselects the same items: any one's figure is the run's.
+        deselected = output.get(RESUME_DESELECTED_OUTPUT)
+        if isinstance(deselected, int):
+            config = node.config
+            config.stash[RESUME_DESELECTED] = max(
+                config.stash.get(RESUME_DESELECTED, 0), deselected
+            )
 
 
 def register(config: pytest.Config) -> None:
