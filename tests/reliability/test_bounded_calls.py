@@ -371,7 +371,9 @@ def test_the_watchdog_cuts_a_read_that_blocks_past_the_deadline(srv: FakeLLMServ
             provider.complete(REQUEST)
         elapsed = time.monotonic() - start
     assert info.value.kind == "TIMEOUT"
-    assert 1.9 <= elapsed < 2.6, elapsed
+    # Without the watchdog the read returns with the byte at 3.0 s: anything below is the cut
+    # (2.9, not tighter: a loaded CI machine schedules the watchdog's thread late).
+    assert 1.9 <= elapsed < 2.9, elapsed
 
 
 def test_a_call_after_the_run_deadline_is_not_sent(srv: FakeLLMServer) -> None:
