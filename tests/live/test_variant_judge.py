@@ -8,6 +8,7 @@ speaks the OpenAI protocol; each judge call is told apart by the model it names.
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import json
 from collections.abc import Iterator
@@ -132,10 +133,17 @@ def test_bad_variant_judges_name_the_field(
     assert not llm_server.requests
 
 
+def _echoing_verdict(request: Any) -> Reply:
+    """A judge that echoes the credentials it was sent in its reasons (a leaky proxy)."""
+    sent = request.headers.get("authorization", "")
+    verdict = {"decision": "ACCEPT", "score": 0.9, "reasons": [f"called with {sent}"]}
+    return Reply(json.dumps(verdict), prompt_tokens=10, completion_tokens=3)
+
+
 @pytest.fixture
 def own_judge_server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer() as srv:
-        srv.responder = lambda req: Reply(VERDICT, prompt_tokens=10, completion_tokens=3)
+        srv.responder = _echoing_verdict
         yield srv
 
 
@@ -182,7 +190,12 @@ def test_a_variant_s_judge_on_its_own_server_gets_its_own_credentials(
         "Bearer sk-judge-session-0123456789"
     }
     assert {c.headers.get("authorization") for c in own_calls} == {"Bearer sk-own-judge-9876543210"}
-    # no key in what the run wrote
+    # no key in what the run wrote, although the variant's judge echoed its own
+    assert any(
+        "called with" in str(a.get("judge"))
+        for c in runs["candidate"]["cases"]
+        for a in c["attempts"]
+    )
     for path in (golden_project / ".goldeval").rglob("*"):
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -216,3 +229,39 @@ def test_a_variant_judge_that_cannot_be_made_is_a_usage_error_before_any_call(
     assert fnmatch.fnmatch(text, message), text[-2000:]
     assert "Traceback" not in text
     assert not llm_server.requests and not judge_server.requests
+
+
+def test_credentials_in_a_variant_judge_s_url_are_masked_when_echoed(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    judge_server: FakeLLMServer,
+    own_judge_server: FakeLLMServer,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``baseUrl: http://user:password@host``: the password and its ``Basic`` token are the
+    run's secrets too, masked where the echoing judge put them (its reasons)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    password = "pw-variant-judge-4321"
+    # Ollama's protocol: user and password go as Basic auth (OpenAI's sends only a key).
+    own = own_judge_server.base_url.replace("http://", f"http://judge-user:{password}@")
+    _manifest(
+        golden_project,
+        VARIANTS.replace(
+            "{model: judge-alt}", f"{{provider: ollama, baseUrl: '{own}', model: judge-own}}"
+        ),
+    )
+    result = pytester.runpytest(*_live(llm_server, judge_server))
+    assert result.ret == 0, result.stdout.str()
+    token = base64.b64encode(f"judge-user:{password}".encode()).decode()
+    sent = {c.headers.get("authorization") for c in _judge_calls(own_judge_server)}
+    assert sent == {f"Basic {token}"}  # the judge got its credentials, and echoed them
+    runs = _runs(golden_project)
+    attempts = [a for c in runs["candidate"]["cases"] for a in c["attempts"]]
+    judged = [a["judge"] for a in attempts if a.get("judge")]
+    assert judged and all("called with Basic ***" in str(j["reasons"]) for j in judged)
+    for path in (golden_project / ".goldeval").rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert password not in text and token not in text, path
+    assert password not in result.stdout.str() and token not in result.stdout.str()

@@ -323,8 +323,9 @@ class GoldenSession:
         similarity = self.load().manifest.grader_options.get("similarity") or {}
         key_env, embed_url = similarity.get("api_key_env"), similarity.get("base_url")
         providers = [self.settings.provider]
-        if self.variants is not None:  # the variants' own providers (their keys too)
-            providers += [settings for settings, _ in self.variants.providers.values()]
+        if self.variants is not None:  # the variants' own providers and judges (their keys)
+            own = [*self.variants.providers.values(), *self.variants.judge_providers.values()]
+            providers += [settings for settings, _ in own]
         if self.settings.judge:
             providers.append(self.judge_settings())
         return run_secrets(
