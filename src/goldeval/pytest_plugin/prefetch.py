@@ -51,19 +51,22 @@ class DaemonPool:
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
             queue.SimpleQueue()
         )
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}_{n}", daemon=True)
-            for n in range(max(1, concurrency))
-        ]
+        self._maximum = max(1, concurrency)
+        self._name = name
+        self._threads: list[threading.Thread] = []
         self._closed = False
-        for thread in self._threads:
-            thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         if self._closed:
             raise RuntimeError("the prefetch pool is closed")
         future: Future[Any] = Future()
         self._jobs.put((future, lambda: fn(*args)))
+        if len(self._threads) < self._maximum:  # started as calls come (one per call, at most N)
+            thread = threading.Thread(
+                target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
         return future
 
     def _work(self) -> None:
