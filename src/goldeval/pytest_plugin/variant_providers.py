@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -30,10 +31,18 @@ def variant_settings(base: ProviderSettings, variant: Variant) -> ProviderSettin
         return None
     name = (variant.provider or base.name).strip().lower()
     url = variant.base_url or (base.base_url if name == base.name else None)
+    option = f"variants: {variant.name}: baseUrl"
+    return _on_server(base, name, variant.model or base.model, url, option)
+
+
+def _on_server(
+    base: ProviderSettings, name: str, model: str | None, url: str | None, option: str
+) -> ProviderSettings:
+    """``base`` (timeouts, retries, limits, prices) with another provider, model and server,
+    and that server's credentials: the provider's environment or the URL's userinfo. A bad
+    name or URL is a usage error naming ``option``."""
     try:
-        found = provider_from_env(
-            name, variant.model or base.model, url, option=f"variants: {variant.name}: baseUrl"
-        )
+        found = provider_from_env(name, model, url, option=option)
     except GoldevalError as exc:
         raise pytest.UsageError(str(exc)) from None
     return dataclasses.replace(
@@ -78,21 +87,11 @@ def variant_judge_settings(
             f"({base.name!r}): name judge.model as well"
         )
     url = judge.base_url or (base.base_url if same_provider else None)
-    try:
-        found = provider_from_env(name, model, url, option=f"variants: {variant}: judge.baseUrl")
-    except GoldevalError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if same_provider and found.base_url == base.base_url:
-        return dataclasses.replace(base, model=found.model)  # the session judge's server
-    return dataclasses.replace(
-        base,
-        name=found.name,
-        model=found.model,
-        base_url=found.base_url,
-        api_key=found.api_key,
-        user=found.user,
-        password=found.password,
-    )
+    own = _on_server(base, name, model, url, f"variants: {variant}: judge.baseUrl")
+    userinfo = judge.base_url is not None and urlsplit(judge.base_url).username is not None
+    if same_provider and own.base_url == base.base_url and not userinfo:
+        return dataclasses.replace(base, model=own.model)  # the session judge's server
+    return own
 
 
 def start_variant_judges(state: GoldenSession) -> None:
