@@ -211,6 +211,11 @@ def test_a_variant_s_judge_on_its_own_server_gets_its_own_credentials(
             "name judge.model*",
         ),
         ("{provider: nope, model: j}", "*nope*"),
+        # a plugin provider too: the run must say which model scored the variant
+        (
+            "{provider: myplug}",
+            "*variants: candidate: judge.provider 'myplug' is not the session judge's*",
+        ),
         ("{baseUrl: 'ftp://127.0.0.1:1', model: j}", "*variants: candidate: judge.baseUrl*"),
     ],
 )

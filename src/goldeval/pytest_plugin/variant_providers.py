@@ -81,10 +81,14 @@ def variant_judge_settings(
     name = (judge.provider or base.name).strip().lower()
     same_provider = name == base.name
     model = judge.model or (base.model if same_provider else None)
-    if model is None and name in ("ollama", "openai"):
+    if model is None:
+        # Also for a plugin provider (the session judge may go without a model there): the
+        # run records which model scored the variant, and "none" would read as the session's.
         raise pytest.UsageError(
             f"variants: {variant}: judge.provider {name!r} is not the session judge's "
             f"({base.name!r}): name judge.model as well"
+            if not same_provider
+            else f"variants: {variant}: the session judge names no model: name judge.model"
         )
     url = judge.base_url or (base.base_url if same_provider else None)
     own = _on_server(base, name, model, url, f"variants: {variant}: judge.baseUrl")
