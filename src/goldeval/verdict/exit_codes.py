@@ -300,8 +300,9 @@ RULES: tuple[Rule, ...] = (
         _finalisation,
     ),
     Rule(
-        "pytest exited 5 (no tests collected or all deselected), unless an earlier session of "
-        "the run key graded the run: kept",
+        "pytest exited 5 (no tests collected or all deselected), unless the run key itself "
+        "left every selected attempt out as graded by an earlier session (a `-k`, `-m` or "
+        "node id selecting nothing keeps 5): kept",
         "5",
         _no_tests_kept,
     ),
