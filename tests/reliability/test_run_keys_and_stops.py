@@ -168,6 +168,11 @@ def test_a_run_key_session_that_selects_nothing_keeps_no_tests(
     nothing = pytester.runpytest(*FIXTURE, "--golden-run-key=k", "-k", "no-such-row", *plugin_args)
     assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED, nothing.stdout.str()
     assert "GATE PASS" not in nothing.stdout.str()
+    nothing.stdout.fnmatch_lines(["*goldeval decision: exit 5*this session selected nothing*"])
+    # The run keeps its own record: the session that selected nothing rewrote nothing of it.
+    (run,) = [json.loads(d.joinpath("run.json").read_text()) for d in _run_dirs(golden_project)]
+    assert run["pytestStatus"] == 0 and run["exitDecision"]["code"] == 0
+    assert run["attemptsTotal"] == CASES
     with open_store(golden_project / ".goldeval" / "goldeval.sqlite3") as store:
         row = store.get_run("k")
         assert row is not None and len(store.attempts(row.run_id)) == CASES  # nothing lost

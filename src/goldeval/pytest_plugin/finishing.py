@@ -118,13 +118,37 @@ def finish_session(
     if state.settings.mode is Mode.RECORD:
         state.recorded = record_fixtures(state)
     models = state.collector.models()
+    selected_nothing = _selected_nothing(state, ending)
+    run_ending = ending
+    if selected_nothing:  # the runs keep their own record: "no tests" was this session's
+        run_ending = dataclasses.replace(ending, pytest_status=pytest.ExitCode.OK)
     # A compared pair both selected is weighed even when one side recorded nothing (-k):
     # its comparison is then INCONCLUSIVE, never an ordinary green run of the other side.
     compared = state.variants is not None and state.variants.compared() is not None
     if len(models) > 1 or (compared and models):
-        finish_side_by_side(state, session, ending, models)
+        finish_side_by_side(state, session, run_ending, models)
     else:
-        finish_one_run(state, session, ending, models[0] if models else None)
+        finish_one_run(state, session, run_ending, models[0] if models else None)
+    if selected_nothing:
+        kept = decide_exit(RunOutcome(pytest_status=ending.pytest_status, **ending.outcome_facts()))
+        apply_exit(session, kept)
+        state.unrecorded_decision = (kept.code, f"{kept.reason}: this session selected nothing")
+
+
+def _selected_nothing(state: GoldenSession, ending: SessionEnding) -> bool:
+    """A run key's session whose ``-k`` / ``-m`` / node ids selected nothing, on a run with
+    stored attempts: the run is rewritten as its earlier sessions left it (its own decision),
+    and the session keeps pytest's 5 (it asked nothing to run). Not when the run key itself
+    left every selected attempt out as graded (``resumed_everything``: the run's decision is
+    then the session's)."""
+    recorder = state.recorder
+    return (
+        ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
+        and not resumed_everything(state.config, ending.pytest_status)
+        and recorder is not None
+        and recorder.resumed
+        and len(state.collector) > 0
+    )
 
 
 def _is_a_run(session: pytest.Session) -> bool:

@@ -79,6 +79,12 @@ def print_summary(state: GoldenSession, tr: Any) -> None:
     for note in run.get("notes") or []:
         tr.write_line(f"  note: {one_line(note)}")
     decision = run.get("exitDecision") or {}
+    session = state.unrecorded_decision
+    if session is not None:  # this session selected nothing: the run's decision is its own
+        tr.write_line(one_line(f"  the run's own decision: exit {decision.get('code')}"))
+        code, reason = session
+        tr.write_line(one_line(f"goldeval decision: exit {code} — {reason}"), red=True, bold=True)
+        return
     line = one_line(f"goldeval decision: exit {decision.get('code')} — {decision.get('reason')}")
     ok = decision.get("code") == 0
     tr.write_line(line, green=ok, red=not ok, bold=True)
