@@ -118,9 +118,9 @@ def finish_session(
     if state.settings.mode is Mode.RECORD:
         state.recorded = record_fixtures(state)
     models = state.collector.models()
-    selected_nothing = _selected_nothing(state, ending)
+    stored_decides = _stored_run_decides(state, ending)
     run_ending = ending
-    if selected_nothing:  # the runs keep their own record: "no tests" was this session's
+    if stored_decides:  # "no tests" was this session's, not the runs'
         run_ending = dataclasses.replace(ending, pytest_status=pytest.ExitCode.OK)
     # A compared pair both selected is weighed even when one side recorded nothing (-k):
     # its comparison is then INCONCLUSIVE, never an ordinary green run of the other side.
@@ -129,22 +129,22 @@ def finish_session(
         finish_side_by_side(state, session, run_ending, models)
     else:
         finish_one_run(state, session, run_ending, models[0] if models else None)
-    if selected_nothing:
+    if stored_decides and not resumed_everything(state.config, ending.pytest_status):
+        # Its -k / -m / node ids selected nothing: the session keeps pytest's 5.
         kept = decide_exit(RunOutcome(pytest_status=ending.pytest_status, **ending.outcome_facts()))
         apply_exit(session, kept)
         state.unrecorded_decision = (kept.code, f"{kept.reason}: this session selected nothing")
 
 
-def _selected_nothing(state: GoldenSession, ending: SessionEnding) -> bool:
-    """A run key's session whose ``-k`` / ``-m`` / node ids selected nothing, on a run with
-    stored attempts: the run is rewritten as its earlier sessions left it (its own decision),
-    and the session keeps pytest's 5 (it asked nothing to run). Not when the run key itself
-    left every selected attempt out as graded (``resumed_everything``: the run's decision is
-    then the session's)."""
+def _stored_run_decides(state: GoldenSession, ending: SessionEnding) -> bool:
+    """pytest's "no tests" (5) in a run key's session whose run has stored attempts: the runs
+    are decided and rewritten on those attempts as an OK session's would be. When the run key
+    itself left every selected attempt out as graded (``resumed_everything``), that decision
+    is the session's; when ``-k`` / ``-m`` / node ids selected nothing, the session keeps 5
+    and the runs keep their own record."""
     recorder = state.recorder
     return (
         ending.pytest_status == pytest.ExitCode.NO_TESTS_COLLECTED
-        and not resumed_everything(state.config, ending.pytest_status)
         and recorder is not None
         and recorder.resumed
         and len(state.collector) > 0
@@ -236,17 +236,7 @@ def finish_side_by_side(
     baseline."""
     decisions = []
     state.benchmark = []
-    recorder = state.recorder
     weigh_store(state, ending)
-    if (
-        resumed_everything(state.config, ending.pytest_status)
-        and recorder is not None
-        and recorder.resumed
-        and len(state.collector)
-    ):
-        # A resumed run key whose every attempt was graded before: "no tests" was this
-        # session's, not the runs' (as for a single run: finish_one_run's resumed_all).
-        ending = dataclasses.replace(ending, pytest_status=pytest.ExitCode.OK)
     built = [(model, *build_for(state, model, ending.interrupted, multi=True)) for model in models]
     comparison = _variant_comparison(
         state, {model: (run, run_dir) for model, run, run_dir in built}
@@ -414,12 +404,6 @@ def finish_one_run(
     if variant is not None:  # one variant picked (--golden-variants=A): no pair to compare
         run["variant"] = variant
     recorder = state.recorder
-    resumed_all = (
-        resumed_everything(state.config, ending.pytest_status)
-        and recorder is not None
-        and recorder.resumed
-        and bool(run.get("attemptsTotal"))
-    )
     weigh_store(state, ending)
     live = state.settings.mode is not Mode.FIXTURE
     decision = decide(
@@ -428,13 +412,10 @@ def finish_one_run(
         ending.pytest_status,
         live=live,
         variant=variant,
-        resumed_all=resumed_all,
         **ending.outcome_facts(),
     )
     run.update(decision.run_fields)
     record_ending(run, ending, decision.exit)
-    if resumed_all:
-        run["pytestStatus"] = pytest.ExitCode.OK  # "no tests" was this session's, not the run's
     if state.other_failures:
         run["otherFailures"] = state.other_failures
     write_run(state, run, run_dir)

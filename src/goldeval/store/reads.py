@@ -52,22 +52,6 @@ def record_json(
     :func:`join_record` the content's keys, the spliced text repeats the key later, and a
     later duplicate wins in JSON: the same record. A variant session's record ends with its
     ``variant`` (:func:`with_variant`)."""
-    if (
-        type(fields) is str
-        and type(body) is str
-        and fields[:2] == '{"'
-        and body[:2] == '{"'
-        and fields[-1] == "}"
-        and body[-1] == "}"
-        and '"case_id"' not in fields
-    ):
-        # The common shape (two non-empty compact objects, as the store writes them): one
-        # format, no strip or split; a page's Python work is most of its cost on SQLite.
-        tail = "}" if variant is None else f',"variant":{encode_basestring(str(variant))}}}'
-        return (
-            f'{{"caseId":{encode_basestring(str(case_id))},"index":{int(index)},'
-            f'"status":{encode_basestring(str(status))},{fields[1:-1]},{body[1:-1]}{tail}'
-        )
     fields = fields if isinstance(fields, str) else bytes(fields).decode("utf-8")
     content = (body if isinstance(body, str) else bytes(body).decode("utf-8")).strip()
     if not (content.startswith("{") and content.endswith("}")):
@@ -217,8 +201,9 @@ class RunReads(SqlCore):
                 and b[-1:] == "}"
                 and '"case_id"' not in f
             ):
-                # The common row, inline (record_json's first branch): on SQLite a page's
-                # Python work per row is as much as its fetch, so each call counts.
+                # The common row (two non-empty compact objects, as the store writes them),
+                # spliced inline: on SQLite a page's Python work per row is as much as its
+                # fetch, so each call counts. Every other shape goes through record_json.
                 text = (
                     f'{{"caseId":{quote(c)},"index":{i},"status":{quote(st)},{f[1:-1]},{b[1:-1]}}}'
                 )
