@@ -96,7 +96,7 @@ class GoldenSession:
         self.adaptive = AdaptiveAttempts.of(self.settings)  # --golden-attempts=auto:MAX
         self.run: RunJson | None = None
         self.exit_reason: str | None = None
-        #: (code, reason) of a session that recorded nothing (a signal before any attempt).
+        #: (code, reason) of a session that recorded nothing, or selected nothing (run key).
         self.unrecorded_decision: tuple[int, str] | None = None
         self._pipelines: dict[tuple[int, int, str | None], Pipeline] = {}
         #: One AttemptRunner per (provider, graders, retriever, variant): attempts.runner_for.
@@ -324,8 +324,7 @@ class GoldenSession:
         key_env, embed_url = similarity.get("api_key_env"), similarity.get("base_url")
         providers = [self.settings.provider]
         if self.variants is not None:  # the variants' own providers and judges (their keys)
-            own = [*self.variants.providers.values(), *self.variants.judge_providers.values()]
-            providers += [settings for settings, _ in own]
+            providers += [settings for settings, _ in self.variants.own_clients]
         if self.settings.judge:
             providers.append(self.judge_settings())
         return run_secrets(
@@ -459,10 +458,7 @@ class GoldenSession:
             self._prefetcher.close()
         if self._judge_provider is not None:
             self._judge_provider.close()
-        variants = self.variants
-        for _, provider in (
-            [*variants.providers.values(), *variants.judge_providers.values()] if variants else ()
-        ):
+        for _, provider in self.variants.own_clients if self.variants else ():
             provider.close()  # the variants' own (the session's closes with its fixture)
 
     def pipeline(

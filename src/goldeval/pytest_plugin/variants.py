@@ -38,6 +38,12 @@ class SessionVariants:
     judge_providers: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     @property
+    def own_clients(self) -> list[tuple[Any, Any]]:
+        """(settings, provider) of every provider the variants made for themselves: their
+        own model servers and their own judges (closed with the session, keys masked)."""
+        return [*self.providers.values(), *self.judge_providers.values()]
+
+    @property
     def models(self) -> list[str]:
         """The distinct models the selected variants name (a variant may name none: it runs
         the session's model)."""
