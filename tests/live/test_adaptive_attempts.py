@@ -42,8 +42,12 @@ def _calls_by_model(server: FakeLLMServer) -> Counter[str]:
     )
 
 
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_only_unsettled_cases_get_more_attempts(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    golden_project: Path,
+    xdist: tuple[str, ...],
 ) -> None:
     """Two rows fail for the candidate every time: every case gets a second attempt (one
     agreeing attempt settles nothing), then only those two cases get attempts 3..4 (the
@@ -61,7 +65,7 @@ def test_only_unsettled_cases_get_more_attempts(
         return replay(req)
 
     llm_server.responder = responder
-    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:4", "-rs"))
+    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:4", "-rs", *xdist))
     runs = _runs(golden_project)
     cmp = runs["candidate"]["variantComparison"]
     adaptive = runs["candidate"]["adaptiveAttempts"]
@@ -84,14 +88,18 @@ def test_only_unsettled_cases_get_more_attempts(
     assert cmp["decision"] == "INCONCLUSIVE" and result.ret == 1
 
 
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_a_decided_comparison_stops_every_extra_attempt(
-    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    golden_project: Path,
+    xdist: tuple[str, ...],
 ) -> None:
     """A candidate broken on every row is INFERIOR after round 1: no attempt after it."""
     _manifest(golden_project, 0.05)
     replay = llm_server.responder
     llm_server.responder = lambda req: "broken" if req.model == "m-bad" else replay(req)
-    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:5"))
+    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:5", *xdist))
     assert result.ret == 1, result.stdout.str()
     adaptive = _runs(golden_project)["candidate"]["adaptiveAttempts"]
     assert adaptive["decidedAfterRound"] == 1
@@ -107,7 +115,11 @@ def test_a_decided_comparison_stops_every_extra_attempt(
         (("--golden-attempts=auto:1",), "*auto:MAX needs a MAX of at least 2*"),
         (("--golden-attempts=auto:x",), "*'x' is not a whole number*"),
         (("--golden-attempts=auto:21",), "*at most auto:20*"),
-        (("--golden-attempts=auto:3", "-n", "2"), "*leave out -n (xdist)*"),
+        (
+            ("--golden-attempts=auto:3", "-n", "2", "--dist=loadscope"),
+            "*its own scheduler, built on --dist=load*leave out --dist=loadscope*",
+        ),
+        (("--golden-attempts=auto:3", "-n", "2", "-k", "not attempt2"), "*whole cases*1, 3*"),
         (("--golden-attempts=auto:3", "--golden-run-key=k"), "*cannot resume a run key*"),
         (("--golden-attempts=auto:3", "-k", "not attempt2"), "*takes whole cases*1, 3*"),
         (("--golden-attempts=auto:3", "-k", "control"), "*takes whole cases*variant candidate*"),
@@ -129,3 +141,21 @@ def test_auto_attempts_refused_where_its_rule_cannot_work(
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     result.stderr.fnmatch_lines([message])
     assert not llm_server.requests
+
+
+def test_a_stopped_xdist_session_leaves_later_rounds_unplanned_and_never_green(
+    pytester: pytest.Pytester, llm_server: FakeLLMServer, golden_project: Path
+) -> None:
+    """``-x`` under ``-n 2``: the first FAIL stops the session in round 1; an item of round 2
+    a worker already held runs without a plan (skipped as never planned, no call) and the
+    run is incomplete; the session ends at once with pytest's failure, never green."""
+    _manifest(golden_project, 0.05)
+    replay = llm_server.responder
+    llm_server.responder = lambda req: "broken" if req.model == "m-bad" else replay(req)
+    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:4", "-x", "-n", "2"))
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "INTERNALERROR" not in out and "GATE PASS" not in out
+    adaptive = _runs(golden_project)["candidate"]["adaptiveAttempts"]
+    assert set(adaptive["attemptsByRound"]) == {"1"}  # round 2 was never released
+    assert chat_calls(llm_server) <= 2 * CASES  # no call of a later round

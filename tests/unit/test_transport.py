@@ -15,10 +15,12 @@ def _reports(pytester: pytest.Pytester) -> list[pytest.TestReport]:
         test_x="""
         import pytest
 
-        @pytest.mark.parametrize("x", [1, 2])
+        @pytest.mark.parametrize("x", [1, 2, 3])
         def test_golden(x, record_property):
             record_property("golden.case", f"c{x}")
             print("captured output")
+            if x == 3:
+                pytest.skip("not needed")
             assert x == 1, "x is not one"
         """
     )
@@ -35,7 +37,7 @@ def test_round_trip_keeps_every_field(pytester: pytest.Pytester) -> None:
     config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]
     compact = CompactReports()
     reports = _reports(pytester)
-    assert [r.outcome for r in reports] == ["passed", "failed"]
+    assert [r.outcome for r in reports] == ["passed", "failed", "skipped"]
     for report in reports:
         report.goldeval = {"caseId": "c", "index": 1, "record": "{}"}  # type: ignore[attr-defined]
         data = compact.pytest_report_to_serializable(config, report)
@@ -48,7 +50,10 @@ def test_round_trip_keeps_every_field(pytester: pytest.Pytester) -> None:
         assert back.user_properties == [("golden.case", report.user_properties[0][1])]
         assert back.sections == report.sections and back.sections
         assert back.longreprtext == report.longreprtext
+        # A skip's (path, line, reason): the terminal's skip summary (-rs, -ra) needs a tuple.
+        assert type(back.longrepr) is type(report.longrepr)
     assert "x is not one" in reports[1].longreprtext
+    assert isinstance(reports[2].longrepr, tuple)
 
 
 def test_only_golden_reports_on_workers_are_compacted(pytester: pytest.Pytester) -> None:

@@ -5,17 +5,22 @@ attempt 2, ...: a round). When the first item of a round starts, the round is pl
 what the session graded so far (goldeval.results.adaptive_attempts.plan_round); an item the
 plan leaves out is skipped in its setup, before any call, with the reason, and is no attempt
 of the run: it is counted in ``adaptiveAttempts.notNeeded``, never as a SKIPPED attempt.
-Serial only (checked at configure: goldeval.pytest_plugin.run_settings.check_adaptive).
+Under xdist the controller plans each round (it alone sees every attempt) and its scheduler
+sends a round's items only once the plan is written (goldeval.pytest_plugin.rounds); a worker
+reads the plan of its item's round.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from goldeval.pytest_plugin.params import parse_golden_nodeid
+from goldeval.pytest_plugin.rounds import PLANS_KEY, AdaptiveRoundsPlugin, read_plan, write_plan
 from goldeval.results.adaptive_attempts import RoundPlan, plan_round
 from goldeval.results.sampling import Tally
 
@@ -41,6 +46,10 @@ class AdaptiveAttempts:
     left_out: set[str] = field(default_factory=set)
     #: The selected case ids (set by the controller once collection is done).
     cases: list[str] = field(default_factory=list)
+    #: On an xdist worker: the folder of the controller's round plans (pytest_plugin.rounds).
+    plans: Path | None = None
+    #: On an xdist worker: the plans read so far by round (None: the round was not released).
+    read: dict[int, RoundPlan | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, settings: RunSettings) -> AdaptiveAttempts | None:
@@ -49,6 +58,8 @@ class AdaptiveAttempts:
 
     def needed(self, state: GoldenSession, param: GoldenParam) -> bool:
         """Whether this item's attempt runs (planning its round when it is the first)."""
+        if self.plans is not None:
+            return self._planned_by_controller(param)
         if param.attempt > self.round:
             self.round = param.attempt
             self.plan = _plan(state)
@@ -63,8 +74,50 @@ class AdaptiveAttempts:
             self.not_needed += 1
         return run
 
+    def _planned_by_controller(self, param: GoldenParam) -> bool:
+        """On an xdist worker: the plan the controller wrote before it sent this item."""
+        if param.attempt == 1:
+            return True
+        assert self.plans is not None
+        if param.attempt not in self.read:
+            raw = read_plan(self.plans, param.attempt)
+            self.read[param.attempt] = (
+                None
+                if raw is None
+                else RoundPlan(bool(raw["decided"]), str(raw["verdict"]), frozenset(raw["cases"]))
+            )
+        self.plan = self.read[param.attempt]
+        return self.plan is not None and not self.plan.decided and param.case.id in self.plan.cases
+
+    def release(self, state: GoldenSession, folder: Path, round_no: int, ids: list[str]) -> None:
+        """On the xdist controller, before any item of round ``round_no`` is sent: plan it
+        from every attempt graded so far, count it for run.json and write the plan."""
+        plan = _plan(state) if round_no > 1 else None
+        if plan is not None and plan.decided and self.decided_after is None:
+            self.decided_after = round_no - 1
+        self.round, self.plan = round_no, plan
+        for nodeid in ids:
+            parsed = parse_golden_nodeid(nodeid)
+            if parsed is None:
+                continue
+            if plan is None or (not plan.decided and parsed[0] in plan.cases):
+                self.ran[round_no] = self.ran.get(round_no, 0) + 1
+            else:
+                self.not_needed += 1
+        if plan is not None:
+            write_plan(
+                folder,
+                round_no,
+                {"decided": plan.decided, "verdict": plan.verdict, "cases": sorted(plan.cases)},
+            )
+
     def reason(self, param: GoldenParam) -> str:
         plan = self.plan
+        if plan is None and param.attempt > 1:
+            return (
+                f"not run: round {param.attempt} was never planned (the session stopped before "
+                f"round {param.attempt - 1} ended)"
+            )
         if plan is not None and plan.decided:
             return (
                 f"not needed: the comparison decided ({plan.verdict}) after round "
@@ -117,11 +170,21 @@ def check_whole_cases(state: GoldenSession, params: list[GoldenParam | None]) ->
     """auto:MAX decides the attempts per case, so a selection must take whole cases: every
     attempt 1..MAX of every selected variant (``-k attempt2`` would run another protocol
     than its ``attemptsRule`` says). A usage error otherwise, before any call."""
+    _check_whole_cases(state, [(p.case.id, p.variant, p.attempt) for p in params if p is not None])
+
+
+def check_whole_case_ids(state: GoldenSession, nodeids: list[str]) -> None:
+    """:func:`check_whole_cases` on the xdist controller, from the workers' node ids (it
+    collects nothing itself), before anything is scheduled."""
+    selected = [parsed for parsed in map(parse_golden_nodeid, nodeids) if parsed is not None]
+    _check_whole_cases(state, [(case_id, label, n) for case_id, n, label in selected])
+
+
+def _check_whole_cases(state: GoldenSession, selected: list[tuple[str, str | None, int]]) -> None:
     most = state.settings.attempts
     held: dict[tuple[str, str | None], set[int]] = {}
-    for param in params:
-        if param is not None:
-            held.setdefault((param.case.id, param.variant), set()).add(param.attempt)
+    for case_id, variant, attempt in selected:
+        held.setdefault((case_id, variant), set()).add(attempt)
     gate = state.variants.compared() if state.variants is not None else None
     pair = {gate.control, gate.candidate} if gate is not None else set()
     variants = {variant for _, variant in held} | pair  # both compared sides, always
@@ -148,3 +211,21 @@ def skip_if_not_needed(state: GoldenSession, item: pytest.Item, param: GoldenPar
 def left_out(state: GoldenSession, item: pytest.Item) -> bool:
     """Whether the item is an attempt the auto:MAX rule left out (no attempt record)."""
     return state.adaptive is not None and item.nodeid in state.adaptive.left_out
+
+
+def register_rounds(config: pytest.Config, state: GoldenSession) -> None:
+    """Under xdist: the controller's round scheduler, or a worker's folder of its plans."""
+    adaptive = state.adaptive
+    if adaptive is None:
+        return
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # Without the controller's folder no round after the first is ever planned: those
+        # items are left out as never planned and the run is incomplete, never green.
+        adaptive.plans = Path(workerinput.get(PLANS_KEY) or config.rootpath / ".no-round-plans")
+    elif getattr(config.option, "numprocesses", None):
+
+        def release(folder: Path, round_no: int, ids: list[str]) -> None:
+            adaptive.release(state, folder, round_no, ids)
+
+        config.pluginmanager.register(AdaptiveRoundsPlugin(release), "goldeval-adaptive-rounds")

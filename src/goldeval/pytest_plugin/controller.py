@@ -16,6 +16,7 @@ import pytest
 
 from goldeval.core.errors import BaselineError, ConfigError, DatasetError, GoldevalError
 from goldeval.pipeline.attempt import case_facts
+from goldeval.pytest_plugin.adaptive import check_whole_case_ids
 from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
 from goldeval.pytest_plugin.decision import preflight, preflight_baseline_file
 from goldeval.pytest_plugin.finishing import deferred_signals, finalisation_failed, finish_session
@@ -137,6 +138,9 @@ class Controller:
                 selected = None
                 continue
             selected.add(parsed[0])
+        if self.state.adaptive is not None and selected is not None:
+            check_whole_case_ids(self.state, ids)  # a usage error before anything is sent
+            self.state.adaptive.cases = sorted(selected)  # the cases its rounds plan over
         self._preflight(node.config, None if selected is None else sorted(selected))
 
     def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:

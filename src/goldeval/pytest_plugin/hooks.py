@@ -93,6 +93,8 @@ def pytest_configure(config: pytest.Config) -> None:
     transport = _submodule("xdist")
 
     transport.register(config)
+    if state.adaptive is not None:  # --golden-attempts=auto:MAX under xdist: rounds in order
+        _submodule("adaptive").register_rounds(config, state)
     if not config.option.collectonly:  # a listing writes no run, so no JUnit run either
         _submodule("junit").register(config, state)
     # The HTML glue (and Jinja2 behind it) only when pytest-html writes a report.

@@ -190,9 +190,9 @@ def _attempts_setting(config: pytest.Config, variants: SessionVariants | None) -
 def check_adaptive(config: pytest.Config, most: int, variants: SessionVariants | None) -> None:
     """``--golden-attempts=auto:MAX`` is refused (usage error, before any call) where its rule
     cannot work: no compared pair of variants selected (the rule asks the paired
-    comparison), under xdist (a round starts when the one before has ended: the items run
-    in one process), with ``--golden-run-key`` (an earlier session's attempts would not
-    count in its rounds), or past the ``auto_attempts`` limit."""
+    comparison), with an xdist ``--dist`` other than ``load`` (its rounds have their own
+    scheduler, goldeval.pytest_plugin.rounds), with ``--golden-run-key`` (an earlier
+    session's attempts would not count in its rounds), or past the ``auto_attempts`` limit."""
     limit = int(limits.default("auto_attempts"))
     if most > limit:
         raise pytest.UsageError(
@@ -205,10 +205,11 @@ def check_adaptive(config: pytest.Config, most: int, variants: SessionVariants |
             "it needs a dataset whose manifest has `variants:` and `gate.compare`, with both "
             "compared variants selected (docs/variants.md); use --golden-attempts=N otherwise"
         )
-    if (getattr(config.option, "numprocesses", None) or 0) or getattr(config, "workerinput", None):
+    dist = getattr(config.option, "dist", "no")
+    if dist not in ("no", "load"):
         raise pytest.UsageError(
-            "--golden-attempts=auto:MAX runs its rounds one after the other in one process: "
-            "leave out -n (xdist)"
+            f"--golden-attempts=auto:MAX under xdist sends each round's items once the round "
+            f"before has ended (its own scheduler, built on --dist=load): leave out --dist={dist}"
         )
     if _opt(config, "golden_run_key"):
         raise pytest.UsageError(

@@ -59,6 +59,8 @@ class CompactReports:
         decoded = json.loads(data["json"])
         # JSON has no tuples; pytest's own form keeps these as (a, b) pairs.
         decoded["location"] = tuple(decoded["location"])
+        if isinstance(decoded.get("longrepr"), list):  # a skip's (path, line, reason)
+            decoded["longrepr"] = tuple(decoded["longrepr"])
         decoded["sections"] = [tuple(s) for s in decoded.get("sections") or []]
         decoded["user_properties"] = [
             tuple(p) if isinstance(p, list) else p for p in decoded.get("user_properties") or []
