@@ -84,7 +84,8 @@ def test_only_unsettled_cases_get_more_attempts(
     # The left-out attempts are no SKIPPED attempts of the run.
     statuses = [a["status"] for c in runs["candidate"]["cases"] for a in c["attempts"]]
     assert "SKIPPED" not in statuses and "stoppedEarly" not in runs["candidate"]
-    result.stdout.fnmatch_lines(["*not needed: both variants agree on*after 2 attempt(s)*"])
+    result.stdout.fnmatch_lines(["*not needed: both variants agree on*(settled before round 3;*"])
+    assert "settled before round 4" in result.stdout.str()
     assert cmp["decision"] == "INCONCLUSIVE" and result.ret == 1
 
 
@@ -99,8 +100,11 @@ def test_a_decided_comparison_stops_every_extra_attempt(
     _manifest(golden_project, 0.05)
     replay = llm_server.responder
     llm_server.responder = lambda req: "broken" if req.model == "m-bad" else replay(req)
-    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:5", *xdist))
+    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:5", "-rs", *xdist))
     assert result.ret == 1, result.stdout.str()
+    # Every later round names the round the comparison decided after, not the one before it.
+    result.stdout.fnmatch_lines(["*not needed: the comparison decided (FAIL) after round 1 *"])
+    assert "after round 2" not in result.stdout.str()
     adaptive = _runs(golden_project)["candidate"]["adaptiveAttempts"]
     assert adaptive["decidedAfterRound"] == 1
     assert adaptive["attemptsByRound"] == {"1": 2 * CASES}

@@ -86,6 +86,8 @@ class AdaptiveAttempts:
                 if raw is None
                 else RoundPlan(bool(raw["decided"]), str(raw["verdict"]), frozenset(raw["cases"]))
             )
+            if raw is not None and raw.get("decidedAfter") is not None:
+                self.decided_after = int(raw["decidedAfter"])
         self.plan = self.read[param.attempt]
         return self.plan is not None and not self.plan.decided and param.case.id in self.plan.cases
 
@@ -108,7 +110,12 @@ class AdaptiveAttempts:
             write_plan(
                 folder,
                 round_no,
-                {"decided": plan.decided, "verdict": plan.verdict, "cases": sorted(plan.cases)},
+                {
+                    "decided": plan.decided,
+                    "verdict": plan.verdict,
+                    "cases": sorted(plan.cases),
+                    "decidedAfter": self.decided_after,
+                },
             )
 
     def reason(self, param: GoldenParam) -> str:
@@ -119,13 +126,14 @@ class AdaptiveAttempts:
                 f"round {param.attempt - 1} ended)"
             )
         if plan is not None and plan.decided:
+            after = self.decided_after if self.decided_after is not None else param.attempt - 1
             return (
-                f"not needed: the comparison decided ({plan.verdict}) after round "
-                f"{param.attempt - 1} (--golden-attempts=auto:{self.most})"
+                f"not needed: the comparison decided ({plan.verdict}) after round {after} "
+                f"(--golden-attempts=auto:{self.most})"
             )
         return (
-            f"not needed: both variants agree on {param.case.id} after {param.attempt - 1} "
-            f"attempt(s) (--golden-attempts=auto:{self.most})"
+            f"not needed: both variants agree on {param.case.id} consistently (settled before "
+            f"round {param.attempt}; --golden-attempts=auto:{self.most})"
         )
 
     def dump(self) -> dict[str, Any]:
