@@ -6,6 +6,7 @@ rule leaves out are skipped before any call and are no attempts of the run."""
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,14 @@ def test_only_unsettled_cases_get_more_attempts(
     replay = llm_server.responder
     broken: set[str] = set()
 
+    lock = threading.Lock()  # the server answers calls of two workers at once (-n 2)
+
     def responder(req: Any) -> Any:
         prompt = req.last_user_message or ""
-        if req.model == "m-bad" and (prompt in broken or len(broken) < 2):
-            broken.add(prompt)
-            return "broken"
+        with lock:
+            if req.model == "m-bad" and (prompt in broken or len(broken) < 2):
+                broken.add(prompt)
+                return "broken"
         return replay(req)
 
     llm_server.responder = responder
