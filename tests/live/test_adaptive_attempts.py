@@ -128,6 +128,10 @@ def test_a_decided_comparison_stops_every_extra_attempt(
             "*its own scheduler, built on --dist=load*leave out --dist=loadscope*",
         ),
         (("--golden-attempts=auto:3", "-n", "2", "-k", "not attempt2"), "*whole cases*1, 3*"),
+        (
+            ("--golden-attempts=auto:3", "--tx", "ssh=nohost.invalid//python=python3", "-d"),
+            "*remote xdist workers (--tx ssh=nohost.invalid*) cannot read*",
+        ),
         (("--golden-attempts=auto:3", "--golden-run-key=k"), "*cannot resume a run key*"),
         (("--golden-attempts=auto:3", "-k", "not attempt2"), "*takes whole cases*1, 3*"),
         (("--golden-attempts=auto:3", "-k", "control"), "*takes whole cases*variant candidate*"),
@@ -167,3 +171,38 @@ def test_a_stopped_xdist_session_leaves_later_rounds_unplanned_and_never_green(
     adaptive = _runs(golden_project)["candidate"]["adaptiveAttempts"]
     assert set(adaptive["attemptsByRound"]) == {"1"}  # round 2 was never released
     assert chat_calls(llm_server) <= 2 * CASES  # no call of a later round
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_stop_in_a_later_round_counts_only_the_attempts_that_ran(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    golden_project: Path,
+    xdist: tuple[str, ...],
+) -> None:
+    """``-x`` stops in round 2 (the candidate fails its second call of a prompt): run.json's
+    ``attemptsByRound`` counts the attempts the run holds, not the rounds planned, and no
+    round is planned or called after the stop."""
+    _manifest(golden_project, 0.01)
+    replay = llm_server.responder
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def responder(req: Any) -> Any:
+        if req.model == "m-bad":
+            with lock:
+                seen[req.last_user_message or ""] += 1
+                if seen[req.last_user_message or ""] == 2:
+                    return "broken"
+        return replay(req)
+
+    llm_server.responder = responder
+    result = pytester.runpytest(*_live(llm_server, "--golden-attempts=auto:3", "-x", *xdist))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    runs = _runs(golden_project)
+    adaptive = runs["candidate"]["adaptiveAttempts"]
+    held = sum(len(c["attempts"]) for r in runs.values() for c in r["cases"])
+    assert sum(adaptive["attemptsByRound"].values()) == held
+    assert adaptive["attemptsByRound"]["1"] == 2 * CASES
+    assert "3" not in adaptive["attemptsByRound"]  # round 3 never planned after the stop
+    assert chat_calls(llm_server) < 4 * CASES  # round 2 was cut short

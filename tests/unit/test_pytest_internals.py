@@ -117,3 +117,17 @@ def test_golden_node_ids_parse_back_to_their_param(pytester: pytest.Pytester) ->
         assert parse_golden_nodeid(nodeid) == ("c-1", n, None)
     assert not is_golden_nodeid("tests/test_x.py::test_golden_other[1]")
     assert parse_golden_nodeid("tests/test_x.py::test_y[c-1-attempt1]") is None
+
+
+@pytest.mark.parametrize(
+    ("param_id", "parsed"),
+    [
+        # a case id may itself hold "-attempt<n>": the item's attempt is the last one
+        ("login-attempt3-attempt1-candidate", ("login-attempt3", 1, "candidate")),
+        ("a-attempt3-x-attempt2", ("a-attempt3-x", 2, None)),
+        ("c-attempt1-qwen2.5-coder:7b", ("c", 1, "qwen2.5-coder:7b")),
+        ("c-1-attempt12", ("c-1", 12, None)),
+    ],
+)
+def test_a_case_id_holding_attempt_parses_back(param_id: str, parsed: tuple[object, ...]) -> None:
+    assert parse_golden_nodeid(f"golden/g/g.jsonl::test_golden[{param_id}]") == parsed

@@ -69,6 +69,8 @@ def _simulate(
     seed: int,
     crashes: int,
     crash_rate: float = 0.05,
+    reruns: bool = False,
+    stop_after: int | None = None,
 ) -> None:
     rng = random.Random(seed)
     collection = _collection(cases, variants, rounds, plain)
@@ -94,35 +96,49 @@ def _simulate(
     sched.schedule()
     spawned = workers
     for _step in range(10 * len(collection) + 100):
-        if sched.tests_finished:
+        if sched.tests_finished or (stop_after is not None and len(ran) >= stop_after):
             for node in sched.nodes:
-                node.shutdown()  # what xdist's DSession does
+                node.shutdown()  # what xdist's DSession does (at the end, or on -x)
         runnable = [n for n in sched.nodes if n.can_run()]
         if not runnable:
             break
-        node = rng.choice(runnable)
         if crashes and rng.random() < crash_rate:
             crashes -= 1
+            # Any worker holding something dies, also one idle with only its bridge.
+            node = rng.choice([n for n in sched.nodes if n.queue] or runnable)
             held = list(sched.node2pending[node])
-            if held:  # xdist reports the first item held as failed: it completed
+            running = bool(held) and (node.can_run() or round_of(collection[held[0]]) in released)
+            if running:  # xdist reports the first item held as failed: it completed
                 assert round_of(collection[held[0]]) in released
                 ran.append(collection[held[0]])
             crashed = sched.remove_node(node)  # xdist: the worker died, a new one starts
-            assert crashed == (ran[-1] if held else None)
+            assert crashed == (ran[-1] if running else None)
+            if crashed is not None and reruns and rng.random() < 0.5:
+                ran.remove(crashed)  # pytest-rerunfailures sends a crashed item back
+                sched.mark_test_pending(crashed)
             fresh = _Worker(f"gw{spawned}")
             spawned += 1
             sched.add_node(fresh)
             sched.add_node_collection(fresh, collection)
             sched.schedule()
             continue
+        node = rng.choice(runnable)
         index = node.queue.pop(0)
+        if stop_after is not None and round_of(collection[index]) not in released:
+            sched.mark_test_complete(node, index)  # skipped as never planned on the worker
+            continue
         nodeid = collection[index]
         assert round_of(nodeid) in released, f"{nodeid} ran before its round was released"
         ran.append(nodeid)
         sched.mark_test_complete(node, index)
+    assert not any(n.queue for n in sched.nodes), "no worker is left holding an item"
+    if stop_after is not None:
+        stopped_in = round_of(ran[stop_after - 1])
+        assert released[-1] <= stopped_in + 1  # nothing released after the stop
+        assert len(set(ran)) == len(ran)
+        return
     assert sorted(ran) == sorted(collection), "every item runs exactly once"
     assert released == list(range(1, rounds + 1))
-    assert not any(n.queue for n in sched.nodes), "no worker is left holding an item"
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -159,4 +175,37 @@ def test_a_crashed_workers_items_keep_their_round(seed: int) -> None:
     bridge goes back to its held round, not to the items sent at once."""
     _simulate(
         workers=2, cases=2, variants=2, rounds=4, plain=0, seed=seed, crashes=4, crash_rate=0.3
+    )
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_rerun_crashed_item_is_counted_once(seed: int) -> None:
+    """pytest-rerunfailures sends a crashed item back (``mark_test_pending``): its round
+    waits for it again and the later rounds are still released, each once."""
+    _simulate(
+        workers=2,
+        cases=2,
+        variants=2,
+        rounds=4,
+        plain=3,
+        seed=seed,
+        crashes=4,
+        crash_rate=0.3,
+        reruns=True,
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_stopped_session_releases_no_later_round(seed: int) -> None:
+    """-x: xdist shuts every worker down; the rounds not yet released stay held (their
+    bridges run as never planned) and the session ends."""
+    _simulate(
+        workers=3,
+        cases=3,
+        variants=2,
+        rounds=4,
+        plain=0,
+        seed=seed,
+        crashes=0,
+        stop_after=random.Random(seed).randint(1, 20),
     )

@@ -94,3 +94,14 @@ def test_an_xdist_run_sends_golden_reports_compact(
     result = pytester.runpytest("--golden=generation-v1", "-n", "2", "-s")
     assert result.ret == 0
     result.stdout.fnmatch_lines([f"REPORT TYPES {{'{REPORT_TYPE}': 30}}"])  # 10 items x 3
+
+
+def test_tx_without_n_decodes_golden_reports_too(
+    pytester: pytest.Pytester, golden_project: Any
+) -> None:
+    """``--tx 2*popen --dist=load`` (xdist without ``-n``): the controller decodes what its
+    workers encode (it ended in INTERNALERROR "Unknown report_type")."""
+    result = pytester.runpytest("--golden=generation-v1", "--tx", "2*popen", "--dist=load")
+    assert result.ret == 0, result.stdout.str()
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*10 passed*"])

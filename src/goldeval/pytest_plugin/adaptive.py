@@ -13,6 +13,8 @@ reads the plan of its item's round.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,7 @@ import pytest
 
 from goldeval.pytest_plugin.params import parse_golden_nodeid
 from goldeval.pytest_plugin.rounds import PLANS_KEY, AdaptiveRoundsPlugin, read_plan, write_plan
+from goldeval.pytest_plugin.xdist import distributes
 from goldeval.results.adaptive_attempts import RoundPlan, plan_round
 from goldeval.results.sampling import Tally
 
@@ -40,8 +43,8 @@ class AdaptiveAttempts:
     #: The round after which the comparison decided (None: it did not before MAX).
     decided_after: int | None = None
     not_needed: int = 0
-    #: Attempts run per round (both variants together).
-    ran: dict[int, int] = field(default_factory=dict)
+    #: Attempts that ran per round (both variants together), counted once at the end.
+    ran: Counter[int] | None = None
     #: Node ids of the items left out: their skip reports carry no attempt record.
     left_out: set[str] = field(default_factory=set)
     #: The selected case ids (set by the controller once collection is done).
@@ -68,9 +71,7 @@ class AdaptiveAttempts:
         run = param.attempt == 1 or (
             self.plan is not None and not self.plan.decided and param.case.id in self.plan.cases
         )
-        if run:
-            self.ran[param.attempt] = self.ran.get(param.attempt, 0) + 1
-        else:
+        if not run:
             self.not_needed += 1
         return run
 
@@ -102,9 +103,7 @@ class AdaptiveAttempts:
             parsed = parse_golden_nodeid(nodeid)
             if parsed is None:
                 continue
-            if plan is None or (not plan.decided and parsed[0] in plan.cases):
-                self.ran[round_no] = self.ran.get(round_no, 0) + 1
-            else:
+            if plan is not None and (plan.decided or parsed[0] not in plan.cases):
                 self.not_needed += 1
         if plan is not None:
             write_plan(
@@ -136,13 +135,22 @@ class AdaptiveAttempts:
             f"round {param.attempt}; --golden-attempts=auto:{self.most})"
         )
 
-    def dump(self) -> dict[str, Any]:
-        """``adaptiveAttempts`` of run.json."""
+    def dump(self, attempts: Mapping[str, Mapping[tuple[str, int], str]]) -> dict[str, Any]:
+        """``adaptiveAttempts`` of run.json; ``attempts``: the collector's, by case and (label,
+        index). Rounds count the attempts that ran (both variants together), from the records
+        themselves: the same serially and under xdist, also when the session stopped."""
+        if self.ran is None:
+            # Counted at the first run written: writing a variant's run releases its attempts
+            # from the collector, so a later count would miss them.
+            self.ran = Counter(
+                index for per_case in attempts.values() for _label, index in per_case
+            )
+        ran = self.ran
         return {
             "rule": f"auto:{self.most}",
             "max": self.most,
-            "rounds": max(self.ran, default=0),
-            "attemptsByRound": {str(k): v for k, v in sorted(self.ran.items())},
+            "rounds": max(ran, default=0),
+            "attemptsByRound": {str(k): v for k, v in sorted(ran.items())},
             "notNeeded": self.not_needed,
             "decidedAfterRound": self.decided_after,
         }
@@ -231,7 +239,7 @@ def register_rounds(config: pytest.Config, state: GoldenSession) -> None:
         # Without the controller's folder no round after the first is ever planned: those
         # items are left out as never planned and the run is incomplete, never green.
         adaptive.plans = Path(workerinput.get(PLANS_KEY) or config.rootpath / ".no-round-plans")
-    elif getattr(config.option, "numprocesses", None):
+    elif distributes(config):
 
         def release(folder: Path, round_no: int, ids: list[str]) -> None:
             adaptive.release(state, folder, round_no, ids)

@@ -46,8 +46,12 @@ def param_of(item: Any) -> GoldenParam | None:
 #: ``::test_golden[<GoldenParam.id>]``.
 GOLDEN_TEST = "test_golden"
 _GOLDEN_MARK = f"::{GOLDEN_TEST}["
+# The case id is matched greedily: a case id may itself hold "-attempt<n>" (SAFE_ID allows
+# "login-attempt3"), so the item's own attempt is the last such part the label leaves over.
+# A label (model or variant name) holding "-attempt<n>" is read wrongly in turn; case ids
+# are rows' data and far more varied than the few names a session's labels come from.
 _GOLDEN_ID = re.compile(
-    r"::" + GOLDEN_TEST + r"\[(?P<case>.+?)-attempt(?P<n>\d+)(?:-(?P<model>.+))?\]$"
+    r"::" + GOLDEN_TEST + r"\[(?P<case>.+)-attempt(?P<n>\d+)(?:-(?P<model>.+))?\]$"
 )
 
 

@@ -86,6 +86,7 @@ class RoundScheduling(LoadScheduling):  # type: ignore[misc]
         self._round: list[int] = []  # by collection index
         self._held: dict[int, list[int]] = {}  # round -> unreleased, unsent indices
         self._left: Counter[int] = Counter()  # round -> items not yet completed
+        self._completed: set[int] = set()  # indices counted in _left (once each)
         self._released = 0
         self._last = 0  # the last round
 
@@ -101,13 +102,34 @@ class RoundScheduling(LoadScheduling):  # type: ignore[misc]
         self._release_ready()
 
     def _done(self, index: int) -> None:
-        self._left[self._round[index]] -= 1
+        if index not in self._completed:
+            self._completed.add(index)
+            self._left[self._round[index]] -= 1
         self._release_ready()
+
+    def _requeue(self, index: int) -> None:
+        """An item sent back (a crashed worker's, a rerun): to its held round or to pending."""
+        if index in self._completed:
+            self._completed.discard(index)
+            self._left[self._round[index]] += 1
+        round_no = self._round[index]
+        if round_no > self._released:
+            bisect.insort(self._held.setdefault(round_no, []), index)
+        else:
+            bisect.insort(self.pending, index)
+
+    def _stopping(self) -> bool:
+        """xdist shuts every worker down when the session stops (-x, --maxfail, a signal):
+        no round is released (planned, counted, sent) after that."""
+        nodes = self.nodes
+        return bool(nodes) and all(node.shutting_down for node in nodes)
 
     def _release_ready(self) -> None:
         """Release the next rounds while every item of the rounds before has completed."""
-        while self._released < self._last and all(
-            self._left[r] == 0 for r in range(1, self._released + 1)
+        while (
+            self._released < self._last
+            and not self._stopping()
+            and all(self._left[r] == 0 for r in range(1, self._released + 1))
         ):
             self._released += 1
             round_no = self._released
@@ -190,17 +212,28 @@ class RoundScheduling(LoadScheduling):  # type: ignore[misc]
         if not pending:
             return None
         assert self.collection is not None
-        crashed = pending.pop(0)  # xdist reports it as failed: it completed
+        first = pending[0]
+        if self._round[first] > self._released and not node.shutting_down:
+            # A worker holding only its bridge is idle (it runs nothing until it holds the
+            # next item): nothing crashed while running, the bridge goes back to its round.
+            crashed = None
+        else:
+            crashed = pending.pop(0)  # xdist reports it as failed: it completed
         for index in pending:
-            round_no = self._round[index]
-            if round_no > self._released:
-                bisect.insort(self._held.setdefault(round_no, []), index)
-            else:
-                bisect.insort(self.pending, index)
-        self._done(crashed)
+            self._requeue(index)
+        if crashed is not None:
+            self._done(crashed)
         for other in self.nodes:
             self.check_schedule(other)
-        return str(self.collection[crashed])
+        return None if crashed is None else str(self.collection[crashed])
+
+    def mark_test_pending(self, item: str) -> None:
+        """A crashed item sent back to run again (pytest-rerunfailures' crash handling):
+        it is no longer complete, and keeps its round."""
+        assert self.collection is not None
+        self._requeue(self.collection.index(item))
+        for node in self.nodes:
+            self.check_schedule(node)
 
 
 class AdaptiveRoundsPlugin:

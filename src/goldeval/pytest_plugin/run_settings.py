@@ -211,6 +211,13 @@ def check_adaptive(config: pytest.Config, most: int, variants: SessionVariants |
             f"--golden-attempts=auto:MAX under xdist sends each round's items once the round "
             f"before has ended (its own scheduler, built on --dist=load): leave out --dist={dist}"
         )
+    remote = [spec for spec in getattr(config.option, "tx", None) or [] if "popen" not in spec]
+    if dist != "no" and remote:
+        raise pytest.UsageError(
+            f"--golden-attempts=auto:MAX: the controller writes each round's plan to a folder on "
+            f"this machine, which remote xdist workers (--tx {remote[0]}) cannot read; use "
+            "local workers (-n N)"
+        )
     if _opt(config, "golden_run_key"):
         raise pytest.UsageError(
             "--golden-attempts=auto:MAX cannot resume a run key: an earlier session's attempts "

@@ -100,9 +100,20 @@ class CompactReports:
             )
 
 
+def distributes(config: pytest.Config) -> bool:
+    """Whether this process is an xdist controller sending items to workers: ``-n N``, or
+    ``--tx SPEC --dist MODE`` without ``-n`` (xdist sets ``tx`` for ``-n`` before configure)."""
+    if hasattr(config, "workerinput"):
+        return False
+    option = config.option
+    return getattr(option, "dist", "no") != "no" and bool(
+        getattr(option, "tx", None) or getattr(option, "numprocesses", None)
+    )
+
+
 def register(config: pytest.Config) -> None:
     """On every process of an xdist run (workers encode, the controller decodes)."""
     if config.pluginmanager.has_plugin("goldeval-compact-reports"):
         return
-    if hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
+    if hasattr(config, "workerinput") or distributes(config):
         config.pluginmanager.register(CompactReports(), "goldeval-compact-reports")
