@@ -18,9 +18,22 @@ import pytest
 from goldeval.pytest_plugin.rounds import RoundScheduling, read_plan, round_of, write_plan
 
 
+class _DSession:
+    shuttingdown = False
+
+
+class _PluginManager:
+    def __init__(self) -> None:
+        self.dsession = _DSession()
+
+    def get_plugin(self, name: str) -> Any:
+        return self.dsession if name == "dsession" else None
+
+
 class _Config:
     def __init__(self, workers: int) -> None:
         self._values = {"tx": [f"{workers}*popen"], "maxschedchunk": None}
+        self.pluginmanager = _PluginManager()
 
     def getvalue(self, name: str) -> Any:
         return self._values[name]
@@ -87,7 +100,8 @@ def _simulate(
         assert all(i in done for i in collection if round_of(i) < round_no)
         released.append(round_no)
 
-    sched = RoundScheduling(_Config(workers), None, on_release)  # type: ignore[arg-type]
+    config = _Config(workers)
+    sched = RoundScheduling(config, None, on_release)  # type: ignore[arg-type]
     nodes = [_Worker(f"gw{n}") for n in range(workers)]
     for node in nodes:
         sched.add_node(node)
@@ -95,11 +109,30 @@ def _simulate(
         sched.add_node_collection(node, collection)
     sched.schedule()
     spawned = workers
+    starting: list[int] = []  # steps left until a replacement worker has collected
+
+    def start_one() -> None:
+        nonlocal spawned
+        fresh = _Worker(f"gw{spawned}")
+        spawned += 1
+        sched.add_node(fresh)
+        sched.add_node_collection(fresh, collection)
+        sched.schedule()
+
     for _step in range(10 * len(collection) + 100):
         if sched.tests_finished or (stop_after is not None and len(ran) >= stop_after):
+            config.pluginmanager.dsession.shuttingdown = True  # xdist's triggershutdown
             for node in sched.nodes:
                 node.shutdown()  # what xdist's DSession does (at the end, or on -x)
+        starting = [n - 1 for n in starting]
+        for _ in [n for n in starting if n <= 0]:
+            start_one()
+        starting = [n for n in starting if n > 0]
         runnable = [n for n in sched.nodes if n.can_run()]
+        if not runnable and starting:
+            starting.pop()
+            start_one()  # nothing else happens until it is up
+            continue
         if not runnable:
             break
         if crashes and rng.random() < crash_rate:
@@ -116,11 +149,7 @@ def _simulate(
             if crashed is not None and reruns and rng.random() < 0.5:
                 ran.remove(crashed)  # pytest-rerunfailures sends a crashed item back
                 sched.mark_test_pending(crashed)
-            fresh = _Worker(f"gw{spawned}")
-            spawned += 1
-            sched.add_node(fresh)
-            sched.add_node_collection(fresh, collection)
-            sched.schedule()
+            starting.append(rng.randint(0, 6))  # xdist starts a worker in its place, later
             continue
         node = rng.choice(runnable)
         index = node.queue.pop(0)
@@ -208,4 +237,14 @@ def test_a_stopped_session_releases_no_later_round(seed: int) -> None:
         seed=seed,
         crashes=0,
         stop_after=random.Random(seed).randint(1, 20),
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_workers_shut_down_for_want_of_a_bridge_are_no_stop(seed: int) -> None:
+    """More workers than items in a round: some are shut down (no bridge left), others
+    hold bridges and die idle; the rounds still move on with the workers started in the
+    dead ones' place."""
+    _simulate(
+        workers=3, cases=1, variants=1, rounds=4, plain=4, seed=seed, crashes=3, crash_rate=0.4
     )

@@ -119,10 +119,11 @@ class RoundScheduling(LoadScheduling):  # type: ignore[misc]
             bisect.insort(self.pending, index)
 
     def _stopping(self) -> bool:
-        """xdist shuts every worker down when the session stops (-x, --maxfail, a signal):
-        no round is released (planned, counted, sent) after that."""
-        nodes = self.nodes
-        return bool(nodes) and all(node.shutting_down for node in nodes)
+        """Whether xdist's session is shutting down (-x, --maxfail, a signal, too many
+        crashed workers): no round is released (planned, counted, sent) after that. Not
+        "every worker shut down": a worker shut down for want of a bridge is no stop."""
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        return bool(getattr(dsession, "shuttingdown", False))
 
     def _release_ready(self) -> None:
         """Release the next rounds while every item of the rounds before has completed."""
@@ -171,6 +172,11 @@ class RoundScheduling(LoadScheduling):  # type: ignore[misc]
         self._start(self.collection)
         for node in self.nodes:
             self.check_schedule(node)
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        super().add_node_collection(node, collection)
+        if self._round:  # a worker started in a crashed one's place: rounds may move again
+            self._release_ready()
 
     def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
         self.node2pending[node].remove(item_index)
