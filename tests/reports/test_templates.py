@@ -21,7 +21,7 @@ from goldeval.core.rates import GRADER_PREFIX, RATE_NAMES
 from goldeval.reports import html as report_html
 from goldeval.reports import site as report_site
 from goldeval.reports.labels import RATE_LABELS, chart_label
-from goldeval.reports.templating import ENV, esc, render
+from goldeval.reports.templating import ENV, esc, render, status_class
 from goldeval.results.documents import RunDocument, typed_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,3 +308,13 @@ def test_html_attempt_shows_the_messages_sent_escaped() -> None:
     assert "[system] You are &lt;b&gt;helpful&lt;/b&gt;" in html
     assert "[user] hi [image img/a.png]" in html
     assert "raw prompt" not in html
+
+
+def test_only_verdict_words_are_green() -> None:
+    """A run's status (COMPLETED, RUNNING, QUEUED) says it ended or moves, not that it
+    passed: a COMPLETED run whose gate failed must not wear the pass colour."""
+    for word in ("COMPLETED", "RUNNING", "QUEUED", "CANCELLED", "n/a"):
+        assert status_class(word) != "goldeval-pass", word
+    for word in ("PASS", "NO_REGRESSION", "NON_INFERIOR"):
+        assert status_class(word) == "goldeval-pass", word
+    assert status_class("INCOMPLETE") == "goldeval-error"

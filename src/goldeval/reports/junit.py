@@ -39,6 +39,7 @@ from goldeval.results.documents import (
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.comparison import comparison_label
 from goldeval.verdict.gate import MAXIMUM_METRICS
+from goldeval.verdict.variants import VariantDecision, VariantGateResult
 
 _ABSOLUTE_DETAIL = re.compile(r"^\s*(-?[0-9.]+)\s*(>=|<=|<|>)\s*(-?[0-9.]+)\s*$")
 #: A failed absolute rule's detail shows the broken comparison; the testcase name shows the rule.
@@ -283,7 +284,9 @@ def _pair_test(pair: VariantComparisonDoc, dataset: str) -> Any:
     decision = str(pair.decision)
     reason = one_line(pair.reason or decision)
     tc = TestCase(name, classname=f"golden.{dataset}.variants", stdout=reason)
-    if decision != "NON_INFERIOR":
+    # The verdict's own word on the recorded label; one it does not know is a failure.
+    known = decision in VariantDecision.__members__
+    if not (known and VariantGateResult(VariantDecision(decision), reason).passed):
         tc.add_failure_info(
             message=reason, output=reason, failure_type=f"golden.variants.{decision}"
         )

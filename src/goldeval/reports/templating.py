@@ -63,9 +63,10 @@ def status_class(status: Any) -> str:
         "UNCHANGED_PASS",
         "RECOVERED",
         "IMPROVED",
-        "COMPLETED",
         "NON_INFERIOR",
     ):
+        # Verdict words only: a run status such as COMPLETED says the run ended, not that it
+        # passed (a COMPLETED run can fail its gate), so it is never shown green.
         return "goldeval-pass"
     if word in (
         "FAIL",
