@@ -14,7 +14,6 @@ import pytest
 from goldeval.store import LATEST_VERSION, Store, open_store
 from goldeval.store.migrations import MIGRATIONS, SCHEMA_VERSION_DDL
 from goldeval.store.pages import digest, encode_page, slim_fields, split_record
-from goldeval.store.queue import RunQueue
 from tests.docs.mdcode import blocks
 from tests.store.conftest import Target
 
@@ -107,21 +106,6 @@ def test_pages_return_every_attempt_once_in_order(store: Store, limit: int) -> N
     assert store.attempt_counts("run-1") == {
         s: sum(r["status"] == s for r in records) for s in STATUSES
     }
-
-
-def test_a_page_is_the_same_through_the_service_queue(store: Store) -> None:
-    _history_run(store, "run-1")
-    records = _records()
-    store.record_attempts("run-1", records)
-    queue = RunQueue(store)
-    first = queue.results("run-1", limit=5, status="FAIL")
-    after = (first[-1].case_id, first[-1].index, first[-1].model)
-    second = queue.results("run-1", limit=5, status="FAIL", after=after)
-    fails = [r for r in sorted(records, key=_key) if r["status"] == "FAIL"]
-    assert [r.record for r in first + second] == fails[:10]
-    assert [(r.case_id, r.index, r.model, r.status) for r in second] == [
-        (*_key(r), "FAIL") for r in fails[5:10]
-    ]
 
 
 def test_rows_hold_the_queryable_columns(store: Store, target: Target) -> None:

@@ -106,17 +106,6 @@ class ServiceRun:
 
 
 @dataclass(frozen=True)
-class ResultRow:
-    """One stored attempt (a page of ``GET .../results``)."""
-
-    case_id: str
-    index: int
-    model: str
-    status: str
-    record: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class QueueMetrics:
     """The store's side of a ``/metrics`` scrape (:meth:`RunQueue.metrics`)."""
 
@@ -441,27 +430,6 @@ class RunQueue:
             return None
         (store_run,) = rows[0]
         return str(store_run)
-
-    def results(
-        self,
-        store_run_id: str,
-        *,
-        limit: int,
-        status: str | None = None,
-        after: tuple[str, int, str] | None = None,
-    ) -> list[ResultRow]:
-        """A page of stored attempts in (case id, attempt index, model) order: the attempts
-        after the key ``after``, of ``status`` when given (keyset paging in SQL: one index
-        range of ``limit`` rows, however many attempts the run has)."""
-        records = self.store.attempts_page(store_run_id, limit=limit, status=status, after=after)
-        out = []
-        for record in records:
-            # The row's key: its model column, which holds the variant in a variant session
-            # (the record itself names the model it asked).
-            column = record.get("variant") or record.get("model") or ""
-            key = (str(record["caseId"]), int(record["index"]), str(column))
-            out.append(ResultRow(key[0], key[1], key[2], str(record.get("status")), record))
-        return out
 
     def count_attempts(self, store_run_id: str) -> dict[str, int]:
         return self.store.attempt_counts(store_run_id)
