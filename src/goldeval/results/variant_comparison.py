@@ -32,6 +32,26 @@ from goldeval.results.variant_costs import CaseFigures, case_figures, paired_cos
 MAX_FLIPPED_LISTED = 50
 
 
+def ungraded_attempts(run: RunDocument | None) -> int:
+    """The run's attempts that are no quality outcome (ERROR, SKIPPED)."""
+    return sum(
+        a.status not in ("PASS", "FAIL")
+        for case in (run.cases if run is not None else ())
+        for a in case.attempts
+    )
+
+
+def uneven_cases(a: RunDocument | None, b: RunDocument | None) -> int:
+    """Cases both runs hold with a different number of attempts (a selection that took some
+    attempts of one side only, ``-k``): those cases were not seen alike by the two."""
+    if a is None or b is None:
+        return 0
+    held = {case.case_id: len(case.attempts) for case in a.cases}
+    return sum(
+        1 for case in b.cases if held.get(case.case_id, len(case.attempts)) != len(case.attempts)
+    )
+
+
 def case_tallies(run: RunDocument | None) -> dict[str, Tally]:
     """Each case's graded (PASS or FAIL) and passed attempts; ERROR and SKIPPED attempts are
     not quality outcomes and are left out (a case with none graded is not paired)."""
@@ -139,6 +159,11 @@ def compare_variants(
         "outcomeRule": rule,
         "cases": summary["cases"],
         "unpaired": summary["unpaired"],
+        "ungradedAttempts": {
+            "control": ungraded_attempts(control_run),
+            "candidate": ungraded_attempts(candidate_run),
+        },
+        "unevenCases": uneven_cases(control_run, candidate_run),
         "controlPassRate": summary["controlPassRate"],
         "candidatePassRate": summary["candidatePassRate"],
         "difference": summary["difference"],

@@ -195,6 +195,10 @@ class VariantComparisonDoc(PairFiguresDoc):
 
     outcome_rule: str = Field(alias="outcomeRule")
     margin: float
+    #: Each side's attempts that are no quality outcome (ERROR, SKIPPED): not weighed.
+    ungraded_attempts: dict[str, int] | None = Field(default=None, alias="ungradedAttempts")
+    #: Cases both sides hold with a different number of attempts (a partial selection).
+    uneven_cases: int = Field(default=0, alias="unevenCases")
     mcnemar: McNemarDoc
     flipped_worse: list[str] = Field(default_factory=list, alias="flippedWorse")
     flipped_better: list[str] = Field(default_factory=list, alias="flippedBetter")

@@ -217,7 +217,11 @@ def decide_pair(
     run. As in pytest, a FAIL attempt is a failed test, which only a gate may weigh.
     """
     policy: GatePolicy | None = None
-    if gate_enabled:
+    # A variant's run with no baseline of its own was weighed by its session's paired
+    # comparison alone (no manifest policy, no live-baseline rule: the pair saw the same rows
+    # the same day); decided here the same way, so `goldeval gate` agrees with the session.
+    pair_alone = run.variant is not None and baseline is None
+    if gate_enabled and not pair_alone:
         if dataset_dir is None:
             raise GoldevalError(
                 "no gate policy: the run's dataset manifest was not found",
@@ -233,7 +237,7 @@ def decide_pair(
         run,
         baseline=baseline,
         policy=policy,
-        live=run_mode(run) == "LIVE",
+        live=run_mode(run) == "LIVE" and not pair_alone,
         gate_enabled=gate_enabled,
         other_failures=bool(run.other_failures),
         **session,

@@ -163,9 +163,12 @@ class RunOutcome:
         ):
             if value:
                 recorded[name] = value
-        if run.variant_comparison is not None:
-            # Decided again from the figures: a stored label is never trusted as it is.
-            recorded["variants"] = decide_variants(run.variant_comparison)
+        pair = run.variant_comparison
+        if pair is not None and run.variant in (None, pair.control, pair.candidate):
+            # Decided again from the figures: a stored label is never trusted as it is. A
+            # variant outside the pair carries the comparison for its reports only: no gate
+            # weighs its FAIL attempts (they stay failed tests).
+            recorded["variants"] = decide_variants(pair)
         if run.pytest_status in _SESSION_STATUSES:
             recorded["pytest_status"] = run.pytest_status  # a keyword fact still wins
         recorded.update(facts)

@@ -51,6 +51,21 @@ def _pts(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:+.1f} pts"
 
 
+def _not_seen_alike(doc: VariantComparisonDoc) -> str:
+    """What of the selection the pair did not weigh, in words ("" when nothing)."""
+    parts = []
+    if doc.unpaired:
+        parts.append(f"{doc.unpaired} case(s) graded by one side only")
+    ungraded = doc.ungraded_attempts or {}
+    for side in ("control", "candidate"):
+        if ungraded.get(side):
+            name = doc.control if side == "control" else doc.candidate
+            parts.append(f"{ungraded[side]} attempt(s) of {name} ERROR or SKIPPED")
+    if doc.uneven_cases:
+        parts.append(f"{doc.uneven_cases} case(s) with a different number of attempts per side")
+    return "; ".join(parts)
+
+
 def decide_variants(doc: VariantComparisonDoc) -> VariantGateResult:
     """The label of a ``variantComparison`` and why. An unknown statistic verdict (a
     hand-edited file) is INCONCLUSIVE: never read as a pass."""
@@ -62,6 +77,16 @@ def decide_variants(doc: VariantComparisonDoc) -> VariantGateResult:
         f"difference {_pts(doc.difference)}, {interval}, margin {doc.margin * 100:.1f} pts, "
         f"{doc.cases} paired cases"
     )
+    unseen = _not_seen_alike(doc)
+    if decision is VariantDecision.NON_INFERIOR and unseen:
+        # The statistic holds on the cases both graded; what it did not weigh (a case one
+        # side never graded, an ERROR or SKIPPED attempt, a case one side ran fewer attempts
+        # of) could hide a regression: never a pass.
+        return VariantGateResult(
+            VariantDecision.INCONCLUSIVE,
+            f"{pair}: INCONCLUSIVE, the two did not grade the same selection ({unseen}); the "
+            f"graded cases alone say NON_INFERIOR ({figures}); not a pass",
+        )
     if decision is VariantDecision.NON_INFERIOR:
         return VariantGateResult(decision, f"{pair}: NON_INFERIOR ({figures})")
     if decision is VariantDecision.INFERIOR:
