@@ -284,3 +284,27 @@ def test_before_the_run_the_selection_says_the_smallest_difference_it_can_detect
     assert power_line(SessionVariants(pair, None), 10) is None
     assert power_line(SessionVariants(pair[:1], gate), 10) is None
     assert power_line(None, 10) is None
+
+
+def test_every_report_shows_the_label_decided_from_the_figures(tmp_path: Path) -> None:
+    """A run.json whose recorded label says NON_INFERIOR while its figures say the pair
+    cannot tell (hand-edited, or written before a rule was added): the site page, the
+    report.md section and the JUnit testcase show the verdict's INCONCLUSIVE, never green."""
+    from goldeval.reports.junit import dashboard_xml
+    from goldeval.reports.markdown_variants import variant_lines
+    from goldeval.reports.site import build_site
+    from goldeval.results.documents import typed_run
+    from tests.builders import run_document
+
+    run = run_document({"c": ["PASS"]})
+    run["runId"] = "r1"
+    figures = _doc("PASS").dump()
+    run["variantComparison"] = {**figures, "unpaired": 3, "decision": "NON_INFERIOR", "reason": "x"}
+    typed = typed_run(run)
+    build_site(tmp_path, [typed])
+    page = (tmp_path / "runs" / "r1.html").read_text(encoding="utf-8")
+    assert '<span class="goldeval-error">INCONCLUSIVE</span>' in page
+    assert 'goldeval-pass">NON_INFERIOR' not in page
+    assert "**INCONCLUSIVE**" in "\n".join(variant_lines(typed.variant_comparison))
+    xml = dashboard_xml([typed])
+    assert 'type="golden.variants.INCONCLUSIVE"' in xml

@@ -25,6 +25,7 @@ from goldeval.reports.templating import esc, render, status_class
 from goldeval.reports.variant_charts import pass_at_k_chart
 from goldeval.results.documents import Configuration, Metrics, RateDoc, RunDocument
 from goldeval.verdict.comparison import comparison_label
+from goldeval.verdict.variants import decide_variants
 
 __all__ = [
     "MAX_TEXT",
@@ -172,7 +173,7 @@ def comparison_view(run: RunDocument) -> dict[str, Any] | None:
 
 
 def variant_view(run: RunDocument) -> dict[str, Any] | None:
-    """``variantComparison`` for the HTML pages: the verdict's recorded decision and line,
+    """``variantComparison`` for the HTML pages: the verdict's decision and line,
     and the figures as (label, value) rows; None when the run compared no variants."""
     cmp = run.variant_comparison
     if cmp is None:
@@ -203,9 +204,10 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
         ("Flipped to PASS", ", ".join(cmp.flipped_better) or "none"),
     ]
     matrix = cmp.matrix
+    verdict = decide_variants(cmp)  # decided again from the figures, as a regate does
     return {
-        "decision": cmp.decision,
-        "reason": cmp.reason,
+        "decision": verdict.decision.value,
+        "reason": verdict.reason,
         "rows": rows,
         "matrix": None
         if matrix is None or not matrix.rows

@@ -39,7 +39,7 @@ from goldeval.results.documents import (
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.comparison import comparison_label
 from goldeval.verdict.gate import MAXIMUM_METRICS
-from goldeval.verdict.variants import VariantDecision, VariantGateResult
+from goldeval.verdict.variants import decide_variants
 
 _ABSOLUTE_DETAIL = re.compile(r"^\s*(-?[0-9.]+)\s*(>=|<=|<|>)\s*(-?[0-9.]+)\s*$")
 #: A failed absolute rule's detail shows the broken comparison; the testcase name shows the rule.
@@ -281,12 +281,11 @@ def _pair_test(pair: VariantComparisonDoc, dataset: str) -> Any:
     (goldeval.verdict.variants, recorded with the run) said NON_INFERIOR; INCONCLUSIVE is a
     failure too, never a pass."""
     name = f"{pair.candidate} vs {pair.control}"
-    decision = str(pair.decision)
-    reason = one_line(pair.reason or decision)
+    verdict = decide_variants(pair)  # decided again from the figures, as a regate does
+    decision = verdict.decision.value
+    reason = one_line(verdict.reason)
     tc = TestCase(name, classname=f"golden.{dataset}.variants", stdout=reason)
-    # The verdict's own word on the recorded label; one it does not know is a failure.
-    known = decision in VariantDecision.__members__
-    if not (known and VariantGateResult(VariantDecision(decision), reason).passed):
+    if not verdict.passed:
         tc.add_failure_info(
             message=reason, output=reason, failure_type=f"golden.variants.{decision}"
         )

@@ -16,6 +16,7 @@ from goldeval.results.documents import (
     VariantPairDoc,
     VariantPairsDoc,
 )
+from goldeval.verdict.variants import decide_variants
 
 #: ``pairedCosts`` figures as report.md names them, with their unit and number format.
 _PAIRED_LABELS = {
@@ -33,9 +34,11 @@ def _pct(value: float | None, sign: bool = False) -> str:
 
 def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
     """``variantComparison``: two variants of the session on the cases both graded; the
-    decision and its reason are the verdict's, as the session recorded them."""
+    decision and its reason are the verdict's, decided again from the figures (a stored
+    label is never shown as it is)."""
     if cmp is None:
         return []
+    verdict = decide_variants(cmp)
     control, candidate = md_escape(cmp.control), md_escape(cmp.candidate)
     ci = cmp.ci95
     test = cmp.mcnemar
@@ -45,7 +48,7 @@ def variant_lines(cmp: VariantComparisonDoc | None) -> list[str]:
         "",
         f"## Variants: {candidate} vs {control}",
         "",
-        f"**{md_escape(cmp.decision)}**: {md_escape(cmp.reason)}",
+        f"**{md_escape(verdict.decision.value)}**: {md_escape(verdict.reason)}",
         "",
         "| Variant | Model | Pass rate (paired cases) |",
         "|---|---|---|",
