@@ -134,3 +134,26 @@ def test_goldeval_gate_decides_a_variant_run_as_its_session_did(
     assert result.ret == 0, result.stdout.str()
     gates: dict[str, Any] = _gates(project)
     assert gates == {"control": 0, "concise": 0, "LATEST": 0}, gates
+
+
+def test_a_variant_session_finishes_its_run_hook_once_with_the_session_s_decision(
+    pytester: pytest.Pytester,
+) -> None:
+    """`pytest_goldeval_run_finished` fires for a variant session too (it never did): the
+    `--junitxml` global properties say the session's exit code."""
+    import xml.etree.ElementTree as ET
+
+    project = copy_example("prompt-ab", pytester)
+    for case in SOLD_OUT:
+        (project / FIXTURES / "concise" / f"{case}.out.md").write_text("sold out\n")
+    result = pytester.runpytest(
+        "--golden=faq-ab-v1", "-o", "golden_junit_properties=true", "--junitxml=j.xml"
+    )
+    assert result.ret == 1, result.stdout.str()
+    suite = ET.parse(project / "j.xml").getroot().find("testsuite")
+    assert suite is not None
+    props = suite.find("properties")
+    assert props is not None
+    values = [(p.get("name"), p.get("value")) for p in props.iter("property")]
+    assert ("golden.exitCode", "1") in values
+    assert [name for name, _ in values].count("golden.exitCode") == 1

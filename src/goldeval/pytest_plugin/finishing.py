@@ -280,6 +280,11 @@ def finish_side_by_side(
     state.exit_reason = overall.reason
     state.run = {**state.benchmark[0], "exitDecision": overall._asdict()}
     apply_exit(session, overall)
+    # Once per session, as for a single run: the first run's document with the session's
+    # decision (each variant's own run.json is in its folder).
+    state.config.hook.pytest_goldeval_run_finished(
+        config=state.config, run=state.run, document=typed_run(state.run)
+    )
 
 
 def _own_baseline(

@@ -57,7 +57,8 @@ def pytest_goldeval_attempt_graded(config: pytest.Config, record: dict[str, Any]
 def pytest_goldeval_run_finished(
     config: pytest.Config, run: RunJson, document: RunDocument
 ) -> None:
-    """Called once on the controller with the finished run document.
+    """Called once on the controller with the finished run document (in a session of
+    several models or variants: the first run's document with the session's exit decision).
 
     :param document: the run document typed
         (:class:`goldeval.results.documents.RunDocument`, run.json's fields by name).
