@@ -328,27 +328,28 @@ IMPORT_LIMITS: tuple[LimitSpec, ...] = (
         "counts them): longer is an error naming file:line:column",
     ),
     LimitSpec(
-        "import_yaml_aliases",
+        "yaml_aliases",
         100,
         "aliases",
         "",
-        "aliases (`*name`) in one promptfoo YAML file read by `goldeval import`",
+        "aliases (`*name`) in one YAML file: a dataset manifest, or a promptfoo file read by "
+        "`goldeval import`",
     ),
     LimitSpec(
-        "import_yaml_nodes",
+        "yaml_nodes",
         500000,
         "nodes",
         "",
-        "YAML nodes of one promptfoo file counted with every alias expanded (an alias bomb "
-        "stops here while the file is composed, before anything is built); the expanded text "
-        "is bounded by `file_bytes` too",
+        "YAML nodes of one file (a manifest, a promptfoo file) counted with every alias "
+        "expanded (an alias bomb stops here while the file is composed, before anything is "
+        "built); the expanded text is bounded by `file_bytes` too",
     ),
     LimitSpec(
-        "import_yaml_depth",
+        "yaml_depth",
         64,
         "levels",
         "",
-        "nesting of one promptfoo YAML file read by `goldeval import`",
+        "nesting of one YAML file (a manifest, a promptfoo file read by `goldeval import`)",
     ),
 )
 

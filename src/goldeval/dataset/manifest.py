@@ -9,6 +9,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
+from goldeval.core.bounded_yaml import load_yaml
 from goldeval.core.errors import DatasetError
 from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.rates import GRADER_PREFIX, RATE_NAMES
@@ -135,11 +136,17 @@ def read_manifest(path: Path) -> Manifest:
         if path.suffix == ".json":
             data = loads_json(text, what="the manifest")
         else:
-            data = yaml.safe_load(text)
+            # Bounded while composed: an alias bomb or a deep nest ends here, fast.
+            data = load_yaml(text, path)[1]
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise _parse_error(exc, path) from None
     except LimitExceeded as exc:
-        raise DatasetError(f"invalid JSON: {exc.message}", path=path) from None
+        raise DatasetError(
+            f"invalid {path.suffix[1:].upper()}: {exc.message}",
+            path=path,
+            line=exc.line,
+            hint=exc.hint,
+        ) from None
     except RecursionError:
         raise DatasetError(
             f"invalid {path.suffix[1:].upper()}: nested too deeply", path=path

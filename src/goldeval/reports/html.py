@@ -203,8 +203,7 @@ def variant_view(run: RunDocument) -> dict[str, Any] | None:
         ("Flipped to FAIL", ", ".join(cmp.flipped_worse) or "none"),
         ("Flipped to PASS", ", ".join(cmp.flipped_better) or "none"),
     ]
-    matrix = cmp.matrix
-    verdict = decide_variants(cmp)  # decided again from the figures, as a regate does
+    matrix, verdict = cmp.matrix, decide_variants(cmp)  # decided again from the figures
     return {
         "decision": verdict.decision.value,
         "reason": verdict.reason,

@@ -3,8 +3,9 @@
 - files are size-checked with ``fstat`` on the open descriptor (limit ``file_bytes``) and read
   at most one byte past the limit (a pipe has no size to check);
 - JSON is parsed with :func:`goldeval.core.limits.loads_json` (depth-bounded);
-- promptfoo YAML is composed by :class:`BoundedYamlLoader`, which counts aliases, nesting and
-  the nodes an alias expands to while it composes: an alias bomb stops there, fast;
+- promptfoo YAML is composed by goldeval.core.bounded_yaml.BoundedYamlLoader, which counts
+  aliases, nesting and the nodes an alias expands to while it composes (an alias bomb stops
+  there, fast);
 - CSV fields are capped with ``csv.field_size_limit`` (limit ``import_csv_field``);
 - values from Arrow/parquet, YAML and JSON become plain JSON data (:func:`json_data`) or a
   clear error naming the field: NaN is a missing value, ±inf and bytes are refused, Decimal
@@ -24,10 +25,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import yaml
-
 from goldeval.cli.importers.model import import_error
-from goldeval.core.limits import LimitExceeded, check_size, default, describe_bytes
+from goldeval.core.limits import LimitExceeded, check_size, default
 
 _REDUCE_HINT = "split the file or trim it; the limits are listed in docs/reliability.md"
 
@@ -201,96 +200,3 @@ def csv_field_limit() -> Iterator[int]:
         yield limit
     finally:
         csv.field_size_limit(previous)
-
-
-# --------------------------------------------------------------------------- YAML
-
-
-class BoundedYamlLoader(yaml.SafeLoader):
-    """A safe YAML loader that counts while it composes, before anything is constructed.
-
-    Aliases (limit ``import_yaml_aliases``), nesting (``import_yaml_depth``), the number of
-    nodes with every alias expanded (``import_yaml_nodes``) and the scalar text with every
-    alias expanded (``file_bytes``): an alias bomb of a few hundred bytes is refused after a
-    few thousand steps instead of being built 9**9 times. A recursive alias (``&a [*a]``) is
-    refused too: it has no JSON form.
-    """
-
-    def __init__(self, stream: str, path: Path) -> None:
-        super().__init__(stream)
-        self.path = path
-        self._aliases = 0
-        self._nodes = 0
-        self._chars = 0
-        self._depth = 0
-        #: id(node) -> (nodes, chars) it stands for, all aliases expanded; set once composed
-        self._expanded: dict[int, tuple[int, int]] = {}
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._count_alias(self.peek_event())  # type: ignore[no-untyped-call]
-            return super().compose_node(parent, index)
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        self._depth += 1
-        self._check("import_yaml_depth", self._depth, event, "nesting")
-        nodes, chars = self._nodes, self._chars
-        self._add(1, len(getattr(event, "value", "") or ""), event)
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-        self._expanded[id(node)] = (self._nodes - nodes, self._chars - chars)
-        return node
-
-    def _count_alias(self, event: Any) -> None:
-        self._aliases += 1
-        self._check("import_yaml_aliases", self._aliases, event, "aliases")
-        target = self.anchors.get(event.anchor)
-        if target is None:
-            return  # an undefined alias: the composer's own error says so
-        size = self._expanded.get(id(target))
-        if size is None:
-            raise LimitExceeded(
-                "import_yaml_aliases",
-                f"alias *{event.anchor} refers to the node it is inside (a recursive alias)",
-                path=self.path,
-                line=event.start_mark.line + 1,
-                hint="write the value out instead of a recursive alias",
-            )
-        self._add(*size, event)
-
-    def _add(self, nodes: int, chars: int, event: Any) -> None:
-        self._nodes += nodes
-        self._chars += chars
-        self._check("import_yaml_nodes", self._nodes, event, "nodes (aliases expanded)")
-        limit = int(default("file_bytes"))
-        if self._chars > limit:
-            raise LimitExceeded(
-                "file_bytes",
-                f"the text with its aliases expanded is over {describe_bytes(limit)}",
-                path=self.path,
-                line=event.start_mark.line + 1,
-                hint=_REDUCE_HINT,
-            )
-
-    def _check(self, name: str, value: int, event: Any, what: str) -> None:
-        limit = int(default(name))
-        if value > limit:
-            raise LimitExceeded(
-                name,
-                f"more than {limit} {what} (limit {name})",
-                path=self.path,
-                line=event.start_mark.line + 1,
-                hint=_REDUCE_HINT,
-            )
-
-
-def load_yaml(text: str, path: Path) -> tuple[Any, Any]:
-    """The composed node (for line numbers) and the data of one YAML document."""
-    loader = BoundedYamlLoader(text, path)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    finally:
-        loader.dispose()
-    return node, data

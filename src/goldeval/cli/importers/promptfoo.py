@@ -1,6 +1,6 @@
 """promptfoo test files (YAML) as golden rows: tests, vars, one prompt template, assertions.
 
-The YAML is read by :class:`~goldeval.cli.importers.bounded.BoundedYamlLoader` (an alias bomb
+The YAML is read by :class:`~goldeval.core.bounded_yaml.BoundedYamlLoader` (an alias bomb
 is refused while it is composed) and each test becomes plain JSON data (dates as ISO text)
 before it is mapped.
 """
@@ -13,9 +13,10 @@ from typing import Any
 
 import yaml
 
-from goldeval.cli.importers.bounded import json_data, load_yaml, read_text
+from goldeval.cli.importers.bounded import json_data, read_text
 from goldeval.cli.importers.mapping import PROMPT_NAMES, first_of, slug, text_of
 from goldeval.cli.importers.model import ImportReport, Row, import_error
+from goldeval.core.bounded_yaml import load_yaml
 
 # promptfoo assertion type -> how it becomes expect keys
 _PF_SIMPLE = {
