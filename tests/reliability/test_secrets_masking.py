@@ -232,6 +232,11 @@ SECRET_PW = "pw-PLANTED-url-4242"
         (f"ftp://u:{SECRET_PW}@127.0.0.1/", "unsupported scheme"),
         (f"http://u:{SECRET_PW}@[::1", "invalid base URL"),
         ("http://:8080/", "no host"),
+        # a password holding a raw "/", "?" or "#" ends the URL's host part early: it would
+        # be read as a path, sent, recorded and never masked
+        (f"http://u:12/{SECRET_PW}@127.0.0.1:11434", "must be percent-encoded"),
+        (f"http://u:{SECRET_PW}#x@127.0.0.1:11434", "must be percent-encoded"),
+        (f"http://u:{SECRET_PW}?x@127.0.0.1:11434", "must be percent-encoded"),
     ],
 )
 @pytest.mark.parametrize("provider", ["ollama", "openai"])

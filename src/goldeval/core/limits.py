@@ -148,6 +148,14 @@ LIMITS: tuple[LimitSpec, ...] = (
         "full answer stays in the case's files and run.json as before",
     ),
     LimitSpec(
+        "attempts_per_case",
+        1000,
+        "attempts",
+        "",
+        "`--golden-attempts=N` (each attempt is a test item per case and variant, kept in "
+        "memory while collected); more is a usage error before collection",
+    ),
+    LimitSpec(
         "auto_attempts",
         20,
         "attempts",

@@ -215,6 +215,19 @@ def check_base_url(url: str, field: str) -> str:
         )
     try:
         parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"invalid base URL {shown!r}: {exc}", field=field) from None
+    scheme, rest = url.split("://", 1)
+    if "@" in rest and "@" not in parts.netloc:
+        # user:password holding a raw "/", "?" or "#": the URL's host part ends there, the
+        # password would be read as a path (sent, logged and recorded) and never masked.
+        raise ConfigError(
+            f"base URL {scheme}://***@{rest.rsplit('@', 1)[1]!s} has an '@' outside its host "
+            "part: a user:password holding '/', '?' or '#' must be percent-encoded",
+            field=field,
+            hint="write '/' as %2F, '?' as %3F, '#' as %23 (and '@' as %40) in the password",
+        )
+    try:
         port = parts.port
     except ValueError as exc:
         raise ConfigError(f"invalid base URL {shown!r}: {exc}", field=field) from None

@@ -23,7 +23,8 @@ ROW_FIELDS = (
 )
 CORE_EXPECT_KEYS = (ExpectKey("red", "bool", "known to fail live: carries the `red` marker"),)
 RESERVED_FILES = ("calibration.jsonl",)
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# \Z, not $: "$" also matches before a final newline ("a\n" would be an id).
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 # A tag becomes ``pytest.mark.<tag>``: a plain identifier starting with a letter (``_x`` and
 # ``__init__`` are attributes of pytest's MarkGenerator, not marks).
 TAG = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")

@@ -33,7 +33,8 @@ from goldeval.dataset.request import parse_request
 from goldeval.dataset.templates import CompiledTemplates, PromptTemplates, TemplateProblem
 
 #: A variant's name is part of item ids and file names: short, no spaces, no brackets.
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# \Z, not $: "$" also matches before a final newline ("a\n" would be a name).
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 #: Variants one manifest may declare: each multiplies the session's items and model calls.
 MAX_VARIANTS = 32

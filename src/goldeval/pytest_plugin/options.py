@@ -13,6 +13,8 @@ _Add = Callable[..., Any]
 
 
 def _positive_int(text: str) -> int:
+    if not text.strip().isascii():  # int() takes any Unicode digit ("２")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (digits 0-9)")
     try:
         value = int(text)
     except ValueError:

@@ -182,6 +182,12 @@ def _attempts_setting(config: pytest.Config, variants: SessionVariants | None) -
     attempts = int(raw.removeprefix("auto:") if adaptive else raw)
     if attempts < 1:
         raise pytest.UsageError("--golden-attempts must be at least 1")
+    most = int(limits.default("attempts_per_case"))
+    if not adaptive and attempts > most:
+        raise pytest.UsageError(
+            f"--golden-attempts={attempts}: at most {most} (the attempts_per_case limit: each "
+            "attempt is a test item of every case)"
+        )
     if adaptive:
         check_adaptive(config, attempts, variants)
     return attempts, adaptive

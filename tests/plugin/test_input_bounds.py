@@ -1,0 +1,44 @@
+"""Inputs whose size an option or a row decides, refused before collection with a usage
+error (exit 4), never an hour of collection or gigabytes of items."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from goldeval.dataset.row_fields import SAFE_ID
+from goldeval.dataset.variants import NAME_PATTERN
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1001", "*at most 1000 (the attempts_per_case limit*"),
+        ("２", "*is not a whole number (digits 0-9)*"),  # int() took any Unicode digit
+    ],
+)
+def test_attempts_are_bounded(
+    pytester: pytest.Pytester, golden_project: Path, value: str, message: str
+) -> None:
+    result = pytester.runpytest("--golden=generation-v1", f"--golden-attempts={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_a_name_or_id_with_a_final_newline_is_refused(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    """``$`` matches before a final newline: "a\\n" passed as a variant name or a row id
+    (a fixture folder and item ids with a newline in them)."""
+    assert NAME_PATTERN.match("a\n") is None and NAME_PATTERN.match("a") is not None
+    assert SAFE_ID.match("a\n") is None and SAFE_ID.match("a-1") is not None
+    rows = golden_project / "golden/generation/golden-generation.jsonl"
+    row = {"id": "zz\n", "prompt": "p", "expect": {"contains": ["x"]}}
+    with rows.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(row) + "\n")
+    result = pytester.runpytest("--golden=generation-v1")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED), out
+    assert "golden-generation.jsonl:" in out and "id" in out
