@@ -184,3 +184,20 @@ def test_the_budget_holds_when_the_budget_module_is_imported_again(
     with pytest.raises(TemplateProblem) as caught:
         _render("{{ 'x' | center(n) | length }}", n=REPEAT + 1)
     assert _assert_limit(caught.value) == "template_repeat"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("{{ " + "(" * 150 + "1" + ")" * 150 + " }}", "nested too deeply"),  # RecursionError
+        ("{% if true %}" * 200 + "x" + "{% endif %}" * 200, "nested too deeply"),  # Indentation
+        # textwrap is quadratic: one call ran for minutes between two budget checks
+        ("{{ (('x' * 999999) ~ ('x' * 999999)) | wordwrap(1) | length }}", "wordwrap"),
+    ],
+)
+def test_a_template_python_cannot_compile_or_bound_is_a_clear_error(
+    source: str, message: str
+) -> None:
+    with pytest.raises(TemplateProblem) as caught:
+        CompiledTemplates(PromptTemplates(system=source))
+    assert message in str(caught.value)

@@ -48,6 +48,8 @@ CHECKED_FILTER = "goldeval_checked"
 
 #: Filters whose integer arguments are sizes of what they build (a width, a number of parts).
 _SIZE_ARGUMENT_FILTERS = frozenset({"center", "slice", "batch"})
+#: Filters the sandbox does not offer (a template using one fails to compile, clearly).
+_NOT_OFFERED = frozenset({"wordwrap"})
 #: ``str`` methods whose integer arguments are widths of what they build.
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
 #: A printf-style conversion: its width and precision (digits or ``*``).
@@ -324,7 +326,13 @@ class BudgetedSandbox(SandboxedEnvironment):
         super().__init__(**options)
         self.globals["range"] = budgeted_range
         self.globals["lipsum"] = bounded_lipsum
-        self.filters = {name: _budgeted_filter(name, f) for name, f in self.filters.items()}
+        # wordwrap is textwrap, quadratic in its input: one call on a long string runs for
+        # minutes between two budget checks. Prompts have no use for it: not offered.
+        self.filters = {
+            name: _budgeted_filter(name, f)
+            for name, f in self.filters.items()
+            if name not in _NOT_OFFERED
+        }
         self.filters[LOOP_FILTER] = counted
         self.filters[CHECKED_FILTER] = checked
 

@@ -127,6 +127,14 @@ class CompiledTemplates:
                 raise TemplateProblem(
                     f"prompt.{part}", f"template syntax error on line {exc.lineno}: {exc.message}"
                 ) from None
+            except (RecursionError, SyntaxError, MemoryError):
+                # Jinja2 parses and compiles recursively: brackets or blocks nested a few
+                # hundred deep end in Python's own limits (IndentationError is a SyntaxError).
+                raise TemplateProblem(
+                    f"prompt.{part}",
+                    "the template is nested too deeply to compile (brackets or blocks nested "
+                    "hundreds of levels); write it flatter",
+                ) from None
             self.names[part] = frozenset(meta.find_undeclared_variables(ast))
 
     def has(self, part: str) -> bool:
