@@ -481,3 +481,32 @@ def test_fixture_mode_keeps_xdist_default_scheduling(
     result = pytester.runpytest("--golden=generation-v1", "-n", "2", "-v")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["scheduling tests via LoadScheduling"])
+
+
+def test_record_mode_refuses_a_fixtures_folder_linked_out_before_any_call(
+    pytester: pytest.Pytester,
+    llm_server: FakeLLMServer,
+    golden_project: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """It was refused only when the answers were written, after every call (the answers
+    were lost), and a variant's folder was created through the link first."""
+    import shutil
+
+    outside = tmp_path_factory.mktemp("outside")
+    fixtures = golden_project / "golden" / "generation" / "fixtures"
+    shutil.move(str(fixtures), str(outside / "fixtures"))
+    fixtures.symlink_to(outside / "fixtures", target_is_directory=True)
+    before = sorted(p.name for p in (outside / "fixtures").iterdir())
+    result = pytester.runpytest(
+        "--golden=generation-v1",
+        "--golden-mode=record",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-no-gate",
+        "--golden-overwrite-fixtures",
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out
+    assert "record mode would write through a link" in out
+    assert not llm_server.requests
+    assert sorted(p.name for p in (outside / "fixtures").iterdir()) == before

@@ -457,3 +457,18 @@ def test_models_side_by_side_finish_together(
         assert verify_run_dir(folder) != []
         doc = json.loads((folder / "run.json").read_text(encoding="utf-8"))
         assert doc["status"] == "FAILED"
+
+
+def test_atomic_write_creates_no_folder_through_a_link(tmp_path: Path) -> None:
+    """``fixtures`` links out and ``fixtures/variant`` does not exist yet: the write is
+    refused before ``mkdir`` would create ``variant`` at the link's target."""
+    from goldeval.results.run_folder import ArtifactError, atomic_write
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "dataset"
+    root.mkdir()
+    (root / "fixtures").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ArtifactError):
+        atomic_write(root / "fixtures" / "variant" / "a.out.md", "x", root=root)
+    assert list(outside.iterdir()) == []

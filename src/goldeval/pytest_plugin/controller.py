@@ -21,6 +21,7 @@ from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
 from goldeval.pytest_plugin.decision import preflight, preflight_baseline_file
 from goldeval.pytest_plugin.finishing import deferred_signals, finalisation_failed, finish_session
 from goldeval.pytest_plugin.params import is_golden_nodeid, param_of, parse_golden_nodeid
+from goldeval.pytest_plugin.record_mode import preflight_record_targets
 from goldeval.pytest_plugin.recording import ProtocolMismatch, begin_recording
 from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
@@ -103,6 +104,7 @@ class Controller:
             self._refuse(session.config, refused_before_run(str(exc)))
         try:
             preflight_baseline_file(self.state)
+            preflight_record_targets(self.state)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BaselineError as exc:

@@ -3,11 +3,20 @@ silently overwriting one that differs."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
-from goldeval.core.errors import DatasetError
+from goldeval.core.errors import ConfigError, DatasetError
+from goldeval.core.models import Mode
 from goldeval.core.safe_files import read_regular_file
-from goldeval.providers.fixture import dumps_sidecar, fixture_path, recordable_attempt, sidecar_path
+from goldeval.providers.fixture import (
+    dumps_sidecar,
+    fixture_path,
+    fixtures_folder,
+    recordable_attempt,
+    sidecar_path,
+)
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results import run_folder as artifacts
 
@@ -67,11 +76,40 @@ def _record(
         if old is not None and not state.settings.overwrite_fixtures:
             changes["kept"].append(shown)
             continue
-        # A variant's folder is checked link by link (fixtures/<variant> may not lead out).
-        root = ds.dir if variant is not None else None
+        # Checked link by link from the dataset's folder: fixtures/ (or fixtures/<variant>)
+        # may not lead out of the project, and no folder is created through a link.
+        root = ds.dir
         artifacts.atomic_write(path, first["output"], root=root)
         if new_side is not None:
             artifacts.atomic_write(side, new_side, root=root)
         elif old_side is not None or side.is_symlink():
             side.unlink()
         changes["new" if old is None else "changed"].append(shown)
+
+
+def preflight_record_targets(state: GoldenSession) -> None:
+    """Record mode, before any call: every fixtures folder the run will write (``fixtures/``,
+    or each selected variant's ``fixtures/<variant>/``) stays inside the dataset's folder
+    and is a folder where it exists. Found only after the calls, the answers were lost."""
+    if state.settings.mode is not Mode.RECORD:
+        return
+    ds = state.load()
+    names = [None] if state.variants is None else list(state.variants.names)
+    for name in names:
+        folder = fixtures_folder(ds.dir, name)
+        try:
+            artifacts.check_inside(ds.dir, folder)
+        except artifacts.ArtifactError as exc:
+            raise ConfigError(
+                f"record mode would write through a link: {exc.message} ({exc.path})",
+                hint="make the fixtures folder a real folder inside the dataset",
+            ) from None
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(mode):
+            raise ConfigError(
+                f"record mode writes answers to {folder}, which is not a folder",
+                hint="remove or rename what is there",
+            )

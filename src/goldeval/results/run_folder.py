@@ -163,6 +163,8 @@ def atomic_write(path: Path, text: str, *, durable: bool = True, root: Path | No
     directory at ``path`` is refused, never replaced or written through; with ``root``, no
     folder between ``root`` and ``path`` may be a symlink either.
     """
+    if root is not None:
+        check_inside(root, path.parent)  # before mkdir: it would create folders through a link
     path.parent.mkdir(parents=True, exist_ok=True)
     if root is not None:
         check_inside(root, path.parent)
