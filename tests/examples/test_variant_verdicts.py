@@ -106,19 +106,21 @@ def test_a_variant_outside_the_pair_is_weighed_by_no_pair(pytester: pytest.Pytes
     text = manifest.read_text(encoding="utf-8")
     control = "  - {name: control}"
     assert control in text
-    third = "  - {name: verbose, options: {temperature: 0.9}}"
+    third = "  - {name: alt, options: {temperature: 0.9}}"  # sorts first: written first
     manifest.write_text(text.replace(control, control + "\n" + third, 1), encoding="utf-8")
-    verbose = project / FIXTURES / "verbose"
-    verbose.mkdir()
+    alt = project / FIXTURES / "alt"
+    alt.mkdir()
     for path in (project / FIXTURES / "concise").glob("*.out.md"):
-        (verbose / path.name).write_text("sold out\n")
+        (alt / path.name).write_text("sold out\n")
     result = pytester.runpytest("--golden=faq-ab-v1")
     assert result.ret == 1, result.stdout.str()
     runs = _latest_runs(project)
     assert runs["concise"]["variantComparison"]["decision"] == "NON_INFERIOR"
     recorded, gates = _recorded(project), _gates(project)
-    assert recorded["verbose"] == 1 and gates["verbose"] == 1
+    assert recorded["alt"] == 1 and gates["alt"] == 1
     assert recorded["concise"] == gates["concise"] == 0
+    # LATEST names the run that decided the session, not the last one written (control's)
+    assert gates["LATEST"] == 1
 
 
 def test_goldeval_gate_decides_a_variant_run_as_its_session_did(

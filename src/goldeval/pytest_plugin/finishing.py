@@ -33,7 +33,7 @@ from goldeval.pytest_plugin.ending import (
 )
 from goldeval.pytest_plugin.record_mode import record_fixtures
 from goldeval.pytest_plugin.recording import begin_recording
-from goldeval.pytest_plugin.run_writing import build_for, write_run
+from goldeval.pytest_plugin.run_writing import build_for, point_latest, write_run
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results.attempt_payloads import EXCERPT_CHARS
 from goldeval.results.documents import VariantComparisonDoc, typed_run
@@ -277,6 +277,11 @@ def finish_side_by_side(
         state.benchmark.append(run)
         decisions.append(decision)
     overall = worst(decisions, "variants side by side" if state.variants else "models side by side")
+    # LATEST names the run that decided the session (`goldeval gate` with no run regates it),
+    # not whichever variant was written last: that one may have passed on its own.
+    top = next(i for i, d in enumerate(decisions) if d.code == overall.code)
+    if top != len(decisions) - 1:
+        point_latest(state, state.benchmark[top], built[top][2])
     state.exit_reason = overall.reason
     state.run = {**state.benchmark[0], "exitDecision": overall._asdict()}
     apply_exit(session, overall)

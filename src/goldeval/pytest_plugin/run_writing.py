@@ -247,13 +247,19 @@ def write_run(state: GoldenSession, run: RunJson, run_dir: Path) -> Path:
             raise FinalisationError(recorder.error)
     write_manifest(run_dir, run["runId"], entries)
     fin.committed(run_dir)
-    # An early stop (-x, --maxfail) or a rerun plugin's run is no finished run to point at.
-    unfinished = run.get("stoppedEarly") or run.get("duplicateAttempts")
-    if run.get("status") in ("COMPLETED", "INCOMPLETE") and not unfinished:
-        ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
-        previous = artifacts.write_latest(out_dir, run_dir)
-        fin.latest.append((out_dir / "LATEST", previous, ours))
+    point_latest(state, run, run_dir)
     fin.history.append(artifacts.append_history(out_dir, typed))
     fin.release(run_dir)
     state.run_dir = run_dir
     return run_dir
+
+
+def point_latest(state: GoldenSession, run: RunJson, run_dir: Path) -> None:
+    """Point LATEST at a committed run (undone with the rest on a finalisation fault). An
+    early stop (-x, --maxfail) or a rerun plugin's run is no finished run to point at."""
+    unfinished = run.get("stoppedEarly") or run.get("duplicateAttempts")
+    if run.get("status") in ("COMPLETED", "INCOMPLETE") and not unfinished:
+        out_dir = state.settings.out_dir
+        ours = (str(run_dir.resolve()) + "\n").encode("utf-8")
+        previous = artifacts.write_latest(out_dir, run_dir)
+        state.finalisation.latest.append((out_dir / "LATEST", previous, ours))
