@@ -43,7 +43,7 @@ class AdaptiveAttempts:
     #: The round after which the comparison decided (None: it did not before MAX).
     decided_after: int | None = None
     not_needed: int = 0
-    #: Attempts that ran per round (both variants together), counted once at the end.
+    #: Attempts that ran per round (both variants together): :meth:`count_ran`.
     ran: Counter[int] | None = None
     #: Node ids of the items left out: their skip reports carry no attempt record.
     left_out: set[str] = field(default_factory=set)
@@ -135,17 +135,17 @@ class AdaptiveAttempts:
             f"round {param.attempt}; --golden-attempts=auto:{self.most})"
         )
 
-    def dump(self, attempts: Mapping[str, Mapping[tuple[str, int], str]]) -> dict[str, Any]:
-        """``adaptiveAttempts`` of run.json; ``attempts``: the collector's, by case and (label,
-        index). Rounds count the attempts that ran (both variants together), from the records
-        themselves: the same serially and under xdist, also when the session stopped."""
-        if self.ran is None:
-            # Counted at the first run written: writing a variant's run releases its attempts
-            # from the collector, so a later count would miss them.
-            self.ran = Counter(
-                index for per_case in attempts.values() for _label, index in per_case
-            )
-        ran = self.ran
+    def count_ran(self, attempts: Mapping[str, Mapping[tuple[str, int], str]]) -> None:
+        """Count the attempts that ran per round (both variants together) from the records
+        the session holds (``attempts``: the collector's, by case and (label, index)): the
+        same serially and under xdist, also when the session stopped. Done once when the
+        session finishes, before any run is written (writing a variant's run releases its
+        attempts from the collector)."""
+        self.ran = Counter(index for per_case in attempts.values() for _label, index in per_case)
+
+    def dump(self) -> dict[str, Any]:
+        """``adaptiveAttempts`` of run.json."""
+        ran = self.ran or Counter()
         return {
             "rule": f"auto:{self.most}",
             "max": self.most,

@@ -115,6 +115,8 @@ def finish_session(
     if not _dataset_loaded(state):
         return
     merge_previous(state)
+    if state.adaptive is not None:  # before anything reads the collector's attempts out
+        state.adaptive.count_ran(state.collector.attempts)
     if state.settings.mode is Mode.RECORD:
         state.recorded = record_fixtures(state)
     models = state.collector.models()

@@ -195,7 +195,7 @@ def _status(state: GoldenSession, interrupted: bool) -> tuple[str, dict[str, Any
         extra["incomplete"] = True
         extra["notStartedOverBudget"] = state.skipped_by_budget
     if state.adaptive is not None:
-        extra["adaptiveAttempts"] = state.adaptive.dump(state.collector.attempts)
+        extra["adaptiveAttempts"] = state.adaptive.dump()
     return run_status, extra
 
 
