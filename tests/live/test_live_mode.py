@@ -242,6 +242,17 @@ def test_deadline_skips_unstarted_attempts_and_run_is_incomplete(
     assert any(r["name"] == "complete" and not r["passed"] for r in run["qualityGate"]["rules"])
 
 
+def _record(llm_server: FakeLLMServer, *extra: str) -> tuple[str, ...]:
+    """A record-mode session of the example dataset against the fake server, ungated."""
+    return (
+        "--golden=generation-v1",
+        "--golden-mode=record",
+        f"--golden-base-url={llm_server.base_url}",
+        "--golden-no-gate",
+        *extra,
+    )
+
+
 def test_record_mode_writes_new_fixtures_and_keeps_existing(
     pytester: pytest.Pytester,
     llm_server: FakeLLMServer,
@@ -250,12 +261,7 @@ def test_record_mode_writes_new_fixtures_and_keeps_existing(
     fixtures = golden_project / "golden" / "generation" / "fixtures"
     (fixtures / "e2e-login-happy-alice.out.md").unlink()
     llm_server.responder = lambda req: "RAG: x\nnew answer"
-    result = pytester.runpytest(
-        "--golden=generation-v1",
-        "--golden-mode=record",
-        f"--golden-base-url={llm_server.base_url}",
-        "--golden-no-gate",
-    )
+    result = pytester.runpytest(*_record(llm_server))
     result.stdout.fnmatch_lines(
         [
             "*fixtures new: e2e-login-happy-alice*",
@@ -264,13 +270,7 @@ def test_record_mode_writes_new_fixtures_and_keeps_existing(
     )
     assert (fixtures / "e2e-login-happy-alice.out.md").read_text() == "RAG: x\nnew answer"
     assert "new answer" not in (fixtures / "api-login-wrong-password-401.out.md").read_text()
-    result = pytester.runpytest(
-        "--golden=generation-v1",
-        "--golden-mode=record",
-        f"--golden-base-url={llm_server.base_url}",
-        "--golden-no-gate",
-        "--golden-overwrite-fixtures",
-    )
+    result = pytester.runpytest(*_record(llm_server, "--golden-overwrite-fixtures"))
     result.stdout.fnmatch_lines(["*fixtures changed:*api-login-wrong-password-401*"])
     assert (fixtures / "api-login-wrong-password-401.out.md").read_text() == "RAG: x\nnew answer"
 
@@ -498,13 +498,7 @@ def test_record_mode_refuses_a_fixtures_folder_linked_out_before_any_call(
     shutil.move(str(fixtures), str(outside / "fixtures"))
     fixtures.symlink_to(outside / "fixtures", target_is_directory=True)
     before = sorted(p.name for p in (outside / "fixtures").iterdir())
-    result = pytester.runpytest(
-        "--golden=generation-v1",
-        "--golden-mode=record",
-        f"--golden-base-url={llm_server.base_url}",
-        "--golden-no-gate",
-        "--golden-overwrite-fixtures",
-    )
+    result = pytester.runpytest(*_record(llm_server, "--golden-overwrite-fixtures"))
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out
     assert "record mode would write through a link" in out
