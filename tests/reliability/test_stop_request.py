@@ -37,6 +37,7 @@ _reports = []
 def _block(what):
     """The third item: say so, then wait for the test's release file (or forever)."""
     (MARKS / "blocked").write_text(what, encoding="utf-8")
+    (MARKS / f"blocked-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}").write_text(what)
     release = MARKS / "release"
     while not release.exists():
         time.sleep(0.01)
@@ -85,7 +86,7 @@ ARGS = [
 class Blocked:
     """A pytest subprocess whose third item blocks; its output goes to a file."""
 
-    def __init__(self, project: Path, block_in: str) -> None:
+    def __init__(self, project: Path, block_in: str, *extra: str) -> None:
         self.marks = project / "marks"
         self.marks.mkdir()
         self.log = project / "pytest.log"
@@ -93,8 +94,9 @@ class Blocked:
         env.update(STOP_TEST_DIR=str(self.marks), STOP_TEST_BLOCK_IN=block_in)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest", *ARGS],
+                [sys.executable, "-m", "pytest", *ARGS, *extra],
                 cwd=project,
+                start_new_session=True,  # its own process group, as the service's worker runs it
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -227,3 +229,29 @@ def test_sigterm_during_collection_starts_no_item(blocked_project: Path) -> None
     assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
     assert code == 75, out[-3000:]  # nothing graded yet, still infrastructure: retry
     assert " passed" not in out and "golden-generation.jsonl ." not in out, out[-3000:]
+
+
+@pytest.mark.parametrize("to", ["controller", "group"])
+def test_sigterm_during_collection_under_xdist_stops_without_the_hard_stop(
+    blocked_project: Path, to: str
+) -> None:
+    """A worker asked to stop while it collected used to end with pytest's exit 2, which
+    xdist takes for a crashed worker: it started a replacement that collected everything
+    again, and only the grace period's hard stop ended the session (KeyboardInterrupt)."""
+    run = Blocked(blocked_project, "collection", "-n", "2")
+    # Both workers are collecting. (A worker signalled with its group before its plugins
+    # were configured dies of the default action, and xdist replaces it: docs/reliability.md.)
+    for worker in ("gw0", "gw1"):
+        run.wait_for(f"{worker} blocked", (run.marks / f"blocked-{worker}").exists)
+    if to == "group":  # what the service's worker does
+        os.killpg(run.proc.pid, signal.SIGTERM)
+    else:
+        run.proc.send_signal(signal.SIGTERM)
+    run.stop_requested()
+    run.release()
+    code = run.finish(timeout=60 + limits.default("stop_grace_seconds"))
+    out = run.output()
+    assert code == 75, out[-3000:]
+    assert "did not take effect" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    assert "replacing crashed worker" not in out and "node down" not in out, out[-3000:]
+    assert "INTERNALERROR" not in out and " passed" not in out, out[-3000:]

@@ -41,9 +41,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class StopRequest:
     """The session's SIGTERM/SIGINT handlers, from session start to session end.
 
-    Registered as a pytest plugin: ``pytest_sessionstart`` installs the handlers (main thread
-    only: handlers cannot be set elsewhere), ``pytest_sessionfinish`` (last) restores the
-    previous ones.
+    Registered as a pytest plugin at ``pytest_configure``, which installs the handlers
+    (:meth:`install`); ``pytest_sessionfinish`` (last) restores the previous ones.
     """
 
     def __init__(self, state: GoldenSession, grace: float | None = None) -> None:
@@ -61,12 +60,27 @@ class StopRequest:
         self._stderr: int | None = None
         #: The stop was forced (second signal, or the grace period passed).
         self.hard_stopped = False
+        #: Collection is over (the run loop was entered).
+        self._collected = False
+        self._reason = ""
 
     # -- pytest hooks ------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """The handlers, from ``pytest_configure`` on (main thread only: handlers cannot be
+        set elsewhere): an xdist worker signalled with its process group while it starts
+        would otherwise die of the default action, and xdist replaces a worker that died."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.getsignal(sig)
+            signal.signal(sig, self._on_signal)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._session = session
+        if self.requested is not None and not self.state.is_worker:
+            session.shouldstop = session.shouldstop or self._reason
         if threading.current_thread() is not threading.main_thread():
             return
         try:
@@ -76,13 +90,23 @@ class StopRequest:
             self._stderr = os.dup(2)
         except OSError:
             self._stderr = None
-        for sig in STOP_SIGNALS:
-            self._previous[sig] = signal.getsignal(sig)
-            signal.signal(sig, self._on_signal)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
-        if self.requested is not None:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """An xdist worker asked to stop during collection runs no loop (the hook's first
+        result ends it) and ends as after an item that set ``shouldstop``, xdist's own way:
+        its controller reads ``shouldstop`` and stops. pytest's Interrupted would end the
+        worker with exit 2, which xdist takes for a crashed worker: it started a replacement
+        that collected everything again, and only the grace period's hard stop ended it."""
+        self._collected = True
+        if self.requested is not None and self.state.is_worker:
+            session.shouldstop = session.shouldstop or self._reason
+            return True
+        return None
+
+    @pytest.hookimpl(wrapper=True, specname="pytest_runtestloop")
+    def pytest_runtestloop_around(self, session: pytest.Session) -> Iterator[None]:
+        if self.requested is not None and not self.state.is_worker:
             # Asked to stop during collection: no item starts (pytest checks shouldstop only
             # after an item). The same exception pytest raises for shouldstop itself.
             self._loop_over = True
@@ -150,9 +174,13 @@ class StopRequest:
                 callback(signum)
             except Exception:  # a callback must not turn the request into a traceback
                 pass
-        reason = f"{name} received: the run stops after the current item"
+        reason = self._reason = f"{name} received: the run stops after the current item"
         session = self._session
-        if session is not None and not session.shouldstop:
+        # Not on an xdist worker still collecting: pytest raises Interrupted at the next
+        # collector when shouldstop is set, and a worker ended that way is taken for a crashed
+        # one (see pytest_runtestloop, which sets it once collection is over).
+        collecting = self.state.is_worker and not self._collected
+        if session is not None and not session.shouldstop and not collecting:
             session.shouldstop = reason
         dsession = self.state.config.pluginmanager.get_plugin("dsession")
         if dsession is not None and not getattr(dsession, "shouldstop", False):
@@ -202,4 +230,5 @@ class StopRequest:
 def register(config: pytest.Config, state: GoldenSession) -> StopRequest:
     stop = StopRequest(state)
     config.pluginmanager.register(stop, "goldeval-stop-request")
+    stop.install()
     return stop
