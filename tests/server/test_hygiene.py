@@ -5,12 +5,16 @@ and a run that did not pass says why."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -330,3 +334,118 @@ def test_a_disk_full_run_says_so(service_factory: Any, full_disk: Path) -> None:
     assert "No space left on device" in (run["error"] or ""), run
     assert str(full_disk) not in run["error"]  # the runs folder outside the project: <runs>
     assert run["exitDecision"]["code"] == run["exitCode"] != 0
+
+
+# --------------------------------------------------------------------------- paths outside
+
+
+def _machine_paths(text: str) -> list[str]:
+    """Absolute paths of this machine in ``text`` (``/tmp/...``, ``/root/...``: a top folder
+    that exists here), which no answer, page or download may show."""
+    tops = "|".join(sorted(re.escape(p.name) for p in Path("/").iterdir()))
+    return re.findall(rf"(?<![\w.~/-])/+(?:{tops})(?:/[^\s'\"<>]*)?(?![\w.-])", text)
+
+
+def _copy_dataset(svc: Service, name: str, **manifest: str) -> Path:
+    folder = svc.root / "golden" / name
+    shutil.copytree(svc.root / "golden" / "demo", folder)
+    text = (folder / "dataset.yaml").read_text(encoding="utf-8")
+    text = text.replace("version: demo-v1", f"version: {name}-v1")
+    for key, value in manifest.items():
+        text = re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
+    (folder / "dataset.yaml").write_text(text, encoding="utf-8")
+    return folder
+
+
+@SQLITE_ONLY
+def test_paths_outside_the_project_are_not_shown_in_answers_pages_or_the_log_bundle(
+    service_factory: Any, tmp_path: Path
+) -> None:
+    """Paths the service's own folders do not cover (a link's target outside the project,
+    a missing pack outside it, Python's files in a traceback) used to be shown as they are."""
+    svc: Service = service_factory()
+    outside = tmp_path / "outside-the-project"
+    (outside / "fixtures").mkdir(parents=True)
+    _copy_dataset(svc, "farpack", pack="../../../outside-the-project/nopack")
+    linked = _copy_dataset(svc, "linked")
+    shutil.rmtree(linked / "fixtures")
+    (linked / "fixtures").symlink_to(outside / "fixtures")
+    svc.serve(workers=1)
+    texts: dict[str, str] = {}
+    with svc.client("EVAL") as client:
+        refused = client.post("/api/eval/runs", json={"dataset": "farpack-v1"})
+        assert refused.status_code == 422, refused.text
+        assert "nopack" in refused.text  # still names what is wrong
+        texts["422 pack outside"] = refused.text
+        run_id = client.post("/api/eval/runs", json={"dataset": "linked-v1"}).json()["id"]
+        run = svc.wait_status(run_id)
+        assert run["status"] == "FAILED" and run["exitCode"] != 0, run
+        assert run["error"] and "fixtures" in run["error"], run
+        texts["linked run"] = json.dumps(run)
+        texts["linked page"] = client.get(f"/ui/runs/{run_id}.html").text
+        (svc.root / "conftest.py").write_text(
+            "import json\njson.loads('{not json')\n", encoding="utf-8"
+        )
+        try:
+            crashed = svc.wait_status(_create(svc, idempotencyKey="crash")["id"])
+        finally:
+            (svc.root / "conftest.py").unlink()
+        assert crashed["status"] == "FAILED" and crashed["error"], crashed
+        texts["conftest traceback"] = json.dumps(crashed)
+        done = svc.wait_status(_create(svc, idempotencyKey="done")["id"])
+        assert done["status"] == "COMPLETED", done
+        bundle = client.get(f"/api/eval/runs/{done['id']}/artifacts/LOG_BUNDLE")
+        assert bundle.status_code == 200, bundle.text
+    with zipfile.ZipFile(io.BytesIO(bundle.content)) as logs:
+        texts["log bundle"] = "\n".join(
+            logs.read(name).decode("utf-8", "replace") for name in logs.namelist()
+        )
+    assert "goldeval decision: exit 0" in texts["log bundle"]  # the log itself is there
+    leaks = {where: _machine_paths(text) for where, text in texts.items()}
+    assert all(not found for found in leaks.values()), leaks
+
+
+@SQLITE_ONLY
+def test_every_answer_with_an_exit_code_carries_its_decision(service_factory: Any) -> None:
+    """A run's list entry and the replay of an idempotent POST gave ``exitCode`` with
+    ``exitDecision: null``: a CI job that retried its POST got a code and no reason."""
+    svc: Service = service_factory()
+    svc.serve(workers=1)
+    first = _create(svc, idempotencyKey="same")
+    run = svc.wait_status(first["id"])
+    assert run["exitCode"] == 0, run
+    with svc.client("EVAL") as client:
+        replay = client.post(
+            "/api/eval/runs", json={"dataset": "demo-v1", "idempotencyKey": "same"}
+        )
+        listed = client.get("/api/eval/runs").json()["items"]
+    assert replay.status_code == 200 and replay.json()["id"] == first["id"], replay.text
+    for answer in (replay.json(), *listed):
+        assert answer["exitDecision"] == run["exitDecision"], answer
+        assert answer["exitDecision"]["code"] == answer["exitCode"] == 0
+
+
+#: An operator's conftest.py whose session finish fails after the plugin decided.
+LATE_FAILURE = """
+def pytest_sessionfinish(session):
+    raise RuntimeError("the operator's hook failed after the decision\\n" + "x" * 20000)
+"""
+
+
+@SQLITE_ONLY
+def test_a_failure_after_the_decision_is_not_explained_by_the_decision(
+    service_factory: Any,
+) -> None:
+    """pytest exited 1 after the plugin decided 0; the decision line was pushed out of the
+    log's tail, and the API said ``error: "every graded attempt ok (no gate)"`` with code 1."""
+    svc: Service = service_factory()
+    (svc.root / "conftest.py").write_text(LATE_FAILURE, encoding="utf-8")
+    svc.serve(workers=1)
+    run = svc.wait_status(_create(svc)["id"])
+    assert run["exitCode"] != 0 and run["passed"] is False, run
+    assert run["exitDecision"]["code"] == run["exitCode"], run
+    assert "after goldeval decided exit 0" in run["error"], run
+    assert (
+        run["error"] in run["exitDecision"]["reason"]
+        or run["exitDecision"]["reason"] in (run["error"])
+    ), run

@@ -1,10 +1,13 @@
 """A run cut short by its deadline is INCOMPLETE in the API, as its summary.json says (issue 31:
 INCOMPLETE/INTERRUPTED named the same in the terminal, the CLI, the store and the API).
 
-The service's run (``deadlineSeconds``, passed on as ``--golden-deadline``) grades what it can
-before the deadline against a slow fake model; the attempts never started leave the run
-INCOMPLETE. The plugin ends on its own, well before the worker's own kill, so the status is the
-one the plugin recorded, not the worker's INTERRUPTED.
+The service's run (the operator's ``--golden-deadline`` in ``PYTEST_ADDOPTS``) grades what it
+can before the deadline against a slow fake model; the attempts never started leave the run
+INCOMPLETE. The plugin ends on its own, so the status is the one the plugin recorded.
+
+The run budget of a request (``deadlineSeconds``) is another thing: a stop like a cancel,
+INTERRUPTED with 75 and resumable (issue 33), never INCOMPLETE's 1, the exit status of a quality
+failure, for a run that only ran out of time.
 """
 
 from __future__ import annotations
@@ -32,13 +35,16 @@ def test_a_deadline_cut_run_is_listed_with_the_status_of_its_summary_json(
     # One call at a time, each slower than a third of the deadline: some attempts never start.
     svc: Service = service_factory(
         rows=6,
-        env={"OLLAMA_HOST": llm.base_url, "PYTEST_ADDOPTS": "--golden-concurrency=1"},
+        env={
+            "OLLAMA_HOST": llm.base_url,
+            "PYTEST_ADDOPTS": "--golden-concurrency=1 --golden-deadline=1.5",
+        },
     )
     llm.responder = fixture_responder(svc.root / "golden" / "demo")
     llm.latency = 0.6
     svc.serve(workers=1)
     with svc.client("EVAL") as client:
-        run_id = client.post("/api/eval/runs", json={**LIVE, "deadlineSeconds": 1.5}).json()["id"]
+        run_id = client.post("/api/eval/runs", json=LIVE).json()["id"]
     run = svc.wait_status(run_id, timeout=120)
 
     with svc.client("EVAL") as client:
@@ -55,3 +61,29 @@ def test_a_deadline_cut_run_is_listed_with_the_status_of_its_summary_json(
     assert resumed.status_code == 200, resumed.text
     assert resumed.json()["status"] in ("QUEUED", "RUNNING")
     svc.wait_status(run_id, timeout=120)
+
+
+def test_the_run_budget_stops_the_run_interrupted_75_and_says_so(
+    service_factory: Any, llm: FakeLLMServer
+) -> None:
+    svc: Service = service_factory(
+        rows=6, env={"OLLAMA_HOST": llm.base_url, "PYTEST_ADDOPTS": "--golden-concurrency=1"}
+    )
+    llm.responder = fixture_responder(svc.root / "golden" / "demo")
+    llm.latency = 0.6
+    svc.serve(workers=1)
+    with svc.client("EVAL") as client:
+        run_id = client.post("/api/eval/runs", json={**LIVE, "deadlineSeconds": 2}).json()["id"]
+    run = svc.wait_status(run_id, timeout=120)
+    assert run["status"] == "INTERRUPTED", run
+    assert run["exitCode"] == 75 and run["exitDecision"]["code"] == 75, run
+    assert run["passed"] is False
+    assert "run budget (deadlineSeconds 2s)" in run["error"], run
+    assert "terminated by SIGTERM" in run["exitDecision"]["reason"], run
+    log = (svc.root / ".goldeval" / "service" / f"{run_id}.log").read_text(errors="replace")
+    assert "INTERNALERROR" not in log and "did not take effect" not in log, log[-3000:]
+    assert sum(run["attempts"].values()) < 6, run  # stopped before the end
+
+    with svc.client("ADMIN") as admin:
+        resumed = admin.post(f"/api/eval/runs/{run_id}/resume")
+    assert resumed.status_code == 200, resumed.text

@@ -315,6 +315,15 @@ def test_the_service_gives_the_verdict_of_every_other_surface(
                 "terminated by SIGKILL",
                 _surfaces(svc, client, good, killed),
             )
+            # The first call answers, the next hangs past the run budget (deadlineSeconds):
+            # the worker's stop (SIGTERM) ends the run INTERRUPTED, infrastructure (75).
+            llm.script([None])
+            llm.set_fault(Fault.hang(60))
+            table["deadline"] = (
+                75,
+                "terminated by SIGTERM",
+                _surfaces(svc, client, good, start("deadline", deadlineSeconds=8)),
+            )
         llm.set_fault(None)
 
         # One call at a time (with 8 in flight, all could start before the first one's
@@ -335,15 +344,6 @@ def test_the_service_gives_the_verdict_of_every_other_surface(
         )
         llm.set_fault(Fault.status(401))
         table["auth error"] = (4, "AUTH_FAILED", _surfaces(svc, client, good, start("auth")))
-        # Every call hangs past the run budget (deadlineSeconds): the plugin's deadline cuts
-        # them, infrastructure (75), whatever the worker's own stop did.
-        llm.set_fault(Fault.hang(60))
-        table["deadline"] = (
-            75,
-            "infrastructure failure",
-            _surfaces(svc, client, good, start("deadline", deadlineSeconds=3)),
-        )
-        llm.set_fault(None)
 
         # The project's own app as the provider names itself in the protocol, so its rows are
         # compared with a baseline made by the same app.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from goldeval.results.evidence import MANIFEST
@@ -65,14 +66,20 @@ def child_options(folder: Path) -> list[str]:
     return options
 
 
-def bundle_logs(folder: Path, logs: list[Path]) -> Path:
-    """``logs.zip`` of the run's log files (those that exist)."""
+def bundle_logs(folder: Path, logs: list[Path], public: Callable[[str], str]) -> Path:
+    """``logs.zip`` of the run's log files (those that exist), each line as ``public`` shows
+    it: pytest prints the server's paths (the run folder, ``--junitxml``, tracebacks), and a
+    download must not reveal where the server keeps its files."""
     target = folder / LOGS
     partial = folder / f".{LOGS}.tmp"
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
         for log in logs:
-            if log.is_file():
-                bundle.write(log, arcname=log.name)
+            if not log.is_file():
+                continue
+            with log.open(encoding="utf-8", errors="replace", newline="") as source:
+                with bundle.open(log.name, "w") as out:
+                    for line in source:  # line by line: a log may be large
+                        out.write(public(line).encode("utf-8"))
     partial.replace(target)
     return target
 
@@ -86,12 +93,17 @@ def _entry(path: Path, name: str) -> tuple[str, str, int] | None:
 
 
 def record(
-    store: Store, store_run_id: str, run_folder: Path, folder: Path, logs: list[Path]
+    store: Store,
+    store_run_id: str,
+    run_folder: Path,
+    folder: Path,
+    logs: list[Path],
+    public: Callable[[str], str],
 ) -> int:
-    """Bundle the logs and record every evidence file present (and manifest.json) in the
-    store run's artifact inventory; how many were recorded."""
+    """Bundle the logs (as ``public`` shows them) and record every evidence file present
+    (and manifest.json) in the store run's artifact inventory; how many were recorded."""
     folder.mkdir(parents=True, exist_ok=True)
-    bundle_logs(folder, logs)
+    bundle_logs(folder, logs, public)
     found = [
         _entry(run_folder / MANIFEST, MANIFEST),
         *(_entry(folder / name, PREFIX + name) for name in (JUNIT, HTML, LOGS)),

@@ -35,7 +35,7 @@ from goldeval.verdict.outcome import RunOutcome
 from goldeval.verdict.run_status import run_status
 
 #: How much of the end of a run's log is read for the line that says why it ended.
-_LOG_TAIL = 4000
+_LOG_TAIL = 16_000
 #: A run.json larger than this is not read for its finalisation fault (a bounded read: the
 #: worker must not load an arbitrarily large file to word an error).
 _RUN_JSON_MAX = 32 * 1024 * 1024
@@ -109,6 +109,58 @@ def decision_line(text: str) -> str | None:
     return None
 
 
+def failure_text(log_path: Path, row: RunRow | None, code: int, runs_dir: Path) -> str:
+    """The ``error`` of a run that did not pass and that the worker did not stop: never a
+    silent failure. What pytest printed, else what the plugin recorded, else (the store may be
+    what failed) the run folder's record of the fault, else how the process ended."""
+    tail = log_tail(log_path)
+    return (
+        why_it_ended(tail, row, code)
+        or (folder_fault(runs_dir / row.run_id, code) if row else None)
+        or (one_line(tail[-800:]) if row is None else "")
+        or exit_text(code)
+        + ("" if row is None or row.status in FINISHED else " without finishing the run")
+    )
+
+
+def why_it_ended(tail: str, row: RunRow | None, code: int) -> str | None:
+    """Why a run's pytest process exited ``code``, from what it printed (``tail``: the end of
+    its log) or what the plugin recorded; None when neither says. A decision of another code
+    (the plugin decided, then a later hook or plugin failed and changed pytest's exit status)
+    is named as such, never given as the reason for ``code``."""
+    line = decision_line(tail)
+    printed = _DECIDED.match(line or "")
+    decided: tuple[int, str] | None = None
+    if printed is not None:
+        decided = (int(printed.group(1)), line[printed.end() :])  # type: ignore[index]
+    elif line is None:
+        recorded = _recorded_exit_decision(row)
+        if recorded is not None:
+            decided = recorded
+    if decided is None:
+        return line
+    decided_code, reason = decided
+    if decided_code == code:
+        return line or reason
+    return (
+        f"pytest exited {code} after goldeval decided exit {decided_code} ({reason}):"
+        " a hook or plugin that ran after the decision failed; see the run's log"
+    )
+
+
+#: The plugin's decision line: its code, then its reason.
+_DECIDED = re.compile(r"^goldeval decision: exit (-?\d+) — ")
+
+
+def _recorded_exit_decision(row: RunRow | None) -> tuple[int, str] | None:
+    summary = row.summary if row is not None else None
+    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
+    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
+    if not isinstance(decision, dict) or type(decision.get("code")) is not int:
+        return None
+    return decision["code"], one_line(str(decision.get("reason") or ""))
+
+
 def unrecorded_stop(name: str) -> tuple[str, int, str]:
     """Status, exit code and reason of a run whose pytest process ended by ``name``
     before the plugin recorded the end (SIGKILL after the grace period, or SIGTERM before the
@@ -124,15 +176,6 @@ def exit_text(code: int) -> str:
     if code < 0:
         return f"pytest was killed by {signal_name(code)}"
     return f"pytest exited {code}"
-
-
-def recorded_reason(row: RunRow | None) -> str | None:
-    """The exit decision's reason the plugin recorded in the store, if any."""
-    summary = row.summary if row is not None else None
-    doc = summary.get(RUN_DOCUMENT) if isinstance(summary, dict) else None
-    decision = doc.get("exitDecision") if isinstance(doc, dict) else None
-    reason = decision.get("reason") if isinstance(decision, dict) else None
-    return one_line(reason) if isinstance(reason, str) and reason else None
 
 
 def folder_fault(run_dir: Path, code: int) -> str | None:
@@ -209,6 +252,4 @@ def final_status(row: RunRow | None, reason: str) -> str:
     plugin recorded its end: decided by ``unrecorded_stop``)."""
     if row is None or row.status not in FINISHED:
         return "FAILED"
-    if reason == "deadline" and row.status == "COMPLETED":
-        return "INTERRUPTED"
     return str(row.status)

@@ -56,6 +56,8 @@ def run_view(settings: ServiceSettings, q: RunQueue, job: ServiceRun, *, detail:
         links={"self": base, "results": f"{base}/results", "page": f"/ui/runs/{job.id}.html"},
     )
     if not detail:
+        # exitCode never stands without its decision (a list page, an idempotent replay).
+        out.exitDecision = process_decision(settings, job)
         return out
     _add_store_run(settings, q, job, out)
     if job.exit_decision is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +89,13 @@ class ServiceSettings:
 
     def public_text(self, text: str) -> str:
         """``text`` with the server's absolute folders (project root, datasets, runs, the
-        SQLite file's folder) replaced by project-relative names or ``<runs>``-style roles:
-        error messages and pages name files without revealing where the server keeps them."""
+        SQLite file's folder) replaced by project-relative names or ``<runs>``-style roles,
+        then any other absolute path of this machine (a link's target outside the project,
+        Python's own files in a traceback) by ``<server path>``: error messages, pages and
+        logs name files without revealing where the server keeps them."""
         for pattern, name in self._path_names:
             text = pattern.sub(name, text)
-        return text
+        return _other_paths(text)
 
     def public_data(self, value: Any) -> Any:
         """:meth:`public_text` on every string of a JSON-like value (dicts, lists)."""
@@ -104,3 +106,32 @@ class ServiceSettings:
         if isinstance(value, list):
             return [self.public_data(item) for item in value]
         return value
+
+
+#: An absolute path in a text: slashes not inside a word or a relative path (``a/b``), then
+#: its first name (the top folder), then the rest up to a space, a quote, a bracket or a
+#: colon (``path:line``). A URL's host (``http://127.0.0.1:8000/...``) is a "first name" no
+#: top folder has.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/+([^/\s'\"`<>|,;:()\[\]{}]+)([^\s'\"`<>|,;:()\[\]{}]*)")
+
+
+@lru_cache(maxsize=1)
+def _top_folders() -> frozenset[str]:
+    """The names of this machine's top folders (``tmp``, ``home``, ``usr``, ...): a text's
+    ``/name/...`` is a path of this machine only when ``name`` is one of them (an API route
+    such as ``/api/eval/runs/{id}/resume`` is not)."""
+    try:
+        return frozenset(entry.name for entry in Path("/").iterdir())
+    except OSError:
+        return frozenset()
+
+
+def _other_paths(text: str) -> str:
+    if "/" not in text:
+        return text
+    tops = _top_folders()
+
+    def hide(match: re.Match[str]) -> str:
+        return "<server path>" if match.group(1) in tops else match.group(0)
+
+    return _ABSOLUTE_PATH.sub(hide, text)

@@ -11,12 +11,11 @@ exit decision as a run started by hand or by CI. The worker only supervises it:
   records the run INTERRUPTED instead of running on unsupervised next to its successor;
 * the pytest process runs in its own process group (a new session): a Ctrl-C or SIGTERM
   meant for the worker does not reach it twice, and the worker signals the whole group;
-* cancellation (``POST .../cancel``), the run budget (``deadlineSeconds``, passed on as
-  ``--golden-deadline`` and enforced with SIGTERM after a grace period) and a graceful
-  shutdown all send SIGTERM to that group — the plugin turns it into a stop between items and
-  its own INTERRUPTED path (exit 75, ``pytest_plugin/stopping.py``) — and SIGKILL only if it
-  does not stop within ``kill_grace_seconds`` (longer than the plugin's own
-  ``stop_grace_seconds``);
+* cancellation (``POST .../cancel``), the run budget (``deadlineSeconds``, from the start of
+  the pytest process) and a graceful shutdown all send SIGTERM to that group — the plugin
+  turns it into a stop between items and its own INTERRUPTED path (exit 75,
+  ``pytest_plugin/stopping.py``) — and SIGKILL only if it does not stop within
+  ``kill_grace_seconds`` (longer than the plugin's own ``stop_grace_seconds``);
 * the final status and exit code are the ones the plugin's verdict recorded (COMPLETED,
   FAILED or INTERRUPTED, and its exit code); a run killed before recording its end is decided
   by the same verdict from the signal that ended it; a run the plugin never began (a usage
@@ -46,15 +45,11 @@ from goldeval.core.textsafe import one_line, safe_text
 from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.run_endings import (
-    decision_line,
     ended_decision,
-    exit_text,
+    failure_text,
     final_status,
-    folder_fault,
-    log_tail,
     mark_killed,
     recorded_decision,
-    recorded_reason,
     signal_name,
     unrecorded_stop,
 )
@@ -105,6 +100,8 @@ def worker_name(number: int = 0) -> str:
 STOP_REASONS = {
     "cancelled": "cancelled",
     "shutdown": "worker stopped: the worker shut down; resume with POST /api/eval/runs/{id}/resume",
+    "deadline": "stopped at the run budget (deadlineSeconds {budget}s);"
+    " resume with POST /api/eval/runs/{id}/resume",
 }
 
 
@@ -204,8 +201,6 @@ class Worker:
             argv.append(f"--golden-model={req['model']}")
         if req.get("provider"):
             argv.append(f"--golden-provider={req['provider']}")
-        if req.get("deadlineSeconds"):
-            argv.append(f"--golden-deadline={float(req['deadlineSeconds'])}")
         if req.get("noGate"):
             argv.append("--golden-no-gate")
         if req.get("variants"):  # checked against the manifest when the run was queued
@@ -278,17 +273,21 @@ class Worker:
         and whether it had to be killed (SIGKILL after ``kill_grace_seconds``)."""
         settings = self.settings
         queue = self._queue()
-        deadline = job.request.get("deadlineSeconds")
-        hard_stop = (
-            time.monotonic() + float(deadline) + settings.kill_grace_seconds if deadline else None
-        )
+        # The run budget is a stop like a cancel (SIGTERM: the plugin's INTERRUPTED path, 75,
+        # resumable), not the plugin's --golden-deadline (INCOMPLETE, 1: the exit status of a
+        # quality failure, for a run that only ran out of time).
+        budget = job.request.get("deadlineSeconds")
+        budget_end = time.monotonic() + float(budget) if budget else None
         reason = ""
         terminated_at: float | None = None
         killed = False
         linked = False
         while True:
+            wait = settings.heartbeat_seconds
+            if budget_end is not None and terminated_at is None:  # the stop on time
+                wait = max(0.05, min(wait, budget_end - time.monotonic()))
             try:
-                proc.wait(timeout=settings.heartbeat_seconds)
+                proc.wait(timeout=wait)
                 return reason, killed
             except subprocess.TimeoutExpired:
                 pass
@@ -313,7 +312,7 @@ class Worker:
                     reason = "cancelled"
                 elif self.stop.is_set():
                     reason = "shutdown"
-                elif hard_stop is not None and now > hard_stop:
+                elif budget_end is not None and now >= budget_end:
                     reason = "deadline"
                 if reason:
                     logs.event("stopping run", run_id=job.id, reason=reason)
@@ -360,6 +359,11 @@ class Worker:
             ended_by = signal_name(-signum if signum else -signal.SIGTERM)
             status, code, why = unrecorded_stop(ended_by)
             decision = ExitDecision(code, why)
+        if reason in STOP_REASONS and recorded and status != "INTERRUPTED":
+            # The stop came after the plugin recorded the run's end (its final write, pytest's
+            # teardown): the run is as recorded, the stop changed nothing.
+            logs.event("stop after the run was recorded", run_id=job.id, reason=reason)
+            reason = ""
         if reason in STOP_REASONS:
             error = self._stop_text(job, queue, reason)
             if killed:
@@ -368,21 +372,11 @@ class Worker:
                     f" of SIGTERM ({error})"
                 )
         elif kill_verdict is not None:
-            error = kill_verdict.reason
+            # Killed after the plugin recorded a passing end: nothing failed to explain.
+            passed = status == "COMPLETED" and code == 0
+            error = None if passed else kill_verdict.reason
         elif status != "COMPLETED" or code != 0:
-            # Never a silent failure: the API's error says why, from what pytest printed, else
-            # what the plugin recorded, else how the process ended.
-            tail = log_tail(log_path)
-            error = (
-                decision_line(tail)
-                or recorded_reason(row)
-                # The store may be what failed: the run folder's record of the fault.
-                or (folder_fault(self.settings.runs_dir / row.run_id, code) if row else None)
-                or (one_line(tail[-800:]) if row is None else "")
-                or ("stopped at the run budget (deadlineSeconds)" if reason == "deadline" else "")
-                or exit_text(code)
-                + ("" if row is None or row.status in FINISHED else " without finishing the run")
-            )
+            error = failure_text(log_path, row, code, self.settings.runs_dir)
         if row is not None:
             # Before the final status: a client that sees it finished finds every artifact.
             self._record_evidence(job, queue, row.run_id, log_path)
@@ -418,6 +412,7 @@ class Worker:
                 settings.runs_dir / store_run_id,
                 run_artifacts.evidence_dir(settings.work_dir, job.id),
                 [log_path],
+                settings.public_text,
             )
         except (OSError, StoreError) as exc:
             logs.event(
@@ -434,7 +429,10 @@ class Worker:
                 now = None
             if now is not None and now.error and now.error.startswith("cancelled"):
                 return now.error
-        return STOP_REASONS[reason].replace("{id}", job.id)
+        text = STOP_REASONS[reason].replace("{id}", job.id)
+        if "{budget}" in text:
+            text = text.replace("{budget}", f"{float(job.request.get('deadlineSeconds') or 0):g}")
+        return text
 
     def _log_cases(self, job: ServiceRun, store_run_id: str) -> None:
         """One log line per case with its status (the seed's per-case evidence)."""
