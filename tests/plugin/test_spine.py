@@ -144,6 +144,28 @@ def test_failure_shows_violations_without_traceback(
     assert "class LoginTests" in (cases_dir / "e2e-login-happy-alice/output.md").read_text()
 
 
+def test_an_xfail_marker_does_not_hide_a_fail_attempt(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
+) -> None:
+    """A conftest marking golden items xfail made pytest exit 0 with a FAIL attempt, and the
+    ungated run said "every graded attempt ok" with exit 0."""
+    fixture = golden_project / "golden/generation/fixtures/e2e-login-happy-alice.out.md"
+    fixture.write_text("RAG: po-chain, seed-account\nclass LoginTests {}\n", encoding="utf-8")
+    pytester.makeconftest(
+        """
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.xfail(reason="hide it"))
+"""
+    )
+    result = pytester.runpytest("--golden=generation-v1", "--golden-no-gate", *plugin_args)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*goldeval decision: exit 1 — 1 FAIL attempt(s)*"])
+    assert run_files.latest()["exitDecision"]["code"] == 1
+
+
 @pytest.mark.parametrize("mode,expected", [("always", 10), ("never", 0)])
 def test_artifact_modes(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, mode: str, expected: int

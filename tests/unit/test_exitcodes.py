@@ -213,6 +213,16 @@ def test_row7_errors_without_a_gate() -> None:
 # Row 8: ordinary test failures without a gate → 1.
 
 
+def test_fail_attempts_without_a_gate_fail_whatever_pytests_status() -> None:
+    """A conftest that marks golden items xfail made pytest exit 0 with a FAIL attempt, and
+    the ungated run exited 0 ("every graded attempt ok"); so did an edited pytestStatus."""
+    run = make_run({"a": "PASS", "b": "FAIL"})
+    for status in (0,):
+        assert decide_run_exit(run, None, None, pytest_status=status) == ExitDecision(
+            1, "1 FAIL attempt(s) and no gate to weigh them"
+        )
+
+
 def test_row8_item_failures_without_gate() -> None:
     run = make_run({"a": "PASS", "b": "FAIL"})
     assert decide_run_exit(run, None, None, pytest_status=1) == ExitDecision(

@@ -227,12 +227,16 @@ def _any_error(o: RunOutcome) -> ExitDecision | None:
 
 
 def _test_failures(o: RunOutcome) -> ExitDecision | None:
-    if o.pytest_status != GATE_FAILED or (o.gated and not o.other_failures):
-        return None
-    if not o.gated and not o.other_failures and o.attempts.failed:
+    # The FAIL attempts decide, whatever pytest's status: a conftest that marks golden items
+    # xfail makes pytest exit 0 with a FAIL attempt (or an edited ``pytestStatus``).
+    if not o.gated and o.attempts.failed and not o.other_failures:
         return ExitDecision(
             GATE_FAILED, f"{o.attempts.failed} FAIL attempt(s) and no gate to weigh them"
         )
+    if not o.gated and o.attempts.failed:
+        return ExitDecision(GATE_FAILED, "test failures")
+    if o.pytest_status != GATE_FAILED or (o.gated and not o.other_failures):
+        return None
     return ExitDecision(GATE_FAILED, "test failures")
 
 
@@ -337,8 +341,8 @@ RULES: tuple[Rule, ...] = (
     Rule("the quality gate failed (or the comparison says REGRESSION)", "1", _gate_failed),
     Rule("any attempt ERROR: the run is not a quality verdict, retry it", "75/4*", _any_error),
     Rule(
-        "pytest exited 1: a test that is not a golden attempt failed, or FAIL attempts with no "
-        "gate to weigh them",
+        "FAIL attempts with no gate to weigh them (whatever pytest's status: an xfail marker "
+        "does not hide them), or pytest exited 1: a test that is not a golden attempt failed",
         "1",
         _test_failures,
     ),
