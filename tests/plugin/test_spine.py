@@ -144,6 +144,19 @@ def test_failure_shows_violations_without_traceback(
     assert "class LoginTests" in (cases_dir / "e2e-login-happy-alice/output.md").read_text()
 
 
+def test_a_rows_file_without_rows_is_a_clear_error(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    """It was INTERNALERROR (pytest's empty-parameter-set item has no golden param)."""
+    rows = golden_project / "golden/generation/golden-generation.jsonl"
+    rows.write_text("# no rows yet\n", encoding="utf-8")
+    result = pytester.runpytest("--golden=generation-v1", "--golden-no-gate", *plugin_args)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out[-2000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-2000:]
+    assert "golden-generation.jsonl: the rows file has no rows" in out, out[-2000:]
+
+
 def test_an_xfail_marker_does_not_hide_a_fail_attempt(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, plugin_args: list[str]
 ) -> None:

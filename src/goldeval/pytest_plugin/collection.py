@@ -11,7 +11,7 @@ import pytest
 # pytester's in-process runs (the entry point lives in it) and its attribute would hand a later
 # run the first run's module, bound to the first run's classes (see hooks._submodule).
 import goldeval.pytest_plugin.golden_test as golden_test
-from goldeval.core.errors import GoldevalError
+from goldeval.core.errors import DatasetError, GoldevalError
 from goldeval.core.models import AttemptRecord, Mode, Status
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.dataset.rows import fixture_problems
@@ -63,8 +63,22 @@ def parametrize(metafunc: pytest.Metafunc, state: GoldenSession) -> None:
             decorator = cache[name] = getattr(pytest.mark, name)
         return decorator
 
+    golden = state.params()
+    if not golden:
+        # pytest would make one "empty parameter set" item, whose param is no golden one.
+        rows = state.load().rows_path
+        shown = (
+            rows.relative_to(state.project_root)
+            if rows.is_relative_to(state.project_root)
+            else rows
+        )
+        raise DatasetError(
+            "the rows file has no rows: nothing to evaluate",
+            path=shown,
+            hint="add one JSON object per line",
+        )
     params = []
-    for p in state.params():
+    for p in golden:
         names = (("red",) if p.case.red else ()) + p.case.tags
         params.append(pytest.param(p, marks=[mark(n) for n in names], id=p.id))
     # Indirect, on golden_answer: the param reaches the one fixture an item sets up, without a
