@@ -180,6 +180,27 @@ def test_error_and_skipped_transitions_through_compare() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("statuses", "doc", "reason"),
+    [
+        ({"a": "ERROR", "b": "ERROR"}, {}, "the baseline graded nothing"),
+        ({"a": "SKIPPED"}, {}, "the baseline graded nothing"),
+        ({"a": "PASS"}, {"status": "INTERRUPTED"}, "the baseline run is INTERRUPTED"),
+        ({"a": "PASS"}, {"status": "INCOMPLETE"}, "the baseline run is INCOMPLETE"),
+    ],
+)
+def test_a_baseline_that_is_no_quality_snapshot_is_not_comparable(
+    statuses: dict[str, str], doc: dict[str, str], reason: str
+) -> None:
+    """A baseline whose every attempt was ERROR had no rates: every delta rule was skipped,
+    and a candidate failing every row passed the gate against it (exit 0)."""
+    baseline = {**make_run(statuses), **doc}
+    candidate = make_run({k: "FAIL" for k in statuses})
+    result = compare(baseline, candidate)
+    assert result.decision is Decision.COMPARISON_INVALID
+    assert any(reason in r for r in result.invalid_reasons), result.invalid_reasons
+
+
 def test_a_pass_plus_error_case_is_an_error_case() -> None:
     baseline = make_run({"a": ["PASS", "PASS"]}, protocol={"attempts": 2})
     candidate = make_run({"a": ["PASS", "ERROR"]}, protocol={"attempts": 2})
@@ -281,8 +302,10 @@ def test_delta_tolerance_is_1e_12() -> None:
 
 
 def test_latency_without_samples_is_undefined() -> None:
-    baseline = make_run({"a": "SKIPPED"})
-    candidate = make_run({"a": "SKIPPED"})
+    baseline = make_run({"a": "SKIPPED", "b": "PASS"})
+    candidate = make_run({"a": "SKIPPED", "b": "PASS"})
+    for doc in (baseline, candidate):
+        doc["metrics"]["latency"] = {"avgMs": 0, "samples": 0}
     latency = compare(baseline, candidate).metric("latencyAvgMs")
     assert latency is not None and latency.baseline is None and latency.delta is None
 

@@ -257,6 +257,25 @@ def _run_id(doc: RunDocument | None) -> str | None:
     return doc.run_id if doc is not None else None
 
 
+def baseline_problems(baseline: RunDocument) -> list[str]:
+    """Why ``baseline`` is no quality snapshot to compare with (empty: it is one). A run whose
+    every attempt was ERROR has no rates, so every delta rule had nothing to weigh, and a
+    candidate failing every row passed against it; a run that did not complete is what
+    ``--golden-save-baseline`` refuses to save."""
+    counts = attempt_counts(baseline)
+    problems = []
+    if baseline.status not in (None, "COMPLETED"):
+        problems.append(f"the baseline run is {baseline.status}: not a complete run")
+    if counts.quality == 0:
+        # ERROR attempts beside graded ones are the reference's INFRA_RESOLVED/NEW_ERROR
+        # classes; a baseline of nothing but ERROR or SKIPPED attempts has no rates at all.
+        problems.append(
+            "the baseline graded nothing (no PASS or FAIL attempt): not a quality snapshot"
+            " (compare with a run whose provider was healthy)"
+        )
+    return problems
+
+
 def compare(baseline: RunDocument | None, candidate: RunDocument | None) -> ComparisonResult:
     """Compare a candidate run with a baseline.
 
@@ -281,10 +300,11 @@ def compare(baseline: RunDocument | None, candidate: RunDocument | None) -> Comp
         "baseline_run_id": _run_id(baseline),
         "candidate_run_id": _run_id(candidate),
     }
-    if diffs:
+    unusable = baseline_problems(baseline)
+    if diffs or unusable:
         return ComparisonResult(
             decision=Decision.COMPARISON_INVALID,
-            invalid_reasons=[d.message for d in diffs],
+            invalid_reasons=[d.message for d in diffs] + unusable,
             **common,
         )
     pairs = compare_cases(baseline, candidate)
