@@ -86,7 +86,7 @@ ARGS = [
 class Blocked:
     """A pytest subprocess whose third item blocks; its output goes to a file."""
 
-    def __init__(self, project: Path, block_in: str, *extra: str) -> None:
+    def __init__(self, project: Path, block_in: str, *extra: str, gate: bool = False) -> None:
         self.marks = project / "marks"
         self.marks.mkdir()
         self.log = project / "pytest.log"
@@ -94,7 +94,13 @@ class Blocked:
         env.update(STOP_TEST_DIR=str(self.marks), STOP_TEST_BLOCK_IN=block_in)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest", *ARGS, *extra],
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    *(a for a in ARGS if not (gate and a == "--golden-no-gate")),
+                    *extra,
+                ],
                 cwd=project,
                 start_new_session=True,  # its own process group, as the service's worker runs it
                 env=env,
@@ -255,3 +261,21 @@ def test_sigterm_during_collection_under_xdist_stops_without_the_hard_stop(
     assert "did not take effect" not in out and "KeyboardInterrupt" not in out, out[-3000:]
     assert "replacing crashed worker" not in out and "node down" not in out, out[-3000:]
     assert "INTERNALERROR" not in out and " passed" not in out, out[-3000:]
+
+
+def test_the_gate_of_an_interrupted_run_does_not_pass(blocked_project: Path) -> None:
+    """Its gate said PASS (``passed: true``) on 3 of 10 attempts, and the site showed an
+    INTERRUPTED run with a green PASS."""
+    run = Blocked(blocked_project, "provider", gate=True)
+    run.blocked()
+    run.proc.send_signal(signal.SIGTERM)
+    run.stop_requested()
+    run.release()
+    code = run.finish()
+    out = run.output()
+    assert code == 75, out[-3000:]
+    doc = run.run()
+    assert doc["status"] == "INTERRUPTED"
+    gate = doc["qualityGate"]
+    assert gate["passed"] is False and gate["verdict"] != "PASS", gate
+    assert any(r["name"] == "complete" and not r["passed"] for r in gate["rules"]), gate

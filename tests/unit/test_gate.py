@@ -459,6 +459,20 @@ def test_incomplete_run_fails_rule_complete() -> None:
     assert evaluate(make_run(passing(1, 1), incomplete=False), {}).rules == []
 
 
+def test_skipped_attempts_fail_rule_graded() -> None:
+    """A run with a SKIPPED attempt exited 1, but its gate said PASS (``passed: true``): the
+    JUnit suite, the site and the HTML summary showed PASS for a run that did not grade
+    every selected attempt."""
+    run = make_run({"a": "PASS", "b": "SKIPPED", "c": "PASS"})
+    gate = evaluate(run, {})
+    assert not gate.passed and gate.verdict == "FAIL"
+    (rule,) = gate.rules
+    assert (rule.name, rule.kind, rule.passed) == ("graded", RuleKind.EXECUTION, False)
+    assert rule.detail.startswith("1 of 3 selected attempts SKIPPED: not graded")
+    # All skipped: the qualityAttempts rule says it, once.
+    assert [r.name for r in evaluate(make_run({"a": "SKIPPED"}), {}).rules] == ["qualityAttempts"]
+
+
 # ------------------------------------------------------------------------------------------
 # Result, summary, policy, attach_gate
 

@@ -20,6 +20,7 @@ from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports.junit import write_dashboard_junit_runs
 from goldeval.results.documents import RunDocument, typed_run
 from goldeval.verdict.comparison import comparison_label
+from goldeval.verdict.gate_label import gate_label
 
 _XML_KEY: Any
 try:
@@ -63,7 +64,7 @@ class JunitGlue:
             "golden.runId": run.run_id,
             "golden.dataset": run.protocol.dataset_id if run.protocol is not None else None,
             "golden.overallPassRate": metric.rate if metric is not None else None,
-            "golden.verdict": run.quality_gate.verdict if run.quality_gate is not None else None,
+            "golden.verdict": gate_label(run),
             "golden.comparison": comparison_label(comparison)[0] if comparison else None,
             "golden.exitCode": run.exit_decision.code if run.exit_decision is not None else None,
         }

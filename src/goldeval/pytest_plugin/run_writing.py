@@ -188,6 +188,10 @@ def _status(state: GoldenSession, interrupted: bool) -> tuple[str, dict[str, Any
     incomplete = state.skipped_by_deadline > 0 or state.skipped_by_budget > 0 or interrupted
     run_status = "INTERRUPTED" if interrupted else ("INCOMPLETE" if incomplete else "COMPLETED")
     extra: dict[str, Any] = {}
+    if interrupted:
+        # Before the gate is evaluated: its ``complete`` rule fails, so no label of an
+        # interrupted run says its gate passed.
+        extra["incomplete"] = True
     if state.skipped_by_deadline:
         extra["incomplete"] = True
         extra["notStartedBeforeDeadline"] = state.skipped_by_deadline

@@ -25,6 +25,7 @@ from goldeval.reports.templating import esc, render, status_class
 from goldeval.reports.variant_charts import pass_at_k_chart
 from goldeval.results.documents import Configuration, Metrics, RateDoc, RunDocument
 from goldeval.verdict.comparison import comparison_label
+from goldeval.verdict.gate_label import gate_label
 from goldeval.verdict.variants import decide_variants
 
 __all__ = [
@@ -270,7 +271,7 @@ def gate_view(run: RunDocument) -> dict[str, Any]:
         ),
     }
     if gate is not None:
-        view["verdict"] = gate.verdict
+        view["verdict"] = gate_label(run)
         view["rules"] = [
             {"name": r.name, "kind": r.kind, "detail": r.detail, "passed": r.passed}
             for r in gate.rules
@@ -311,13 +312,12 @@ def _case_rows(run: RunDocument) -> list[dict[str, Any]]:
 def render_summary(run: RunDocument, anchor: str = "goldeval-summary") -> str:
     """The golden run as an HTML fragment for the top of pytest-html's summary."""
     protocol = run.protocol
-    gate = run.quality_gate
     return render(
         "summary.html.j2",
         anchor=anchor,
         dataset=(protocol.dataset_id if protocol else None) or run.dataset_version,
         model=protocol.model if protocol else None,
-        verdict=(gate.verdict if gate else None) or "not applied",
+        verdict=gate_label(run),
         counts={
             "total": run.cases_total,
             "passed": run.cases_passed,

@@ -39,6 +39,7 @@ from goldeval.results.documents import (
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.comparison import comparison_label
 from goldeval.verdict.gate import MAXIMUM_METRICS
+from goldeval.verdict.gate_label import gate_label
 from goldeval.verdict.variants import decide_variants
 
 _ABSOLUTE_DETAIL = re.compile(r"^\s*(-?[0-9.]+)\s*(>=|<=|<|>)\s*(-?[0-9.]+)\s*$")
@@ -174,7 +175,7 @@ def _suite(run: RunDocument, suffix: str = "") -> Any:
         "golden.mode": protocol.mode if protocol else None,
         "golden.attempts": protocol.attempts if protocol else None,
         "golden.model": (protocol.model if protocol else None) or run.model,
-        "golden.verdict": gate.verdict if gate else None,
+        "golden.verdict": gate_label(run),
         "golden.comparison": comparison_label(comparison)[0] if comparison else None,
         "golden.exitCode": run.exit_decision.code if run.exit_decision else None,
     }

@@ -46,7 +46,6 @@ from goldeval.reports.html import (
 )
 from goldeval.reports.junit import error_reasons, failure_reasons
 from goldeval.reports.site_charts import (
-    NOT_COMPARABLE,
     not_comparable,
     protocol_legend,
     run_model,
@@ -57,6 +56,7 @@ from goldeval.results.documents import Case, RunDocument
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.baseline import check_shape
 from goldeval.verdict.exit_codes import OK, USAGE
+from goldeval.verdict.gate_label import NOT_COMPARABLE, gate_label
 
 TREND_METRICS = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
 VERDICTS = ("PASS", "FAIL")
@@ -226,9 +226,7 @@ def history_view(runs: Sequence[RunDocument], names: Mapping[int, str]) -> dict[
 
 def _run_row(run: RunDocument, names: Mapping[int, str]) -> dict[str, Any]:
     metric = run.metrics.overall_pass_rate if run.metrics else None
-    gate = (run.quality_gate.verdict if run.quality_gate else None) or "not applied"
-    if not_comparable(run):
-        gate = NOT_COMPARABLE
+    gate = gate_label(run)
     return {
         "href": _run_href(names[id(run)]),
         "run_id": run.run_id,

@@ -16,9 +16,8 @@ from goldeval.reports.labels import chart_label
 from goldeval.results.documents import RateDoc, RunDocument
 from goldeval.verdict.comparison import LIVE_ONLY_KEYS, PROTOCOL_KEYS, normal_mode
 from goldeval.verdict.exit_codes import COMPARISON_INVALID
+from goldeval.verdict.gate_label import NOT_COMPARABLE
 
-#: How the site shows a run that exited 65 (its comparison was invalid), instead of a verdict.
-NOT_COMPARABLE = "not comparable"
 #: Colours of the second and later protocol lines in a chart (the first keeps the metric's).
 SERIES_COLOURS = ("#8250df", "#1a7f37", "#bc4c00", "#57606a", "#bf3989", "#0550ae")
 

@@ -191,6 +191,22 @@ def _execution_rules(run: RunDocument, policy: GatePolicy) -> list[GateRule]:
         )
     if run.incomplete:
         rules.append(incomplete_rule(run))
+    if counts.skipped and counts.quality:
+        # Not graded, so the gate cannot have passed them (an all-skipped run has its
+        # qualityAttempts rule above).
+        rules.append(
+            GateRule(
+                name="graded",
+                detail=(
+                    f"{counts.skipped} of {counts.total} selected attempts SKIPPED: not graded;"
+                    " deselect rows with -m/-k instead of skipping them"
+                ),
+                passed=False,
+                actual=float(counts.skipped),
+                threshold=0.0,
+                kind=RuleKind.EXECUTION,
+            )
+        )
     return rules
 
 
