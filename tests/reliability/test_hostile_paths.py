@@ -225,6 +225,7 @@ def test_artifacts_always_stay_inside_the_run_folder(
     allowed_outside_run = {
         str(rel_runs / "LATEST"),
         str(rel_runs / "history.jsonl"),
+        str(rel_runs / "LAST_SESSION"),  # how the session ended, for `goldeval gate` with no run
         ".goldeval/goldeval.sqlite3",  # the default run store
         "junit.xml",
     }

@@ -772,3 +772,35 @@ def test_an_interrupted_run_keeps_its_own_reason(good_run: Path, golden_project:
     assert proc.returncode == 75, proc.stdout + proc.stderr
     assert "INTERRUPTED" in _decision(proc)
     assert "GATE PASS" not in proc.stdout
+
+
+# -- no run named: the last session's -------------------------------------------------------
+
+
+def test_no_run_named_means_the_last_session_not_an_older_passing_run(
+    pytester: pytest.Pytester, golden_project: Path
+) -> None:
+    """LATEST names the last complete run: after a session cut short (-x) or refused before
+    any item ran (65), `goldeval gate` with no run re-gated an earlier passing run: exit 0."""
+    good = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    assert good.ret == 0
+    assert _cli("gate", cwd=golden_project).returncode == 0
+
+    (golden_project / HAPPY).write_text("RAG: po-chain, seed-account\n// nothing useful\n")
+    cut = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=generation-v1", "-x", "-p", "no:randomly"
+    )
+    assert cut.ret == 1
+    gated = _cli("gate", cwd=golden_project)
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert "INCOMPLETE" in _decision(gated) or "stopped early" in _decision(gated)
+    # The word LATEST still means the pointer: the last complete run.
+    assert _cli("gate", "LATEST", cwd=golden_project).returncode == 0
+
+    refused = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1", "-m", "smoke")
+    assert refused.ret == 65
+    for command in ("gate", "show"):
+        after = _cli(command, cwd=golden_project)
+        assert after.returncode == 4, after.stdout + after.stderr
+        assert "the last session" in after.stderr and "exited 65 and wrote no run" in after.stderr
+        assert "Traceback" not in after.stderr

@@ -15,6 +15,8 @@ from pathlib import Path
 from goldeval.core.errors import GoldevalError
 from goldeval.core.safe_files import read_regular_file
 from goldeval.results.documents import RunDocument, typed_run
+from goldeval.results.last_session import NAME as LAST_SESSION
+from goldeval.results.last_session import read_last_session
 from goldeval.store import StoreError, open_store
 from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
 from goldeval.verdict.baseline import load_run_file
@@ -31,7 +33,7 @@ ACCEPTED = (
     "the LATEST pointer (a path to it, or the word LATEST)",
     "a run id: a folder name under the runs folder, or a run id in the store",
     "a run key in the store",
-    "nothing: the latest run (the runs folder's LATEST)",
+    "nothing: the last session's run (the runs folder's LATEST when that session passed)",
 )
 
 
@@ -170,8 +172,21 @@ def stored_run(reference: str, places: RunPlaces) -> ResolvedRun:
     return found
 
 
-def latest_run(places: RunPlaces) -> ResolvedRun:
-    """The run the runs folder's LATEST points at (the last complete run)."""
+def latest_run(places: RunPlaces, *, last_session: bool = True) -> ResolvedRun:
+    """No run named: the last session's run when that session did not pass (LATEST, the last
+    complete run, would be an earlier one); else (and for the word LATEST,
+    ``last_session=False``) the run the runs folder's LATEST points at."""
+    last = read_last_session(places.runs_dir) if last_session else None
+    if last is not None and last.exit_code != 0:
+        if last.run_dir is None or not last.run_dir.is_dir():
+            raise GoldevalError(
+                f"the last session ({last.finished_at}) exited {last.exit_code} and wrote no"
+                f" run: {last.reason}",
+                path=places.runs_dir / LAST_SESSION,
+                hint="the run LATEST names is an earlier one; name a run to use it: "
+                + "; ".join(ACCEPTED[:-1]),
+            )
+        return _from_folder(last.run_dir)
     pointer = places.runs_dir / LATEST
     if not pointer.is_file():
         raise GoldevalError(
@@ -187,7 +202,7 @@ def resolve_run(reference: str | None, places: RunPlaces) -> ResolvedRun:
     """The saved run ``reference`` names (see :data:`ACCEPTED`); a usage error naming every
     accepted form when nothing matches."""
     if reference is None or reference == LATEST:
-        return latest_run(places)
+        return latest_run(places, last_session=reference is None)
     if not reference.strip():
         raise _not_found(reference, places, "an empty name")
     found = _from_path(Path(reference))

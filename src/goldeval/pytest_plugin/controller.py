@@ -28,6 +28,7 @@ from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
 from goldeval.pytest_plugin.summary import print_summary
 from goldeval.pytest_plugin.variants import power_line
 from goldeval.results.finalise import FinalisationError
+from goldeval.results.last_session import write_last_session
 from goldeval.results.run_folder import ArtifactError
 from goldeval.verdict.exit_codes import ExitDecision, refused_before_run
 
@@ -68,6 +69,8 @@ class Controller:
         self.lost_items: list[str] = []
         #: The pre-flight refused the run before any item ran: nothing to record or decide.
         self.refused = False
+        #: Why the session was refused before any item ran (its LAST_SESSION reason).
+        self.refused_reason: str | None = None
         self.preflown = False
         #: the one-line reason when finishing the run failed (see finalisation_failed)
         self.final_error: str | None = None
@@ -154,7 +157,7 @@ class Controller:
         try:
             reason = preflight(self.state, selected)
         except (ConfigError, DatasetError) as exc:
-            self.refused = True
+            self.refused, self.refused_reason = True, str(exc)
             raise pytest.UsageError(str(exc)) from None
         except BaselineError as exc:
             self._refuse(config, refused_before_run(f"baseline rejected: {exc}"))
@@ -163,7 +166,7 @@ class Controller:
         if builtin_provider_answers(self.session):
             refused = self.state.model_refusal()
             if refused is not None:
-                self.refused = True
+                self.refused, self.refused_reason = True, refused
                 raise pytest.UsageError(refused)
         line = power_line(self.state.variants, len(selected)) if selected is not None else None
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -173,6 +176,7 @@ class Controller:
     def _refuse(self, config: pytest.Config, decision: ExitDecision) -> None:
         """End the session before any item ran: the only exit status set before a run."""
         self.refused = True
+        self.refused_reason = decision.reason
         line = (
             f"goldeval decision: exit {decision.code} — {decision.reason} (refused before any "
             "item ran); to run this selection anyway, report without gating (--golden-no-gate) "
@@ -260,8 +264,12 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # Listing items is not a run: nothing recorded, exit status untouched.
-        if self.refused or session.config.option.collectonly:
+        if session.config.option.collectonly:
             self.state.close()
+            return
+        if self.refused:
+            self.state.close()
+            self._record_last_session(session)
             return
         state = self.state
         fin = state.finalisation
@@ -294,12 +302,27 @@ class Controller:
                     if recorder.began and recorder.error and not recorder.finished:
                         recorder.mark_failed("INTERRUPTED", {})
                     recorder.close()
+        self._record_last_session(session)
         if received:
             names = ", ".join(signal.Signals(s).name for s in received)
             sys.stderr.write(
                 f"goldeval: {names} arrived while the run was being written; the write was "
                 "completed first\n"
             )
+
+    def _record_last_session(self, session: pytest.Session) -> None:
+        """LAST_SESSION: this session's exit and run, for commands given no run (a session
+        that did not pass leaves LATEST on an earlier run). Never fails the session."""
+        state = self.state
+        try:
+            write_last_session(
+                state.settings.out_dir,
+                int(session.exitstatus),
+                self.refused_reason or state.exit_reason or f"pytest exited {session.exitstatus}",
+                state.run_dir,
+            )
+        except (OSError, GoldevalError):
+            pass
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.final_error is not None:

@@ -284,6 +284,7 @@ def finish_side_by_side(
     top = next(i for i, d in enumerate(decisions) if d.code == overall.code)
     if top != len(decisions) - 1:
         point_latest(state, state.benchmark[top], built[top][2])
+    state.run_dir = built[top][2]  # the session's run, as LAST_SESSION names it
     state.exit_reason = overall.reason
     state.run = {**state.benchmark[0], "exitDecision": overall._asdict()}
     apply_exit(session, overall)
