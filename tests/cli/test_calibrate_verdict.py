@@ -206,3 +206,85 @@ def test_every_outcome_and_its_exit_code() -> None:
 
     broken = judge_calibration(calibrate(good, raises, live=True))
     assert calibration_exit(broken).code == 4  # no retry fixes a bug
+
+
+def _edit_rows(project: Path, edit: object) -> None:
+    """Every row of the corpus passed through ``edit(row)`` (which changes it in place)."""
+    path = project / CORPUS
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            row = json.loads(line)
+            edit(row)  # type: ignore[operator]
+            line = json.dumps(row, ensure_ascii=False)
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_labels_of_cases_the_dataset_does_not_have_are_refused(golden_project: Path) -> None:
+    # A corpus of another dataset: every label and judge reply agree, so it would score
+    # kappa 1 — on answers this dataset's gate never judges.
+    def elsewhere(row: dict[str, str]) -> None:
+        row["caseId"] = "other-" + row["caseId"]
+        row["judgeOutput"] = ACCEPT_REPLY if row["humanLabel"] == "ACCEPT" else REJECT_REPLY
+
+    _edit_rows(golden_project, elsewhere)
+    code, out = _calibrate(golden_project)
+    assert code == 4, out
+    assert "calibration.jsonl:2" in out and "caseId" in out, out
+    assert "is not a case of dataset generation-v1" in out
+    assert not (golden_project / "cal/calibration/report.json").exists()
+
+
+def test_one_mistyped_case_id_is_refused_with_its_line(golden_project: Path) -> None:
+    def typo(row: dict[str, str]) -> None:
+        if row["id"] == "gen-cal-07":
+            row["caseId"] += "x"
+
+    _edit_rows(golden_project, typo)
+    code, out = _calibrate(golden_project)
+    assert code == 4, out
+    assert "calibration.jsonl:8" in out and "'gen-cal-07'" in out, out
+
+
+def test_the_report_names_the_dataset_it_measured(golden_project: Path) -> None:
+    code, out = _calibrate(golden_project)
+    assert code == 0, out
+    dataset = _report(golden_project)["dataset"]
+    assert dataset["id"] == "generation-v1"  # type: ignore[index]
+    assert len(dataset["hash"]) == 64  # type: ignore[index]
+
+
+def test_live_row_without_candidate_is_judged_on_the_recorded_answer(
+    golden_project: Path,
+) -> None:
+    first: dict[str, str] = {}
+
+    def drop_first_candidate(row: dict[str, str]) -> None:
+        if row["id"] == "gen-cal-01":
+            first.update(row)
+            del row["candidate"]
+
+    _edit_rows(golden_project, drop_first_candidate)
+    fixture = golden_project / f"golden/generation/fixtures/{first['caseId']}.out.md"
+    recorded = fixture.read_text(encoding="utf-8")
+    with FakeLLMServer() as server:
+        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
+        code, out = _calibrate(
+            golden_project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
+        )
+        bodies = [r.body.decode("utf-8") for r in server.requests]
+    assert len(bodies) == 24, out
+    marker = json.dumps(recorded.strip()[:60])[1:-1]  # as it appears inside the JSON body
+    assert any(marker in body for body in bodies), out
+
+    fixture.unlink()  # now the row has nothing to judge: refused before any judge call
+    with FakeLLMServer() as server:
+        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
+        code, out = _calibrate(
+            golden_project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
+        )
+        calls = len(server.requests)
+    assert code == 4, out
+    assert "calibration.jsonl:2" in out and "candidate" in out and "no recorded answer" in out
+    assert calls == 0

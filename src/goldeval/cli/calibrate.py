@@ -9,17 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.cli.project import project_root
-from goldeval.core.errors import GoldevalError
+from goldeval.core.errors import DatasetError, GoldevalError
 from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.core.settings import provider_from_env
 from goldeval.core.textsafe import one_line
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.discovery import resolve_dataset
 from goldeval.dataset.manifest import find_manifest, read_manifest
-from goldeval.dataset.rows import load_dataset
+from goldeval.dataset.rows import Dataset, load_dataset
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
 from goldeval.judge.calibration import calibrate, judge_calibration, load_calibration
+from goldeval.judge.calibration_rows import CalibrationRow, refuse_rows_outside
 from goldeval.judge.parse import build_judge_messages, parse_judge_output
 from goldeval.judge.runner import DEFAULT_RUBRIC
 from goldeval.providers.base import ProviderRequest
@@ -40,8 +41,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     # A link out of the dataset folder or a FIFO is refused before anything is opened.
     rows = load_calibration(contained_file(path, folder, what="calibration corpus"))
     policy = _calibration_policy(folder)
+    # Every label must be about a case of this dataset: a corpus of another dataset (or a
+    # typo'd id) would measure the judge on answers the gate never judges.
+    dataset = _dataset(folder, args.root)
+    cases = {c.id: c for c in dataset.cases}
+    refuse_rows_outside(path, rows, set(cases), dataset.id)
     if args.live:
-        predict = _live_judge(args, folder)
+        predict = _live_judge(args, folder, path, rows, cases)
         report = calibrate(rows, predict, live=True)
     else:
         report = calibrate(rows)
@@ -49,7 +55,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     decision = calibration_exit(verdict)
     out = (Path(args.out) if args.out else root / ".goldeval") / "calibration"
     out.mkdir(parents=True, exist_ok=True)
-    document = {**report.to_json(), "verdict": verdict.to_json()}
+    document = {
+        "dataset": {"id": dataset.id, "hash": dataset.hash},
+        **report.to_json(),
+        "verdict": verdict.to_json(),
+    }
     document["exitDecision"] = {"code": decision.code, "reason": decision.reason}
     (out / "report.json").write_text(
         json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -72,36 +82,36 @@ def _calibration_policy(folder: Path) -> Any:
     return read_manifest(manifest_path).calibration if manifest_path is not None else None
 
 
-def _dataset_cases(folder: Path, root: str | None = None) -> list[Any]:
-    """The dataset's rows, read by the same loader pytest uses (built-in graders' keys)."""
+def _dataset(folder: Path, root: str | None = None) -> Dataset:
+    """The dataset, read by the same loader pytest uses (built-in graders' keys)."""
     graders = [ContractGrader(), *builtin_graders()]
-    dataset = load_dataset(
+    return load_dataset(
         folder, project_root=project_root(root), graders=graders, require_fixtures=False
     )
-    return dataset.cases
 
 
-def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
+def _live_judge(
+    args: argparse.Namespace,
+    folder: Path,
+    path: Path,
+    rows: list[CalibrationRow],
+    cases: dict[str, GoldenCase],
+) -> Any:
+    # Every row has something to judge before the first judge call: a row without a
+    # candidate is judged on the case's recorded answer, and one without either is refused
+    # (it was judged on an empty text, a measurement of nothing).
+    candidates = {row.id: _candidate(row, folder, path) for row in rows}
     settings = provider_from_env(args.provider, args.judge_model, args.base_url)
     provider = make_http_provider(settings)
     rubric_path = folder / "rubric.md"
     rubric = (
         read_regular_file(rubric_path).decode("utf-8") if rubric_path.is_file() else DEFAULT_RUBRIC
     )
-    cases = {c.id: c for c in _dataset_cases(folder, args.root)}
 
     def predict(row: Any) -> Any:
-        case = cases.get(row.case_id) or GoldenCase(row.case_id, "", {})
-        candidate = row.candidate
-        if candidate is None:
-            fixture = folder / "fixtures" / f"{row.case_id}.out.md"
-            candidate = (
-                read_regular_file(fixture, limit="fixture_bytes").decode("utf-8", "replace")
-                if fixture.is_file()
-                else ""
-            )
+        case = cases[row.case_id]
         system, user = build_judge_messages(
-            rubric, case.id, case.prompt, case.expect, list(case.must_not), [], candidate
+            rubric, case.id, case.prompt, case.expect, list(case.must_not), [], candidates[row.id]
         )
         answer = provider.complete(
             ProviderRequest(
@@ -111,3 +121,21 @@ def _live_judge(args: argparse.Namespace, folder: Path) -> Any:
         return parse_judge_output(answer.text)
 
     return predict
+
+
+def _candidate(row: CalibrationRow, folder: Path, path: Path) -> str:
+    """The answer a live judge grades: the row's ``candidate``, else the case's fixture."""
+    if row.candidate is not None:
+        return row.candidate
+    fixture = folder / "fixtures" / f"{row.case_id}.out.md"
+    if not (fixture.exists() or fixture.is_symlink()):
+        raise DatasetError(
+            f"row {row.id!r} has no candidate and case {row.case_id!r} has no recorded answer"
+            " (fixtures/" + f"{row.case_id}.out.md)",
+            path=path,
+            line=row.line or None,
+            field="candidate",
+            hint="give the row the answer the human labelled as 'candidate'",
+        )
+    fixture = contained_file(fixture, folder, what="fixture")
+    return read_regular_file(fixture, limit="fixture_bytes").decode("utf-8", "replace")

@@ -7,7 +7,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 
 from goldeval.core.errors import DatasetError
 from goldeval.core.limits import LimitExceeded, loads_json
@@ -39,6 +47,12 @@ class CalibrationRow(BaseModel):
         serialization_alias="judgeOutput",
     )
     note: str | None = None
+    #: The row's line in its file (0: not read from one), for errors about the row.
+    _line: int = PrivateAttr(default=0)
+
+    @property
+    def line(self) -> int:
+        return self._line
 
     @field_validator("id", "case_id")
     @classmethod
@@ -111,6 +125,7 @@ def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
                 field="id",
             )
         seen[row.id] = number
+        row._line = number
         rows.append(row)
     return rows
 
@@ -118,3 +133,23 @@ def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
 def canned_predict(row: CalibrationRow) -> JudgeResult:
     """Canned mode: the decision parsed from the row's recorded judge output."""
     return parse_judge_output(row.judge_output)
+
+
+def refuse_rows_outside(
+    path: str | os.PathLike[str],
+    rows: list[CalibrationRow],
+    case_ids: set[str],
+    dataset: str,
+) -> None:
+    """A label for a case the dataset does not have measures the judge on nothing the gate
+    ever judges (a typo, or a corpus of another dataset): refused with its line, never scored.
+    """
+    for row in rows:
+        if row.case_id not in case_ids:
+            raise DatasetError(
+                f"caseId {row.case_id!r} of row {row.id!r} is not a case of dataset {dataset}",
+                path=path,
+                line=row.line or None,
+                field="caseId",
+                hint="label cases of this dataset; fix the id or remove the row",
+            )
