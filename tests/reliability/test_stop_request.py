@@ -136,6 +136,16 @@ class Blocked:
     def output(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
+    def stopped_by(self, sig: signal.Signals) -> tuple[int, str]:
+        """Signalled once its third item blocks, the item let go once the stop was asked
+        for: its exit status and output."""
+        self.blocked()
+        self.proc.send_signal(sig)
+        self.stop_requested()  # the handler ran and did not raise into the blocked hook
+        self.release()
+        code = self.finish()
+        return code, self.output()
+
     def run(self) -> dict[str, object]:
         (run_json,) = self.runs.glob("*/run.json")
         doc: dict[str, object] = json.loads(run_json.read_text(encoding="utf-8"))
@@ -159,12 +169,7 @@ def test_sigterm_inside_an_item_ends_it_then_stops_interrupted_75(
     blocked_project: Path, block_in: str
 ) -> None:
     run = Blocked(blocked_project, block_in)
-    run.blocked()
-    run.proc.send_signal(signal.SIGTERM)
-    run.stop_requested()  # the handler ran and did not raise into the blocked hook
-    run.release()
-    code = run.finish()
-    out = run.output()
+    code, out = run.stopped_by(signal.SIGTERM)
     assert "html-" in out and "hypothesis-" in out  # both plugins were active
     assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
     assert code == 75, out[-3000:]
@@ -180,12 +185,7 @@ def test_sigterm_inside_an_item_ends_it_then_stops_interrupted_75(
 
 def test_sigint_stops_between_items_and_keeps_pytests_2(blocked_project: Path) -> None:
     run = Blocked(blocked_project, "provider")
-    run.blocked()
-    run.proc.send_signal(signal.SIGINT)
-    run.stop_requested()
-    run.release()
-    code = run.finish()
-    out = run.output()
+    code, out = run.stopped_by(signal.SIGINT)
     assert "INTERNALERROR" not in out, out[-3000:]
     assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]  # a person chose to stop
     doc = run.run()
@@ -267,12 +267,7 @@ def test_the_gate_of_an_interrupted_run_does_not_pass(blocked_project: Path) -> 
     """Its gate said PASS (``passed: true``) on 3 of 10 attempts, and the site showed an
     INTERRUPTED run with a green PASS."""
     run = Blocked(blocked_project, "provider", gate=True)
-    run.blocked()
-    run.proc.send_signal(signal.SIGTERM)
-    run.stop_requested()
-    run.release()
-    code = run.finish()
-    out = run.output()
+    code, out = run.stopped_by(signal.SIGTERM)
     assert code == 75, out[-3000:]
     doc = run.run()
     assert doc["status"] == "INTERRUPTED"

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from goldeval.store import open_store
 from tests.server.conftest import Service, table_locked
+from tests.store.conftest import UNDO_SCHEMA_13
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -343,8 +344,11 @@ def test_the_counters_migration_fills_them_from_the_rows_already_stored(store_ur
         with store._read("test") as tx:  # type: ignore[attr-defined]
             live = counters.read(tx)
         # Back to schema 9: no counters table (schema 10), no recorded exit decision (schema
-        # 11) and no attempts.variant (schema 12), so that the migrations run again.
+        # 11), no attempts.variant (schema 12) and no shared rows (schema 13), so that the
+        # migrations run again.
         with store._transaction("test") as tx:  # type: ignore[attr-defined]
+            for statement in UNDO_SCHEMA_13:
+                tx.execute(statement)
             tx.execute("DROP TABLE service_counters")
             tx.execute("ALTER TABLE service_runs DROP COLUMN exit_decision")
             tx.execute("ALTER TABLE attempts DROP COLUMN variant")

@@ -336,6 +336,16 @@ def _with_search_path(url: str, schema: str) -> str:
     return f"{url}{joiner}options=-csearch_path%3D{schema}"
 
 
+#: Undo schema 13 (shared rows), for tests taking a store back to an older schema: the view
+#: first (SQLite refuses to drop a column a view refers to, such as attempts.variant).
+UNDO_SCHEMA_13: tuple[str, ...] = (
+    "DROP VIEW run_attempts",
+    "DROP TABLE run_timings",
+    "DROP INDEX runs_rows_of",
+    "ALTER TABLE runs DROP COLUMN rows_of",
+)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     """A fresh, empty store location on each backend (SQLite file / PostgreSQL schema)."""

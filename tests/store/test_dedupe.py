@@ -212,9 +212,12 @@ def test_migration_5_moves_old_rows_and_reads_the_same(target: Target) -> None:
 def _page_contents(target: Target) -> set[int]:
     """Ids of the contents the newest run's rows refer to (cases and attempts)."""
     (run_id,) = target.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")[0]
+    # A run that repeats an earlier one reads its rows (schema 13): run_attempts has them
+    # under its own id; its cases are the owner's.
     rows = target.query(
-        "SELECT content_id FROM attempts WHERE run_id = ?"
-        " UNION SELECT content_id FROM run_cases WHERE run_id = ?",
+        "SELECT content_id FROM run_attempts WHERE run_id = ?"
+        " UNION SELECT content_id FROM run_cases WHERE run_id ="
+        " (SELECT COALESCE(rows_of, run_id) FROM runs WHERE run_id = ?)",
         (run_id, run_id),
     )
     return {int(r[0]) for r in rows}

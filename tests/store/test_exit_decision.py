@@ -10,7 +10,7 @@ import pytest
 
 from goldeval.store import LATEST_VERSION, open_store
 from goldeval.store.queue import RunQueue
-from tests.store.conftest import Target
+from tests.store.conftest import UNDO_SCHEMA_13, Target
 
 
 def _ran(queue: RunQueue, run_id: str) -> None:
@@ -42,11 +42,14 @@ def test_schema_10_rows_upgrade_with_no_decision_and_new_ends_record_one(target:
         _ran(queue, "old")
         assert queue.finish("old", "w1", "COMPLETED", exit_code=0, error=None)
         _ran(queue, "pending")
-    # Back to schema 10: no exit_decision column (nor schema 12's attempts.variant).
+    # Back to schema 10: no exit_decision column (nor schema 12's attempts.variant, nor
+    # schema 13's sharing: its view first, which refers to attempts.variant).
+    for statement in UNDO_SCHEMA_13:
+        target.execute(statement)
     target.execute("ALTER TABLE service_runs DROP COLUMN exit_decision")
     target.execute("ALTER TABLE attempts DROP COLUMN variant")
     target.execute("DELETE FROM schema_version WHERE version >= ?", (11,))
-    assert LATEST_VERSION == 12
+    assert LATEST_VERSION == 13
     with open_store(target.url) as store:
         assert store.schema_version() == LATEST_VERSION
         queue = RunQueue(store)

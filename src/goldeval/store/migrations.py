@@ -44,6 +44,12 @@ Versions:
    ``exitDecision``) the worker recorded when it ended the run, so the API reads it instead of
    rebuilding it from the exit code and the log. Rows ended before keep NULL (the API rebuilds
    theirs as before).
+12. ``attempts.variant``: the manifest variant a variant session's attempt ran.
+13. repeated runs share their rows (:mod:`goldeval.store.sharing`): ``runs.rows_of`` names
+   the run whose ``attempts`` and ``run_cases`` rows a run reads (NULL: its own), and
+   ``run_timings`` keeps what such a run does not share with them (each attempt's duration
+   and run fields, zlib-compressed chunks keyed by their first attempt key). The view
+   ``run_attempts`` is every run's attempts as rows, shared or not, for SQL over runs.
 """
 
 from __future__ import annotations
@@ -312,6 +318,30 @@ _VARIANT = (
     "attempts.variant: the manifest variant a variant session's attempt ran",
     ("ALTER TABLE attempts ADD COLUMN variant TEXT",),
 )
+
+
+def _sharing(text: str, bytes_type: str, without_rowid: str) -> tuple[str, ...]:
+    return (
+        "ALTER TABLE runs ADD COLUMN rows_of TEXT",
+        "CREATE INDEX runs_rows_of ON runs (rows_of)",
+        "CREATE TABLE run_timings ("
+        " run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,"
+        f" case_id {text} NOT NULL,"
+        " attempt_index INTEGER NOT NULL,"
+        f" model {text} NOT NULL,"
+        f" body {bytes_type} NOT NULL,"
+        f" PRIMARY KEY (run_id, case_id, attempt_index, model)){without_rowid}",
+        # Every run's attempts as rows, its own or shared (a sharing run's duration is in its
+        # run_timings, so NULL here): what SQL over runs reads.
+        "CREATE VIEW run_attempts AS SELECT r.run_id, a.case_id, a.attempt_index, a.model,"
+        " a.status, a.error_kind,"
+        " CASE WHEN r.rows_of IS NULL THEN a.duration_ms END AS duration_ms,"
+        " a.tokens, a.content_id, a.variant"
+        " FROM runs r JOIN attempts a ON a.run_id = COALESCE(r.rows_of, r.run_id)",
+    )
+
+
+_SHARING_DESCRIPTION = "runs.rows_of, run_timings and the run_attempts view: shared rows"
 _ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
 
@@ -340,6 +370,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["sqlite"]),
     Migration(_DECISION[0], _DECISION[1], _DECISION[2]["sqlite"]),
     Migration(*_VARIANT),
+    Migration(13, _SHARING_DESCRIPTION, _sharing("TEXT", "BLOB", " WITHOUT ROWID")),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -369,6 +400,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(_COUNTERS[0], _COUNTERS[1], _COUNTERS[2]["postgresql"]),
     Migration(_DECISION[0], _DECISION[1], _DECISION[2]["postgresql"]),
     Migration(*_VARIANT),
+    Migration(13, _SHARING_DESCRIPTION, _sharing('TEXT COLLATE "C"', "BYTEA", "")),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

@@ -160,6 +160,18 @@ class PostgresStore(SqlStore):
     def _gc_lock(self, tx: Tx) -> None:
         tx.query("SELECT pg_advisory_xact_lock(?)", (_GC_LOCK,))
 
+    def _release_space(self) -> None:
+        # After a run gave its rows up (or runs were deleted): their space made reusable and
+        # the heap's empty tail cut now, not when autovacuum gets to it (ten runs back to
+        # back otherwise left ten runs' dead rows behind). Outside any transaction (the
+        # connection autocommits), skipped if another VACUUM holds the tables, best effort:
+        # the run's write has committed already.
+        with self._guard("release_space"):
+            try:
+                self._live().execute("VACUUM (SKIP_LOCKED) attempts, run_cases")
+            except psycopg.Error:
+                pass
+
     def compact(self) -> None:
         """Nothing to do: autovacuum reuses the space of deleted rows (``VACUUM FULL``
         would give it back to the file system, but locks every table while it runs)."""

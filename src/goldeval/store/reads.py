@@ -19,22 +19,29 @@ from goldeval.store.rows import (
     RunColumns,
     RunRow,
 )
-from goldeval.store.sql import SqlCore, Tx
+from goldeval.store.sharing import RunSharing
+from goldeval.store.sql import Tx
 
 #: The columns :meth:`RunReads.records_of` turns back into records, and the join they need
 #: (``a``: attempts, ``c``: its content): one query per page, no second round trip.
 ATTEMPT_ROW_COLUMNS = "a.case_id, a.attempt_index, a.model, a.status, a.fields, c.body, a.variant"
 ATTEMPT_ROW_JOIN = "attempts a JOIN contents c ON c.id = a.content_id"
+#: The run id a run's attempts and cases are stored under: its own, or the run whose rows it
+#: shares (:mod:`goldeval.store.sharing`), in the same statement as the read (one snapshot).
+RUN_ROWS = "(SELECT COALESCE(rows_of, run_id) FROM runs WHERE run_id = ?)"
 
 
 def _page_sql(by_status: bool, after: bool) -> str:
-    where = ["a.run_id = ?"]
+    """A page's SQL: its rows, each with the run's ``rows_of`` (the same value on every row,
+    computed once: whether its own timings are to be put back, without a round trip)."""
+    where = [f"a.run_id = {RUN_ROWS}"]
     if by_status:
         where.append("a.status = ?")
     if after:
         where.append("(a.case_id, a.attempt_index, a.model) > (?, ?, ?)")
     return (
-        f"SELECT {ATTEMPT_ROW_COLUMNS} FROM {ATTEMPT_ROW_JOIN} WHERE {' AND '.join(where)}"
+        f"SELECT {ATTEMPT_ROW_COLUMNS}, (SELECT rows_of FROM runs WHERE run_id = ?)"
+        f" FROM {ATTEMPT_ROW_JOIN} WHERE {' AND '.join(where)}"
         " ORDER BY a.case_id, a.attempt_index, a.model LIMIT ?"
     )
 
@@ -107,7 +114,16 @@ def with_variant(record: dict[str, Any], variant: Any) -> dict[str, Any]:
     return record
 
 
-class RunReads(SqlCore):
+def _with_own_fields(row: Any, own: dict[AttemptKey, tuple[Any, str]]) -> Any:
+    """A row read from the run whose rows a sharing run reads, with the sharing run's own
+    fields (column 4) put back."""
+    found = own.get((str(row[0]), int(row[1]), str(row[2])))
+    if found is None:
+        return row
+    return (*row[:4], found[1], *row[5:])
+
+
+class RunReads(RunSharing):
     """Everything that reads a run back."""
 
     def _run_rows(self, tx: Tx, rows: list[RunColumns]) -> list[RunRow]:
@@ -143,7 +159,7 @@ class RunReads(SqlCore):
         ]
 
     def graded_keys(self, run_id: str, *, include_errors: bool) -> set[AttemptKey]:
-        sql = "SELECT case_id, attempt_index, model FROM attempts WHERE run_id = ?"
+        sql = f"SELECT case_id, attempt_index, model FROM attempts WHERE run_id = {RUN_ROWS}"
         if not include_errors:
             sql += " AND status <> 'ERROR'"
         with self._read("graded_keys") as tx:
@@ -155,9 +171,12 @@ class RunReads(SqlCore):
         with self._read("attempts") as tx:
             rows = tx.query(
                 "SELECT case_id, attempt_index, model, status, fields, content_id, variant"
-                " FROM attempts WHERE run_id = ? ORDER BY case_id, attempt_index, model",
+                f" FROM attempts WHERE run_id = {RUN_ROWS} ORDER BY case_id, attempt_index, model",
                 (run_id,),
             )
+            if self._owner_of(tx, run_id) is not None:
+                own = self._all_timings(tx, run_id)
+                rows = [_with_own_fields(r, own) for r in rows]
             texts = self._content_texts(tx, (int(r[5]) for r in rows))
         return [
             with_variant(
@@ -178,7 +197,8 @@ class RunReads(SqlCore):
         status: str | None = None,
         after: AttemptKey | None = None,
     ) -> list[dict[str, Any]]:
-        return self.records_of(self._page_rows(run_id, limit=limit, status=status, after=after))
+        rows = self._page_rows(run_id, limit=limit, status=status, after=after)
+        return self.records_of([r[:7] for r in rows])
 
     def attempts_page_json(
         self,
@@ -190,7 +210,7 @@ class RunReads(SqlCore):
     ) -> list[AttemptJson]:
         out: list[AttemptJson] = []
         append, quote, make = out.append, encode_basestring, AttemptJson._make
-        for c, i, m, st, f, b, variant in self._page_rows(
+        for c, i, m, st, f, b, variant, _rows_of in self._page_rows(
             run_id, limit=limit, status=status, after=after
         ):
             if (
@@ -218,28 +238,39 @@ class RunReads(SqlCore):
     def _page_rows(
         self, run_id: str, *, limit: int, status: str | None, after: AttemptKey | None
     ) -> list[Any]:
-        """The :data:`ATTEMPT_ROW_COLUMNS` of one keyset page."""
-        params: list[Any] = [run_id]
+        """The :data:`ATTEMPT_ROW_COLUMNS` of one keyset page, then the run's ``rows_of``."""
+        params: list[Any] = [run_id, run_id]
         if status is not None:
             params.append(status)
         if after is not None:
             params.extend(after)
         with self._read("attempts_page") as tx:
-            return tx.query(
+            rows = tx.query(
                 _PAGE_SQL[status is not None, after is not None], (*params, max(0, int(limit)))
             )
+            if rows and rows[0][7] is not None:
+                keys = [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
+                own = self._own_fields(tx, run_id, keys)
+                missing = (None, None)
+                rows = [
+                    (c, i, m, st, own.get(key, missing)[1] or f, b, v, o)
+                    for key, (c, i, m, st, f, b, v, o) in zip(keys, rows, strict=True)
+                ]
+            return rows
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         with self._read("attempt_counts") as tx:
             rows = tx.query(
-                "SELECT status, COUNT(*) FROM attempts WHERE run_id = ? GROUP BY status",
+                f"SELECT status, COUNT(*) FROM attempts WHERE run_id = {RUN_ROWS} GROUP BY status",
                 (run_id,),
             )
         return {str(st): int(n) for st, n in rows}
 
     def cases(self, run_id: str) -> list[dict[str, Any]]:
         with self._read("cases") as tx:
-            rows = tx.query("SELECT content_id FROM run_cases WHERE run_id = ?", (run_id,))
+            rows = tx.query(
+                f"SELECT content_id FROM run_cases WHERE run_id = {RUN_ROWS}", (run_id,)
+            )
             texts = self._content_texts(tx, (int(r[0]) for r in rows))
         infos = [cast(dict[str, Any], json.loads(texts[int(r[0])])) for r in rows]
 

@@ -25,6 +25,7 @@ from goldeval.store.errors import RunConflictError, StoreError
 from goldeval.store.migrations import RUN_STATUSES
 from goldeval.store.pages import digest, externalise
 from goldeval.store.rows import AttemptText, RunColumns, RunStatus, StoredRun
+from goldeval.store.sharing import RunSharing
 from goldeval.store.sql import (
     COLUMN_CACHE,
     IN_CHUNK,
@@ -35,12 +36,11 @@ from goldeval.store.sql import (
     UPSERT_ARTIFACT,
     UPSERT_ATTEMPT,
     UPSERT_DATASET,
-    SqlCore,
     Tx,
 )
 
 
-class RunWrites(SqlCore):
+class RunWrites(RunSharing):
     """Everything that writes a run."""
 
     def _stored_run(self, row: RunColumns, *, resumed: bool) -> StoredRun:
@@ -52,6 +52,7 @@ class RunWrites(SqlCore):
         with self._transaction(op) as tx:
             if not self._lock_run(tx, run_id):
                 raise StoreError(f"{op}: no run {run_id!r} in {self.url}")
+            self._unshare(tx, run_id)
             yield tx
 
     def _write_cases(self, op: str, run_id: str, infos: list[tuple[str, str]]) -> int:
@@ -256,6 +257,9 @@ class RunWrites(SqlCore):
                 "UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE run_id = ?",
                 (status, self.ts_param(utcnow()), json_text(compact), run_id),
             )
+            shared = status == "COMPLETED" and self._share_if_repeat(tx, run_id) is not None
+        if shared:
+            self._release_space()
 
     def record_artifacts(self, run_id: str, artifacts: Iterable[tuple[str, str, int]]) -> int:
         now = self.ts_param(utcnow())
@@ -270,7 +274,9 @@ class RunWrites(SqlCore):
         deleted = 0
         with self._transaction("delete_runs") as tx:
             self._gc_lock(tx)
+            leaving = set(ids)
             for run_id in ids:
+                self._hand_over(tx, run_id, leaving)
                 # attempts, run_cases and artifacts go with the run (ON DELETE CASCADE).
                 deleted += tx.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
             referenced = {
@@ -294,4 +300,6 @@ class RunWrites(SqlCore):
                 "DELETE FROM datasets WHERE NOT EXISTS (SELECT 1 FROM runs"
                 " WHERE runs.dataset_id = datasets.id AND runs.dataset_hash = datasets.hash)"
             )
+        if deleted:
+            self._release_space()
         return deleted

@@ -157,6 +157,11 @@ class SqlCore(ABC):
         """Serialise writers of one run's pages (inside the write transaction) and hold off
         a concurrent garbage collection of contents; False if there is no such run."""
 
+    def _release_space(self) -> None:
+        """Give the space of deleted rows back (after a run shared another's rows, or runs
+        were deleted). PostgreSQL's autovacuum does it on its own; SQLite overrides this."""
+        return None
+
     @abstractmethod
     def _gc_lock(self, tx: Tx) -> None:
         """Exclusive against every page writer (inside the garbage collection)."""
