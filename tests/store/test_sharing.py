@@ -260,3 +260,75 @@ def test_a_chunk_keeps_any_fields_text_on_its_line() -> None:
     assert list(back) == [("c-1", 1, ""), ("c-1", 2, "m")]
     assert json.loads(back[("c-1", 1, "")][1]) == json.loads(pretty)
     assert back[("c-1", 2, "m")] == (None, '{"durationMs":7}')
+
+
+def test_writing_a_sharing_run_and_its_owner_at_once_copies_the_rows_once(
+    store: Store, target: Target
+) -> None:
+    """PostgreSQL: a resume of the owner while a resume of its sharing run is giving that run
+    its rows back waits for it and then leaves the run alone. Both copied the rows, and one
+    write failed on the duplicate rows (or on a lock cycle)."""
+    if target.backend != "postgresql":
+        pytest.skip("SQLite serialises every writer")
+    import threading
+    import time
+
+    from goldeval.store import open_store
+
+    first, second, _third = _three_runs(store)
+    failures: list[BaseException] = []
+    extra = {**first[0], "index": 4, "durationMs": 7}
+
+    def write_the_owner() -> None:
+        try:
+            store.record_attempts("run-1", [extra])
+        except BaseException as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    with open_store(target.url) as other:
+        # A writer of run-2 in the middle of its transaction: run-2's lock held, its rows
+        # given back, not committed yet.
+        with other._transaction("test") as tx:  # type: ignore[attr-defined]
+            assert other._lock_run(tx, "run-2")  # type: ignore[attr-defined]
+            other._unshare(tx, "run-2")  # type: ignore[attr-defined]
+            owner_writer = threading.Thread(target=write_the_owner)
+            owner_writer.start()
+            time.sleep(0.5)
+            assert owner_writer.is_alive()  # waits for run-2's writer
+        owner_writer.join(30)
+    assert not owner_writer.is_alive() and failures == []
+    assert _own_rows(target, "run-2") == len(second)
+    _reads_back(store, "run-2", second)
+    _reads_back(store, "run-1", [*first, extra])
+
+
+@pytest.mark.parametrize("read", ["page", "whole"])
+def test_a_read_while_a_resume_gives_the_rows_back_shows_the_runs_own_timings(
+    store: Store, target: Target, read: str
+) -> None:
+    """The rows are read in one statement and the run's timings in the next: a resume that
+    gives the run its rows back in between (another connection, committed) took its timings
+    away, and the read showed the owner's durations under the run. It reads again."""
+    from goldeval.store import open_store
+
+    _first, second, _third = _three_runs(store)
+    name = "_own_fields" if read == "page" else "_all_timings"
+    original = getattr(store, name)
+    resumed: list[bool] = []
+
+    def resume_in_between(*args: Any) -> Any:
+        if not resumed:
+            resumed.append(True)
+            with open_store(target.url) as other, other._transaction("test") as tx:  # type: ignore[attr-defined]
+                assert other._lock_run(tx, "run-2")  # type: ignore[attr-defined]
+                other._unshare(tx, "run-2")  # type: ignore[attr-defined]
+        return original(*args)
+
+    setattr(store, name, resume_in_between)
+    if read == "page":
+        got = store.attempts_page("run-2", limit=40)
+        wanted = {k: v for k, v in _timings(second).items() if k in _timings(got)}
+        assert len(got) == 40 and _timings(got) == wanted
+    else:
+        assert _timings(store.attempts("run-2")) == _timings(second)
+    assert resumed and _owner(target, "run-2") is None

@@ -46,6 +46,13 @@ def _page_sql(by_status: bool, after: bool) -> str:
     )
 
 
+#: Every attempt of a run, then its ``rows_of`` (as a page, :func:`_page_sql`).
+_ALL_ROWS = (
+    "SELECT case_id, attempt_index, model, status, fields, content_id, variant,"
+    " (SELECT rows_of FROM runs WHERE run_id = ?)"
+    f" FROM attempts WHERE run_id = {RUN_ROWS} ORDER BY case_id, attempt_index, model"
+)
+
 #: A results page's SQL by (filtered by status, after a cursor): built once, not per page.
 _PAGE_SQL = {(s, a): _page_sql(s, a) for s in (False, True) for a in (False, True)}
 
@@ -169,14 +176,16 @@ class RunReads(RunSharing):
     def attempts(self, run_id: str) -> list[dict[str, Any]]:
         # Two queries, not the join: a run's attempts share few contents, each fetched once.
         with self._read("attempts") as tx:
-            rows = tx.query(
-                "SELECT case_id, attempt_index, model, status, fields, content_id, variant"
-                f" FROM attempts WHERE run_id = {RUN_ROWS} ORDER BY case_id, attempt_index, model",
-                (run_id,),
-            )
-            if self._owner_of(tx, run_id) is not None:
+            for _ in range(2):
+                rows = tx.query(_ALL_ROWS, (run_id, run_id))
+                if not rows or rows[0][7] is None:
+                    break
                 own = self._all_timings(tx, run_id)
-                rows = [_with_own_fields(r, own) for r in rows]
+                if len(own) >= len(rows):
+                    rows = [_with_own_fields(r, own) for r in rows]
+                    break
+                # Its timings went between the two reads (a resume gave it its rows back):
+                # read again, now its own rows.
             texts = self._content_texts(tx, (int(r[5]) for r in rows))
         return [
             with_variant(
@@ -186,7 +195,7 @@ class RunReads(RunSharing):
                 ),
                 variant,
             )
-            for c, i, _m, st, fields, content_id, variant in rows
+            for c, i, _m, st, fields, content_id, variant, *_rows_of in rows
         ]
 
     def attempts_page(
@@ -244,19 +253,23 @@ class RunReads(RunSharing):
             params.append(status)
         if after is not None:
             params.extend(after)
+        sql = _PAGE_SQL[status is not None, after is not None]
         with self._read("attempts_page") as tx:
-            rows = tx.query(
-                _PAGE_SQL[status is not None, after is not None], (*params, max(0, int(limit)))
-            )
-            if rows and rows[0][7] is not None:
+            for _ in range(2):
+                rows = tx.query(sql, (*params, max(0, int(limit))))
+                if not rows or rows[0][7] is None:
+                    return rows
                 keys = [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
                 own = self._own_fields(tx, run_id, keys)
-                missing = (None, None)
-                rows = [
-                    (c, i, m, st, own.get(key, missing)[1] or f, b, v, o)
-                    for key, (c, i, m, st, f, b, v, o) in zip(keys, rows, strict=True)
-                ]
-            return rows
+                if all(key in own for key in keys):
+                    break
+                # Its timings went between the two reads (a resume gave it its rows back):
+                # read the page again, now of its own rows.
+            missing = (None, None)
+            return [
+                (c, i, m, st, own.get(key, missing)[1] or f, b, v, o)
+                for key, (c, i, m, st, f, b, v, o) in zip(keys, rows, strict=True)
+            ]
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         with self._read("attempt_counts") as tx:

@@ -236,7 +236,12 @@ class RunSharing(SqlCore):
         if owner is not None:
             self._materialise(tx, run_id, owner)
             return
-        for (sharer,) in tx.query("SELECT run_id FROM runs WHERE rows_of = ?", (run_id,)):
+        # PostgreSQL: the sharers' row locks, after the owner's (always that order, so no
+        # cycle): a sharer being written at the same time gets its rows back itself, and
+        # once its writer commits it no longer matches (rows_of is re-checked after the
+        # wait), so the rows are never copied twice.
+        lock = " ORDER BY run_id FOR UPDATE" if self.backend == "postgresql" else ""
+        for (sharer,) in tx.query("SELECT run_id FROM runs WHERE rows_of = ?" + lock, (run_id,)):
             self._materialise(tx, str(sharer), run_id)
 
     def _hand_over(self, tx: Tx, run_id: str, leaving: set[str]) -> None:

@@ -159,7 +159,7 @@ class SqlCore(ABC):
 
     def _release_space(self) -> None:
         """Give the space of deleted rows back (after a run shared another's rows, or runs
-        were deleted). PostgreSQL's autovacuum does it on its own; SQLite overrides this."""
+        were deleted), best effort, after the commit. Both backends override it."""
         return None
 
     @abstractmethod
