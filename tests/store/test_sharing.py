@@ -49,14 +49,7 @@ def _run(
     status: str = "COMPLETED",
     dataset_hash: str = "h1",
 ) -> None:
-    store.begin_run(
-        run_id,
-        dataset_id="demo-v1",
-        dataset_hash=dataset_hash,
-        mode="fixture",
-        protocol={"attempts": 3},
-        configuration={},
-    )
+    _resume(store, run_id, dataset_hash)
     store.record_cases(run_id, [{"caseId": c, "prompt": f"p {c}"} for c in CASES])
     store.record_attempts(run_id, records)
     store.finish_run(run_id, status, {"status": status})  # type: ignore[arg-type]
@@ -70,11 +63,12 @@ def _three_runs(store: Store) -> tuple[list[dict[str, Any]], ...]:
     return runs
 
 
-def _resume(store: Store, run_id: str) -> None:
+def _resume(store: Store, run_id: str, dataset_hash: str = "h1") -> None:
+    """Begin ``run_id`` of demo-v1, or resume it when it exists."""
     store.begin_run(
         run_id,
         dataset_id="demo-v1",
-        dataset_hash="h1",
+        dataset_hash=dataset_hash,
         mode="fixture",
         protocol={"attempts": 3},
         configuration={},

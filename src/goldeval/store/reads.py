@@ -5,7 +5,7 @@ attempts whole or by page, counts, cases and artifacts. A mixin over
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
 from typing import Any, cast
 
@@ -121,15 +121,6 @@ def with_variant(record: dict[str, Any], variant: Any) -> dict[str, Any]:
     return record
 
 
-def _with_own_fields(row: Any, own: dict[AttemptKey, tuple[Any, str]]) -> Any:
-    """A row read from the run whose rows a sharing run reads, with the sharing run's own
-    fields (column 4) put back."""
-    found = own.get((str(row[0]), int(row[1]), str(row[2])))
-    if found is None:
-        return row
-    return (*row[:4], found[1], *row[5:])
-
-
 class RunReads(RunSharing):
     """Everything that reads a run back."""
 
@@ -176,16 +167,10 @@ class RunReads(RunSharing):
     def attempts(self, run_id: str) -> list[dict[str, Any]]:
         # Two queries, not the join: a run's attempts share few contents, each fetched once.
         with self._read("attempts") as tx:
-            for _ in range(2):
-                rows = tx.query(_ALL_ROWS, (run_id, run_id))
-                if not rows or rows[0][7] is None:
-                    break
-                own = self._all_timings(tx, run_id)
-                if len(own) >= len(rows):
-                    rows = [_with_own_fields(r, own) for r in rows]
-                    break
-                # Its timings went between the two reads (a resume gave it its rows back):
-                # read again, now its own rows.
+            rows = self._with_own_timings(
+                lambda: tx.query(_ALL_ROWS, (run_id, run_id)),
+                lambda _keys: self._all_timings(tx, run_id),
+            )
             texts = self._content_texts(tx, (int(r[5]) for r in rows))
         return [
             with_variant(
@@ -255,21 +240,33 @@ class RunReads(RunSharing):
             params.extend(after)
         sql = _PAGE_SQL[status is not None, after is not None]
         with self._read("attempts_page") as tx:
-            for _ in range(2):
-                rows = tx.query(sql, (*params, max(0, int(limit))))
-                if not rows or rows[0][7] is None:
-                    return rows
-                keys = [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
-                own = self._own_fields(tx, run_id, keys)
-                if all(key in own for key in keys):
-                    break
-                # Its timings went between the two reads (a resume gave it its rows back):
-                # read the page again, now of its own rows.
-            missing = (None, None)
-            return [
-                (c, i, m, st, own.get(key, missing)[1] or f, b, v, o)
-                for key, (c, i, m, st, f, b, v, o) in zip(keys, rows, strict=True)
-            ]
+            return self._with_own_timings(
+                lambda: tx.query(sql, (*params, max(0, int(limit)))),
+                lambda keys: self._own_fields(tx, run_id, keys),
+            )
+
+    @staticmethod
+    def _with_own_timings(
+        read_rows: Callable[[], list[Any]],
+        timings_of: Callable[[list[AttemptKey]], dict[AttemptKey, tuple[Any, str]]],
+    ) -> list[Any]:
+        """Rows (key in columns 0-2, fields in 4, the run's ``rows_of`` in 7) of a run that
+        may share another's: a sharing run's own fields put back. When some are missing, a
+        resume gave the run its rows back between the two reads: the rows are read again
+        (now its own), once."""
+        for _ in range(2):
+            rows = read_rows()
+            if not rows or rows[0][7] is None:
+                return rows
+            keys = [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
+            own = timings_of(keys)
+            if all(key in own for key in keys):
+                break
+        missing = (None, None)
+        return [
+            (c, i, m, st, own.get(key, missing)[1] or f, b, v, o)
+            for key, (c, i, m, st, f, b, v, o) in zip(keys, rows, strict=True)
+        ]
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         with self._read("attempt_counts") as tx:

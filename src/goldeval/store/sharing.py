@@ -111,12 +111,6 @@ class RunSharing(SqlCore):
         rows = tx.query("SELECT rows_of FROM runs WHERE run_id = ?", (run_id,))
         return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    @staticmethod
-    def _rows_run(tx: Tx, run_id: str) -> str:
-        """The run id to read ``run_id``'s attempts and cases under."""
-        rows = tx.query("SELECT COALESCE(rows_of, run_id) FROM runs WHERE run_id = ?", (run_id,))
-        return str(rows[0][0]) if rows else run_id
-
     # ------------------------------------------------------------------ sharing at finish
 
     def _share_if_repeat(self, tx: Tx, run_id: str) -> str | None:

@@ -157,10 +157,10 @@ class SqlCore(ABC):
         """Serialise writers of one run's pages (inside the write transaction) and hold off
         a concurrent garbage collection of contents; False if there is no such run."""
 
+    @abstractmethod
     def _release_space(self) -> None:
         """Give the space of deleted rows back (after a run shared another's rows, or runs
-        were deleted), best effort, after the commit. Both backends override it."""
-        return None
+        were deleted), best effort, after the commit."""
 
     @abstractmethod
     def _gc_lock(self, tx: Tx) -> None:
