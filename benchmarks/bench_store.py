@@ -582,7 +582,8 @@ def repeated_size(url: str, n: int, runs: int, backend: str) -> tuple:
     recs = records(n)
     sizes = {}
     for k in range(1, runs + 1):
-        _fill_run(url, f"size-{k}", [{**r, "durationMs": r["durationMs"] + k} for r in recs])
+        # Ids in start order, as the store's timestamped run ids sort (size-10 after size-9).
+        _fill_run(url, f"size-{k:02d}", [{**r, "durationMs": r["durationMs"] + k} for r in recs])
         if k in (1, runs):
             with open_store(url) as store:
                 sizes[k] = store.size_bytes()

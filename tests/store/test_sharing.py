@@ -244,16 +244,121 @@ def test_a_repeat_finishing_while_its_owner_is_written_keeps_its_own_rows(
 
 
 def test_a_chunk_keeps_any_fields_text_on_its_line() -> None:
-    """Fields are one line each in a chunk; a text with line breaks (not what the store
-    writes, but what an old row could hold) comes back as the same JSON value."""
-    from goldeval.store.sharing import _chunk_body, _chunk_timings
+    """Fields are one line each in a chunk; a text with line breaks or U+001E (not what the
+    store writes, but what an old row could hold) comes back as the same JSON value."""
+    from goldeval.store.sharing import _chunk_body, _chunk_fields, _chunk_timings, key_text
 
-    pretty = '{\n  "durationMs": 5,\n  "note": "a\\nb \\u2028 ж"\n}'
-    timings = [("c-1", 1, "", 5, pretty), ("c-1", 2, "m", None, '{"durationMs":7}')]
+    pretty = '{\n  "durationMs": 5,\n  "note": "a\\nb \\u2028 \u0436"\n}'
+    separated = '{"durationMs":6,"note":"\x1e"}'  # raw, as only a hand-edited row holds
+    timings = [
+        ("c-1", 1, "", 5, pretty),
+        ("c-1", 2, "m", None, '{"durationMs":7}'),
+        ("c-1", 3, "", 6.5, separated),
+    ]
     back = _chunk_timings(_chunk_body(timings))
-    assert list(back) == [("c-1", 1, ""), ("c-1", 2, "m")]
+    assert list(back) == [("c-1", 1, ""), ("c-1", 2, "m"), ("c-1", 3, "")]
     assert json.loads(back[("c-1", 1, "")][1]) == json.loads(pretty)
     assert back[("c-1", 2, "m")] == (None, '{"durationMs":7}')
+    assert back[("c-1", 3, "")][0] == 6.5
+    assert json.loads(back[("c-1", 3, "")][1]) == {"durationMs": 6, "note": "\x1e"}
+    fields = _chunk_fields(_chunk_body(timings))
+    assert fields == {key_text(*key): f for key, (_d, f) in back.items()}
+
+
+#: Keys whose parts hold the characters a chunk separates with; the first two would read as
+#: the same key if the parts were only joined.
+ODD_KEYS = [
+    ("a\x1f1", 2, ""),
+    ("a", 1, "2\x1f"),
+    ("line\nbreak", 1, ""),
+    ("record\x1esep", 1, "m\n"),
+    ("plain", 7, "model-a"),
+]
+
+
+def test_key_texts_are_one_line_each_and_never_the_same_for_two_keys() -> None:
+    from goldeval.store.sharing import _chunk_body, _chunk_timings, key_text, key_texts
+
+    texts = [key_text(*k) for k in ODD_KEYS]
+    assert len(set(texts)) == len(ODD_KEYS)
+    assert all("\n" not in t and "\x1e" not in t for t in texts)
+    assert key_texts(ODD_KEYS) == texts  # the page's check falls back for odd keys
+    assert key_texts([ODD_KEYS[-1]]) == [texts[-1]]
+    timings = [(*k, n, f'{{"durationMs":{n}}}') for n, k in enumerate(ODD_KEYS)]
+    assert _chunk_timings(_chunk_body(timings)) == {
+        k: (n, f'{{"durationMs":{n}}}') for n, k in enumerate(ODD_KEYS)
+    }
+
+
+def test_a_run_whose_case_ids_hold_separators_shares_and_reads_back(
+    store: Store, target: Target
+) -> None:
+    """Case ids with U+001F, U+001E or a line break: the run shares, and every read (pages
+    too) gives its own timings, not another attempt's."""
+    odd = ["a\x1f1", "a", "line\nbreak", "record\x1esep"]
+
+    def records(offset: int) -> list[dict[str, Any]]:
+        return [
+            {"caseId": c, "index": i, "status": "PASS", "durationMs": offset + n * 10 + i}
+            for n, c in enumerate(odd)
+            for i in (1, 2)
+        ]
+
+    for run_id, offset in (("odd-1", 0), ("odd-2", 1000)):
+        _resume(store, run_id)
+        store.record_cases(run_id, [{"caseId": c} for c in odd])
+        store.record_attempts(run_id, records(offset))
+        store.finish_run(run_id, "COMPLETED", {"status": "COMPLETED"})
+    assert _owner(target, "odd-2") == "odd-1"
+    want = {(r["caseId"], r["index"]): r["durationMs"] for r in records(1000)}
+    whole = store.attempts("odd-2")
+    assert {(r["caseId"], r["index"]): r["durationMs"] for r in whole} == want
+    page = store.attempts_page("odd-2", limit=3, after=(whole[1]["caseId"], 2, ""))
+    assert [r["durationMs"] for r in page] == [r["durationMs"] for r in whole[2:5]]
+    texts = store.attempts_page_json("odd-2", limit=100)
+    assert [json.loads(t.record)["durationMs"] for t in texts] == [r["durationMs"] for r in whole]
+
+
+def _first_format_body(timings: list[tuple[str, int, str, Any, str]]) -> bytes:
+    """A chunk as schema 13's first format wrote it: a JSON line of keys and durations,
+    then one fields text per line, zlib-compressed."""
+    import zlib
+
+    keys = json.dumps([[c, i, m, d] for c, i, m, d, _f in timings], separators=(",", ":"))
+    return zlib.compress("\n".join([keys, *(t[4] for t in timings)]).encode("utf-8"), 6)
+
+
+def test_chunks_of_the_first_format_still_read_and_give_rows_back(
+    store: Store, target: Target
+) -> None:
+    """Stores that shared rows before the chunk format changed: their chunks are read as
+    they are, by pages and whole reads, and a resume gives the run its own timings."""
+    first, second, _third = _three_runs(store)
+    chunks = target.query(
+        "SELECT case_id, attempt_index, model, body FROM run_timings WHERE run_id = ?",
+        ("run-2",),
+    )
+    from goldeval.store.sharing import _chunk_timings
+
+    for c, i, m, body in chunks:
+        old = _first_format_body(
+            [(*key, d, f) for key, (d, f) in _chunk_timings(bytes(body)).items()]
+        )
+        target.execute(
+            "UPDATE run_timings SET body = ? WHERE run_id = ? AND case_id = ?"
+            " AND attempt_index = ? AND model = ?",
+            (old, "run-2", c, i, m),
+        )
+    assert not any(
+        bytes(b).startswith(b"\x02")
+        for (b,) in target.query("SELECT body FROM run_timings WHERE run_id = 'run-2'")
+    )
+    _reads_back(store, "run-2", second)
+    extra = {**second[0], "index": 4, "durationMs": 1}
+    store.record_attempts("run-2", [extra])  # a resume: run-2 gets its rows back
+    assert _owner(target, "run-2") is None
+    _reads_back(store, "run-2", [*second, extra])
+    _reads_back(store, "run-1", first)
 
 
 def test_writing_a_sharing_run_and_its_owner_at_once_copies_the_rows_once(
@@ -306,7 +411,7 @@ def test_a_read_while_a_resume_gives_the_rows_back_shows_the_runs_own_timings(
     from goldeval.store import open_store
 
     _first, second, _third = _three_runs(store)
-    name = "_own_fields" if read == "page" else "_all_timings"
+    name = "_own_fields" if read == "page" else "_all_fields"
     original = getattr(store, name)
     resumed: list[bool] = []
 

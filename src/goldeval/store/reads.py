@@ -5,7 +5,7 @@ attempts whole or by page, counts, cases and artifacts. A mixin over
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, cast
 
@@ -19,7 +19,7 @@ from goldeval.store.rows import (
     RunColumns,
     RunRow,
 )
-from goldeval.store.sharing import RunSharing
+from goldeval.store.sharing import RunSharing, key_texts
 from goldeval.store.sql import Tx
 
 #: The columns :meth:`RunReads.records_of` turns back into records, and the join they need
@@ -52,6 +52,9 @@ _ALL_ROWS = (
     " (SELECT rows_of FROM runs WHERE run_id = ?)"
     f" FROM attempts WHERE run_id = {RUN_ROWS} ORDER BY case_id, attempt_index, model"
 )
+
+#: Statuses as JSON strings (a page quotes one per row).
+_QUOTED_STATUS = {s: encode_basestring(s) for s in ("PASS", "FAIL", "ERROR", "SKIPPED")}
 
 #: A results page's SQL by (filtered by status, after a cursor): built once, not per page.
 _PAGE_SQL = {(s, a): _page_sql(s, a) for s in (False, True) for a in (False, True)}
@@ -169,7 +172,7 @@ class RunReads(RunSharing):
         with self._read("attempts") as tx:
             rows = self._with_own_timings(
                 lambda: tx.query(_ALL_ROWS, (run_id, run_id)),
-                lambda _keys: self._all_timings(tx, run_id),
+                lambda _rows, _texts: self._all_fields(tx, run_id),
             )
             texts = self._content_texts(tx, (int(r[5]) for r in rows))
         return [
@@ -203,25 +206,26 @@ class RunReads(RunSharing):
         after: AttemptKey | None = None,
     ) -> list[AttemptJson]:
         out: list[AttemptJson] = []
-        append, quote, make = out.append, encode_basestring, AttemptJson._make
+        append, quote, new = out.append, encode_basestring, tuple.__new__
+        quoted = _QUOTED_STATUS
         for c, i, m, st, f, b, variant, _rows_of in self._page_rows(
             run_id, limit=limit, status=status, after=after
         ):
             if (
                 variant is None
-                and f[:2] == '{"'  # text, not bytes: a bytes slice never equals a str
-                and b[:2] == '{"'
-                and f[-1:] == "}"
-                and b[-1:] == "}"
+                and f[:2] == b[:2] == '{"'  # text, not bytes: a bytes slice never equals a str
+                and f[-1:] == b[-1:] == "}"
                 and '"case_id"' not in f
             ):
                 # The common row (two non-empty compact objects, as the store writes them),
                 # spliced inline: on SQLite a page's Python work per row is as much as its
-                # fetch, so each call counts. Every other shape goes through record_json.
+                # fetch, so each call counts (tuple.__new__: AttemptJson._make without its
+                # Python frame). Every other shape goes through record_json.
                 text = (
-                    f'{{"caseId":{quote(c)},"index":{i},"status":{quote(st)},{f[1:-1]},{b[1:-1]}}}'
+                    f'{{"caseId":{quote(c)},"index":{i},'
+                    f'"status":{quoted.get(st) or quote(st)},{f[1:-1]},{b[1:-1]}}}'
                 )
-                append(make((c, i, m, st, None, m or None, text)))  # _make: no keyword __new__
+                append(new(AttemptJson, (c, i, m, st, None, m or None, text)))
             elif variant is None:
                 record = record_json(c, i, st, f, b)
                 append(AttemptJson(str(c), int(i), str(m), str(st), None, m or None, record))
@@ -242,30 +246,30 @@ class RunReads(RunSharing):
         with self._read("attempts_page") as tx:
             return self._with_own_timings(
                 lambda: tx.query(sql, (*params, max(0, int(limit)))),
-                lambda keys: self._own_fields(tx, run_id, keys),
+                lambda rows, texts: self._own_fields(tx, run_id, rows, texts),
             )
 
     @staticmethod
     def _with_own_timings(
         read_rows: Callable[[], list[Any]],
-        timings_of: Callable[[list[AttemptKey]], dict[AttemptKey, tuple[Any, str]]],
+        fields_of: Callable[[list[Any], list[str]], Mapping[str, str]],
     ) -> list[Any]:
         """Rows (key in columns 0-2, fields in 4, the run's ``rows_of`` in 7) of a run that
-        may share another's: a sharing run's own fields put back. When some are missing, a
-        resume gave the run its rows back between the two reads: the rows are read again
-        (now its own), once."""
+        may share another's: a sharing run's own fields put back (``fields_of``: the fields
+        texts of rows given with their :func:`key_texts`). When some are missing, a resume
+        gave the run its rows back between the two reads: the rows are read again (now its
+        own), once."""
         for _ in range(2):
             rows = read_rows()
             if not rows or rows[0][7] is None:
                 return rows
-            keys = [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
-            own = timings_of(keys)
-            if all(key in own for key in keys):
+            texts = key_texts(rows)
+            own = fields_of(rows, texts)
+            if all(text in own for text in texts):
                 break
-        missing = (None, None)
         return [
-            (c, i, m, st, own.get(key, missing)[1] or f, b, v, o)
-            for key, (c, i, m, st, f, b, v, o) in zip(keys, rows, strict=True)
+            (c, i, m, st, own.get(text) or f, b, v, o)
+            for text, (c, i, m, st, f, b, v, o) in zip(texts, rows, strict=True)
         ]
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:

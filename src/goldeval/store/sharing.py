@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from goldeval.store.rows import AttemptKey
@@ -53,6 +53,7 @@ _SAME_CASES = (
     " AND o.case_id = s.case_id AND o.content_id = s.content_id WHERE s.run_id = ?"
 )
 _KEY_ORDER = " ORDER BY case_id, attempt_index, model"
+_ALL_CHUNKS = "SELECT body FROM run_timings WHERE run_id = ?" + _KEY_ORDER
 #: The chunk of ``run_timings`` that holds an attempt key: the last one starting at or before.
 _CHUNK_OF = (
     "SELECT body FROM run_timings WHERE run_id = ?"
@@ -76,30 +77,92 @@ def _count(tx: Tx, sql: str, params: Sequence[Any]) -> int:
 
 
 def _one_line(fields: str) -> str:
-    """A run fields text without a line break (the store writes compact JSON, which has
-    none; anything else is re-encoded compactly, the same value)."""
-    if "\n" not in fields and "\r" not in fields:
+    """A run fields text without a line break or record separator (the store writes compact
+    JSON, which has neither: JSON escapes control characters in strings; anything else is
+    re-encoded compactly, the same value; ``strict=False`` reads a raw control character in
+    a string, which the re-encoding escapes)."""
+    if "\n" not in fields and "\r" not in fields and _SECTION not in fields:
         return fields
-    return json.dumps(json.loads(fields), ensure_ascii=False, separators=(",", ":"))
+    value = json.loads(fields, strict=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+#: A chunk body in the current format starts with this byte (a zlib stream never does: its
+#: first byte is 0x78); anything else is the first format (keys as one JSON line).
+_FORMAT_2 = b"\x02"
+#: Separates a chunk's three sections: keys, durations, fields (each one line per attempt).
+_SECTION = "\x1e"
+
+
+def key_text(case_id: str, index: int, model: str) -> str:
+    """An attempt key as one line of text, different for different keys: the parts joined
+    by U+001F, or (a case id or model holding U+001F, a line break or U+001E) the key as
+    JSON, whose strings escape those characters, so it holds no U+001F at all."""
+    text = f"{case_id}\x1f{index}\x1f{model}"
+    if text.count("\x1f") == 2 and "\n" not in text and _SECTION not in text:
+        return text
+    return json.dumps([case_id, index, model])
+
+
+def key_texts(keys: Sequence[Sequence[Any]]) -> list[str]:
+    """:func:`key_text` of each key (columns 0-2 of each row), checked once for the whole
+    list (a page's keys: the check per key cost as much as the page's other work)."""
+    texts = [f"{c}\x1f{i}\x1f{m}" for c, i, m, *_rest in keys]
+    joined = "\n".join(texts)
+    if (
+        joined.count("\x1f") == 2 * len(texts)
+        and joined.count("\n") == len(texts) - 1
+        and _SECTION not in joined
+    ):
+        return texts
+    return [key_text(str(k[0]), int(k[1]), str(k[2])) for k in keys]
 
 
 def _chunk_body(timings: Sequence[Timing]) -> bytes:
-    """A chunk: one JSON line of ``[case, index, model, duration]`` per attempt, then each
-    attempt's fields text on a line of its own: reading a chunk splits lines and decodes only
-    the short keys (decoding the fields as escaped JSON strings cost as much as the page)."""
-    keys = json.dumps(
-        [[c, i, m, d] for c, i, m, d, _f in timings], ensure_ascii=False, separators=(",", ":")
+    """A chunk: the attempts' key texts (:func:`key_text`), one per line, then their
+    durations as JSON, then their fields texts, the sections separated by U+001E. A page
+    splits lines and looks its rows up by key text: nothing is decoded as JSON (decoding
+    the keys as JSON cost as much as fetching the page)."""
+    sections = (
+        "\n".join(key_text(c, i, m) for c, i, m, _d, _f in timings),
+        "\n".join(json.dumps(t[3]) for t in timings),
+        "\n".join(_one_line(t[4]) for t in timings),
     )
-    text = "\n".join([keys, *(_one_line(t[4]) for t in timings)])
-    return zlib.compress(text.encode("utf-8"), 6)
+    return _FORMAT_2 + zlib.compress(_SECTION.join(sections).encode("utf-8"), 6)
+
+
+def _chunk_fields(body: Any) -> dict[str, str]:
+    """A chunk's fields texts by key text (what a page needs)."""
+    raw = bytes(body) if not isinstance(body, bytes) else body
+    if raw[:1] != _FORMAT_2:
+        return {key_text(*key): f for key, (_d, f) in _chunk_timings(raw).items()}
+    keys, _durations, fields = zlib.decompress(raw[1:]).decode("utf-8").split(_SECTION)
+    return dict(zip(keys.split("\n"), fields.split("\n"), strict=True))
 
 
 def _chunk_timings(body: Any) -> dict[AttemptKey, tuple[Any, str]]:
+    """A chunk's durations and fields texts by key (what giving a run its rows back needs)."""
     raw = bytes(body) if not isinstance(body, bytes) else body
+    if raw[:1] == _FORMAT_2:
+        keys, durations, fields = zlib.decompress(raw[1:]).decode("utf-8").split(_SECTION)
+        return {
+            _key_of(k): (json.loads(d), f)
+            for k, d, f in zip(
+                keys.split("\n"), durations.split("\n"), fields.split("\n"), strict=True
+            )
+        }
     lines = zlib.decompress(raw).decode("utf-8").split("\n")
     return {
         (c, i, m): (d, f) for (c, i, m, d), f in zip(json.loads(lines[0]), lines[1:], strict=True)
     }
+
+
+def _key_of(text: str) -> AttemptKey:
+    if text.count("\x1f") == 2:
+        case_id, index, model = text.split("\x1f")
+        return (case_id, int(index), model)
+    case_id, index, model = json.loads(text)
+    return (str(case_id), int(index), str(model))
 
 
 class RunSharing(SqlCore):
@@ -190,34 +253,40 @@ class RunSharing(SqlCore):
     @staticmethod
     def _all_timings(tx: Tx, run_id: str) -> dict[AttemptKey, tuple[Any, str]]:
         out: dict[AttemptKey, tuple[Any, str]] = {}
-        for (body,) in tx.query(
-            "SELECT body FROM run_timings WHERE run_id = ?" + _KEY_ORDER, (run_id,)
-        ):
+        for (body,) in tx.query(_ALL_CHUNKS, (run_id,)):
             out.update(_chunk_timings(body))
         return out
 
     @staticmethod
+    def _all_fields(tx: Tx, run_id: str) -> dict[str, str]:
+        """Every fields text of sharing run ``run_id``, by :func:`key_text`."""
+        out: dict[str, str] = {}
+        for (body,) in tx.query(_ALL_CHUNKS, (run_id,)):
+            out.update(_chunk_fields(body))
+        return out
+
+    @staticmethod
     def _own_fields(
-        tx: Tx, run_id: str, keys: Iterable[AttemptKey]
-    ) -> dict[AttemptKey, tuple[Any, str]]:
-        """The duration and fields of the attempts ``keys`` of sharing run ``run_id``.
+        tx: Tx, run_id: str, rows: Sequence[Sequence[Any]], texts: Sequence[str]
+    ) -> dict[str, str]:
+        """The fields texts (by :func:`key_text`) of the page ``rows`` (key in columns 0-2,
+        in key order; ``texts`` their key texts) of sharing run ``run_id``.
 
         One query reads the chunks from the one holding the first key to the last key, at
-        most one more than there are keys (a page of consecutive attempts: one or two
+        most one more than there are rows (a page of consecutive attempts: one or two
         chunks; a filtered page whose rows lie close together: the few chunks between);
-        keys it did not reach (a sparse filter) get their chunk each, one indexed lookup.
+        rows it did not reach (a sparse filter) get their chunk each, one indexed lookup.
         O(page), whatever the run's size."""
-        wanted = sorted(set(keys))
-        if not wanted:
+        if not rows:
             return {}
-        out: dict[AttemptKey, tuple[Any, str]] = {}
-        first, last = wanted[0], wanted[-1]
-        for (body,) in tx.query(_CHUNKS_FROM, (run_id, run_id, *first, *last, len(wanted) + 1)):
-            out.update(_chunk_timings(body))
-        for key in wanted:
-            if key not in out:
-                for (body,) in tx.query(_CHUNK_OF, (run_id, *key)):
-                    out.update(_chunk_timings(body))
+        out: dict[str, str] = {}
+        first, last = rows[0][:3], rows[-1][:3]
+        for (body,) in tx.query(_CHUNKS_FROM, (run_id, run_id, *first, *last, len(rows) + 1)):
+            out.update(_chunk_fields(body))
+        for text, row in zip(texts, rows, strict=True):
+            if text not in out:
+                for (body,) in tx.query(_CHUNK_OF, (run_id, *row[:3])):
+                    out.update(_chunk_fields(body))
         return out
 
     # ------------------------------------------------------------------ giving rows back
