@@ -179,6 +179,64 @@ def pytest_collection_modifyitems(items):
     assert run_files.latest()["exitDecision"]["code"] == 1
 
 
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "session.exitstatus = 0",
+        "pytest.exit('done', returncode=0)",
+    ],
+)
+def test_a_later_hook_cannot_turn_the_decided_failure_into_exit_0(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    run_files: RunFiles,
+    plugin_args: list[str],
+    hook: str,
+) -> None:
+    """A project's ``trylast`` sessionfinish hook that set the status to 0 (or called
+    ``pytest.exit(returncode=0)``) made a failed gate exit 0, and the service answered
+    ``passed: true``. The decision is put back, and stderr says a hook changed it."""
+    fixture = golden_project / "golden/generation/fixtures/e2e-login-happy-alice.out.md"
+    fixture.write_text("RAG: po-chain, seed-account\nclass LoginTests {}\n", encoding="utf-8")
+    pytester.makeconftest(
+        f"""
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    {hook}
+"""
+    )
+    result = pytester.runpytest("--golden=generation-v1", *plugin_args)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines(
+        [
+            "*a pytest_sessionfinish hook set pytest's exit status to 0 after goldeval decided"
+            " exit 1*; pytest exits 1"
+        ]
+    )
+    assert run_files.latest()["exitDecision"]["code"] == 1
+
+
+def test_a_later_hook_may_still_fail_a_passing_run(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    """Only a green is refused: a hook failing a passing run (coverage under its threshold)
+    keeps its status."""
+    pytester.makeconftest(
+        """
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    session.exitstatus = 3
+"""
+    )
+    result = pytester.runpytest("--golden=generation-v1", *plugin_args)
+    assert result.ret == 3, result.stdout.str()[-2000:]
+    assert "goldeval: a pytest_sessionfinish hook" not in result.stderr.str()
+
+
 @pytest.mark.parametrize("mode,expected", [("always", 10), ("never", 0)])
 def test_artifact_modes(
     pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles, mode: str, expected: int

@@ -205,6 +205,11 @@ def record_ending(run: RunJson, ending: SessionEnding, decision: ExitDecision) -
     run["exitDecision"] = {"code": decision.code, "reason": decision.reason}
 
 
+#: The finished session's exit decision (``exit_guard`` keeps a later hook from undoing it).
+DECIDED_EXIT = pytest.StashKey[ExitDecision]()
+
+
 def apply_exit(session: pytest.Session, decision: ExitDecision) -> None:
     """Set the finished session's exit status: the only place it is set (after the run)."""
     session.exitstatus = decision.code
+    session.config.stash[DECIDED_EXIT] = decision

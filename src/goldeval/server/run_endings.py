@@ -54,6 +54,14 @@ def recorded_decision(row: RunRow | None) -> ExitDecision | None:
     return ExitDecision(decision["code"], one_line(str(decision.get("reason") or "")))
 
 
+def failing_despite_zero(row: RunRow | None, code: int) -> ExitDecision | None:
+    """The failing decision the plugin recorded for a run whose pytest process exited 0
+    anyway (a project hook or plugin changed the status past the plugin's guard, e.g. with
+    ``os._exit(0)``); None when pytest's status is not such a green."""
+    recorded = recorded_decision(row) if code == 0 else None
+    return recorded if recorded is not None and recorded.code != 0 else None
+
+
 def mark_killed(job: ServiceRun, queue: RunQueue, row: RunRow | None, signum: int) -> ExitDecision:
     """The verdict on a run a signal killed, recorded on its store run (INTERRUPTED,
     ``interruptedBy``) when the plugin left that run unfinished."""

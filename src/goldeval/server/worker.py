@@ -46,6 +46,7 @@ from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.run_endings import (
     ended_decision,
+    failing_despite_zero,
     failure_text,
     final_status,
     mark_killed,
@@ -348,6 +349,9 @@ class Worker:
             kill_verdict = recorded_decision(row) or mark_killed(job, queue, row, signum)
             code = kill_verdict.code
             row = queue.store.get_run(job.run_key)
+        overruled = failing_despite_zero(row, code) if kill_verdict is None else None
+        if overruled is not None:
+            code = overruled.code  # the run's recorded verdict, never a hook's green
         status = final_status(row, reason)
         error: str | None = None
         decision: ExitDecision | None = kill_verdict
@@ -377,6 +381,8 @@ class Worker:
             error = None if passed else kill_verdict.reason
         elif status != "COMPLETED" or code != 0:
             error = failure_text(log_path, row, code, self.settings.runs_dir)
+        if overruled is not None:
+            error = f"{error} (pytest itself exited 0: a hook or plugin changed its exit status)"
         if row is not None:
             # Before the final status: a client that sees it finished finds every artifact.
             self._record_evidence(job, queue, row.run_id, log_path)
