@@ -33,10 +33,25 @@ ENV_PROBE = """
 import json, os
 from pathlib import Path
 
+def _ancestors():
+    pid = os.getppid()
+    while pid > 1:
+        yield pid
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+
 def pytest_configure(config):
     out = Path(__file__).parent / "child-env"
     out.mkdir(exist_ok=True)
-    (out / f"{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
+    # What the kernel shows of every ancestor's starting environment (the service's own
+    # process among them), as far as this user may read it.
+    seen = {}
+    for pid in _ancestors():
+        try:
+            seen[str(pid)] = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
+        except OSError:
+            pass
+    (out / f"{os.getpid()}.json").write_text(json.dumps({"env": dict(os.environ), "seen": seen}))
 """
 
 
@@ -56,21 +71,28 @@ def test_a_runs_pytest_process_inherits_no_api_key(service_factory: Any, where: 
     svc: Service = service_factory()
     (svc.root / "conftest.py").write_text(ENV_PROBE, encoding="utf-8")
     if where == "serve":
-        svc.serve()  # its in-process worker starts the run
+        parent = svc.serve()  # its in-process worker starts the run
     else:
         svc.serve(workers=0)
-        svc.worker()  # a `goldeval worker` process, GOLDEVAL_API_KEYS in its environment too
+        parent = svc.worker()  # a `goldeval worker` process, GOLDEVAL_API_KEYS in its env too
     assert "GOLDEVAL_API_KEYS" in svc.env
     run = svc.wait_status(_create(svc)["id"])
     assert run["status"] == "COMPLETED", run
     probes = list((svc.root / "child-env").glob("*.json"))
     assert probes, "the run's pytest process did not load the project conftest.py"
     for probe in probes:
-        env = json.loads(probe.read_text(encoding="utf-8"))
+        found = json.loads(probe.read_text(encoding="utf-8"))
+        env = found["env"]
         assert "GOLDEVAL_STORE" in env  # the run's own process, with what it needs
         assert "GOLDEVAL_API_KEYS" not in env
         leaked = [name for name, value in env.items() for key in KEYS.values() if key in value]
         assert leaked == []
+        # The service's process started with the keys: /proc/<its pid>/environ (the
+        # kernel's copy, which os.environ.pop leaves) showed them to the run's conftest.py.
+        assert parent.proc is not None
+        assert str(parent.proc.pid) in found["seen"], sorted(found["seen"])
+        exposed = [pid for pid, text in found["seen"].items() for k in KEYS.values() if k in text]
+        assert exposed == []
 
 
 # --------------------------------------------------------------------------- no server paths

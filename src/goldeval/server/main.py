@@ -14,7 +14,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from goldeval.core import limits
 from goldeval.dataset.rows import discover
-from goldeval.server import logs
+from goldeval.server import initial_environ, logs
 from goldeval.server.app import create_app
 from goldeval.server.auth import ENV, KeyConfigError, KeyRing
 from goldeval.server.header_deadline import with_header_deadline
@@ -83,8 +83,9 @@ def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
         print(f"goldeval: {exc}", file=sys.stderr)
         return USAGE
     # Only the hashes are kept: the keys leave this process's environment, so nothing it
-    # starts (a run's pytest, its conftest.py, a provider function) inherits them.
-    os.environ.pop(ENV, None)
+    # starts (a run's pytest, its conftest.py, a provider function) inherits them, nor reads
+    # them from /proc/<this process>/environ (the kernel's copy, wiped in place).
+    _drop_keys()
     settings = settings_from(args, store_url, root)
     settings.keys = keys
     if not _startup(settings):
@@ -120,8 +121,14 @@ def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
     return 0
 
 
+def _drop_keys() -> None:
+    os.environ.pop(ENV, None)
+    initial_environ.wipe(ENV)
+
+
 def worker(args: argparse.Namespace, store_url: str, root: str) -> int:
     logs.configure()
+    _drop_keys()  # a worker needs no API key: its runs must not find one in its environment
     settings = settings_from(args, store_url, root)
     if not _startup(settings):
         return USAGE
