@@ -81,6 +81,10 @@ class ProviderSettings:
 
 #: What every masked secret is replaced with.
 MASK = "***"
+
+#: The environment variable naming the file through which the service's worker asks a run's
+#: pytest process to stop (pytest_plugin/stopping.py reads it, server/stopper.py writes it).
+STOP_FILE_ENV = "GOLDEVAL_STOP_FILE"
 #: Query/fragment parameter names (lower-cased, ``-``/``_``/``.`` removed) that hold
 #: credentials: ``?key=``, ``?api-key=``, ``?access_token=``, ``?sig=``, ``?password=``...
 _CREDENTIAL_WORDS = (

@@ -25,17 +25,24 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from goldeval.core import limits
+from goldeval.core.settings import STOP_FILE_ENV
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
 
 #: The signals turned into a stop request.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: A file the service's worker writes to ask the run to stop (its text: the signal it stands
+#: for, SIGTERM), before any signal: a project that ignores SIGTERM, or whose own handler exits
+#: or raises KeyboardInterrupt, still ends on the INTERRUPTED path. The controller answers by
+#: creating ``<file>.seen``; without that answer the worker falls back to SIGTERM.
+STOP_FILE_POLL_SECONDS = 0.25
 
 
 class StopRequest:
@@ -63,6 +70,11 @@ class StopRequest:
         #: Collection is over (the run loop was entered).
         self._collected = False
         self._reason = ""
+        # The signal handler and the stop file's watcher ask once between them (reentrant: a
+        # second signal arriving in the main thread while it asks).
+        self._asking = threading.RLock()
+        self._stop_file = os.environ.get(STOP_FILE_ENV) or None
+        self._watching = threading.Event()
 
     # -- pytest hooks ------------------------------------------------------------------------
 
@@ -75,6 +87,9 @@ class StopRequest:
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.getsignal(sig)
             signal.signal(sig, self._on_signal)
+        if self._stop_file is not None:
+            watcher = threading.Thread(target=self._watch, name="goldeval-stop-file", daemon=True)
+            watcher.start()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -137,6 +152,7 @@ class StopRequest:
 
     def uninstall(self) -> None:
         self._cancel_grace()
+        self._watching.set()
         for sig, handler in self._previous.items():
             if signal.getsignal(sig) == self._on_signal:
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
@@ -145,11 +161,32 @@ class StopRequest:
             os.close(self._stderr)
             self._stderr = None
 
+    def _watch(self) -> None:
+        """The stop file, checked every :data:`STOP_FILE_POLL_SECONDS` until the session
+        ends: once it exists, the same request as its signal's."""
+        assert self._stop_file is not None
+        while not self._watching.wait(STOP_FILE_POLL_SECONDS):
+            try:
+                text = Path(self._stop_file).read_text(encoding="ascii", errors="replace")
+            except OSError:
+                continue
+            signum = signal.SIGINT if text.strip() == "SIGINT" else signal.SIGTERM
+            if not self.state.is_worker:
+                try:
+                    Path(self._stop_file + ".seen").touch()
+                except OSError:
+                    pass
+            with self._asking:
+                if self.requested is None:
+                    self._request(signum, signum.name)
+            return
+
     def _on_signal(self, signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
-        if self.requested is None:
-            self._request(signum, name)
-            return
+        with self._asking:
+            if self.requested is None:
+                self._request(signum, name)
+                return
         # An xdist worker gets the signal twice when the whole process group was signalled
         # (directly, and forwarded by its controller): only its own grace ends it at once.
         if self.state.is_worker and not self._grace_passed:

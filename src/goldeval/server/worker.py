@@ -12,10 +12,11 @@ exit decision as a run started by hand or by CI. The worker only supervises it:
 * the pytest process runs in its own process group (a new session): a Ctrl-C or SIGTERM
   meant for the worker does not reach it twice, and the worker signals the whole group;
 * cancellation (``POST .../cancel``), the run budget (``deadlineSeconds``, from the start of
-  the pytest process) and a graceful shutdown all send SIGTERM to that group — the plugin
-  turns it into a stop between items and its own INTERRUPTED path (exit 75,
-  ``pytest_plugin/stopping.py``) — and SIGKILL only if it does not stop within
-  ``kill_grace_seconds`` (longer than the plugin's own ``stop_grace_seconds``);
+  the pytest process) and a graceful shutdown all ask the run to stop through its stop file
+  (``stopper.py``) — the plugin turns it into a stop between items and its own INTERRUPTED
+  path (exit 75, ``pytest_plugin/stopping.py``), whatever the project did with SIGTERM —
+  then SIGTERM to that group if the plugin did not answer, and SIGKILL only if it does not
+  stop within ``kill_grace_seconds`` (longer than the plugin's own ``stop_grace_seconds``);
 * the final status and exit code are the ones the plugin's verdict recorded (COMPLETED,
   FAILED or INTERRUPTED, and its exit code); a run killed before recording its end is decided
   by the same verdict from the signal that ended it; a run the plugin never began (a usage
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.core.settings import STOP_FILE_ENV
 from goldeval.core.textsafe import one_line, safe_text
 from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
@@ -55,6 +57,7 @@ from goldeval.server.run_endings import (
     unrecorded_stop,
 )
 from goldeval.server.settings import ServiceSettings
+from goldeval.server.stopper import Stopper, signal_group, stop_file
 from goldeval.store import Store, StoreError, open_store, redact_url
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
 from goldeval.store.views import run_document
@@ -104,16 +107,6 @@ STOP_REASONS = {
     "deadline": "stopped at the run budget (deadlineSeconds {budget}s);"
     " resume with POST /api/eval/runs/{id}/resume",
 }
-
-
-def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    """``signum`` to the run's process group (pytest and anything it started)."""
-    try:
-        os.killpg(proc.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
-    except OSError:
-        proc.send_signal(signum)
 
 
 class Worker:
@@ -239,6 +232,7 @@ class Worker:
         env = child_environment(os.environ)
         env["GOLDEVAL_STORE"] = settings.store_url
         env["GOLDEVAL_WORKER_PID"] = str(os.getpid())
+        env[STOP_FILE_ENV] = str(stop_file(settings.work_dir, job.id))
         argv = [
             settings.python,
             "-c",
@@ -260,7 +254,9 @@ class Worker:
                 # Its own process group: stops are sent to the group, once (see the module).
                 start_new_session=True,
             )
-            reason, killed = self._supervise(job, proc, log)
+            stopper = Stopper(proc, Path(env[STOP_FILE_ENV]), settings.kill_grace_seconds)
+            reason = self._supervise(job, proc, log, stopper)
+            killed = stopper.killed
         elapsed = time.monotonic() - started
         if reason == "lost":
             logs.event("run taken over", logging.WARNING, run_id=job.id, worker=self.name)
@@ -268,28 +264,26 @@ class Worker:
         self._conclude(job, queue, proc.returncode, reason, log_path, elapsed, killed=killed)
 
     def _supervise(
-        self, job: ServiceRun, proc: subprocess.Popen[bytes], log: IO[bytes]
-    ) -> tuple[str, bool]:
-        """Wait for pytest, renewing the claim; returns why it ended early ("" if it did not)
-        and whether it had to be killed (SIGKILL after ``kill_grace_seconds``)."""
+        self, job: ServiceRun, proc: subprocess.Popen[bytes], log: IO[bytes], stopper: Stopper
+    ) -> str:
+        """Wait for pytest, renewing the claim; returns why it ended early ("" if it did not).
+        ``stopper`` stops it (the stop file, SIGTERM, SIGKILL: see ``stopper``)."""
         settings = self.settings
         queue = self._queue()
-        # The run budget is a stop like a cancel (SIGTERM: the plugin's INTERRUPTED path, 75,
+        # The run budget is a stop like a cancel (the plugin's INTERRUPTED path, 75,
         # resumable), not the plugin's --golden-deadline (INCOMPLETE, 1: the exit status of a
         # quality failure, for a run that only ran out of time).
         budget = job.request.get("deadlineSeconds")
         budget_end = time.monotonic() + float(budget) if budget else None
         reason = ""
-        terminated_at: float | None = None
-        killed = False
         linked = False
         while True:
-            wait = settings.heartbeat_seconds
-            if budget_end is not None and terminated_at is None:  # the stop on time
+            wait = stopper.wait(time.monotonic(), settings.heartbeat_seconds)
+            if budget_end is not None and stopper.asked_at is None:  # the stop on time
                 wait = max(0.05, min(wait, budget_end - time.monotonic()))
             try:
                 proc.wait(timeout=wait)
-                return reason, killed
+                return reason
             except subprocess.TimeoutExpired:
                 pass
             try:
@@ -306,9 +300,10 @@ class Worker:
             if not ours:
                 signal_group(proc, signal.SIGKILL)
                 proc.wait()
-                return "lost", True
+                stopper.killed = True
+                return "lost"
             now = time.monotonic()
-            if terminated_at is None:
+            if stopper.asked_at is None:
                 if cancel:
                     reason = "cancelled"
                 elif self.stop.is_set():
@@ -317,13 +312,13 @@ class Worker:
                     reason = "deadline"
                 if reason:
                     logs.event("stopping run", run_id=job.id, reason=reason)
-                    signal_group(proc, signal.SIGTERM)
-                    terminated_at = now
-            elif now - terminated_at > settings.kill_grace_seconds and not killed:
+                    stopper.ask(now)
+            sent = stopper.step(now)
+            if sent is not None:
+                logs.event("stopping run", run_id=job.id, reason=reason, signal=sent)
+            if sent == "SIGKILL":
                 log.write(b"\n== goldeval worker: SIGKILL after the grace period\n")
                 log.flush()
-                signal_group(proc, signal.SIGKILL)
-                killed = True
 
     def _conclude(
         self,
