@@ -132,6 +132,44 @@ def test_run_answers_name_no_absolute_server_path(service_factory: Any) -> None:
         assert _absolute_paths(answer, roots) == [], (name, answer)
 
 
+#: A project provider whose errors name files of the server, one in quotes (as Python's
+#: tracebacks do: a rewrite of the JSON text would have swallowed the escaped quote).
+PATH_IN_ERROR = """
+from pathlib import Path
+import pytest
+from goldeval import ProviderError
+
+@pytest.fixture(scope="session")
+def golden_provider():
+    def fail(case):
+        raise ProviderError(
+            "MODEL_UNAVAILABLE",
+            f'cannot read "{Path(__file__).parent}/secret/model.yaml" nor /tmp/elsewhere/x.py',
+        )
+    return fail
+"""
+
+
+@SQLITE_ONLY
+def test_results_show_no_server_path_a_provider_error_named(service_factory: Any) -> None:
+    """The results API spliced the stored record in as it was: a provider's error message
+    showed the project's absolute path (issue 33: "no absolute paths in API answers")."""
+    svc: Service = service_factory()
+    (svc.root / "conftest.py").write_text(PATH_IN_ERROR, encoding="utf-8")
+    svc.serve(lease=5)
+    with svc.client("EVAL") as client:
+        run_id = client.post("/api/eval/runs", json={"dataset": "demo-v1"}).json()["id"]
+        run = svc.wait_status(run_id)
+        assert run["exitCode"] == 75, run
+        response = client.get(f"/api/eval/runs/{run_id}/results")
+    page = response.json()  # still JSON
+    messages = [item["record"].get("errorMessage", "") for item in page["items"]]
+    assert messages and all('cannot read "<server path>' not in m for m in messages), messages
+    assert all('cannot read "secret/model.yaml"' in m for m in messages), messages
+    assert all("nor <server path>" in m for m in messages), messages
+    assert str(svc.root) not in response.text and "/tmp/elsewhere" not in response.text
+
+
 @pytest.fixture
 def full_runs_disk(tmp_path: Path) -> Iterator[Path]:
     """The service's runs folder on a real 2 MB tmpfs, filled up (not even the run's folder

@@ -163,7 +163,7 @@ class Service:
             last = rows[limit - 1]
             # The row's key: its model column (the variant's name in a variant session).
             next_cursor = encode_cursor(last.case_id, str(last.attempt_index), last.model)
-        items = ",".join(_result_item(r) for r in rows[:limit])
+        items = ",".join(self.settings.public_json(_result_item(r)) for r in rows[:limit])
         return f'{{"runId":{_json(job.id)},"items":[{items}],"nextCursor":{_json(next_cursor)}}}'
 
     # ---- documents, comparison

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -96,6 +97,16 @@ class ServiceSettings:
         for pattern, name in self._path_names:
             text = pattern.sub(name, text)
         return _other_paths(text)
+
+    def public_json(self, text: str) -> str:
+        """JSON text with no absolute server path in its strings (a results item: the record
+        holds what the run wrote, and a provider's error message names the file it could not
+        open). Rewritten on the decoded strings, never on the text itself (a path ending in an
+        escaped quote would swallow the escape); text with no such path is returned as is."""
+        if self.public_text(text) == text:
+            return text
+        value = self.public_data(json.loads(text))
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
     def public_data(self, value: Any) -> Any:
         """:meth:`public_text` on every string of a JSON-like value (dicts, lists)."""
