@@ -295,6 +295,16 @@ def test_bad_input_is_problem_json_and_nothing_is_queued(service_factory: Any) -
             client.post("/api/eval/runs", json={"dataset": "demo-v1", "baselineRunId": "zzz"}), 422
         )
         assert baseline["errors"][0]["field"] == "baselineRunId"
+        # A fixture-mode run of a row with no recorded answer was queued (202) and ended with
+        # pytest's collection error (exit 2); a live run needs none.
+        rows = svc.root / "golden" / "demo" / "demo.jsonl"
+        good_rows = rows.read_text(encoding="utf-8")
+        new_row = {"id": "unrecorded", "prompt": "p", "expect": {"contains_any": ["x"]}}
+        rows.write_text(good_rows + json.dumps(new_row) + "\n", encoding="utf-8")
+        unrecorded = _problem(client.post("/api/eval/runs", json={"dataset": "demo-v1"}), 422)
+        assert "demo.jsonl:" in unrecorded["detail"], unrecorded
+        assert "no recorded answer fixtures/unrecorded.out.md" in unrecorded["detail"]
+        rows.write_text(good_rows, encoding="utf-8")
         too_big = client.post(
             "/api/eval/runs",
             content=json.dumps({"dataset": "demo-v1", "pad": "x" * 70_000}).encode(),

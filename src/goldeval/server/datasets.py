@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from goldeval.core.errors import GoldevalError
-from goldeval.dataset.rows import load_dataset, resolve_dataset
+from goldeval.dataset.rows import (
+    Dataset,
+    fixture_problems,
+    load_dataset,
+    raise_all,
+    resolve_dataset,
+)
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
 from goldeval.server.settings import DATASET_SPEC, ServiceSettings
@@ -20,6 +27,19 @@ class ResolvedDataset:
     cases: int
     #: The manifest's declared variant names, in order (empty: no ``variants:`` block).
     variants: tuple[str, ...] = ()
+    #: The loaded dataset (for :func:`check_fixtures`; None: not kept).
+    dataset: Dataset | None = field(default=None, compare=False, repr=False)
+
+
+def check_fixtures(resolved: ResolvedDataset, variants: Sequence[str]) -> None:
+    """A fixture-mode run's recorded answers exist for every row (each variant's own when
+    ``variants`` run): the plugin refuses the run at collection otherwise (exit 2), after
+    the request was accepted. Raises :class:`GoldevalError` naming file, line and fixture."""
+    if resolved.dataset is None:
+        return
+    wanted: list[str | None] = list(variants) if variants else [None]
+    for variant in wanted:
+        raise_all(fixture_problems(resolved.dataset, resolved.dataset.cases, variant))
 
 
 def check_spec(spec: str) -> str | None:
@@ -58,4 +78,6 @@ def resolve(settings: ServiceSettings, spec: str, version: str | None = None) ->
             field="version",
         )
     declared = tuple(v.name for v in dataset.manifest.variants or ())
-    return ResolvedDataset(dataset.id, folder, dataset.rows_path, len(dataset.cases), declared)
+    return ResolvedDataset(
+        dataset.id, folder, dataset.rows_path, len(dataset.cases), declared, dataset
+    )

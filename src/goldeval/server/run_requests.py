@@ -79,6 +79,13 @@ def checked_request(settings: ServiceSettings, body: RunRequest) -> dict[str, An
         )
     variants = _checked_variants(body.variants, resolved.variants)
     running = variants or list(resolved.variants)
+    if body.mode == "fixture":
+        try:
+            datasets.check_fixtures(resolved, running)
+        except GoldevalError as exc:
+            raise validation_problem(
+                [{"field": "dataset", "message": safe_text(exc)}], safe_text(exc)
+            ) from None
     if body.baselineRunId and len(running) > 1:
         raise validation_problem(
             [
