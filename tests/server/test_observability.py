@@ -65,6 +65,9 @@ def test_counters_move_with_runs_and_the_scrape_never_reads_attempts(
     assert _value(after, "goldeval_runs", status="COMPLETED") == 1
     assert _value(after, "goldeval_runs", status="QUEUED") == 0
     assert _value(after, "goldeval_dataset_runs", status="COMPLETED", dataset="demo-v1") == 1
+    # The run went through QUEUED and RUNNING: those series read 0 now, they do not vanish.
+    for gone in ("QUEUED", "RUNNING", "INTERRUPTED"):
+        assert _value(after, "goldeval_dataset_runs", status=gone, dataset="demo-v1") == 0
     # 3 cases x 2 attempts, all passing: the counters equal the stored rows.
     with open_store(store_url) as store:
         with store._read("test") as tx:  # type: ignore[attr-defined]

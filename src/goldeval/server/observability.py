@@ -133,19 +133,25 @@ def _series(m: QueueMetrics, now: datetime) -> Iterable[Metric]:
     )
     attempt_counts: dict[str, float] = dict.fromkeys(ATTEMPT_STATUSES, 0.0)
     buckets: dict[str, float] = {}
+    # Every status of every dataset the counters know, 0 included: a series that drops to
+    # 0 reads 0, it does not vanish from the scrape (an absent series is not a zero).
+    per_dataset: dict[tuple[str, str], float] = {}
     values = m.counters
     for (name, label), value in sorted(values.items()):
         if name == "runs":
             status, _, dataset = label.partition("|")
             runs[status] = runs.get(status, 0.0) + value
-            if value:
-                by_dataset.add_metric([status, dataset], value)
+            for known in RUN_STATUSES:
+                per_dataset.setdefault((known, dataset), 0.0)
+            per_dataset[status, dataset] = value
         elif name == "attempts":
             attempt_counts[label] = value
         elif name == "provider_errors":
             errors.add_metric([label], value)
         elif name == "run_duration_bucket":
             buckets[label] = value
+    for (status, dataset), value in sorted(per_dataset.items()):
+        by_dataset.add_metric([status, dataset], value)
     g = GaugeMetricFamily("goldeval_runs", "Runs of this service by status", labels=["status"])
     for status, count in runs.items():
         g.add_metric([status], count)
