@@ -101,3 +101,4 @@ def test_a_stop_ends_interrupted_whatever_the_project_does_with_sigterm(
     attempts = run["attempts"] or {}
     assert 0 < sum(attempts.values()) < 40, run  # stopped in the middle
     assert "ERROR" not in attempts, run  # the handler's exit never ran inside an item
+    assert list((svc.root / ".goldeval" / "service").glob("*.stop*")) == []  # cleaned up

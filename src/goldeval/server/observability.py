@@ -114,13 +114,28 @@ class StoreCollector(Collector):
         yield from _series(snapshot, datetime.now(timezone.utc))
 
 
-def _series(m: QueueMetrics, now: datetime) -> Iterable[Metric]:
-    runs: dict[str, float] = dict.fromkeys(RUN_STATUSES, 0.0)
-    by_dataset = GaugeMetricFamily(
+def _dataset_runs(values: dict[tuple[str, str], float]) -> Metric:
+    """Every status of every dataset the counters know, 0 included: a series that drops to
+    0 reads 0, it does not vanish from the scrape (an absent series is not a zero)."""
+    per_dataset: dict[tuple[str, str], float] = {}
+    for (name, label), value in values.items():
+        if name == "runs":
+            status, _, dataset = label.partition("|")
+            for known in RUN_STATUSES:
+                per_dataset.setdefault((known, dataset), 0.0)
+            per_dataset[status, dataset] = value
+    family = GaugeMetricFamily(
         "goldeval_dataset_runs",
         "Runs of this service by status and dataset",
         labels=["status", "dataset"],
     )
+    for (status, dataset), value in sorted(per_dataset.items()):
+        family.add_metric([status, dataset], value)
+    return family
+
+
+def _series(m: QueueMetrics, now: datetime) -> Iterable[Metric]:
+    runs: dict[str, float] = dict.fromkeys(RUN_STATUSES, 0.0)
     attempts = CounterMetricFamily(
         "goldeval_attempts",
         "Attempts recorded in the run store by status",
@@ -133,30 +148,22 @@ def _series(m: QueueMetrics, now: datetime) -> Iterable[Metric]:
     )
     attempt_counts: dict[str, float] = dict.fromkeys(ATTEMPT_STATUSES, 0.0)
     buckets: dict[str, float] = {}
-    # Every status of every dataset the counters know, 0 included: a series that drops to
-    # 0 reads 0, it does not vanish from the scrape (an absent series is not a zero).
-    per_dataset: dict[tuple[str, str], float] = {}
     values = m.counters
     for (name, label), value in sorted(values.items()):
         if name == "runs":
-            status, _, dataset = label.partition("|")
+            status = label.partition("|")[0]
             runs[status] = runs.get(status, 0.0) + value
-            for known in RUN_STATUSES:
-                per_dataset.setdefault((known, dataset), 0.0)
-            per_dataset[status, dataset] = value
         elif name == "attempts":
             attempt_counts[label] = value
         elif name == "provider_errors":
             errors.add_metric([label], value)
         elif name == "run_duration_bucket":
             buckets[label] = value
-    for (status, dataset), value in sorted(per_dataset.items()):
-        by_dataset.add_metric([status, dataset], value)
     g = GaugeMetricFamily("goldeval_runs", "Runs of this service by status", labels=["status"])
     for status, count in runs.items():
         g.add_metric([status], count)
     yield g
-    yield by_dataset
+    yield _dataset_runs(values)
     for status, count in attempt_counts.items():
         attempts.add_metric([status], count)
     yield attempts

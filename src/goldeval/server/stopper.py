@@ -58,6 +58,11 @@ class Stopper:
         #: SIGKILL was sent.
         self.killed = False
 
+    def clean(self) -> None:
+        """The stop file and its answer removed once the process has ended."""
+        for done in (self.path, _answer(self.path)):
+            done.unlink(missing_ok=True)
+
     def ask(self, now: float) -> None:
         try:
             self.path.write_text("SIGTERM\n", encoding="ascii")

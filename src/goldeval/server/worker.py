@@ -256,6 +256,7 @@ class Worker:
             )
             stopper = Stopper(proc, Path(env[STOP_FILE_ENV]), settings.kill_grace_seconds)
             reason = self._supervise(job, proc, log, stopper)
+            stopper.clean()
             killed = stopper.killed
         elapsed = time.monotonic() - started
         if reason == "lost":
