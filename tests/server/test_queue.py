@@ -136,6 +136,36 @@ def test_a_run_that_keeps_killing_its_workers_is_abandoned(
         assert again is not None and again.status == "QUEUED" and again.claims == 0
 
 
+def test_a_resumed_run_is_queued_and_timed_from_its_resume(target: Target) -> None:  # noqa: F811
+    """``/metrics``' oldest queued age counted a resumed run from its creation (a days-old
+    run resumed fired a queue-age alert at once), and its run duration included the time it
+    spent finished before the resume."""
+    with open_store(target.url) as store:
+        queue = RunQueue(store)
+        run_id = _enqueue(queue, 1)
+        assert queue.claim("w1", lease_seconds=60) is not None
+        assert queue.finish(run_id, "w1", "INTERRUPTED", exit_code=75, error="stopped")
+        time.sleep(1.2)
+        before = queue.metrics().counters
+        assert queue.requeue(run_id) is not None
+        oldest = queue.metrics().oldest_queued
+        job = queue.get(run_id)
+        assert job is not None and oldest is not None
+        assert (oldest - job.created_at).total_seconds() > 1.0  # queued again, now
+        assert job.started_at is None
+        claimed = queue.claim("w2", lease_seconds=60)
+        assert claimed is not None and claimed.started_at is not None
+        assert (claimed.started_at - job.created_at).total_seconds() > 1.0
+        assert queue.finish(run_id, "w2", "COMPLETED", exit_code=0, error=None)
+        after = queue.metrics().counters
+        assert after[("run_duration_count", "")] == before[("run_duration_count", "")] + 1
+        # The resumed execution took well under the second the run sat finished.
+        sum_key = ("run_duration_sum", "")
+        assert after[sum_key] - before[sum_key] < 1.0
+        fast = ("run_duration_bucket", "1.0")
+        assert after[fast] == before[fast] + 1
+
+
 def test_pages_are_newest_first_and_filtered(target: Target) -> None:  # noqa: F811
     with open_store(target.url) as store:
         queue = RunQueue(store)

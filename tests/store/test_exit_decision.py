@@ -49,7 +49,7 @@ def test_schema_10_rows_upgrade_with_no_decision_and_new_ends_record_one(target:
     target.execute("ALTER TABLE service_runs DROP COLUMN exit_decision")
     target.execute("ALTER TABLE attempts DROP COLUMN variant")
     target.execute("DELETE FROM schema_version WHERE version >= ?", (11,))
-    assert LATEST_VERSION == 13
+    assert LATEST_VERSION == 15
     with open_store(target.url) as store:
         assert store.schema_version() == LATEST_VERSION
         queue = RunQueue(store)

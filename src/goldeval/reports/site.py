@@ -289,8 +289,15 @@ def _case_row(case: Case, cls: Any) -> dict[str, Any]:
     }
 
 
-def render_run(run: RunDocument) -> str:
-    """A run's page (the service types a stored document before it renders it)."""
+def render_run(
+    run: RunDocument,
+    *,
+    attempts: Mapping[str, Any] | None = None,
+    comparison: Mapping[str, Any] | None = None,
+) -> str:
+    """A run's page (the service types a stored document before it renders it). The
+    service's bounded page passes one page of the run's ``attempts`` (shown instead of the
+    cases) and may pass its own ``comparison`` view (:func:`comparison_view`'s shape)."""
     classes = comparison_classes(run)
     return render(
         "run.html.j2",
@@ -302,7 +309,7 @@ def render_run(run: RunDocument) -> str:
         timestamp=run.timestamp,
         protocol=protocol_rows(run),
         metrics=metric_rows(run),
-        comparison=comparison_view(run),
+        comparison=comparison if comparison is not None else comparison_view(run),
         variants=variant_view(run),
         not_comparable=(
             {
@@ -314,6 +321,7 @@ def render_run(run: RunDocument) -> str:
         ),
         gate=gate_view(run),
         cases=[_case_row(case, classes.get(case.case_id)) for case in run.cases],
+        attempts=attempts,
     )
 
 

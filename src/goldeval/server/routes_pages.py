@@ -38,6 +38,11 @@ def ui_run(
     caller: Annotated[Principal, Depends(browse)],
     service: ServiceDep,
     compare: Annotated[str | None, Query(max_length=128)] = None,
+    after: Annotated[str | None, Query(max_length=1024)] = None,
+    status: Annotated[str | None, Query(max_length=16)] = None,
 ) -> HTMLResponse:
+    """One run: its stored summary and a page of its attempts (``?after=`` the next page's
+    cursor, ``?status=`` one status), bounded at any run size (:mod:`goldeval.server.run_page`)."""
     run_id = page[: -len(".html")] if page.endswith(".html") else page
-    return HTMLResponse(service.page_run(run_id, compare, caller), headers=_HTML_HEADERS)
+    html = service.page_run(run_id, compare, caller, after=after, status=status)
+    return HTMLResponse(html, headers=_HTML_HEADERS)

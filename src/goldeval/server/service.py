@@ -21,13 +21,15 @@ from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import safe_text
 from goldeval.dataset.rows import discover
 from goldeval.reports import site
-from goldeval.results.documents import ExitDecisionDoc, RunDocument, typed_run
+from goldeval.reports.html import comparison_classes
+from goldeval.results.documents import RunDocument, typed_run
 from goldeval.server import (
     artifact_files,
     datasets,
     pages,
     run_artifacts,
     run_endings,
+    run_page,
     run_requests,
     run_views,
 )
@@ -39,7 +41,7 @@ from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
-from goldeval.store.base import AttemptJson
+from goldeval.store.base import AttemptJson, AttemptKey
 from goldeval.store.cursors import decode_cursor, encode_cursor
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
@@ -337,35 +339,83 @@ class Service:
         self.page_cache.put(caller.role.value, before or "", marker, public)
         return public
 
-    def page_run(self, run_id: str, compare_with: str | None, caller: Principal) -> str:
+    def page_run(
+        self,
+        run_id: str,
+        compare_with: str | None,
+        caller: Principal,
+        *,
+        after: str | None = None,
+        status: str | None = None,
+    ) -> str:
+        """A run's page (:mod:`goldeval.server.run_page`): its stored summary and one page of
+        its attempts after the ``after`` cursor, of one ``status`` when given."""
+        key = run_page.checked_query(after, status)
         with self.page_loads.hold(caller.label):
-            return self._page_run(run_id, compare_with)
+            return self.settings.public_text(self._page_run(run_id, compare_with, key, status))
 
-    def _page_run(self, run_id: str, compare_with: str | None) -> str:
+    def _page_run(
+        self, run_id: str, compare_with: str | None, after: AttemptKey | None, status: str | None
+    ) -> str:
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)
-            if compare_with is None and q.store_run_id(job.run_key) is None:
-                # A run the plugin never began (a usage error, a baseline it refused): the page
-                # states the exit decision of its pytest process, as the run endpoint does.
+            row = store.get_run(job.run_id or job.run_key)
+            if row is None:
                 decision = run_views.process_decision(self.settings, job)
-                if decision is not None:
-                    return self.settings.public_text(site.render_run(_unbegun(job, decision)))
-            doc, _ = self.document(q, run_id)
-            baseline = self.document(q, compare_with)[0] if compare_with else None
-        if compare_with and baseline is not None:
-            # The page shows what the compare endpoint answers: comparison, gate and exit
-            # decision of `goldeval compare`, labelled with the run asked for.
-            typed = self._typed(doc, run_id)
-            verdict = self._verdict(typed, self._typed(baseline, compare_with), gate=True)
-            doc.update(verdict.run_fields())
-            doc["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
-            doc["baselinePath"] = f"run {compare_with}"
-            if cut_short(typed, verdict.outcome) is not None:
-                # As the compare endpoint: a run cut short is neither compared nor gated.
-                doc.pop("comparison", None)
-                doc["qualityGate"] = None
-        return self.settings.public_text(site.render_run(typed_run(doc)))
+                if compare_with is None and decision is not None:
+                    # A run the plugin never began (a usage error, a baseline it refused): the
+                    # page states the exit decision of its pytest process, as the run endpoint.
+                    return site.render_run(run_page.unbegun(job, decision))
+                self.document(q, run_id)  # 409: nothing graded yet
+                raise AssertionError("unreachable")  # pragma: no cover
+            counts = store.attempt_counts(row.run_id)
+            doc = run_page.stored_document(row, counts)
+            if job.status in FINISHED and row.status == "RUNNING":
+                # The store failed during the run: the run folder's run.json decides it.
+                recorded = self._folder_record(job, row.run_id)
+                doc = {**recorded, "cases": []} if recorded is not None else doc
+            comparison, compared = None, None
+            if compare_with is not None:
+                doc, comparison, compared = run_page.compare(
+                    q,
+                    (run_id, compare_with),
+                    doc,
+                    counts,
+                    whole=lambda: self._whole_comparison(q, run_id, compare_with),
+                    missing=lambda ref: self.document(q, ref),
+                )
+            # Paths hidden before rendering too, so "<server path>" is escaped as text.
+            typed = self._typed(self.settings.public_data(doc), run_id)
+            attempts = run_page.attempts_view(
+                store,
+                row.run_id,
+                page_name=f"{job.id}.html",
+                after=after,
+                status=status,
+                counts=counts,
+                classes=comparison_classes(typed),
+                compare=compared,
+                public=self.settings.public_text,
+            )
+        return site.render_run(typed, attempts=attempts, comparison=comparison)
+
+    def _whole_comparison(self, q: RunQueue, run_id: str, baseline_ref: str) -> dict[str, Any]:
+        """The run page's ``?compare=`` of two small runs: what the compare endpoint answers
+        (comparison, gate and exit decision of `goldeval compare`), labelled with the run
+        asked for, as the run's document without its cases."""
+        whole, _ = self.document(q, run_id)
+        baseline, _ = self.document(q, baseline_ref)
+        typed = self._typed(whole, run_id)
+        verdict = self._verdict(typed, self._typed(baseline, baseline_ref), gate=True)
+        whole.update(verdict.run_fields())
+        whole["qualityGate"] = verdict.gate.dump() if verdict.gate is not None else None
+        whole["baselinePath"] = f"run {baseline_ref}"
+        if cut_short(typed, verdict.outcome) is not None:
+            # As the compare endpoint: a run cut short is neither compared nor gated.
+            whole.pop("comparison", None)
+            whole["qualityGate"] = None
+        return {**whole, "cases": []}
 
     # ---- admin
 
@@ -430,20 +480,6 @@ class Service:
             checks["store"] = self.settings.public_text(safe_text(exc))
         checks["datasets"] = "ok" if self.settings.datasets.is_dir() else "missing"
         return checks
-
-
-def _unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> RunDocument:
-    """The run page's document of a run the plugin never began: nothing graded, the exit
-    decision of its pytest process."""
-    return typed_run(
-        {
-            "runId": job.id,
-            "status": job.status,
-            "datasetVersion": job.dataset_id,
-            "cases": [],
-            "exitDecision": decision.dump(),
-        }
-    )
 
 
 def _remove_tree(folder: Path) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar
 
@@ -206,8 +206,13 @@ class Store(ABC):
         as it is (never decoded): what ``GET .../results`` sends."""
 
     @abstractmethod
+    def statuses_of(self, run_id: str, case_ids: Sequence[str]) -> dict[AttemptKey, str]:
+        """The status of each stored attempt of these cases of the run, by its key."""
+
+    @abstractmethod
     def attempt_counts(self, run_id: str) -> dict[str, int]:
-        """How many attempts of the run are stored, by status."""
+        """How many attempts of the run are stored, by status (kept as they
+        are written: a few rows read, not a count of the attempts)."""
 
     @abstractmethod
     def cases(self, run_id: str) -> list[dict[str, Any]]:

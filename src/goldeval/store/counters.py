@@ -24,7 +24,7 @@ two transactions never wait on each other's counters while holding other rows th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -93,22 +93,31 @@ def _le(bound: float) -> str:
 Written = tuple[Any, str, str | None, int | None, float | None]
 
 
-def attempt_deltas(
+def _applied(
     written: Sequence[Written], stored: Mapping[Any, str] | None
-) -> dict[tuple[str, str], float]:
-    """The counter deltas of a batch of attempts. ``stored``: the status of each key already
-    in the store before the batch (None: the batch was a plain insert, every row new). The
-    store's upsert rule is applied in order: a key is written when new, or when it holds an
-    ERROR and the batch's attempt is not one."""
+) -> Iterator[tuple[Written, str | None]]:
+    """The attempts of a batch the store writes, each with the status it replaces (None: a
+    new key). ``stored``: the status of each key already in the store before the batch (None:
+    the batch was a plain insert, every row new). The store's upsert rule is applied in order:
+    a key is written when new, or when it holds an ERROR and the batch's attempt is not one."""
     state = dict(stored or {})
-    out: Counter[tuple[str, str]] = Counter()
-    tokens = 0
-    cost = 0.0
-    for key, status, kind, total, price in written:
+    for attempt in written:
+        key, status = attempt[0], attempt[1]
         before = state.get(key)
         if before is not None and not (before == "ERROR" and status != "ERROR"):
             continue
         state[key] = status
+        yield attempt, before
+
+
+def attempt_deltas(
+    written: Sequence[Written], stored: Mapping[Any, str] | None
+) -> dict[tuple[str, str], float]:
+    """The counter deltas of a batch of attempts (``stored``: as :func:`_applied`)."""
+    out: Counter[tuple[str, str]] = Counter()
+    tokens = 0
+    cost = 0.0
+    for (_key, status, kind, total, price), _before in _applied(written, stored):
         out[("attempts", status)] += 1
         if status == "ERROR":
             out[("provider_errors", kind or "UNKNOWN")] += 1
@@ -120,3 +129,43 @@ def attempt_deltas(
     if cost:
         result[("cost", "")] = cost
     return result
+
+
+# ---- a run's attempts by status (``run_counts``, schema 14)
+#
+# Unlike the counters above, these are the run's attempts *now*: an ERROR replaced by a
+# rerun's PASS moves one attempt from ERROR to PASS. The run's writer lock is held by every
+# write of its attempts, so two transactions never update one run's rows at once; the rows
+# are deleted with the run (ON DELETE CASCADE). Sharing rows (:mod:`goldeval.store.sharing`)
+# moves no attempt in or out of a run, so it leaves them as they are.
+
+_UPSERT_RUN = (
+    "INSERT INTO run_counts (run_id, status, n) VALUES (?, ?, ?)"
+    " ON CONFLICT (run_id, status) DO UPDATE SET n = run_counts.n + excluded.n"
+)
+
+
+def run_count_deltas(
+    written: Sequence[Written], stored: Mapping[Any, str] | None
+) -> dict[str, int]:
+    """How a batch moves its run's attempts by status (``stored``: as :func:`_applied`)."""
+    out: Counter[str] = Counter()
+    for (_key, status, *_rest), before in _applied(written, stored):
+        out[status] += 1
+        if before is not None:
+            out[before] -= 1
+    return {status: n for status, n in out.items() if n}
+
+
+def bump_run(tx: Tx, run_id: str, deltas: Mapping[str, int]) -> None:
+    """Add ``deltas`` (status -> amount) to the run's counts, in status order."""
+    rows = [(run_id, status, int(n)) for status, n in sorted(deltas.items()) if n]
+    if rows:
+        tx.executemany(_UPSERT_RUN, rows)
+
+
+def read_run(tx: Tx, run_id: str) -> dict[str, int]:
+    """A run's attempts by status (statuses it has none of are left out): at most four rows
+    of the primary key, however many attempts the run has."""
+    rows = tx.query("SELECT status, n FROM run_counts WHERE run_id = ? AND n > 0", (run_id,))
+    return {str(status): int(n) for status, n in rows}

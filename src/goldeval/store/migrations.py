@@ -50,6 +50,12 @@ Versions:
    ``run_timings`` keeps what such a run does not share with them (each attempt's duration
    and run fields, zlib-compressed chunks keyed by their first attempt key). The view
    ``run_attempts`` is every run's attempts as rows, shared or not, for SQL over runs.
+14. ``run_counts`` (run, status, n): each run's attempts by status, kept in the transaction
+   that writes its attempts (:mod:`goldeval.store.counters`), so the API's run answer reads a
+   few rows instead of counting every attempt of the run; filled from ``run_attempts``.
+15. ``service_runs.queued_at``: when a queued run entered the queue, created or resumed
+   (``/metrics``' oldest queued age counted a resumed run from its creation), indexed with
+   the status; older rows take their ``created_at``.
 """
 
 from __future__ import annotations
@@ -341,6 +347,28 @@ def _sharing(text: str, bytes_type: str, without_rowid: str) -> tuple[str, ...]:
     )
 
 
+def _run_counts(text: str, without_rowid: str) -> tuple[str, ...]:
+    return (
+        "CREATE TABLE run_counts ("
+        " run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,"
+        f" status {text} NOT NULL,"
+        " n BIGINT NOT NULL,"
+        f" PRIMARY KEY (run_id, status)){without_rowid}",
+        "INSERT INTO run_counts (run_id, status, n)"
+        " SELECT run_id, status, COUNT(*) FROM run_attempts GROUP BY run_id, status",
+    )
+
+
+def _queued_at(ts_type: str) -> tuple[str, ...]:
+    return (
+        f"ALTER TABLE service_runs ADD COLUMN queued_at {ts_type}",
+        "UPDATE service_runs SET queued_at = created_at",
+        "CREATE INDEX service_runs_queued ON service_runs (status, queued_at, id)",
+    )
+
+
+_QUEUED_AT_DESCRIPTION = "service_runs.queued_at: when a run entered the queue (or again)"
+_RUN_COUNTS_DESCRIPTION = "run_counts: each run's attempts by status, kept as they are written"
 _SHARING_DESCRIPTION = "runs.rows_of, run_timings and the run_attempts view: shared rows"
 _ROWS_DESCRIPTION = "attempts and run_cases as rows (run pages moved), keyset-paging indexes"
 _PAGES_DESCRIPTION = "deduplicated contents and run pages (cases and attempts moved)"
@@ -371,6 +399,8 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(_DECISION[0], _DECISION[1], _DECISION[2]["sqlite"]),
     Migration(*_VARIANT),
     Migration(13, _SHARING_DESCRIPTION, _sharing("TEXT", "BLOB", " WITHOUT ROWID")),
+    Migration(14, _RUN_COUNTS_DESCRIPTION, _run_counts("TEXT", " WITHOUT ROWID")),
+    Migration(15, _QUEUED_AT_DESCRIPTION, _queued_at("TEXT")),
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
@@ -401,6 +431,8 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(_DECISION[0], _DECISION[1], _DECISION[2]["postgresql"]),
     Migration(*_VARIANT),
     Migration(13, _SHARING_DESCRIPTION, _sharing('TEXT COLLATE "C"', "BYTEA", "")),
+    Migration(14, _RUN_COUNTS_DESCRIPTION, _run_counts("TEXT", "")),
+    Migration(15, _QUEUED_AT_DESCRIPTION, _queued_at("TIMESTAMPTZ")),
 )
 
 MIGRATIONS: dict[Backend, tuple[Migration, ...]] = {

@@ -187,9 +187,9 @@ class RunQueue:
         scope = owner if idempotency_key is not None else None
         with self.store.transaction("enqueue") as tx:
             inserted = tx.execute(
-                f"INSERT INTO service_runs ({_COLUMNS}, idempotency_owner) VALUES"
+                f"INSERT INTO service_runs ({_COLUMNS}, idempotency_owner, queued_at) VALUES"
                 " (?, ?, 'QUEUED', ?, ?, ?, NULL, NULL, NULL, 0, 0, NULL, NULL, ?, NULL, NULL,"
-                " NULL, NULL, ?) ON CONFLICT DO NOTHING",
+                " NULL, NULL, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     run_id,
                     idempotency_key,
@@ -198,6 +198,7 @@ class RunQueue:
                     f"svc-{run_id}",
                     now,
                     scope,
+                    now,
                 ),
             )
             values: tuple[str, ...]
@@ -338,11 +339,14 @@ class RunQueue:
         params = (run_id, *FINISHED, *RESUMABLE, INFRA)
         with self.store.transaction("requeue") as tx:
             before = tx.query(f"SELECT status, dataset_id FROM service_runs WHERE {where}", params)
+            # Queued again now (the queue's age counts from here, not from its creation),
+            # and started again when claimed (the run duration measures this execution, not
+            # the time it spent finished before the resume).
             changed = tx.execute(
                 "UPDATE service_runs SET status = 'QUEUED', cancel_requested = 0, error = NULL,"
                 " exit_code = NULL, exit_decision = NULL, finished_at = NULL, worker = NULL,"
-                f" claims = 0 WHERE {where}",
-                params,
+                f" claims = 0, queued_at = ?, started_at = NULL WHERE {where}",
+                (self._ts(_utcnow()), *params),
             )
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
             if changed == 1 and before:
@@ -446,8 +450,8 @@ class RunQueue:
         with self.store.read("metrics") as tx:
             values = counters.read(tx)
             oldest = tx.query(
-                "SELECT created_at FROM service_runs WHERE status = 'QUEUED'"
-                " ORDER BY created_at, id LIMIT 1"
+                "SELECT queued_at FROM service_runs WHERE status = 'QUEUED'"
+                " ORDER BY queued_at, id LIMIT 1"
             )
             running = tx.query(
                 "SELECT DISTINCT worker FROM service_runs WHERE status = 'RUNNING'"

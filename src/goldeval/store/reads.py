@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, cast
 
+from goldeval.store import counters
 from goldeval.store.encoding import json_value, pass_rate
 from goldeval.store.pages import expand, full_fields, join_record
 from goldeval.store.rows import (
@@ -20,7 +21,7 @@ from goldeval.store.rows import (
     RunRow,
 )
 from goldeval.store.sharing import RunSharing, key_texts
-from goldeval.store.sql import Tx
+from goldeval.store.sql import IN_CHUNK, Tx
 
 #: The columns :meth:`RunReads.records_of` turns back into records, and the join they need
 #: (``a``: attempts, ``c``: its content): one query per page, no second round trip.
@@ -272,13 +273,27 @@ class RunReads(RunSharing):
             for text, (c, i, m, st, f, b, v, o) in zip(texts, rows, strict=True)
         ]
 
+    def statuses_of(self, run_id: str, case_ids: Sequence[str]) -> dict[AttemptKey, str]:
+        """The status of every stored attempt of ``case_ids`` in the run (its shared rows
+        too): the primary key's ranges of those cases, whatever the run's size."""
+        cases = sorted(set(case_ids))
+        out: dict[AttemptKey, str] = {}
+        with self._read("statuses_of") as tx:
+            for i in range(0, len(cases), IN_CHUNK):
+                chunk = cases[i : i + IN_CHUNK]
+                rows = tx.query(
+                    "SELECT case_id, attempt_index, model, status FROM attempts"
+                    f" WHERE run_id = {RUN_ROWS} AND case_id IN ({', '.join('?' * len(chunk))})",
+                    (run_id, *chunk),
+                )
+                out.update({(str(c), int(n), str(m)): str(st) for c, n, m, st in rows})
+        return out
+
     def attempt_counts(self, run_id: str) -> dict[str, int]:
+        """The run's attempts by status, from the counts kept as they are written
+        (:func:`goldeval.store.counters.read_run`): O(1), not a count of its attempts."""
         with self._read("attempt_counts") as tx:
-            rows = tx.query(
-                f"SELECT status, COUNT(*) FROM attempts WHERE run_id = {RUN_ROWS} GROUP BY status",
-                (run_id,),
-            )
-        return {str(st): int(n) for st, n in rows}
+            return counters.read_run(tx, run_id)
 
     def cases(self, run_id: str) -> list[dict[str, Any]]:
         with self._read("cases") as tx:

@@ -102,6 +102,7 @@ class RunWrites(RunSharing):
             ((a.case_id, a.index, a.model), a.status, row[5], row[7], cost)
             for a, (row, cost) in zip(attempts, made, strict=True)
         ]
+        counters.bump_run(tx, run_id, counters.run_count_deltas(batch, stored))
         # Last in the transaction, so /metrics never counts what was not committed.
         counters.bump(tx, counters.attempt_deltas(batch, stored))
         return written
