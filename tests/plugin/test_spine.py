@@ -218,6 +218,26 @@ def pytest_sessionfinish(session, exitstatus):
     assert run_files.latest()["exitDecision"]["code"] == 1
 
 
+def test_sys_exit_0_from_a_later_unconfigure_hook_keeps_the_decided_failure(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
+) -> None:
+    """``sys.exit(0)`` in a project's ``pytest_unconfigure`` ended pytest with 0 whatever its
+    status (plain pytest does the same): a failed gate exited 0."""
+    fixture = golden_project / "golden/generation/fixtures/e2e-login-happy-alice.out.md"
+    fixture.write_text("RAG: po-chain, seed-account\nclass LoginTests {}\n", encoding="utf-8")
+    pytester.makeconftest(
+        """
+import sys
+
+def pytest_unconfigure(config):
+    sys.exit(0)
+"""
+    )
+    result = pytester.runpytest_subprocess("--golden=generation-v1", *plugin_args)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    assert "a pytest_unconfigure hook set pytest's exit status to 0" in result.stderr.str()
+
+
 def test_a_later_hook_may_still_fail_a_passing_run(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:

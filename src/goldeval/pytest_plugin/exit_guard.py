@@ -5,7 +5,9 @@ hook that runs later (``trylast`` ``pytest_sessionfinish``, or ``pytest.exit(ret
 from one) could still turn a failed gate into exit 0: a false green in CI and in the
 service, which reads pytest's status. This outermost wrapper puts the decision back after
 every other ``pytest_sessionfinish`` ran and says so on stderr. A hook that makes a passing
-run fail (coverage under its threshold) is left alone: that is not a green.
+run fail (coverage under its threshold) is left alone: that is not a green. ``sys.exit(0)``
+from a later ``pytest_unconfigure`` hook (which ended pytest with 0 whatever its status) is
+turned into the decided code the same way.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ import pytest
 from goldeval.pytest_plugin.ending import DECIDED_EXIT
 
 
-def _restored(session: pytest.Session, status: int | None) -> int | None:
+def _restored(config: pytest.Config, status: int | None, hook: str) -> int | None:
     """The decided code when ``status`` (what the later hooks left) turned a failing
     decision into 0; None: nothing to restore."""
-    decided = session.config.stash.get(DECIDED_EXIT, None)
-    if decided is None or decided.code == 0 or status != 0:
+    decided = config.stash.get(DECIDED_EXIT, None)
+    if decided is None or decided.code == 0 or status not in (0, None):
         return None
     sys.stderr.write(
-        f"goldeval: a pytest_sessionfinish hook set pytest's exit status to 0 after goldeval"
+        f"goldeval: a {hook} hook set pytest's exit status to 0 after goldeval"
         f" decided exit {decided.code} ({decided.reason}); pytest exits {decided.code}\n"
     )
     return decided.code
@@ -39,10 +41,23 @@ class ExitGuard:
         try:
             yield
         except pytest.exit.Exception as exc:  # pytest uses its returncode as the status
-            code = _restored(session, exc.returncode)
+            code = _restored(session.config, exc.returncode, "pytest_sessionfinish")
             if code is not None:
                 exc.returncode = code
             raise
-        code = _restored(session, int(session.exitstatus))
+        code = _restored(session.config, int(session.exitstatus), "pytest_sessionfinish")
         if code is not None:
             session.exitstatus = code
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> Iterator[None]:
+        # ``sys.exit(0)`` from a later unconfigure hook ends the process with 0 after pytest
+        # decided its status: the same green, one hook later.
+        try:
+            yield
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) or exc.code is None else 1
+            code = _restored(config, status, "pytest_unconfigure")
+            if code is not None:
+                raise SystemExit(code) from None
+            raise
