@@ -257,6 +257,14 @@ def _service_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         help="a request's headers must arrive within this many seconds of the connection "
         "opening or the previous response (408 and closed otherwise; default 10)",
     )
+    p.add_argument(
+        "--body-timeout",
+        type=_positive,
+        default=limits.default("service_body_seconds"),
+        metavar="SECONDS",
+        help="a request's body must arrive within this many seconds of its headers (408 and "
+        "closed otherwise; default 30)",
+    )
     p.add_argument("--max-cases", type=int, default=None, metavar="N", help="cases per run")
     p.add_argument("--max-attempts", type=int, default=20, metavar="N")
     p.add_argument(

@@ -130,6 +130,14 @@ LIMITS: tuple[LimitSpec, ...] = (
         "connection opening or the previous response (408 and closed after it)",
     ),
     LimitSpec(
+        "service_body_seconds",
+        30,
+        "seconds",
+        "`goldeval serve --body-timeout`",
+        "the time a client of the evaluation service has to send a request's body, from the "
+        "end of its headers (408 and closed after it; closed if the answer was already sent)",
+    ),
+    LimitSpec(
         "variant_pairs",
         28,
         "pairs",

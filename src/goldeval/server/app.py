@@ -26,7 +26,7 @@ from goldeval.server import (
 )
 from goldeval.server.auth import RateLimiter
 from goldeval.server.errors import install_error_handlers
-from goldeval.server.middleware import BodyLimit, RequestLog
+from goldeval.server.middleware import BodyLimit, KeyFirst, RequestLog, keyed_routes
 from goldeval.server.observability import MetricsReader, StoreCollector
 from goldeval.server.service import Service
 from goldeval.server.settings import ServiceSettings
@@ -83,6 +83,9 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app, settings.public_data)
+    # The last added runs first: BodyLimit, RequestLog, KeyFirst, then the routes.
+    routes = [route for module in _ROUTERS for route in module.router.routes]
+    app.add_middleware(KeyFirst, routes=keyed_routes(routes))
     app.add_middleware(RequestLog, latency=latency)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.state.settings = settings

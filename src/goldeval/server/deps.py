@@ -4,7 +4,6 @@
 
 # No `from __future__ import annotations`: FastAPI evaluates the dependency annotations.
 
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, cast
 
 from fastapi import Depends, Header, Request
@@ -32,22 +31,24 @@ def _service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(_service)]
 
 
-def need(allowed: frozenset[Role], *, browser: bool = False) -> Callable[..., Awaitable[Principal]]:
+class Need:
     """A dependency: the caller's :class:`Principal` if its key is valid (401), its role is in
     ``allowed`` (403) and it is within the rate limit (429). ``browser``: the 401 asks for
-    Basic auth, so a browser shows its login prompt (the /ui pages)."""
+    Basic auth, so a browser shows its login prompt (the /ui pages).
 
-    # async: a hash and a few comparisons, cheaper than a hop to the thread pool.
-    async def dependency(
-        request: Request,
-        x_api_key: Annotated[str | None, Depends(_api_key_header)],
-        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    :meth:`authorize` (401 and 403) reads the headers only: the middleware
+    :class:`~goldeval.server.middleware.KeyFirst` calls it before a request's body is read."""
+
+    def __init__(self, allowed: frozenset[Role], *, browser: bool = False) -> None:
+        self.allowed = allowed
+        self.browser = browser
+
+    def authorize(
+        self, request: Request, x_api_key: str | None, authorization: str | None
     ) -> Principal:
-        state = request.app.state
-        keys: KeyRing = state.keys
-        limiter: RateLimiter | None = state.limiter
-        settings: ServiceSettings = state.settings
-        challenge = 'Basic realm="goldeval"' if browser else 'ApiKey header="X-API-Key"'
+        """The caller (recorded on ``request.state``), or a 401/403 :class:`Problem`."""
+        keys: KeyRing = request.app.state.keys
+        challenge = 'Basic realm="goldeval"' if self.browser else 'ApiKey header="X-API-Key"'
         key = auth.presented_key(x_api_key, authorization)
         principal = keys.identify(key)
         if principal is None:
@@ -61,17 +62,29 @@ def need(allowed: frozenset[Role], *, browser: bool = False) -> Callable[..., Aw
                 headers={"WWW-Authenticate": challenge},
             )
         request.state.principal = principal
-        if principal.role not in allowed:
+        if principal.role not in self.allowed:
             raise Problem(
                 403,
                 "forbidden",
                 "Role not allowed",
                 f"role {principal.role.value} may not do this; needs "
-                + " or ".join(sorted(r.value for r in allowed)),
+                + " or ".join(sorted(r.value for r in self.allowed)),
             )
+        return principal
+
+    # async: a hash and a few comparisons, cheaper than a hop to the thread pool.
+    async def __call__(
+        self,
+        request: Request,
+        x_api_key: Annotated[str | None, Depends(_api_key_header)],
+        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> Principal:
+        principal = self.authorize(request, x_api_key, authorization)
+        limiter: RateLimiter | None = request.app.state.limiter
         if limiter is not None:
             wait = limiter.take(principal.label)
             if wait:
+                settings: ServiceSettings = request.app.state.settings
                 raise Problem(
                     429,
                     "rate-limited",
@@ -82,7 +95,10 @@ def need(allowed: frozenset[Role], *, browser: bool = False) -> Callable[..., Aw
                 )
         return principal
 
-    return dependency
+
+def need(allowed: frozenset[Role], *, browser: bool = False) -> Need:
+    """The dependency for routes open to ``allowed`` (see :class:`Need`)."""
+    return Need(allowed, browser=browser)
 
 
 read = need(auth.READ)

@@ -46,6 +46,11 @@ def header_timeout(args: argparse.Namespace) -> float:
     return float(seconds) if seconds else float(limits.default("service_header_seconds"))
 
 
+def body_timeout(args: argparse.Namespace) -> float:
+    seconds = getattr(args, "body_timeout", None)
+    return float(seconds) if seconds else float(limits.default("service_body_seconds"))
+
+
 def _startup(settings: ServiceSettings) -> bool:
     """Migrate the store and check the datasets folder; False (with a message) on failure."""
     logs.register_secret(url_password(settings.store_url))
@@ -114,9 +119,9 @@ def serve(args: argparse.Namespace, store_url: str, root: str) -> int:
         log_config=None,
         access_log=False,
         server_header=False,
-        # uvicorn has no request-header read timeout: a client dribbling its headers would
-        # hold its connection as long as it liked.
-        http=with_header_deadline(AutoHTTPProtocol, header_timeout(args)),
+        # uvicorn has no request-header or body read timeout: a client dribbling its headers,
+        # or never finishing its body, would hold its connection as long as it liked.
+        http=with_header_deadline(AutoHTTPProtocol, header_timeout(args), body_timeout(args)),
     )
     return 0
 

@@ -1,13 +1,21 @@
-"""The API's plain ASGI middleware: the request body limit (413) and the request log."""
+"""The API's plain ASGI middleware: the request body limit (413), authentication before the
+body (401/403) and the request log."""
 
 import time
+from collections.abc import Iterable
 
+from fastapi import Request
+from fastapi.routing import APIRoute
 from prometheus_client import Histogram
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goldeval.server import logs
+from goldeval.server.deps import Need
 from goldeval.server.errors import problem_response
+from goldeval.server.header_deadline import BODY_TIMED_OUT
 from goldeval.server.problems import Problem
 
 
@@ -53,6 +61,55 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+def _carries_body(scope: Scope) -> bool:
+    for name, value in scope.get("headers", []):
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
+
+
+def keyed_routes(routes: Iterable[BaseRoute]) -> list[tuple[APIRoute, Need]]:
+    """The routes among ``routes`` that need a key, each with its :class:`Need`."""
+    found = []
+    for route in routes:
+        if isinstance(route, APIRoute):
+            needs = [d.call for d in route.dependant.dependencies if isinstance(d.call, Need)]
+            if needs:
+                found.append((route, needs[0]))
+    return found
+
+
+class KeyFirst:
+    """A request with a body, to a route that needs a key, is answered 401 or 403 from its
+    headers, before its body is read: FastAPI reads a route's body before it checks its
+    dependencies, so a client without a key could otherwise hold a connection by never
+    finishing a body. The route's own dependency checks again (and applies the rate limit).
+    ``routes``: :func:`keyed_routes` of the app's routers."""
+
+    def __init__(self, app: ASGIApp, routes: list[tuple[APIRoute, Need]]) -> None:
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _carries_body(scope):
+            await self.app(scope, receive, send)
+            return
+        for route, need in self.routes:
+            match, child = route.matches(scope)
+            if match != Match.FULL:
+                continue
+            headers = Headers(scope=scope)
+            request = Request(scope)
+            try:
+                need.authorize(request, headers.get("x-api-key"), headers.get("authorization"))
+            except Problem as problem:
+                scope.update(child)  # the route's template and run id for the request log
+                await problem_response(problem, request)(scope, receive, send)
+                return
+            break
+        await self.app(scope, receive, send)
+
+
 class RequestLog:
     """One log line and one latency observation per request (a plain ASGI middleware: the
     decorator kind costs a stream copy per request)."""
@@ -77,6 +134,8 @@ class RequestLog:
         try:
             await self.app(scope, receive, sending)
         finally:
+            if scope.get(BODY_TIMED_OUT):
+                status = 408  # what the client got (the app answered a disconnect)
             seconds = time.perf_counter() - started
             template = getattr(scope.get("route"), "path", "unmatched")
             method = str(scope.get("method"))
