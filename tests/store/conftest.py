@@ -336,9 +336,9 @@ def _with_search_path(url: str, schema: str) -> str:
     return f"{url}{joiner}options=-csearch_path%3D{schema}"
 
 
-#: Undo schemas 15 (queued_at), 14 (run counts) and 13 (shared rows), for tests taking a store back to an
-#: older schema: the view first (SQLite refuses to drop a column a view refers to, such as
-#: attempts.variant).
+#: Undo schemas 15 (queued_at), 14 (run counts) and 13 (shared rows), for tests taking a
+#: store back to an older schema: the view first (SQLite refuses to drop a column a view
+#: refers to, such as attempts.variant).
 UNDO_SCHEMA_13: tuple[str, ...] = (
     "DROP INDEX service_runs_queued",
     "ALTER TABLE service_runs DROP COLUMN queued_at",

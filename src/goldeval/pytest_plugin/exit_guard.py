@@ -17,12 +17,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from goldeval.pytest_plugin.ending import DECIDED_EXIT
+from goldeval.pytest_plugin.ending import DECIDED_EXIT, apply_exit
+from goldeval.verdict.exit_codes import ExitDecision
 
 
-def _restored(config: pytest.Config, status: int | None, hook: str) -> int | None:
-    """The decided code when ``status`` (what the later hooks left) turned a failing
-    decision into 0; None: nothing to restore."""
+def _restored(config: pytest.Config, status: int | None, hook: str) -> ExitDecision | None:
+    """The decision when ``status`` (what the later hooks left) turned a failing decision
+    into 0; None: nothing to restore."""
     decided = config.stash.get(DECIDED_EXIT, None)
     if decided is None or decided.code == 0 or status not in (0, None):
         return None
@@ -30,7 +31,7 @@ def _restored(config: pytest.Config, status: int | None, hook: str) -> int | Non
         f"goldeval: a {hook} hook set pytest's exit status to 0 after goldeval"
         f" decided exit {decided.code} ({decided.reason}); pytest exits {decided.code}\n"
     )
-    return decided.code
+    return decided
 
 
 class ExitGuard:
@@ -41,13 +42,13 @@ class ExitGuard:
         try:
             yield
         except pytest.exit.Exception as exc:  # pytest uses its returncode as the status
-            code = _restored(session.config, exc.returncode, "pytest_sessionfinish")
-            if code is not None:
-                exc.returncode = code
+            decided = _restored(session.config, exc.returncode, "pytest_sessionfinish")
+            if decided is not None:
+                exc.returncode = decided.code
             raise
-        code = _restored(session.config, int(session.exitstatus), "pytest_sessionfinish")
-        if code is not None:
-            session.exitstatus = code
+        decided = _restored(session.config, int(session.exitstatus), "pytest_sessionfinish")
+        if decided is not None:
+            apply_exit(session, decided)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_unconfigure(self, config: pytest.Config) -> Iterator[None]:
@@ -57,7 +58,7 @@ class ExitGuard:
             yield
         except SystemExit as exc:
             status = exc.code if isinstance(exc.code, int) or exc.code is None else 1
-            code = _restored(config, status, "pytest_unconfigure")
-            if code is not None:
-                raise SystemExit(code) from None
+            decided = _restored(config, status, "pytest_unconfigure")
+            if decided is not None:
+                raise SystemExit(decided.code) from None
             raise

@@ -16,7 +16,7 @@ autoescape (:mod:`goldeval.reports.templating`): answers and prompts are untrust
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from goldeval.core.rates import GRADER_PREFIX
 from goldeval.reports.labels import rate_label, shown_rates
@@ -30,6 +30,7 @@ from goldeval.verdict.variants import decide_variants
 
 __all__ = [
     "MAX_TEXT",
+    "ComparisonView",
     "comparison_view",
     "esc",
     "fmt_ci",
@@ -146,12 +147,33 @@ def _fmt_delta_value(name: str, value: Any, signed: bool = False) -> str:
     return f"{value * 100:+.1f} pp" if signed else f"{value * 100:.1f}%"
 
 
-def comparison_view(run: RunDocument) -> dict[str, Any] | None:
+class DeltaRow(TypedDict):
+    """One compared metric as the pages show it (formatted already)."""
+
+    name: str
+    baseline: str
+    candidate: str
+    delta: str
+    direction: Any
+
+
+class ComparisonView(TypedDict):
+    """The comparison block of a run's page: the verdict's label and why, the baseline, the
+    reasons a comparison is invalid, and the metric deltas."""
+
+    decision: str
+    decision_note: str | None
+    baseline_path: str | None
+    reasons: list[str]
+    deltas: list[DeltaRow]
+
+
+def comparison_view(run: RunDocument) -> ComparisonView | None:
     """The baseline comparison (decision, invalid reasons, metric deltas), or None."""
     cmp = run.comparison
     if cmp is None:
         return None
-    deltas = []
+    deltas: list[DeltaRow] = []
     for d in cmp.metrics:
         name = str(d.get("name"))
         deltas.append(

@@ -35,6 +35,7 @@ from goldeval.core.limits import loads_json
 from goldeval.core.safe_files import read_regular_file
 from goldeval.core.textsafe import one_line
 from goldeval.reports.html import (
+    ComparisonView,
     comparison_classes,
     comparison_view,
     fmt_pct,
@@ -293,7 +294,7 @@ def render_run(
     run: RunDocument,
     *,
     attempts: Mapping[str, Any] | None = None,
-    comparison: Mapping[str, Any] | None = None,
+    comparison: ComparisonView | None = None,
 ) -> str:
     """A run's page (the service types a stored document before it renders it). The
     service's bounded page passes one page of the run's ``attempts`` (shown instead of the

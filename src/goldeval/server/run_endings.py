@@ -54,12 +54,26 @@ def recorded_decision(row: RunRow | None) -> ExitDecision | None:
     return ExitDecision(decision["code"], one_line(str(decision.get("reason") or "")))
 
 
-def failing_despite_zero(row: RunRow | None, code: int) -> ExitDecision | None:
-    """The failing decision the plugin recorded for a run whose pytest process exited 0
-    anyway (a project hook or plugin changed the status past the plugin's guard, e.g. with
-    ``os._exit(0)``); None when pytest's status is not such a green."""
-    recorded = recorded_decision(row) if code == 0 else None
-    return recorded if recorded is not None and recorded.code != 0 else None
+def refused_green(row: RunRow | None, code: int) -> ExitDecision | None:
+    """The decision that stands when a run's pytest process exited 0 but that 0 is not the
+    run's verdict; None when it is (or the process did not exit 0). Either the plugin
+    recorded a failing decision (a project hook changed the status past the plugin's guard,
+    e.g. with ``os._exit(0)``), or it recorded no COMPLETED end at all (a conftest ended the
+    process early: the run was FAILED with ``passed: true``); the verdict then decides what
+    a run with nothing graded gets."""
+    if code != 0:
+        return None
+    recorded = recorded_decision(row)
+    if recorded is not None:
+        return recorded if recorded.code != 0 else None
+    if row is not None and row.status == "COMPLETED":
+        return None  # finished by a plugin that recorded no decision (before schema 11)
+    decided = decide_exit(RunOutcome.from_run(typed_run({"status": "FAILED"})))
+    return ExitDecision(
+        decided.code,
+        "pytest exited 0 without the plugin recording the run's end (a conftest or plugin"
+        f" ended the process early): {decided.reason}",
+    )
 
 
 def mark_killed(job: ServiceRun, queue: RunQueue, row: RunRow | None, signum: int) -> ExitDecision:

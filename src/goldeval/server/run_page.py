@@ -26,9 +26,16 @@ from typing import Any
 from urllib.parse import urlencode
 
 from goldeval.core.limits import LIMITS_BY_NAME
-from goldeval.reports.html import fmt_pct
+from goldeval.reports.html import ComparisonView, DeltaRow, fmt_pct, rate_of
 from goldeval.reports.junit import error_reasons, failure_reasons
-from goldeval.results.documents import Attempt, Case, ExitDecisionDoc, RunDocument, typed_run
+from goldeval.results.documents import (
+    Attempt,
+    Case,
+    ExitDecisionDoc,
+    Metrics,
+    RunDocument,
+    typed_run,
+)
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.run_views import check_run_id
@@ -86,37 +93,28 @@ def unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> RunDocument:
     )
 
 
-def compare(
-    q: RunQueue,
-    refs: tuple[str, str],
-    doc: dict[str, Any],
-    counts: Mapping[str, int],
-    *,
-    whole: Callable[[], dict[str, Any]],
-    missing: Callable[[str], object],
-) -> tuple[dict[str, Any], dict[str, Any] | None, tuple[str, str]]:
-    """The run page's ``?compare=``: (the document shown, a comparison view replacing the
-    document's own or None, (the baseline as asked for, its store run id)). ``refs``: the run
-    and the baseline as asked for; ``whole``: the whole comparison's document (the compare
-    endpoint's verdict); ``missing``: raises the problem of a baseline the store has no run
-    of (409 nothing graded yet, 404)."""
-    run_id, baseline_ref = refs
+#: A run document's verdicts, left out where the page cannot decide them.
+VERDICT_KEYS = ("qualityGate", "exitDecision", "comparison")
+
+
+def baseline_row(q: RunQueue, baseline_ref: str, missing: Callable[[str], object]) -> RunRow:
+    """The store run of the run page's ``?compare=`` baseline (a service run id or a store
+    run id); ``missing`` raises the problem of a baseline the store has no run of (409
+    nothing graded yet), else 404."""
     check_run_id(baseline_ref)
     other = q.get(baseline_ref)
-    base_row = q.store.get_run(other.run_key if other is not None else baseline_ref)
-    if base_row is None:
+    row = q.store.get_run(other.run_key if other is not None else baseline_ref)
+    if row is None:
         missing(baseline_ref)
         raise Problem(404, "run-not-found", "Run not found", f"no run {baseline_ref!r}")
-    base_counts = q.store.attempt_counts(base_row.run_id)
-    compared = (baseline_ref, base_row.run_id)
-    if max(sum(counts.values()), sum(base_counts.values())) <= WHOLE_COMPARE_ATTEMPTS:
-        return whole(), None, compared
-    # Too large to decide on a page: the two runs' stored rates side by side, and this page's
-    # attempts against the baseline's; the verdict is the compare endpoint's.
-    base_doc = stored_document(base_row, base_counts)
-    for key in ("qualityGate", "exitDecision", "comparison"):
-        doc.pop(key, None)
-    return doc, summary_comparison(doc, base_doc, baseline_ref, run_id), compared
+    return row
+
+
+def compared_whole(counts: Mapping[str, int], baseline_counts: Mapping[str, int]) -> bool:
+    """Whether the page shows the whole comparison (the compare endpoint's verdict, which
+    reads both runs whole): only while both runs are small."""
+    most = max(sum(counts.values()), sum(baseline_counts.values()))
+    return most <= WHOLE_COMPARE_ATTEMPTS
 
 
 def stored_document(row: RunRow, counts: Mapping[str, int]) -> dict[str, Any]:
@@ -142,7 +140,7 @@ def stored_document(row: RunRow, counts: Mapping[str, int]) -> dict[str, Any]:
     total = sum(counts.values())
     if recorded.get("attemptsTotal") != total or row.status == "RUNNING":
         doc["status"] = row.status
-        for key in ("qualityGate", "comparison", "exitDecision"):
+        for key in VERDICT_KEYS:
             doc.pop(key, None)
         notes = list(doc.get("notes") or [])
         notes.append(
@@ -155,13 +153,13 @@ def stored_document(row: RunRow, counts: Mapping[str, int]) -> dict[str, Any]:
 
 
 def summary_comparison(
-    run: Mapping[str, Any], baseline: Mapping[str, Any], baseline_ref: str, run_ref: str
-) -> dict[str, Any]:
-    """A comparison view (:func:`goldeval.reports.html.comparison_view`'s shape) of the two
-    runs' stored rates, for runs too large to compare whole on a page."""
-    deltas = []
+    candidate: RunDocument, baseline: RunDocument, baseline_ref: str, run_ref: str
+) -> ComparisonView:
+    """A comparison view of the two runs' stored rates, for runs too large to compare whole
+    on a page."""
+    deltas: list[DeltaRow] = []
     for name in COMPARED_RATES:
-        before, now = _rate(baseline, name), _rate(run, name)
+        before, now = _rate(baseline, name), _rate(candidate, name)
         if before is None and now is None:
             continue
         delta = now - before if now is not None and before is not None else None
@@ -188,11 +186,15 @@ def summary_comparison(
     }
 
 
-def _rate(doc: Mapping[str, Any], name: str) -> float | None:
-    metrics = doc.get("metrics")
-    metric = metrics.get(name) if isinstance(metrics, dict) else None
-    rate = metric.get("rate") if isinstance(metric, dict) else None
-    return float(rate) if isinstance(rate, (int, float)) else None
+#: The metrics' attribute names by their JSON names (``overallPassRate``).
+_METRIC_FIELDS = {(f.alias or name): name for name, f in Metrics.model_fields.items()}
+
+
+def _rate(document: RunDocument, name: str) -> float | None:
+    metrics = document.metrics
+    if metrics is None:
+        return None
+    return rate_of(getattr(metrics, _METRIC_FIELDS[name], None))
 
 
 def attempts_view(

@@ -4,6 +4,8 @@ last pytest process."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -16,6 +18,7 @@ from goldeval.server.problems import Problem
 from goldeval.server.run_endings import DECISION_LINE
 from goldeval.server.settings import RUN_ID, ServiceSettings
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
+from goldeval.store.rows import AttemptJson
 
 
 def check_run_id(run_id: str, what: str = "run id") -> str:
@@ -138,3 +141,25 @@ _DocT = TypeVar("_DocT", bound=BaseModel)
 def _typed(model: type[_DocT], value: Any) -> _DocT | None:
     """A part of the recorded run document as its typed model (None when absent)."""
     return model.model_validate(value) if isinstance(value, dict) else None
+
+
+def results_page(
+    settings: ServiceSettings, run_id: str, rows: Sequence[AttemptJson], cursor: str | None
+) -> str:
+    """``GET .../results`` as JSON text (:class:`ResultPage`'s shape): each stored record
+    spliced in undecoded, with no absolute server path (:meth:`ServiceSettings.public_json`)."""
+    items = ",".join(settings.public_json(_result_item(r)) for r in rows)
+    return f'{{"runId":{_json(run_id)},"items":[{items}],"nextCursor":{_json(cursor)}}}'
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _result_item(row: AttemptJson) -> str:
+    """One :class:`ResultOut` as JSON text, its ``record`` the stored JSON spliced in."""
+    return (
+        f'{{"caseId":{_json(row.case_id)},"attempt":{row.attempt_index},'
+        f'"model":{_json(row.record_model or None)},"variant":{_json(row.variant)},'
+        f'"status":{_json(row.status)},"record":{row.record}}}'
+    )

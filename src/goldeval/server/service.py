@@ -9,7 +9,6 @@ something (validation, idempotency, checksums, comparability) lives here and rai
 
 from __future__ import annotations
 
-import json
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
-from goldeval.store.base import AttemptJson, AttemptKey
+from goldeval.store.base import AttemptKey
 from goldeval.store.cursors import decode_cursor, encode_cursor
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
@@ -165,8 +164,7 @@ class Service:
             last = rows[limit - 1]
             # The row's key: its model column (the variant's name in a variant session).
             next_cursor = encode_cursor(last.case_id, str(last.attempt_index), last.model)
-        items = ",".join(self.settings.public_json(_result_item(r)) for r in rows[:limit])
-        return f'{{"runId":{_json(job.id)},"items":[{items}],"nextCursor":{_json(next_cursor)}}}'
+        return run_views.results_page(self.settings, job.id, rows[:limit], next_cursor)
 
     # ---- documents, comparison
 
@@ -377,14 +375,23 @@ class Service:
                 doc = {**recorded, "cases": []} if recorded is not None else doc
             comparison, compared = None, None
             if compare_with is not None:
-                doc, comparison, compared = run_page.compare(
-                    q,
-                    (run_id, compare_with),
-                    doc,
-                    counts,
-                    whole=lambda: self._whole_comparison(q, run_id, compare_with),
-                    missing=lambda ref: self.document(q, ref),
-                )
+                base_row = run_page.baseline_row(q, compare_with, lambda r: self.document(q, r))
+                base_counts = store.attempt_counts(base_row.run_id)
+                compared = (compare_with, base_row.run_id)
+                if run_page.compared_whole(counts, base_counts):
+                    doc = self._whole_comparison(q, run_id, compare_with)
+                else:
+                    # Too large to decide on a page: the two runs' stored rates side by side
+                    # and this page's attempts against the baseline's; the verdict is the
+                    # compare endpoint's.
+                    doc = {k: v for k, v in doc.items() if k not in run_page.VERDICT_KEYS}
+                    base = run_page.stored_document(base_row, base_counts)
+                    comparison = run_page.summary_comparison(
+                        self._typed(doc, run_id),
+                        self._typed(base, compare_with),
+                        compare_with,
+                        run_id,
+                    )
             # Paths hidden before rendering too, so "<server path>" is escaped as text.
             typed = self._typed(self.settings.public_data(doc), run_id)
             attempts = run_page.attempts_view(
@@ -484,16 +491,3 @@ class Service:
 
 def _remove_tree(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _result_item(row: AttemptJson) -> str:
-    """One :class:`ResultOut` as JSON text, its ``record`` the stored JSON spliced in."""
-    return (
-        f'{{"caseId":{_json(row.case_id)},"attempt":{row.attempt_index},'
-        f'"model":{_json(row.record_model or None)},"variant":{_json(row.variant)},'
-        f'"status":{_json(row.status)},"record":{row.record}}}'
-    )

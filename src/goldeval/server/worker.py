@@ -48,11 +48,11 @@ from goldeval.server import datasets, logs, run_artifacts
 from goldeval.server.auth import ENV as AUTH_ENV
 from goldeval.server.run_endings import (
     ended_decision,
-    failing_despite_zero,
     failure_text,
     final_status,
     mark_killed,
     recorded_decision,
+    refused_green,
     signal_name,
     unrecorded_stop,
 )
@@ -345,9 +345,9 @@ class Worker:
             kill_verdict = recorded_decision(row) or mark_killed(job, queue, row, signum)
             code = kill_verdict.code
             row = queue.store.get_run(job.run_key)
-        overruled = failing_despite_zero(row, code) if kill_verdict is None else None
+        overruled = refused_green(row, code) if kill_verdict is None else None
         if overruled is not None:
-            code = overruled.code  # the run's recorded verdict, never a hook's green
+            code = overruled.code  # never a green the run's verdict does not give
         status = final_status(row, reason)
         error: str | None = None
         decision: ExitDecision | None = kill_verdict
@@ -365,20 +365,18 @@ class Worker:
             logs.event("stop after the run was recorded", run_id=job.id, reason=reason)
             reason = ""
         if reason in STOP_REASONS:
-            error = self._stop_text(job, queue, reason)
-            if killed:
-                error = (
-                    f"killed: pytest did not stop within {self.settings.kill_grace_seconds:g}s"
-                    f" of SIGTERM ({error})"
-                )
+            error = self._stop_text(job, queue, reason, killed=killed)
         elif kill_verdict is not None:
             # Killed after the plugin recorded a passing end: nothing failed to explain.
             passed = status == "COMPLETED" and code == 0
             error = None if passed else kill_verdict.reason
         elif status != "COMPLETED" or code != 0:
             error = failure_text(log_path, row, code, self.settings.runs_dir)
-        if overruled is not None:
-            error = f"{error} (pytest itself exited 0: a hook or plugin changed its exit status)"
+        if overruled is not None and decision is None:
+            if recorded_decision(row) is None:  # no end recorded: the log says nothing useful
+                error, decision = overruled.reason, overruled
+            else:
+                error = f"{error} (pytest itself exited 0: a hook or plugin changed it)"
         if row is not None:
             # Before the final status: a client that sees it finished finds every artifact.
             self._record_evidence(job, queue, row.run_id, log_path)
@@ -421,9 +419,17 @@ class Worker:
                 "run evidence not recorded", logging.WARNING, run_id=job.id, error=safe_text(exc)
             )
 
+    def _stop_text(self, job: ServiceRun, queue: RunQueue, reason: str, *, killed: bool) -> str:
+        """Why the worker stopped the run: "cancelled by key#N" as recorded at the request;
+        ``killed``: it had to be killed after the grace period."""
+        text = self._stop_reason(job, queue, reason)
+        if not killed:
+            return text
+        grace = self.settings.kill_grace_seconds
+        return f"killed: pytest did not stop within {grace:g}s of SIGTERM ({text})"
+
     @staticmethod
-    def _stop_text(job: ServiceRun, queue: RunQueue, reason: str) -> str:
-        """Why the worker stopped the run: "cancelled by key#N" as recorded at the request."""
+    def _stop_reason(job: ServiceRun, queue: RunQueue, reason: str) -> str:
         if reason == "cancelled":
             try:
                 now = queue.get(job.id)
