@@ -6,6 +6,7 @@ the worker's pytest subprocess, so what the API reports is what the plugin recor
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import subprocess
@@ -253,6 +254,12 @@ def test_role_matrix_401_403(service_factory: Any) -> None:
 # --------------------------------------------------------------------------- bad input
 
 
+def _cursor(*parts: str) -> str:
+    """A cursor as the server writes them (base64 of a JSON list), of any parts."""
+    raw = json.dumps(list(parts)).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 @SQLITE_ONLY
 def test_bad_input_is_problem_json_and_nothing_is_queued(service_factory: Any) -> None:
     svc: Service = service_factory()
@@ -320,6 +327,21 @@ def test_bad_input_is_problem_json_and_nothing_is_queued(service_factory: Any) -
         _problem(client.get("/api/eval/runs", params={"cursor": "!!"}), 422, "validation")
         _problem(client.get("/no/such/path"), 404, "not-found")
         run_id = _create(client)["id"]
+        # Well-formed cursors no store can take (a lone surrogate, an index past 64 bits, a
+        # NUL) were 500s: refused like any cursor the server did not give.
+        odd = [
+            _cursor("\ud800", "1", ""),
+            _cursor("case", "1" + "0" * 30, ""),
+            _cursor("case", "-99999999999999999999", ""),
+            _cursor("ca\x00se", "1", ""),
+        ]
+        for cursor in odd:
+            results = client.get(f"/api/eval/runs/{run_id}/results", params={"cursor": cursor})
+            _problem(results, 422, "validation")
+            page = client.get(f"/ui/runs/{run_id}.html", params={"after": cursor})
+            assert page.status_code in (409, 422), page.text  # 409: nothing graded yet
+        listed = client.get("/api/eval/runs", params={"cursor": _cursor("\ud800", "x")})
+        _problem(listed, 422, "validation")
         artifacts = f"/api/eval/runs/{run_id}/artifacts"
         _problem(client.get(f"{artifacts}/PASSWD"), 404, "unknown-artifact-type")
         _problem(client.get(f"{artifacts}/JSON_SUMMARY"), 404, "artifact-not-found")

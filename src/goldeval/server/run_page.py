@@ -40,7 +40,7 @@ from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.run_views import check_run_id
 from goldeval.store.base import Store
-from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.cursors import cursor_index, decode_cursor, encode_cursor
 from goldeval.store.queue import RunQueue, ServiceRun
 from goldeval.store.rows import AttemptJson, AttemptKey, RunRow
 
@@ -61,7 +61,7 @@ def parse_after(cursor: str | None) -> AttemptKey | None:
     if cursor is None:
         return None
     case_id, index, model = decode_cursor(cursor, 3)
-    return case_id, int(index), model
+    return case_id, cursor_index(index), model
 
 
 def checked_query(after: str | None, status: str | None) -> AttemptKey | None:

@@ -41,7 +41,7 @@ from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
 from goldeval.store.base import AttemptKey
-from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.cursors import cursor_index, decode_cursor, encode_cursor
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
@@ -147,7 +147,7 @@ class Service:
         if cursor is not None:
             try:
                 case_id, index, model = decode_cursor(cursor, 3)
-                after = (case_id, int(index), model)
+                after = (case_id, cursor_index(index), model)
             except ValueError as exc:
                 raise validation_problem([{"field": "cursor", "message": str(exc)}]) from None
         with self.pool.store() as store:

@@ -58,6 +58,13 @@ class Stopper:
         #: SIGKILL was sent.
         self.killed = False
 
+    def killed_after(self) -> str | None:
+        """What the SIGKILL's grace period was counted from ("SIGTERM", or "the stop
+        request" the plugin answered, when no SIGTERM was sent); None: not killed."""
+        if not self.killed:
+            return None
+        return "SIGTERM" if self.terminated_at is not None else "the stop request"
+
     def clean(self) -> None:
         """The stop file and its answer removed once the process has ended."""
         for done in (self.path, _answer(self.path)):

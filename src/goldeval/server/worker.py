@@ -257,7 +257,7 @@ class Worker:
             stopper = Stopper(proc, Path(env[STOP_FILE_ENV]), settings.kill_grace_seconds)
             reason = self._supervise(job, proc, log, stopper)
             stopper.clean()
-            killed = stopper.killed
+            killed = stopper.killed_after()
         elapsed = time.monotonic() - started
         if reason == "lost":
             logs.event("run taken over", logging.WARNING, run_id=job.id, worker=self.name)
@@ -330,7 +330,7 @@ class Worker:
         log_path: Path,
         elapsed: float,
         *,
-        killed: bool = False,
+        killed: str | None = None,
     ) -> None:
         row = queue.store.get_run(job.run_key)
         if row is not None:
@@ -419,14 +419,16 @@ class Worker:
                 "run evidence not recorded", logging.WARNING, run_id=job.id, error=safe_text(exc)
             )
 
-    def _stop_text(self, job: ServiceRun, queue: RunQueue, reason: str, *, killed: bool) -> str:
-        """Why the worker stopped the run: "cancelled by key#N" as recorded at the request;
-        ``killed``: it had to be killed after the grace period."""
+    def _stop_text(
+        self, job: ServiceRun, queue: RunQueue, reason: str, *, killed: str | None
+    ) -> str:
+        """Why the worker stopped the run ("cancelled by key#N" as recorded at the request);
+        ``killed``: what the kill's grace period was counted from (``Stopper.killed_after``)."""
         text = self._stop_reason(job, queue, reason)
-        if not killed:
+        if killed is None:
             return text
         grace = self.settings.kill_grace_seconds
-        return f"killed: pytest did not stop within {grace:g}s of SIGTERM ({text})"
+        return f"killed: pytest did not stop within {grace:g}s of {killed} ({text})"
 
     @staticmethod
     def _stop_reason(job: ServiceRun, queue: RunQueue, reason: str) -> str:
