@@ -238,6 +238,47 @@ def pytest_unconfigure(config):
     assert "a pytest_unconfigure hook set pytest's exit status to 0" in result.stderr.str()
 
 
+@pytest.mark.parametrize("where", ["unconfigure-status", "collected-conftest-wrapper"])
+def test_hooks_registered_or_run_after_the_guard_cannot_exit_0_either(
+    pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str], where: str
+) -> None:
+    """A probe found two more: ``session.exitstatus = 0`` from ``pytest_unconfigure`` (pytest
+    returns the status after unconfigure), and a ``tryfirst`` sessionfinish wrapper in a
+    conftest.py that collection loads (registered after the guard, so called before it)."""
+    fixture = golden_project / "golden/generation/fixtures/e2e-login-happy-alice.out.md"
+    fixture.write_text("RAG: po-chain, seed-account\nclass LoginTests {}\n", encoding="utf-8")
+    if where == "unconfigure-status":
+        pytester.makeconftest(
+            """
+import pytest
+SESSION = []
+
+def pytest_sessionstart(session):
+    SESSION.append(session)
+
+def pytest_unconfigure(config):
+    SESSION[0].exitstatus = 0
+"""
+        )
+    else:
+        (golden_project / "golden" / "conftest.py").write_text(
+            """
+import pytest
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session):
+    yield
+    session.exitstatus = 0
+""",
+            encoding="utf-8",
+        )
+    result = pytester.runpytest_subprocess("--golden=generation-v1", *plugin_args)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    # An xdist controller collects nothing, so it never loads golden/conftest.py.
+    if where == "unconfigure-status" or "-n" not in plugin_args:
+        assert "hook set pytest's exit status to 0" in result.stderr.str()
+
+
 def test_a_later_hook_may_still_fail_a_passing_run(
     pytester: pytest.Pytester, golden_project: Path, plugin_args: list[str]
 ) -> None:

@@ -35,10 +35,32 @@ def _restored(config: pytest.Config, status: int | None, hook: str) -> ExitDecis
 
 
 class ExitGuard:
-    """Registered on the controller (the process that decides the exit status)."""
+    """Registered on the controller (the process that decides the exit status). Its
+    wrappers are ``tryfirst``; pluggy calls the later registered of two such wrappers first,
+    so the guard registers itself again when the run loop starts (after the conftests that
+    collection loads, and plugins registered late in ``pytest_configure``): outermost
+    against everything registered before the run. What runs outside these hooks can still
+    lie: a ``pytest_cmdline_main`` wrapper (that call is under way before any plugin's
+    ``pytest_configure`` registers the guard), a plugin registered during the session's end,
+    an ``atexit`` handler calling ``os._exit(0)``. The service reads the run's recorded
+    decision instead (docs/methodology.md)."""
+
+    NAME = "goldeval-exit-guard"
+
+    def __init__(self) -> None:
+        self._session: pytest.Session | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        self._session = session
+        manager = session.config.pluginmanager
+        if manager.is_registered(self):
+            manager.unregister(self)
+            manager.register(self, self.NAME)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Iterator[None]:
+        self._session = session
         try:
             yield
         except pytest.exit.Exception as exc:  # pytest uses its returncode as the status
@@ -52,8 +74,8 @@ class ExitGuard:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_unconfigure(self, config: pytest.Config) -> Iterator[None]:
-        # ``sys.exit(0)`` from a later unconfigure hook ends the process with 0 after pytest
-        # decided its status: the same green, one hook later.
+        # pytest returns session.exitstatus after unconfigure: a later unconfigure hook that
+        # sets it to 0, or ends the process with sys.exit(0), is the same green one hook later.
         try:
             yield
         except SystemExit as exc:
@@ -62,3 +84,8 @@ class ExitGuard:
             if decided is not None:
                 raise SystemExit(decided.code) from None
             raise
+        session = self._session
+        if session is not None:
+            decided = _restored(config, int(session.exitstatus), "pytest_unconfigure")
+            if decided is not None:
+                apply_exit(session, decided)

@@ -83,7 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(Controller(state), "goldeval-controller")
             # A later project hook cannot turn the decided failure into exit 0.
             exit_guard = _submodule("exit_guard").ExitGuard()
-            config.pluginmanager.register(exit_guard, "goldeval-exit-guard")
+            config.pluginmanager.register(exit_guard, exit_guard.NAME)
             retry_hint = _submodule("retry").RetryHint(state)
             config.pluginmanager.register(retry_hint, "goldeval-retry-hint")
         from goldeval.pytest_plugin.collection import CollectionGuard
