@@ -102,3 +102,23 @@ def test_a_stop_ends_interrupted_whatever_the_project_does_with_sigterm(
     assert 0 < sum(attempts.values()) < 40, run  # stopped in the middle
     assert "ERROR" not in attempts, run  # the handler's exit never ran inside an item
     assert list((svc.root / ".goldeval" / "service").glob("*.stop*")) == []  # cleaned up
+
+
+def test_a_cancel_during_collection_names_the_apis_resume(service_factory: Any) -> None:
+    """Stopped before any attempt, the plugin records no run: the worker decides from the
+    stop, and its reason said "to resume it: retry it" instead of the API's resume."""
+    svc: Service = service_factory(rows=4)
+    (svc.root / "conftest.py").write_text(
+        "import time\n\ndef pytest_collection_modifyitems(items):\n    time.sleep(6)\n",
+        encoding="utf-8",
+    )
+    svc.serve(workers=1)
+    with svc.client("EVAL") as client, svc.client("ADMIN") as admin:
+        run_id = client.post("/api/eval/runs", json={"dataset": "demo-v1"}).json()["id"]
+        svc.wait_status(run_id, ("RUNNING",), timeout=60)
+        time.sleep(1.0)  # pytest is collecting (the conftest's hook sleeps)
+        assert admin.post(f"/api/eval/runs/{run_id}/cancel").status_code in (200, 202)
+        run = svc.wait_status(run_id, timeout=120)
+    assert run["status"] == "INTERRUPTED" and run["exitCode"] == 75, run
+    assert f"POST /api/eval/runs/{run_id}/resume" in run["exitDecision"]["reason"], run
+    assert "cancelled" in (run["error"] or ""), run

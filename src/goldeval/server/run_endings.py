@@ -183,12 +183,15 @@ def _recorded_exit_decision(row: RunRow | None) -> tuple[int, str] | None:
     return decision["code"], one_line(str(decision.get("reason") or ""))
 
 
-def unrecorded_stop(name: str) -> tuple[str, int, str]:
+def unrecorded_stop(name: str, job_id: str) -> tuple[str, int, str]:
     """Status, exit code and reason of a run whose pytest process ended by ``name``
     before the plugin recorded the end (SIGKILL after the grace period, or SIGTERM before the
-    session began): the run document the plugin would have written, decided by the verdict."""
+    session began): the run document the plugin would have written, decided by the verdict,
+    its resume command the API's (the reason said "to resume it: retry it")."""
+    resume = f"POST /api/eval/runs/{job_id}/resume"
     outcome = RunOutcome.from_run(
-        typed_run({"status": "INTERRUPTED", "interruptedBy": name}), signal=name
+        typed_run({"status": "INTERRUPTED", "interruptedBy": name, "rerunCommand": resume}),
+        signal=name,
     )
     decision = decide_exit(outcome)
     return run_status(outcome), decision.code, decision.reason

@@ -357,7 +357,7 @@ class Worker:
             # session made one, SIGTERM before the session began, or stopped before any
             # attempt was recorded. The verdict decides from the signal, as the plugin would.
             ended_by = signal_name(-signum if signum else -signal.SIGTERM)
-            status, code, why = unrecorded_stop(ended_by)
+            status, code, why = unrecorded_stop(ended_by, job.id)
             decision = ExitDecision(code, why)
         if reason in STOP_REASONS and recorded and status != "INTERRUPTED":
             # The stop came after the plugin recorded the run's end (its final write, pytest's
