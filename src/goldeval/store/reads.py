@@ -21,7 +21,7 @@ from goldeval.store.rows import (
     RunRow,
 )
 from goldeval.store.sharing import RunSharing, key_texts
-from goldeval.store.sql import IN_CHUNK, Tx
+from goldeval.store.sql import Tx, statuses_by_key
 
 #: The columns :meth:`RunReads.records_of` turns back into records, and the join they need
 #: (``a``: attempts, ``c``: its content): one query per page, no second round trip.
@@ -276,18 +276,8 @@ class RunReads(RunSharing):
     def statuses_of(self, run_id: str, case_ids: Sequence[str]) -> dict[AttemptKey, str]:
         """The status of every stored attempt of ``case_ids`` in the run (its shared rows
         too): the primary key's ranges of those cases, whatever the run's size."""
-        cases = sorted(set(case_ids))
-        out: dict[AttemptKey, str] = {}
         with self._read("statuses_of") as tx:
-            for i in range(0, len(cases), IN_CHUNK):
-                chunk = cases[i : i + IN_CHUNK]
-                rows = tx.query(
-                    "SELECT case_id, attempt_index, model, status FROM attempts"
-                    f" WHERE run_id = {RUN_ROWS} AND case_id IN ({', '.join('?' * len(chunk))})",
-                    (run_id, *chunk),
-                )
-                out.update({(str(c), int(n), str(m)): str(st) for c, n, m, st in rows})
-        return out
+            return statuses_by_key(tx, RUN_ROWS, run_id, case_ids)
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         """The run's attempts by status, from the counts kept as they are written

@@ -28,7 +28,6 @@ from goldeval.store.rows import AttemptText, RunColumns, RunStatus, StoredRun
 from goldeval.store.sharing import RunSharing
 from goldeval.store.sql import (
     COLUMN_CACHE,
-    IN_CHUNK,
     INSERT_ATTEMPT,
     INSERT_CASE,
     INSERT_RUN,
@@ -37,6 +36,7 @@ from goldeval.store.sql import (
     UPSERT_ATTEMPT,
     UPSERT_DATASET,
     Tx,
+    statuses_by_key,
 )
 
 
@@ -110,17 +110,7 @@ class RunWrites(RunSharing):
     @staticmethod
     def _stored_statuses(tx: Tx, run_id: str, attempts: list[Attempt]) -> dict[Any, str]:
         """Status of the stored attempts of the batch's cases (the conflict path only)."""
-        cases = sorted({a.case_id for a in attempts})
-        out: dict[Any, str] = {}
-        for i in range(0, len(cases), IN_CHUNK):
-            chunk = cases[i : i + IN_CHUNK]
-            found = tx.query(
-                "SELECT case_id, attempt_index, model, status FROM attempts"
-                f" WHERE run_id = ? AND case_id IN ({', '.join('?' * len(chunk))})",
-                (run_id, *chunk),
-            )
-            out.update({(str(c), int(n), str(m)): str(st) for c, n, m, st in found})
-        return out
+        return statuses_by_key(tx, "?", run_id, [a.case_id for a in attempts])
 
     def _attempt_row(
         self, run_id: str, a: Attempt, key: bytes, content_id: int

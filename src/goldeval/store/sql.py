@@ -116,6 +116,26 @@ def contents_where_in(
         yield from tx.query(f"SELECT {columns} FROM contents WHERE {column} IN ({marks})", chunk)
 
 
+def statuses_by_key(
+    tx: Tx, run_rows: str, run_id: str, case_ids: Sequence[str]
+) -> dict[tuple[str, int, str], str]:
+    """The status of every stored attempt of ``case_ids`` in the run, by attempt key;
+    ``run_rows``: the SQL naming the run's rows (``?`` for its own, or a subquery reading a
+    shared owner's), bound to ``run_id``. ``IN_CHUNK`` cases a query, each a range of the
+    primary key: O(cases), whatever the run's size."""
+    cases = sorted(set(case_ids))
+    out: dict[tuple[str, int, str], str] = {}
+    for i in range(0, len(cases), IN_CHUNK):
+        chunk = cases[i : i + IN_CHUNK]
+        rows = tx.query(
+            "SELECT case_id, attempt_index, model, status FROM attempts"
+            f" WHERE run_id = {run_rows} AND case_id IN ({', '.join('?' * len(chunk))})",
+            (run_id, *chunk),
+        )
+        out.update({(str(c), int(n), str(m)): str(st) for c, n, m, st in rows})
+    return out
+
+
 #: Entries per page when the v5 migration moves old rows (the plugin writes 500 a batch).
 PAGE_ROWS = 500
 
