@@ -187,8 +187,17 @@ def test_idempotency_keys_belong_to_the_api_key_that_used_them(service_factory: 
             assert third.status_code == 202, third.text
             assert third.json()["id"] not in ids
         listed = mine.get("/api/eval/runs").json()["items"]
+        # Each key is shown to the API key that used it (and to ADMIN), not to the others: a
+        # team read every other team's keys in the list.
+        shown = {r["id"]: r["idempotencyKey"] for r in listed}
+        theirs_shown = theirs.get(f"/api/eval/runs/{first}").json()["idempotencyKey"]
+        mine_shown = mine.get(f"/api/eval/runs/{first}").json()["idempotencyKey"]
+        with svc.client("ADMIN") as admin:
+            everyone = admin.get("/api/eval/runs").json()["items"]
     assert len(listed) == 3
-    assert all(r["idempotencyKey"] == "ci-build-42" for r in listed)
+    assert shown == {first: "ci-build-42", second: None, third.json()["id"]: None}
+    assert (mine_shown, theirs_shown) == ("ci-build-42", None)
+    assert all(r["idempotencyKey"] == "ci-build-42" for r in everyone)
     assert OTHER_EVAL_KEY not in svc.server.output()  # type: ignore[union-attr]
 
 

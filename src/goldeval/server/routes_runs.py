@@ -48,7 +48,7 @@ def create_run(
 
 @router.get("/api/eval/runs", response_model=RunPage, responses=PROBLEM_DOC)
 def list_runs(
-    _: Annotated[Principal, Depends(read)],
+    caller: Annotated[Principal, Depends(read)],
     service: ServiceDep,
     dataset: Annotated[str | None, Query(max_length=128)] = None,
     status: Annotated[str | None, Query(max_length=16)] = None,
@@ -58,7 +58,7 @@ def list_runs(
 ) -> Response:
     """Runs, newest first; pass ``nextCursor`` back as ``cursor`` for the next page."""
     items, next_cursor = service.list_runs(
-        dataset=dataset, status=status, since=since, cursor=cursor, limit=limit
+        dataset=dataset, status=status, since=since, cursor=cursor, limit=limit, viewer=caller
     )
     # Serialised here, once: FastAPI would validate the 50 models again on the way out.
     body = RunPage(items=items, nextCursor=next_cursor).model_dump_json()
@@ -66,9 +66,11 @@ def list_runs(
 
 
 @router.get("/api/eval/runs/{run_id}", response_model=RunOut, responses=PROBLEM_DOC)
-def get_run(run_id: str, _: Annotated[Principal, Depends(read)], service: ServiceDep) -> RunOut:
+def get_run(
+    run_id: str, caller: Annotated[Principal, Depends(read)], service: ServiceDep
+) -> RunOut:
     """Status, protocol, metrics, gate, exit decision and artifact inventory."""
-    return service.get(run_id)
+    return service.get(run_id, viewer=caller)
 
 
 @router.get("/api/eval/runs/{run_id}/results", response_model=ResultPage, responses=PROBLEM_DOC)

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from goldeval.results.documents import Comparison, ExitDecisionDoc, GateDoc, Metrics, Protocol
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server.artifact_files import ARTIFACT_TYPES
+from goldeval.server.auth import Principal, Role
 from goldeval.server.models import ArtifactOut, RunOut
 from goldeval.server.problems import Problem
 from goldeval.server.run_endings import DECISION_LINE
@@ -163,3 +164,16 @@ def _result_item(row: AttemptJson) -> str:
         f'"model":{_json(row.record_model or None)},"variant":{_json(row.variant)},'
         f'"status":{_json(row.status)},"record":{row.record}}}'
     )
+
+
+def own_keys_only(q: RunQueue, runs: list[RunOut], viewer: Principal | None) -> list[RunOut]:
+    """``runs`` with each idempotency key shown only to the API key that used it (and to
+    ADMIN): another team's keys (a CI build id, say) are not theirs to read."""
+    if viewer is None or viewer.role == Role.ADMIN:
+        return runs
+    keyed = [r.id for r in runs if r.idempotencyKey is not None]
+    owners = q.idempotency_owners(keyed)
+    for run in runs:
+        if run.idempotencyKey is not None and owners.get(run.id) != viewer.owner:
+            run.idempotencyKey = None
+    return runs

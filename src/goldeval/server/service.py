@@ -96,10 +96,12 @@ class Service:
     def view(self, q: RunQueue, job: ServiceRun, *, detail: bool) -> RunOut:
         return run_views.run_view(self.settings, q, job, detail=detail)
 
-    def get(self, run_id: str) -> RunOut:
+    def get(self, run_id: str, viewer: Principal | None = None) -> RunOut:
         with self.pool.store() as store:
             q = RunQueue(store)
-            return self.view(q, self._job(q, run_id), detail=True)
+            return run_views.own_keys_only(
+                q, [self.view(q, self._job(q, run_id), detail=True)], viewer
+            )[0]
 
     def list_runs(
         self,
@@ -109,6 +111,7 @@ class Service:
         since: datetime | None,
         cursor: str | None,
         limit: int,
+        viewer: Principal | None = None,
     ) -> tuple[list[RunOut], str | None]:
         errors = []
         if status is not None and status not in RUN_STATUSES:
@@ -130,6 +133,7 @@ class Service:
                 limit=limit + 1, dataset_id=dataset, status=status, since=since, before=before
             )
             items = [self.view(q, job, detail=False) for job in rows[:limit]]
+            items = run_views.own_keys_only(q, items, viewer)
         next_cursor = None
         if len(rows) > limit:
             last_job = rows[limit - 1]

@@ -19,6 +19,7 @@ A pure library (no pytest, no web framework).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, cast
@@ -383,6 +384,19 @@ class RunQueue:
         with self.store.read("get") as tx:
             rows = tx.query(f"SELECT {_COLUMNS} FROM service_runs WHERE id = ?", (run_id,))
         return self._row(rows[0]) if rows else None
+
+    def idempotency_owners(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        """Who used each run's idempotency key (the API key's stable digest; None: no key):
+        a key is shown only to its owner."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" for _ in run_ids)
+        with self.store.read("idempotency_owners") as tx:
+            rows = tx.query(
+                f"SELECT id, idempotency_owner FROM service_runs WHERE id IN ({marks})",
+                tuple(run_ids),
+            )
+        return {str(i): (str(o) if o is not None else None) for i, o in rows}
 
     def page(
         self,
