@@ -117,6 +117,10 @@ def test_schema_8_store_is_upgraded_in_place_keeping_rows_indexes_and_keys(
     with open_store(target.url) as store:
         assert store.schema_version() == LATEST_VERSION  # 9 and every later step
         after = _contents(target)
+        # Schema 15 appends service_runs.queued_at, each old row's created_at.
+        queued = target.query("SELECT queued_at, created_at FROM service_runs")
+        assert queued and all(q == c for q, c in queued), queued
+        after["service_runs"] = [row[:-1] for row in after["service_runs"]]
         # Schema 11 appends service_runs.exit_decision, schema 12 attempts.variant and
         # schema 13 runs.rows_of, NULL on the rows written before them.
         for table in ("service_runs", "attempts", "runs"):
@@ -124,6 +128,7 @@ def test_schema_8_store_is_upgraded_in_place_keeping_rows_indexes_and_keys(
             after[table] = [row[:-1] for row in after[table]]
         assert after == before  # every row, every column, in place
         indexes["runs"].add("runs_rows_of")  # schema 13: the runs reading another's rows
+        indexes["service_runs"].add("service_runs_queued")  # schema 15: the oldest queued
         assert {t: _indexes(target, t) for t in indexes} == indexes
         old = store.get_run("ci-7")
         assert old is not None and (old.run_id, old.status) == ("old-stopped", "INTERRUPTED")
