@@ -201,3 +201,39 @@ def test_a_template_python_cannot_compile_or_bound_is_a_clear_error(
     with pytest.raises(TemplateProblem) as caught:
         CompiledTemplates(PromptTemplates(system=source))
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{{ ("x" ~ "y") | center(1000000000) }}',
+        "{{ 'x' * 1000000000 }}",
+        "{{ '%0200000000d' % 1 }}",
+        "{{ '{:>50000000}'.format('a') }}",
+        "{{ ('ab' ~ 'cd') * 300000000 }}",
+    ],
+)
+def test_constant_expressions_are_not_evaluated_at_compile_time(source: str) -> None:
+    """Jinja's optimizer folded constant expressions when the template was compiled, outside
+    any budget: a manifest's ``center(10**9)`` of two literals ran for minutes and took
+    gigabytes at collection (every --golden= run of the project). Compiling is cheap now, and
+    the render is stopped by its budget."""
+    templates = CompiledTemplates(PromptTemplates(user=source))
+    case = GoldenCase(id="r1", prompt="p", expect={}, vars={})
+    with pytest.raises(TemplateProblem) as caught:
+        templates.render("user", case)
+    _assert_limit(caught.value)
+
+
+def test_a_constant_filter_expression_is_left_to_the_render() -> None:
+    """What the compiler makes of a constant filter expression: the code calls the filter at
+    render time (budgeted) instead of holding its folded result, which it computed, with no
+    budget, while it compiled."""
+    from goldeval.dataset.templates import _env
+
+    env = _env()
+    code = env.compile(env.parse_budgeted('{{ "x" | center(9) }}'), raw=True)
+    assert "    x    " not in code, code
+    case = GoldenCase(id="r1", prompt="p", expect={}, vars={})
+    rendered = CompiledTemplates(PromptTemplates(user='{{ "x" | center(9) }}')).render("user", case)
+    assert rendered == "    x    "

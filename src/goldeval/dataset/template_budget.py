@@ -265,7 +265,10 @@ def _budgeted_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         budget = CURRENT.get()
         if budget is None:
-            return func(*args, **kwargs)
+            # Outside a render: Jinja folding a constant expression while it compiles the
+            # template (``{{ "x" | center(10**9) }}`` ran for minutes, unbudgeted, at
+            # collection). Impossible makes it leave the filter to the render, budgeted.
+            raise nodes.Impossible()
         budget.tick()
         checked_args = _check_filter(budget, name, list(args), offset, kwargs)
         result = func(*checked_args, **kwargs)
@@ -323,6 +326,11 @@ class BudgetedSandbox(SandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def __init__(self, **options: Any) -> None:
+        # Jinja's optimizer folds constant expressions when a template is compiled, with no
+        # budget set: off, so everything is evaluated at render time, under the budget (the
+        # code generator's own folding of output is refused by the filters, see
+        # _budgeted_filter).
+        options.setdefault("optimized", False)
         super().__init__(**options)
         self.globals["range"] = budgeted_range
         self.globals["lipsum"] = bounded_lipsum
