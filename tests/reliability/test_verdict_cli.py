@@ -804,3 +804,44 @@ def test_no_run_named_means_the_last_session_not_an_older_passing_run(
         assert after.returncode == 4, after.stdout + after.stderr
         assert "the last session" in after.stderr and "exited 65 and wrote no run" in after.stderr
         assert "Traceback" not in after.stderr
+
+
+#: The project's app as the provider, killed with SIGKILL on its 4th row (a CI job's
+#: timeout, the OOM killer): the session never records its end, the store run stays RUNNING.
+KILLED_MID_RUN = """
+import os, signal
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).parent
+SEEN = []
+
+@pytest.fixture(scope="session")
+def golden_provider():
+    def app(case):
+        SEEN.append(case.id)
+        if len(SEEN) == 4:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return (ROOT / "golden/generation/fixtures" / f"{case.id}.out.md").read_text()
+    return app
+"""
+
+
+@pytest.mark.parametrize("gate", [[], ["--no-gate"]])
+def test_a_session_killed_mid_run_is_not_gated_as_a_pass(
+    pytester: pytest.Pytester, golden_project: Path, gate: list[str]
+) -> None:
+    """A probe found ``goldeval gate --run-key`` exit 0 ("GATE PASS", or "every graded
+    attempt ok" with --no-gate) for a session killed after 3 of 10 attempts: the store run
+    is RUNNING and its document read as a whole run of 3 cases."""
+    pytester.makeconftest(KILLED_MID_RUN)
+    killed = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--golden=generation-v1", "--golden-run-key=k-killed"
+    )
+    assert killed.ret == -9, killed.stdout.str()[-2000:]
+    proc = _cli("gate", "--run-key", "k-killed", *gate, "--json", cwd=golden_project)
+    decision = _json_decision(proc)
+    assert proc.returncode == 75 and decision["code"] == 75, (proc.stdout, proc.stderr)
+    assert "never recorded its end" in decision["reason"], decision
+    shown = _cli("show", "k-killed", cwd=golden_project)
+    assert "RUNNING" in shown.stdout, shown.stdout

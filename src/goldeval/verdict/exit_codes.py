@@ -73,6 +73,13 @@ class Rule:
     decide: Callable[[RunOutcome], ExitDecision | None]
 
 
+#: Why a RUNNING run document is not a whole run (the verdict's reason and the display's).
+RUNNING_REASON = (
+    "the run's session never recorded its end (the store run is RUNNING: it was killed, or"
+    " is still running): not every selected attempt was graded"
+)
+
+
 def _infra(outcome: RunOutcome, reason: str) -> ExitDecision:
     """Exit 75 for ``reason``, or 4 when some ERROR is of a kind a retry cannot fix."""
     fixed = outcome.non_retryable
@@ -135,8 +142,9 @@ def _comparison_invalid(o: RunOutcome) -> ExitDecision | None:
     cmp = o.comparison
     if not o.gate_enabled or cmp is None or cmp.decision is not Decision.COMPARISON_INVALID:
         return None
-    if o.stopped_early is not None:
-        return None  # a shorter selection says nothing more than "stopped early"
+    if o.stopped_early is not None or o.recorded_running:
+        # A shorter selection says nothing more than "stopped early" or "never finished".
+        return None
     reasons = cmp.invalid_reasons or ["baseline not comparable"]
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     return ExitDecision(COMPARISON_INVALID, f"comparison invalid: {reasons[0]}{more}")
@@ -152,6 +160,12 @@ def _recorded_interrupted(o: RunOutcome) -> ExitDecision | None:
     if not o.recorded_interrupted:
         return None
     return _infra(o, "the run is INTERRUPTED: not every selected attempt was graded; retry it")
+
+
+def _recorded_running(o: RunOutcome) -> ExitDecision | None:
+    if not o.recorded_running:
+        return None
+    return _infra(o, f"{RUNNING_REASON}; resume it by its run key")
 
 
 def _nothing_selected(o: RunOutcome) -> ExitDecision | None:
@@ -311,7 +325,8 @@ RULES: tuple[Rule, ...] = (
         _no_tests_kept,
     ),
     Rule(
-        "the baseline comparison is COMPARISON_INVALID (unless the run stopped early)",
+        "the baseline comparison is COMPARISON_INVALID (unless the run stopped early or never "
+        "recorded its end)",
         "65",
         _comparison_invalid,
     ),
@@ -320,6 +335,12 @@ RULES: tuple[Rule, ...] = (
         "the run document says INTERRUPTED and no cause above is recorded",
         "75",
         _recorded_interrupted,
+    ),
+    Rule(
+        "the run document says RUNNING: its session never recorded an end (killed, a CI "
+        "job's timeout, or still running)",
+        "75",
+        _recorded_running,
     ),
     Rule("nothing was graded: no golden case selected", "1", _nothing_selected),
     Rule(

@@ -17,6 +17,7 @@ from typing import Any
 from goldeval.core.errors import is_retryable
 from goldeval.results.documents import RunDocument
 from goldeval.verdict.comparison import AttemptCounts, ComparisonResult, attempt_counts, cases_total
+from goldeval.verdict.exit_codes import RUNNING_REASON
 from goldeval.verdict.gate import GateResult
 from goldeval.verdict.variants import VariantGateResult, decide_variants
 
@@ -89,6 +90,9 @@ class RunOutcome:
     rerun_command: str | None = None
     #: The run document says INTERRUPTED (a saved run whose cause is not recorded).
     recorded_interrupted: bool = False
+    #: The run document says RUNNING: the store run of a session that never recorded its end
+    #: (killed with SIGKILL, a CI job's timeout, or still running). Never a whole run.
+    recorded_running: bool = False
     #: What the capture line says (``10 cases, 2 FAIL (...)``), for capture runs.
     capture_summary: str | None = None
     #: The decision on two variants of the session (``gate.compare``, issue 35).
@@ -140,6 +144,7 @@ class RunOutcome:
             "not_started_deadline": run.not_started_before_deadline or 0,
             "not_started_budget": run.not_started_over_budget or 0,
             "recorded_interrupted": run.status == "INTERRUPTED",
+            "recorded_running": run.status == "RUNNING",
         }
         stopped = run.stopped_early
         if stopped is not None:
@@ -217,4 +222,6 @@ def cut_short(run: RunDocument, outcome: RunOutcome) -> CutShort | None:
         return CutShort(status, outcome.store_error)
     if run.status == "INTERRUPTED":
         return CutShort(status, "the run is INTERRUPTED: not every selected attempt was graded")
+    if run.status == "RUNNING":
+        return CutShort(status, RUNNING_REASON)
     return None

@@ -29,6 +29,7 @@ def run_status(outcome: RunOutcome) -> FinishedStatus:
         outcome.signal
         or outcome.store_error
         or outcome.recorded_interrupted
+        or outcome.recorded_running
         or outcome.pytest_status == INTERRUPTED  # Ctrl-C with no signal recorded
     ):
         return "INTERRUPTED"
