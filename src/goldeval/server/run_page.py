@@ -41,6 +41,7 @@ from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.run_views import check_run_id
 from goldeval.store.base import Store
 from goldeval.store.cursors import cursor_index, decode_cursor, encode_cursor
+from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.queue import RunQueue, ServiceRun
 from goldeval.store.rows import AttemptJson, AttemptKey, RunRow
 
@@ -49,7 +50,6 @@ PAGE_ATTEMPTS = 200
 #: Up to this many attempts in each run, ``?compare=`` decides the whole comparison (as the
 #: compare endpoint); beyond, the page compares what is stored per run (issue 33).
 WHOLE_COMPARE_ATTEMPTS = int(LIMITS_BY_NAME["ui_page_runs"].default) * 20
-STATUSES = ("PASS", "FAIL", "ERROR", "SKIPPED")
 SHOWN_REASONS = 2
 REASON_CHARS = 160
 #: The summary's rates compared side by side when the comparison is not decided whole.
@@ -67,8 +67,8 @@ def parse_after(cursor: str | None) -> AttemptKey | None:
 def checked_query(after: str | None, status: str | None) -> AttemptKey | None:
     """The page's ``after`` cursor, both query values checked (422 naming the field)."""
     errors = []
-    if status is not None and status not in STATUSES:
-        errors.append({"field": "status", "message": f"one of {', '.join(STATUSES)}"})
+    if status is not None and status not in ATTEMPT_STATUSES:
+        errors.append({"field": "status", "message": f"one of {', '.join(ATTEMPT_STATUSES)}"})
     key = None
     try:
         key = parse_after(after)
@@ -271,7 +271,7 @@ def _filters(
             "href": _href(page_name, {**base, "status": s}),
             "current": status == s,
         }
-        for s in STATUSES
+        for s in ATTEMPT_STATUSES
     ]
     return out
 

@@ -41,14 +41,14 @@ from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
 from goldeval.store.base import AttemptKey
-from goldeval.store.cursors import cursor_index, decode_cursor, encode_cursor
+from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
 from goldeval.verdict.run_status import resumable
 
-ATTEMPT_STATUSES = ("PASS", "FAIL", "SKIPPED", "ERROR")
 MAX_PAGE = 500
 
 
@@ -147,13 +147,10 @@ class Service:
             raise validation_problem(
                 [{"field": "status", "message": f"one of {', '.join(ATTEMPT_STATUSES)}"}]
             )
-        after: tuple[str, int, str] | None = None
-        if cursor is not None:
-            try:
-                case_id, index, model = decode_cursor(cursor, 3)
-                after = (case_id, cursor_index(index), model)
-            except ValueError as exc:
-                raise validation_problem([{"field": "cursor", "message": str(exc)}]) from None
+        try:
+            after = run_page.parse_after(cursor)
+        except ValueError as exc:
+            raise validation_problem([{"field": "cursor", "message": str(exc)}]) from None
         with self.pool.store() as store:
             q = RunQueue(store)
             job = self._job(q, run_id)

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from goldeval.store import counters
 from goldeval.store.encoding import json_value, pass_rate
+from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.pages import expand, full_fields, join_record
 from goldeval.store.rows import (
     RUN_COLUMNS,
@@ -55,7 +56,7 @@ _ALL_ROWS = (
 )
 
 #: Statuses as JSON strings (a page quotes one per row).
-_QUOTED_STATUS = {s: encode_basestring(s) for s in ("PASS", "FAIL", "ERROR", "SKIPPED")}
+_QUOTED_STATUS = {s: encode_basestring(s) for s in ATTEMPT_STATUSES}
 
 #: A results page's SQL by (filtered by status, after a cursor): built once, not per page.
 _PAGE_SQL = {(s, a): _page_sql(s, a) for s in (False, True) for a in (False, True)}
