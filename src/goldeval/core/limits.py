@@ -452,8 +452,7 @@ LIMITS = (
     ),
 )
 LIMITS_BY_NAME.update({spec.name: spec for spec in LIMITS})
-# -- the evaluation service's operations surface (issue 33: scrapes and pages that cost O(1) /
-# O(page), whatever the store holds) --
+# -- the service's operations surface (issue 33: O(1) scrapes, O(page) pages) --
 
 LIMITS = (
     *LIMITS,
@@ -472,6 +471,14 @@ LIMITS = (
         "",
         "runs on one page of the service's run index (/ui/); older runs are reached with the "
         "page's `?before=` link",
+    ),
+    LimitSpec(
+        "ui_compare_whole_attempts",
+        1000,
+        "attempts",
+        "",
+        "attempts of the larger run up to which a run page's `?compare=` shows the compare "
+        "endpoint's verdict (it reads both runs); above, the stored rates side by side",
     ),
     LimitSpec(
         "ui_loads_per_key",

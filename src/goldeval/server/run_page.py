@@ -44,12 +44,13 @@ from goldeval.store.cursors import cursor_index, decode_cursor, encode_cursor
 from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.queue import RunQueue, ServiceRun
 from goldeval.store.rows import AttemptJson, AttemptKey, RunRow
+from goldeval.store.views import withhold_verdicts
 
 #: Attempts a run page shows (about 150 KB of HTML at most: reasons are cut short).
 PAGE_ATTEMPTS = 200
 #: Up to this many attempts in each run, ``?compare=`` decides the whole comparison (as the
 #: compare endpoint); beyond, the page compares what is stored per run (issue 33).
-WHOLE_COMPARE_ATTEMPTS = int(LIMITS_BY_NAME["ui_page_runs"].default) * 20
+WHOLE_COMPARE_ATTEMPTS = int(LIMITS_BY_NAME["ui_compare_whole_attempts"].default)
 SHOWN_REASONS = 2
 REASON_CHARS = 160
 #: The summary's rates compared side by side when the comparison is not decided whole.
@@ -91,10 +92,6 @@ def unbegun(job: ServiceRun, decision: ExitDecisionDoc) -> RunDocument:
             "exitDecision": decision.dump(),
         }
     )
-
-
-#: A run document's verdicts, left out where the page cannot decide them.
-VERDICT_KEYS = ("qualityGate", "exitDecision", "comparison")
 
 
 def baseline_row(q: RunQueue, baseline_ref: str, missing: Callable[[str], object]) -> RunRow:
@@ -139,15 +136,13 @@ def stored_document(row: RunRow, counts: Mapping[str, int]) -> dict[str, Any]:
     doc = {**base, **recorded, "cases": []}
     total = sum(counts.values())
     if recorded.get("attemptsTotal") != total or row.status == "RUNNING":
-        doc["status"] = row.status
-        for key in VERDICT_KEYS:
-            doc.pop(key, None)
-        notes = list(doc.get("notes") or [])
-        notes.append(
-            f"the store holds {total} attempt(s) but the last finished session recorded "
-            f"{recorded.get('attemptsTotal')}: its metrics, gate and exit decision are not shown"
+        withhold_verdicts(
+            doc,
+            status=row.status,
+            held=total,
+            recorded=recorded.get("attemptsTotal"),
+            withheld="metrics, gate and exit decision",
         )
-        doc["notes"] = notes
         doc.pop("metrics", None)
     return doc
 

@@ -44,7 +44,12 @@ from goldeval.store.base import AttemptKey
 from goldeval.store.cursors import decode_cursor, encode_cursor
 from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
-from goldeval.store.views import SIDE_BY_SIDE_VARIANTS, run_document, side_by_side_problem
+from goldeval.store.views import (
+    SIDE_BY_SIDE_VARIANTS,
+    VERDICT_KEYS,
+    run_document,
+    side_by_side_problem,
+)
 from goldeval.verdict.decide import Verdict, decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
 from goldeval.verdict.run_status import resumable
@@ -385,7 +390,7 @@ class Service:
                     # Too large to decide on a page: the two runs' stored rates side by side
                     # and this page's attempts against the baseline's; the verdict is the
                     # compare endpoint's.
-                    doc = {k: v for k, v in doc.items() if k not in run_page.VERDICT_KEYS}
+                    doc = {k: v for k, v in doc.items() if k not in VERDICT_KEYS}
                     base = run_page.stored_document(base_row, base_counts)
                     comparison = run_page.summary_comparison(
                         self._typed(doc, run_id),

@@ -86,7 +86,7 @@ SIDE_BY_SIDE_VARIANTS = "sideBySideVariants"
 #: Fields of a run document computed from its attempts: always rebuilt from the store.
 _FROM_ATTEMPTS = ("cases", "metrics")
 #: Fields that judge the attempts the finished session saw (gate, comparison, exit code).
-_VERDICTS = ("qualityGate", "comparison", "exitDecision")
+VERDICT_KEYS = ("qualityGate", "comparison", "exitDecision")
 
 
 def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
@@ -124,17 +124,34 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
     out.setdefault("model", doc["model"])
     if not same:
         out["protocol"] = doc["protocol"]
-        out["status"] = doc["status"]
-        for key in _VERDICTS:
-            out.pop(key, None)
-        notes = list(out.get("notes") or [])
-        notes.append(
-            f"the store holds {doc.get('attemptsTotal')} attempt(s) but the last finished "
-            f"session recorded {recorded.get('attemptsTotal')}: its gate, comparison and exit "
-            "decision are not shown; run `goldeval gate --run-key KEY` to gate every attempt"
+        withhold_verdicts(
+            out,
+            status=doc["status"],
+            held=doc.get("attemptsTotal"),
+            recorded=recorded.get("attemptsTotal"),
+            withheld="gate, comparison and exit decision",
+            then="; run `goldeval gate --run-key KEY` to gate every attempt",
         )
-        out["notes"] = notes
     return out
+
+
+def withhold_verdicts(
+    doc: dict[str, Any], *, status: Any, held: Any, recorded: Any, withheld: str, then: str = ""
+) -> None:
+    """Leave the recorded verdicts out of ``doc`` (in place) when the store holds another
+    number of attempts (``held``) than the finished session recorded (``recorded``): a gate
+    PASS about attempts it never saw is not shown. ``doc`` takes the stored ``status`` and a
+    note naming what is left out (``withheld``) and what to do (``then``). One place for the
+    store's run views and the service's run page."""
+    doc["status"] = status
+    for key in VERDICT_KEYS:
+        doc.pop(key, None)
+    notes = list(doc.get("notes") or [])
+    notes.append(
+        f"the store holds {held} attempt(s) but the last finished session recorded "
+        f"{recorded}: its {withheld} are not shown{then}"
+    )
+    doc["notes"] = notes
 
 
 def side_by_side_problem(variants: Any, reference: str) -> str | None:
