@@ -31,8 +31,11 @@ LIVE = [
 
 #: The team's app: every row answers ok-N; HOW says how r3 and r5 behave instead.
 CONFTEST = """
-import asyncio, os, time
+import asyncio, os, sys, time
 import pytest
+
+class AppStopped(BaseException):  # an app's own (as asyncio's CancelledError is one)
+    pass
 
 def _answer(case):
     how = os.environ.get("HOW", "").split("-")
@@ -45,6 +48,10 @@ def _answer(case):
             pytest.skip("the app has no answer today")
         if "sleep" in how:
             time.sleep(4)
+        if "exit" in how:
+            sys.exit(0)  # a library giving up the process's way
+        if "base" in how:
+            raise AppStopped("the app stopped")
     return "ok-" + case.id[1:]
 
 def app(case):
@@ -129,8 +136,12 @@ def _one_gated_run(project: Path, result: pytest.RunResult) -> dict:
         ("fail", "ERROR", "PROVIDER_RAISED", "the app refused this row"),
         ("skip", "SKIPPED", None, "the app has no answer today"),
         ("sleep", "ERROR", "TIMEOUT", "Timeout (>1.0s) from pytest-timeout"),
+        # Not Exceptions either: they end that attempt, and no later item is hit (let
+        # through, pytest's fixture cache broke: r6-r8 were ERROR "AssertionError").
+        ("exit", "ERROR", "PROVIDER_ERROR", "SystemExit in app: 0"),
+        ("base", "ERROR", "PROVIDER_ERROR", "AppStopped in app: the app stopped"),
     ],
-    ids=["pytest.fail", "pytest.skip", "timeout-signal"],
+    ids=["pytest.fail", "pytest.skip", "timeout-signal", "sys.exit", "BaseException"],
 )
 def test_a_pytest_outcome_in_the_provider_ends_that_attempt_in_one_gated_run(
     pytester: pytest.Pytester,
@@ -208,6 +219,8 @@ class Picky(Grader):
         if ctx.case.id == "r5":
             if os.environ.get("HOW") == "grader_skip":
                 pytest.skip("picky cannot grade r5")
+            if os.environ.get("HOW") == "grader_exit":
+                raise SystemExit("picky exits on r5")
             pytest.fail("picky gave up on r5")
         return GraderOutcome(grader=self.name, passed=True)
 
@@ -217,7 +230,12 @@ def pytest_goldeval_register_graders(config):
 
 
 @pytest.mark.parametrize(
-    "how,status,kind", [("grader_fail", "ERROR", "GRADER_ERROR"), ("grader_skip", "SKIPPED", None)]
+    "how,status,kind",
+    [
+        ("grader_fail", "ERROR", "GRADER_ERROR"),
+        ("grader_skip", "SKIPPED", None),
+        ("grader_exit", "ERROR", "GRADER_ERROR"),
+    ],
 )
 @SERIAL_ONLY
 def test_a_pytest_outcome_in_a_grader_ends_that_attempt(

@@ -196,6 +196,33 @@ def test_a_host_outcome_in_the_judge_is_the_judges_fault_only(dataset: Dataset) 
     assert outcome.record.judge.error == "JUDGE_ERROR: SKIPPED: the judge skipped: judge away"
 
 
+def test_what_is_no_exception_ends_only_its_attempt(dataset: Dataset) -> None:
+    """A library's sys.exit(), asyncio's CancelledError, an app's own BaseException: an
+    ERROR of the provider's attempt and a fault of the judge's result (the hard verdict
+    stands); never the run. Ctrl-C (KeyboardInterrupt) still ends the run."""
+    import asyncio
+
+    for raised in (SystemExit(3), asyncio.CancelledError(), HostSkip("unknown to the host")):
+        runner = AttemptRunner(_pipeline(dataset), as_provider(Calls(raised)), mode=Mode.LIVE)
+        outcome = runner.run(_case(dataset), 1, "m")
+        assert outcome.status is Status.ERROR, raised
+        assert outcome.record.error_kind == "PROVIDER_ERROR"
+        assert type(raised).__name__ in (outcome.record.error_message or "")
+        judged = AttemptRunner(
+            _pipeline(dataset),
+            FixtureProvider(dataset.dir),
+            judge=Judge(as_provider(Calls(raised)), "judge-model", DEFAULT_RUBRIC),
+        ).run(_case(dataset), 1, None)
+        assert judged.status is Status.PASS
+        assert judged.record.judge is not None
+        assert (judged.record.judge.error or "").startswith("JUDGE_ERROR:"), judged.record.judge
+    runner = AttemptRunner(
+        _pipeline(dataset), as_provider(Calls(KeyboardInterrupt())), mode=Mode.LIVE
+    )
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(_case(dataset), 1, "m")
+
+
 def test_settle_keeps_a_lone_surrogate_out_of_the_run(dataset: Dataset) -> None:
     runner = AttemptRunner(_pipeline(dataset), FixtureProvider(dataset.dir))
     settled = runner.settle(_case(dataset), 1, "m", Answer(text="cut \ud83d"))

@@ -140,7 +140,7 @@ class Pipeline:
         if cached is None:
             try:
                 cached = list(self.retriever.retrieve(case.prompt))
-            except (KeyboardInterrupt, SystemExit, ProviderError):
+            except (KeyboardInterrupt, ProviderError):
                 raise
             except BaseException as exc:  # see _foreign_error
                 raise _foreign_error("RETRIEVER_ERROR", "the retriever", exc) from exc
@@ -373,7 +373,7 @@ class Pipeline:
                 return grader.grade(ctx)
         except GraderTimeout as exc:  # over budget: an ERROR no retry fixes (exit 4)
             raise ProviderError("GRADER_TIMEOUT", str(exc)) from None
-        except (KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:
             raise
         except BaseException as exc:  # see _foreign_error
             raise _foreign_error("GRADER_ERROR", f"grader {grader.name}", exc) from exc
@@ -447,10 +447,13 @@ def _token_usage(answer: Answer) -> TokenUsage:
 def _foreign_error(kind: str, who: str, exc: BaseException) -> ProviderError:
     """An ERROR for what a grader or retriever (the team's code) raised, chained to it.
 
-    Any BaseException but KeyboardInterrupt and SystemExit: a test framework's outcome
-    (pytest.fail, pytest.skip, a timeout plugin's exception) or asyncio's CancelledError is
-    not an Exception either, and must still end the attempt, never the run. The caller sees
-    the original as ``__cause__`` (the pytest plugin maps pytest's outcomes from it).
+    Any BaseException but KeyboardInterrupt (Ctrl-C, and the plugin's own stop): a test
+    framework's outcome (pytest.fail, pytest.skip, a timeout plugin's exception), asyncio's
+    CancelledError and a library's ``sys.exit()`` are not Exceptions either, and must still
+    end the attempt, never the run (pytest, too, reports a test's SystemExit as its failure;
+    let through, it left pytest's fixture cache broken and every later item an ERROR). The
+    caller sees the original as ``__cause__`` (the pytest plugin maps pytest's outcomes
+    from it).
     """
     return ProviderError(kind, f"{who} raised {type(exc).__name__}: {exc}")
 

@@ -144,7 +144,12 @@ class AttemptRunner:
             answer: CallResult = resolve(provider.complete(req))
         except self._ends as exc:
             return timed(self.classify(exc, "provider") or exc, start)
-        except Exception as exc:  # a Provider subclass's own exception: classified as a callable's
+        except KeyboardInterrupt:
+            raise  # Ctrl-C, or the plugin's own stop: the run's, not this attempt's
+        except BaseException as exc:
+            # A Provider subclass's own exception, classified as a callable's; also what is no
+            # Exception (a library's sys.exit(), CancelledError): it ends this attempt, never
+            # the run (let through, pytest's fixture cache broke and later items were ERROR).
             return timed(error_from_exception(exc, provider.name or type(provider).__name__), start)
         if isinstance(answer, Answer) and self.mode is not Mode.FIXTURE:
             # No usage in the answer (a stream without it, a plain callable): estimated, so the
@@ -242,11 +247,18 @@ class AttemptRunner:
         assert self.judge is not None
         try:
             self.judge.judge(case, record, answer, self.pipeline.retrieve(case))
-        except self.host_outcomes as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             # The judge is soft: its fault is recorded on its result, the hard verdict stands
-            # (docs/methodology.md), also when the fault is a host outcome or a timeout.
-            fault = self.classify(exc, "judge")
-            what = f"SKIPPED: {fault.reason}" if isinstance(fault, SkippedByOutcome) else fault
+            # (docs/methodology.md), also when the fault is a host outcome, a timeout or a
+            # judge's sys.exit().
+            fault = self.classify(exc, "judge") if isinstance(exc, self.host_outcomes) else None
+            what = (
+                f"SKIPPED: {fault.reason}"
+                if isinstance(fault, SkippedByOutcome)
+                else fault or error_from_exception(exc, "the judge")
+            )
             record.judge = JudgeRecord(decision="PENDING", error=f"JUDGE_ERROR: {what}")
 
     def rerun_outcome(self, case: GoldenCase, attempt: int, model: str | None) -> AttemptOutcome:
