@@ -95,6 +95,54 @@ def test_a_runs_pytest_process_inherits_no_api_key(service_factory: Any, where: 
         assert exposed == []
 
 
+#: Credentials a run's pytest process inherits from the worker (a provider key, a password
+#: in a provider URL): the project's conftest.py prints them, then raises with one.
+INHERITED = {
+    "OPENAI_API_KEY": "sk-inherited-0123456789abcdef",
+    "OLLAMA_HOST": "http://team:pa55-inherited-secret@127.0.0.1:9",
+}
+PRINTS_ITS_ENVIRONMENT = """
+import os
+
+def pytest_configure(config):
+    print("env:", os.environ["OPENAI_API_KEY"], os.environ["OLLAMA_HOST"], flush=True)
+    if os.environ.get("GOLDEVAL_STORE", "").startswith("postgresql://"):
+        print("store:", os.environ["GOLDEVAL_STORE"], flush=True)
+    if (config.rootpath / "crash").exists():
+        raise RuntimeError("cannot reach " + os.environ["OLLAMA_HOST"])
+"""
+
+
+def test_credentials_a_run_inherits_are_masked_in_its_log_bundle_and_error(
+    service_factory: Any,
+) -> None:
+    """A run's pytest process has the worker's provider credentials and the store URL (it
+    needs them). What it prints went into the downloadable log bundle as it was, and an
+    exception quoting one into the run's ``error``."""
+    svc: Service = service_factory(env=INHERITED)
+    (svc.root / "conftest.py").write_text(PRINTS_ITS_ENVIRONMENT, encoding="utf-8")
+    svc.serve(workers=1)
+    secrets = ["sk-inherited-0123456789abcdef", "pa55-inherited-secret"]
+    if "://" in svc.store_url and "@" in svc.store_url:
+        password = svc.store_url.split("://", 1)[1].split("@", 1)[0].partition(":")[2]
+        secrets += [password] if len(password) >= 8 else []
+    done = svc.wait_status(_create(svc, idempotencyKey="done")["id"])
+    assert done["status"] == "COMPLETED", done
+    (svc.root / "crash").write_text("", encoding="utf-8")
+    crashed = svc.wait_status(_create(svc, idempotencyKey="crash")["id"])
+    assert crashed["status"] == "FAILED" and crashed["error"], crashed
+    with svc.client("EVAL") as client:
+        bundle = client.get(f"/api/eval/runs/{done['id']}/artifacts/LOG_BUNDLE")
+        assert bundle.status_code == 200, bundle.text
+        answers = [client.get(f"/api/eval/runs/{r['id']}").text for r in (done, crashed)]
+    with zipfile.ZipFile(io.BytesIO(bundle.content)) as logs:
+        log = "\n".join(logs.read(n).decode("utf-8", "replace") for n in logs.namelist())
+    assert "env: *** http://team:***@127.0.0.1:9" in log, log[-2000:]
+    assert "cannot reach http://team:***@127.0.0.1:9" in crashed["error"], crashed["error"]
+    for text in (log, *answers, json.dumps(crashed)):
+        assert not [s for s in secrets if s in text]
+
+
 # --------------------------------------------------------------------------- no server paths
 
 

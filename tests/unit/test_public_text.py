@@ -42,3 +42,20 @@ def test_the_services_own_folders_keep_their_names(settings: ServiceSettings) ->
     root = settings.root
     text = f"{root}/golden/demo/demo.jsonl:3; {settings.runs_dir}/r1/run.json; {root}"
     assert settings.public_text(text) == "golden/demo/demo.jsonl:3; .goldeval/runs/r1/run.json; ."
+
+
+def test_the_store_password_and_inherited_credentials_are_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a run's pytest process inherits (the store URL, provider credentials in the
+    environment) is masked in every text the service shows, in each echoed form."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-0123456789")
+    url = "postgresql://goldeval:store%2Fpass-123456@127.0.0.1:5432/evals"
+    settings = ServiceSettings.build(store_url=url, root=tmp_path / "proj", datasets=None)
+    text = f"connect {url} failed; raw store/pass-123456; key sk-env-key-0123456789"
+    shown = settings.public_text(text)
+    assert (
+        shown == "connect postgresql://goldeval:***@127.0.0.1:5432/evals failed; raw ***; key ***"
+    )
+    # Nothing to mask: the text itself.
+    assert settings.public_text("ok") == "ok"

@@ -26,6 +26,7 @@ from goldeval.results.finalise import FAULT_KEY
 from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.results.run_folder import summary as run_summary
 from goldeval.server import logs
+from goldeval.server.settings import ServiceSettings
 from goldeval.store import StoreError
 from goldeval.store.base import RunRow
 from goldeval.store.queue import FINISHED, RunQueue, ServiceRun
@@ -131,14 +132,16 @@ def decision_line(text: str) -> str | None:
     return None
 
 
-def failure_text(log_path: Path, row: RunRow | None, code: int, runs_dir: Path) -> str:
+def failure_text(log_path: Path, row: RunRow | None, code: int, settings: ServiceSettings) -> str:
     """The ``error`` of a run that did not pass and that the worker did not stop: never a
     silent failure. What pytest printed, else what the plugin recorded, else (the store may be
-    what failed) the run folder's record of the fault, else how the process ended."""
+    what failed) the run folder's record of the fault, else how the process ended. Stored
+    with the credentials the run inherited masked (an API answer masks what the serving
+    process knows; a worker on another machine may hold others)."""
     tail = log_tail(log_path)
-    return (
+    return settings.masked(
         why_it_ended(tail, row, code)
-        or (folder_fault(runs_dir / row.run_id, code) if row else None)
+        or (folder_fault(settings.runs_dir / row.run_id, code) if row else None)
         or (one_line(tail[-800:]) if row is None else "")
         or exit_text(code)
         + ("" if row is None or row.status in FINISHED else " without finishing the run")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -10,6 +11,8 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from goldeval.core.secrets import MIN_SECRET_LENGTH, run_secrets
+from goldeval.core.settings import MASK
 from goldeval.server.auth import KeyRing
 
 #: Dataset ids and folder names a request may name: no path separators, no ``..``.
@@ -88,12 +91,32 @@ class ServiceSettings:
             for path, name in sorted(shown.items(), key=lambda item: -len(item[0]))
         ]
 
+    @cached_property
+    def _secrets(self) -> tuple[str, ...]:
+        """The credentials a run's pytest process inherits from this process (the store URL's
+        password, provider keys and passwords in the environment: goldeval.core.secrets'
+        variables), every form of each, longest first. The service's API keys are not among
+        them: no run sees those, and the service keeps only their digests."""
+        forms = run_secrets((), os.environ, urls=(self.store_url,))
+        kept = {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
+        return tuple(sorted(kept, key=len, reverse=True))
+
+    def masked(self, text: str) -> str:
+        """``text`` with every credential a run inherits (:attr:`_secrets`) masked."""
+        for secret in self._secrets:
+            if secret in text:  # a substring test per secret: no regex pass over every row
+                text = text.replace(secret, MASK)
+        return text
+
     def public_text(self, text: str) -> str:
-        """``text`` with the server's absolute folders (project root, datasets, runs, the
-        SQLite file's folder) replaced by project-relative names or ``<runs>``-style roles,
-        then any other absolute path of this machine (a link's target outside the project,
-        Python's own files in a traceback) by ``<server path>``: error messages, pages and
-        logs name files without revealing where the server keeps them."""
+        """``text`` with every credential a run inherits masked (a project's conftest.py may
+        print its environment into the run's log, an exception may quote the store URL),
+        then the server's absolute folders (project root, datasets, runs, the SQLite file's
+        folder) replaced by project-relative names or ``<runs>``-style roles, then any other
+        absolute path of this machine (a link's target outside the project, Python's own
+        files in a traceback) by ``<server path>``: error messages, pages and logs name files
+        without revealing where the server keeps them."""
+        text = self.masked(text)
         for pattern, name in self._path_names:
             text = pattern.sub(name, text)
         return _other_paths(text)

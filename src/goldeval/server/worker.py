@@ -371,7 +371,7 @@ class Worker:
             passed = status == "COMPLETED" and code == 0
             error = None if passed else kill_verdict.reason
         elif status != "COMPLETED" or code != 0:
-            error = failure_text(log_path, row, code, self.settings.runs_dir)
+            error = failure_text(log_path, row, code, self.settings)
         if overruled is not None and decision is None:
             if recorded_decision(row) is None:  # no end recorded: the log says nothing useful
                 error, decision = overruled.reason, overruled
