@@ -217,6 +217,47 @@ def test_no_secret_anywhere_after_a_live_run(
     print(f"{config}: scanned {files} files, {SCAN_TOTALS['bytes'] - before['bytes']} bytes")
 
 
+#: The team's app prints and logs the key while it answers, and one row fails quoting it.
+CHATTY_APP = """
+import logging, os
+import pytest
+
+def app(case):
+    key = os.environ["OPENAI_API_KEY"]
+    print("debug: calling the model with", key)
+    logging.getLogger("app").warning("using key %s", key)
+    if case.id == "api-login-wrong-password-401":
+        raise RuntimeError("the model refused key " + key)
+    return "I cannot help with that."
+
+@pytest.fixture(scope="session")
+def golden_provider():
+    return app
+"""
+
+
+def test_what_an_app_prints_or_logs_is_masked_in_every_report(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    plugin_args: list[str],
+) -> None:
+    """Captured stdout, log records and the failure text of a golden item: pytest shows
+    them in the JUnit XML (``junit_logging=all``), pytest-html and the terminal (``-rA``);
+    the key the app printed was in all three."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    pytester.makeconftest(CHATTY_APP)
+    result = pytester.runpytest(
+        *REPORTS, "--golden-mode=live", "-o", "junit_logging=all", "-rA", "-l", *plugin_args
+    )
+    outputs = [result.stdout.str(), result.stderr.str()]
+    assert result.ret == 75, outputs[0][-3000:]  # the raising row is an ERROR attempt
+    junit = (golden_project / "junit.xml").read_text(encoding="utf-8")
+    assert "debug: calling the model with ***" in junit  # captured, then masked
+    assert "using key ***" in junit
+    assert scan(golden_project, outputs, {"key": API_KEY}) == []
+
+
 # --------------------------------------------------------------------------- provider errors
 
 

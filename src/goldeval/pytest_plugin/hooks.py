@@ -65,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE_KEY] = state
     # SIGTERM/SIGINT: a stop between items, not an exception inside other plugins' hooks.
     _submodule("stopping").register(config, state)
+    _submodule("report_masking").register(config, state)  # printed keys out of every report
     from goldeval.pytest_plugin.fixtures import ItemFixtures
 
     config.pluginmanager.register(ItemFixtures(state), "goldeval-item-fixtures")
