@@ -445,16 +445,10 @@ def _token_usage(answer: Answer) -> TokenUsage:
 
 
 def _foreign_error(kind: str, who: str, exc: BaseException) -> ProviderError:
-    """An ERROR for what a grader or retriever (the team's code) raised, chained to it.
-
-    Any BaseException but KeyboardInterrupt (Ctrl-C, and the plugin's own stop): a test
-    framework's outcome (pytest.fail, pytest.skip, a timeout plugin's exception), asyncio's
-    CancelledError and a library's ``sys.exit()`` are not Exceptions either, and must still
-    end the attempt, never the run (pytest, too, reports a test's SystemExit as its failure;
-    let through, it left pytest's fixture cache broken and every later item an ERROR). The
-    caller sees the original as ``__cause__`` (the pytest plugin maps pytest's outcomes
-    from it).
-    """
+    """An ERROR for what a grader or retriever (the team's code) raised, chained to it:
+    any BaseException but KeyboardInterrupt (Ctrl-C, the plugin's stop). pytest.fail/skip,
+    CancelledError and ``sys.exit()`` end the attempt, never the run (let through, pytest's
+    fixture cache broke). The pytest plugin maps pytest's outcomes from ``__cause__``."""
     return ProviderError(kind, f"{who} raised {type(exc).__name__}: {exc}")
 
 
