@@ -308,3 +308,18 @@ def test_every_report_shows_the_label_decided_from_the_figures(tmp_path: Path) -
     assert "**INCONCLUSIVE**" in "\n".join(variant_lines(typed.variant_comparison))
     xml = dashboard_xml([typed])
     assert 'type="golden.variants.INCONCLUSIVE"' in xml
+
+
+def test_a_single_variants_run_is_gated_like_any_run() -> None:
+    """A run of one variant (``--golden-variants=concise``: no pair, no variantComparison)
+    was decided by `goldeval gate` as a pair's run (no manifest policy, no live-baseline
+    rule): exit 0 where its session exited 1. Only a run holding its pair's comparison is."""
+    from goldeval.results.documents import typed_run
+    from goldeval.verdict.decide import decide_pair
+    from tests.builders import run_document
+
+    root = Path(__file__).resolve().parents[2] / "golden" / "generation"
+    run = run_document({"c": ["PASS"]}, protocol={"mode": "LIVE", "datasetId": "generation-v1"})
+    run["variant"] = "concise"
+    alone = decide_pair(typed_run(run), None, dataset_dir=root, gate_enabled=True)
+    assert alone.code == 1 and "live baseline" in alone.reason, alone.reason

@@ -148,6 +148,38 @@ def _default_baseline(
     return found[1] if found is not None else None
 
 
+def _recorded_baseline(run: RunDocument, project: Project, places: RunPlaces) -> RunDocument | None:
+    """The baseline ``run`` was compared with when it ran; None when it was compared with
+    none. Gated again without it, a run decided GATE FAIL on a delta rule would pass on its
+    thresholds alone: found by the recorded path (relative to the project) or the
+    baseline's run id (a service run's stored baseline), else refused."""
+    if run.comparison is None:
+        return None
+    tried: list[str] = []
+    if run.baseline_path:
+        path = Path(run.baseline_path)
+        if not path.is_absolute() and project.root is not None:
+            path = project.root / path
+        tried.append(str(path))
+        if path.is_file():
+            return resolve_run(str(path), places).typed
+    reference = run.comparison.baseline_run_id
+    if reference:
+        tried.append(reference)
+        try:
+            return resolve_run(reference, places).typed
+        except GoldevalError:
+            pass
+    raise GoldevalError(
+        "the run was compared with a baseline when it ran ("
+        + (", ".join(tried) or "not named")
+        + "), and that baseline is not found here: gating without it would drop the rules "
+        "that compare with it",
+        hint="pass --baseline FILE_OR_RUN (the baseline it was compared with), or --no-gate "
+        "to report without gating",
+    )
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     if args.run_key and args.run:
         raise GoldevalError("give a run or --run-key KEY, not both")
@@ -157,6 +189,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     baseline: RunDocument | None
     if args.baseline:
         baseline = resolve_run(args.baseline, places).typed
+    elif not args.no_gate and resolved.typed.comparison is not None and project.dataset_dir:
+        # (No project: _finish refuses first, naming where it looked.)
+        baseline = _recorded_baseline(resolved.typed, project, places)
     else:
         baseline = _default_baseline(resolved.typed, args, project)
     return _finish(resolved, baseline, project, args.no_gate, args.json)

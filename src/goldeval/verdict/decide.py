@@ -220,7 +220,8 @@ def decide_pair(
     # A variant's run with no baseline of its own was weighed by its session's paired
     # comparison alone (no manifest policy, no live-baseline rule: the pair saw the same rows
     # the same day); decided here the same way, so `goldeval gate` agrees with the session.
-    pair_alone = run.variant is not None and baseline is None
+    # Only a run that holds its pair's comparison: a single-variant run is gated like any run.
+    pair_alone = run.variant is not None and run.variant_comparison is not None and baseline is None
     if gate_enabled and not pair_alone:
         if dataset_dir is None:
             raise GoldevalError(
