@@ -76,6 +76,8 @@ class Controller:
         self.final_error: str | None = None
         #: Golden items selected for this session (None: not known, e.g. collection failed).
         self.expected: int | None = None
+        #: The session's selected case ids (None: unknown), for what an early stop left out.
+        self.selected_cases: list[str] | None = None
         #: Attempts reported more than once (a rerun or repeat plugin), as "case attempt N".
         self.duplicates: list[str] = []
         #: What ended the run loop early, if anything (KeyboardInterrupt, pytest.exit, ...).
@@ -126,6 +128,7 @@ class Controller:
         selected = sorted({p.case.id for p in params if p is not None})
         if self.state.adaptive is not None:
             self.state.adaptive.cases = selected  # the cases its rounds plan over
+        self.selected_cases = selected
         self._preflight(session.config, selected)
 
     @pytest.hookimpl(optionalhook=True)
@@ -146,6 +149,8 @@ class Controller:
         if self.state.adaptive is not None and selected is not None:
             check_whole_case_ids(self.state, ids)  # a usage error before anything is sent
             self.state.adaptive.cases = sorted(selected)  # the cases its rounds plan over
+        if self.selected_cases is None and selected is not None:
+            self.selected_cases = sorted(selected)
         self._preflight(node.config, None if selected is None else sorted(selected))
 
     def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:

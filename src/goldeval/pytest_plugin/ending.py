@@ -144,6 +144,7 @@ def session_ending(
     interrupt: BaseException | None,
     expected: int | None,
     duplicates: list[str],
+    selected: list[str] | None = None,
 ) -> SessionEnding:
     """The facts of how ``session`` ended (before earlier sessions of a run key are merged)."""
     status = int(session.exitstatus)
@@ -160,7 +161,13 @@ def session_ending(
     return SessionEnding(
         pytest_status=int(status),
         interrupted=interrupted,
-        stopped_early=StoppedEarly(stop_reason(session, interrupt), not_run) if early else None,
+        stopped_early=StoppedEarly(
+            stop_reason(session, interrupt),
+            not_run,
+            tuple(sorted(set(selected or ()) - set(state.collector.case_ids(None)))),
+        )
+        if early
+        else None,
         duplicates=tuple(duplicates),
         signal=state.signal_received if interrupted else None,
         rerun_command=rerun_command(state),
@@ -183,6 +190,8 @@ def record_ending(run: RunJson, ending: SessionEnding, decision: ExitDecision) -
         stop = ending.stopped_early
         run["incomplete"] = True
         run["stoppedEarly"] = {"reason": stop.reason, "attemptsNotRun": stop.attempts_not_run}
+        if stop.cases_not_run:
+            run["stoppedEarly"]["casesNotRun"] = list(stop.cases_not_run)
         notes.append(stop.describe())
     if ending.signal:
         run["incomplete"] = True

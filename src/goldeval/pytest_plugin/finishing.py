@@ -32,7 +32,7 @@ from goldeval.pytest_plugin.ending import (
     session_ending,
 )
 from goldeval.pytest_plugin.record_mode import record_fixtures
-from goldeval.pytest_plugin.recording import begin_recording
+from goldeval.pytest_plugin.recording import begin_recording, selection_left_out
 from goldeval.pytest_plugin.run_writing import build_for, point_latest, write_run
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results.attempt_payloads import EXCERPT_CHARS
@@ -115,6 +115,7 @@ def finish_session(
     if not _dataset_loaded(state):
         return
     merge_previous(state)
+    selection_left_out(state, ending)
     if state.adaptive is not None:  # before anything reads the collector's attempts out
         state.adaptive.count_ran(state.collector.attempts)
     if state.settings.mode is Mode.RECORD:
@@ -173,6 +174,7 @@ def _ending_of(
         interrupt=controller.interrupt if controller is not None else None,
         expected=controller.expected if controller is not None else None,
         duplicates=list(controller.duplicates) if controller is not None else [],
+        selected=controller.selected_cases if controller is not None else None,
     )
 
 

@@ -280,6 +280,8 @@ class StoppedEarlyDoc(_Doc):
 
     reason: str | None = None
     attempts_not_run: int | None = Field(default=None, alias="attemptsNotRun")
+    #: Selected cases with no graded attempt: what a resume of the run key must grade.
+    cases_not_run: list[str] | None = Field(default=None, alias="casesNotRun")
 
 
 class FinalisationFaultDoc(_Doc):

@@ -212,6 +212,22 @@ class RunRecorder:
             self._fail(exc)
             return [], []
 
+    def cases_not_run(self) -> list[str]:
+        """The selected case ids an earlier session of this resumed run stopped before
+        grading (its run document's ``stoppedEarly.casesNotRun``; [] when none)."""
+        if self.store is None or self.run_id is None or self.error or not self.resumed:
+            return []
+        try:
+            row = self.store.get_run(self.run_id)
+        except (StoreError, OSError) as exc:
+            self._fail(exc)
+            return []
+        summary = row.summary if row is not None and isinstance(row.summary, dict) else {}
+        doc = summary.get(RUN_DOCUMENT)
+        stopped = doc.get("stoppedEarly") if isinstance(doc, dict) else None
+        cases = stopped.get("casesNotRun") if isinstance(stopped, dict) else None
+        return [str(c) for c in cases] if isinstance(cases, list) else []
+
     def finish(self, run: RunJson, inventory: list[dict[str, Any]]) -> None:
         """Record the artifact inventory and the run's final status (once; later calls are
         no-ops). A failure here sets :attr:`error`: the caller must not report success.

@@ -28,6 +28,8 @@ class StoppedEarly:
 
     reason: str
     attempts_not_run: int
+    #: Selected cases with no graded attempt (a run key's resume must grade them).
+    cases_not_run: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """The one line every surface shows for an early stop."""
@@ -149,7 +151,9 @@ class RunOutcome:
         stopped = run.stopped_early
         if stopped is not None:
             recorded["stopped_early"] = StoppedEarly(
-                stopped.reason or "stopped early", stopped.attempts_not_run or 0
+                stopped.reason or "stopped early",
+                stopped.attempts_not_run or 0,
+                tuple(stopped.cases_not_run or ()),
             )
         fault = run.finalisation_fault
         if fault is not None:
