@@ -44,7 +44,7 @@ from goldeval.store.cursors import cursor_index, decode_cursor, encode_cursor
 from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.queue import RunQueue, ServiceRun
 from goldeval.store.rows import AttemptJson, AttemptKey, RunRow
-from goldeval.store.views import withhold_verdicts
+from goldeval.store.views import VERDICT_KEYS, withheld_note
 
 #: Attempts a run page shows (about 150 KB of HTML at most: reasons are cut short).
 PAGE_ATTEMPTS = 200
@@ -136,14 +136,13 @@ def stored_document(row: RunRow, counts: Mapping[str, int]) -> dict[str, Any]:
     doc = {**base, **recorded, "cases": []}
     total = sum(counts.values())
     if recorded.get("attemptsTotal") != total or row.status == "RUNNING":
-        withhold_verdicts(
-            doc,
-            status=row.status,
-            held=total,
-            recorded=recorded.get("attemptsTotal"),
-            withheld="metrics, gate and exit decision",
+        doc["status"] = row.status
+        for key in (*VERDICT_KEYS, "metrics"):
+            doc.pop(key, None)
+        note = withheld_note(
+            total, recorded.get("attemptsTotal"), "metrics, gate and exit decision"
         )
-        doc.pop("metrics", None)
+        doc["notes"] = [*(doc.get("notes") or []), note]
     return doc
 
 

@@ -124,34 +124,28 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
     out.setdefault("model", doc["model"])
     if not same:
         out["protocol"] = doc["protocol"]
-        withhold_verdicts(
-            out,
-            status=doc["status"],
-            held=doc.get("attemptsTotal"),
-            recorded=recorded.get("attemptsTotal"),
-            withheld="gate, comparison and exit decision",
-            then="; run `goldeval gate --run-key KEY` to gate every attempt",
+        out["status"] = doc["status"]
+        for key in VERDICT_KEYS:
+            out.pop(key, None)
+        note = withheld_note(
+            doc.get("attemptsTotal"),
+            recorded.get("attemptsTotal"),
+            "gate, comparison and exit decision",
+            "; run `goldeval gate --run-key KEY` to gate every attempt",
         )
+        out["notes"] = [*(out.get("notes") or []), note]
     return out
 
 
-def withhold_verdicts(
-    doc: dict[str, Any], *, status: Any, held: Any, recorded: Any, withheld: str, then: str = ""
-) -> None:
-    """Leave the recorded verdicts out of ``doc`` (in place) when the store holds another
-    number of attempts (``held``) than the finished session recorded (``recorded``): a gate
-    PASS about attempts it never saw is not shown. ``doc`` takes the stored ``status`` and a
-    note naming what is left out (``withheld``) and what to do (``then``). One place for the
-    store's run views and the service's run page."""
-    doc["status"] = status
-    for key in VERDICT_KEYS:
-        doc.pop(key, None)
-    notes = list(doc.get("notes") or [])
-    notes.append(
+def withheld_note(held: Any, recorded: Any, withheld: str, then: str = "") -> str:
+    """The note of a document whose recorded verdicts (:data:`VERDICT_KEYS`) are left out:
+    the store holds another number of attempts (``held``) than the finished session recorded
+    (``recorded``), so a gate PASS about attempts it never saw is not shown. One text for
+    the store's run views and the service's run page."""
+    return (
         f"the store holds {held} attempt(s) but the last finished session recorded "
         f"{recorded}: its {withheld} are not shown{then}"
     )
-    doc["notes"] = notes
 
 
 def side_by_side_problem(variants: Any, reference: str) -> str | None:
