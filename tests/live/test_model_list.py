@@ -130,3 +130,36 @@ def test_a_conftest_provider_is_not_checked_against_the_server(
         listings = len(srv.listings)
     assert result.ret in (0, 1), result.stdout.str()  # graded, whatever the answers
     assert listings == 0
+
+
+def test_a_listed_name_echoing_the_key_is_masked(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_files: RunFiles,
+) -> None:
+    """A proxy that lists the caller's key as a model name (and names it as the model that
+    answered): the refusal printed it, and the service showed it in ``error``."""
+    key = "sk-planted-LISTECHO-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with FakeLLMServer(models=[f"echo-{key}", "m"]) as srv:
+        refused = pytester.runpytest(
+            *BASE,
+            "--golden-provider=openai",
+            "--golden-model=other",
+            f"--golden-base-url={srv.openai_base_url}",
+        )
+        srv.responder = fixture_responder(golden_project / "golden" / "generation")
+        srv.served_model = f"served-{key}"
+        ran = pytester.runpytest(
+            *BASE,
+            "--golden-provider=openai",
+            "--golden-model=m",
+            f"--golden-base-url={srv.openai_base_url}",
+        )
+    assert refused.ret == 4
+    out = refused.stdout.str() + refused.stderr.str()
+    assert "the server lists echo-***" in out and key not in out
+    assert ran.ret == 0, ran.stdout.str()
+    text = (run_files.latest_dir() / "run.json").read_text(encoding="utf-8")
+    assert key not in text and key not in ran.stdout.str() + ran.stderr.str()

@@ -56,7 +56,8 @@ class Answer:
 
 def masked_answer(answer: Answer, masker: SecretMasker) -> Answer:
     """``answer`` with every secret ``masker`` knows replaced by ``***`` in all it carries
-    (text, tool-call names and arguments, model, finish reason): a copy when anything was
+    (text, tool-call names and arguments, model, the served model's name, finish reason):
+    a copy when anything was
     masked, ``answer`` itself when nothing was, so ``result is not answer`` says a secret was
     found. Free with an empty masker (a run given no credentials)."""
     if not masker:
@@ -68,6 +69,7 @@ def masked_answer(answer: Answer, masker: SecretMasker) -> Answer:
         text=None if answer.text is None else masker.mask(answer.text),
         tool_calls=calls,
         model=None if answer.model is None else masker.mask(answer.model),
+        served_model=None if answer.served_model is None else mask(answer.served_model),
         finish_reason=None if answer.finish_reason is None else masker.mask(answer.finish_reason),
     )
     return answer if masked == answer else masked

@@ -363,7 +363,8 @@ class GoldenSession:
         for ask, model in model_checks(self, check):
             reason = ask(model) if model and callable(ask) else None
             if isinstance(reason, str) and reason:
-                return reason
+                # The server's list is its text: a proxy echoing the key as a model name.
+                return self.masker.mask(reason)
         return None
 
     def default_retriever(self) -> Any:

@@ -98,6 +98,8 @@ def refusal(provider: HTTPProvider, url: str, model: str) -> str | None:
     shown = ", ".join(listed[:_SHOWN]) + (
         f" (+{len(listed) - _SHOWN} more)" if len(listed) > _SHOWN else ""
     )
+    # The names are the server's text (a proxy may echo the caller's key as one).
+    shown = provider._scrub(shown)
     return (
         f"model {model!r} is not served by {provider.base_url}: the server lists {shown} "
         "(asked once before the first call). Pass --golden-model / --golden-models with a "
