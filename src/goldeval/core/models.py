@@ -93,6 +93,11 @@ class GraderOutcome(Record):
     violations: list[Violation] = Field(default_factory=list)
 
 
+#: The largest token count an answer may report (a trillion): larger is no measurement, and
+#: a count past 2**63 could not even be stored (SQLite and PostgreSQL integers).
+MAX_TOKEN_COUNT = 10**12
+
+
 class TokenUsage(Record):
     input_tokens: int | None = None
     output_tokens: int | None = None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from goldeval.core.errors import RERUN_HINT, ProviderError
-from goldeval.core.models import AttemptRecord, JudgeRecord, Mode, Status
+from goldeval.core.models import MAX_TOKEN_COUNT, AttemptRecord, JudgeRecord, Mode, Status
 from goldeval.core.settings import ProviderSettings
 from goldeval.dataset.case import GoldenCase
 from goldeval.pipeline.attempt import Pipeline, failure_message
@@ -193,6 +193,11 @@ class AttemptRunner:
         if isinstance(result, BaseException):
             raise result  # an outcome of the host's that the classifier did not map
         answer = result
+        usage = _usage_out_of_range(answer)
+        if usage is not None:  # an app's Answer(input_tokens=10**30): no count, unstorable
+            error = ProviderError("PARSER_ERROR", usage)
+            record = pipeline.error_record(case, attempt, error, model, answer.duration_ms)
+            return AttemptOutcome(record, _setup_error_message(case, attempt, error, record))
         if answer.text is not None and not _utf8_clean(answer.text):
             # A lone surrogate (a model cut mid-emoji, a broken app) cannot be written as UTF-8
             # anywhere downstream: grade and store the text with it replaced.
@@ -286,6 +291,26 @@ class AttemptRunner:
         if isinstance(settled, AttemptOutcome):
             return settled
         return self.grade(case, attempt, settled, model, key)
+
+
+def _usage_out_of_range(answer: Answer) -> str | None:
+    """Why the answer's token counts are no counts (an integer from 0 to MAX_TOKEN_COUNT),
+    else None. The HTTP providers and fixture sidecars check theirs as they read them; an
+    app's own Answer is checked here, where every answer is settled."""
+    for name, value in (("input", answer.input_tokens), ("output", answer.output_tokens)):
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 0 <= value <= MAX_TOKEN_COUNT
+        ):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+            return (
+                f"the answer reports {shown} {name} tokens: not a count from 0 to "
+                f"{MAX_TOKEN_COUNT:,}"
+            )
+    return None
 
 
 def timed(outcome: _T, start: float) -> _T:

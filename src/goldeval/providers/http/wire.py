@@ -15,6 +15,7 @@ from datetime import timezone
 from typing import Any
 
 from goldeval.core.limits import LimitExceeded, loads_json
+from goldeval.core.models import MAX_TOKEN_COUNT
 from goldeval.providers.base import ProviderRequest, ToolCall
 
 #: Longest excerpt of an error body quoted in a message.
@@ -75,13 +76,15 @@ def error_text(error: Any) -> str:
 
 
 def token_count(value: Any) -> int | None:
-    """A token count only when it is a (non-negative, integral) number."""
+    """A token count only when it is a (non-negative, integral) number up to
+    :data:`~goldeval.core.limits.MAX_TOKEN_COUNT` (``1e300`` is no count: as if none was
+    reported, so the usage is estimated)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 0:
-        return int(value)
+        return value if 0 <= value <= MAX_TOKEN_COUNT else None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value) if 0 <= value <= MAX_TOKEN_COUNT else None
     return None
 
 
