@@ -280,6 +280,38 @@ def test_user_patterns_stay_under_the_time_budget(monkeypatch: pytest.MonkeyPatc
             grade(schema, {"a" * 64 + "!": 1})
 
 
+def test_a_schema_whose_work_multiplies_stays_under_the_time_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two anyOf branches at every level of a 30-deep answer: 4x per level (depth 18 took
+    75 s, the whole run hung). The validation stops at the grader's budget, as patterns do."""
+    import time
+
+    monkeypatch.setenv(budget.ENV_GRADER_TIMEOUT, "0.3")
+    branch = {"type": "array", "items": {"$ref": "#/$defs/n"}}
+    schema = {"$defs": {"n": {"anyOf": [branch, branch]}}, "$ref": "#/$defs/n"}
+    assert check_schema(schema) == []
+    started = time.monotonic()
+    with pytest.raises(budget.GraderTimeout, match="JSON schema"), budget.budget(GRADER.name):
+        grade(schema, "[" * 30 + "1" + "]" * 30)
+    assert time.monotonic() - started < 5
+
+
+def test_unique_items_is_linear_and_compares_as_json_schema_does() -> None:
+    """The library compared every pair of objects (8,000 of them, a 100 KB answer: 65 s)."""
+    import time
+
+    started = time.monotonic()
+    assert grade({"uniqueItems": True}, [{"a": i} for i in range(20_000)]).passed
+    assert time.monotonic() - started < 5
+    assert not grade({"uniqueItems": True}, [1, 1.0]).passed  # equal numbers
+    assert grade({"uniqueItems": True}, [True, 1]).passed  # a boolean is no number
+    assert not grade({"uniqueItems": True}, [{"a": 1, "b": [2]}, {"b": [2.0], "a": 1}]).passed
+    assert grade({"uniqueItems": False}, [1, 1]).passed
+    out = grade({"uniqueItems": True}, [{"x": 1}, {"x": 1}])
+    assert reasons(out) == {"$": "items must be unique (some items are equal)"}
+
+
 def test_deep_data_and_recursive_schemas_never_crash() -> None:
     schema = {
         "$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}},

@@ -35,6 +35,7 @@ __all__ = [
     "ENV_GRADER_TIMEOUT",
     "GraderTimeout",
     "budget",
+    "check_time",
     "compile_pattern",
     "finditer",
     "grader_timeout",
@@ -53,10 +54,13 @@ _local = threading.local()
 class GraderTimeout(Exception):
     """A grader ran over its time budget (in a pattern evaluation)."""
 
-    def __init__(self, grader: str, pattern: str, seconds: float) -> None:
+    def __init__(self, grader: str, pattern: str, seconds: float, doing: str = "") -> None:
         shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
         super().__init__(
-            f"grader {grader} ran over its {seconds:g}s time budget evaluating /{shown}/ "
+            f"grader {grader} ran over its {seconds:g}s time budget {doing}; make it simpler, "
+            f"or raise {ENV_GRADER_TIMEOUT}"
+            if doing
+            else f"grader {grader} ran over its {seconds:g}s time budget evaluating /{shown}/ "
             "(catastrophic backtracking?): make the pattern specific, e.g. no nested "
             f"quantifiers such as (a+)+, or raise {ENV_GRADER_TIMEOUT}"
         )
@@ -157,6 +161,14 @@ def pattern_error(pattern: str, flags: int = 0) -> str | None:
     except (re.error, regex.error, RecursionError, OverflowError, ValueError, TypeError) as exc:
         return str(exc)
     return None
+
+
+def check_time(grader: str, doing: str) -> None:
+    """GraderTimeout when the grader's budget is spent: for work that is no single pattern
+    (a JSON schema's validation, keyword by keyword), checked as it goes."""
+    name, limit, left = _left(grader)
+    if left <= 0:
+        raise GraderTimeout(name, "", limit, doing)
 
 
 def search(pattern: str, text: str, *, grader: str, flags: int = 0) -> Any:

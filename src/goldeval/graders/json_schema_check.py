@@ -42,30 +42,25 @@ from __future__ import annotations
 import difflib
 import functools
 import json
-import math
-from collections.abc import Iterator, Mapping, Sequence
-from decimal import Decimal, localcontext
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, UnknownType, ValidationError, best_match
 from jsonschema.protocols import Validator
-from jsonschema.validators import extend
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from goldeval.graders.budget import pattern_error
-from goldeval.graders.budget import search as budget_search
 from goldeval.graders.common import (
     MAX_REPORTED,
-    REGEX_SCAN_LIMIT,
-    is_number,
     json_type,
     show,
 )
 from goldeval.graders.json_paths import format_path
 from goldeval.graders.json_schema_formats import CHECKED_FORMATS, FORMATS
+from goldeval.graders.json_schema_keywords import SchemaValidator
 
 __all__ = [
     "CHECKED_FORMATS",
@@ -78,115 +73,7 @@ __all__ = [
 MESSAGE_LIMIT = 300
 #: Most problems reported for one schema at collection.
 MAX_SCHEMA_PROBLEMS = 20
-_GRADER = "json_schema"
 
-# --------------------------------------------------------------------------- the validator
-# Keyword implementations replacing the library's: patterns under the grader's time budget
-# (the library calls re.search), and one error per missing/additional property with the
-# property's own path (the library reports them all at the object).
-
-
-def _search(pattern: str, text: str) -> bool:
-    return budget_search(pattern, text[:REGEX_SCAN_LIMIT], grader=_GRADER) is not None
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if isinstance(instance, str) and not _search(pattern, instance):
-        yield ValidationError(f"does not match pattern /{pattern}/: {show(instance, 40)}")
-
-
-def _pattern_properties(
-    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    if not isinstance(instance, dict):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, additional: Any, instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    if not isinstance(instance, dict):
-        return
-    properties = schema.get("properties", {})
-    patterns = schema.get("patternProperties", {})
-    extras = [
-        key
-        for key in instance
-        if key not in properties and not any(_search(p, key) for p in patterns)
-    ]
-    if isinstance(additional, dict):
-        for key in extras:
-            yield from validator.descend(instance[key], additional, path=key)
-    elif additional is False:
-        for key in extras:
-            yield ValidationError("additional property is not allowed", path=[key])
-
-
-def _required(
-    validator: Any, required: Sequence[Any], instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    if not isinstance(instance, dict):
-        return
-    for name in required:
-        if name not in instance:
-            yield ValidationError("required property is missing", path=[name])
-
-
-def _multiple_of(
-    validator: Any, divisor: Any, instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    """Decimal arithmetic on the numbers as written: the library divides floats, so 19.99 is
-    not a multiple of 0.01 there (19.99 / 0.01 == 1998.9999999999998)."""
-    if not is_number(instance) or not is_number(divisor) or divisor <= 0:
-        return
-    if isinstance(instance, int) and isinstance(divisor, int):
-        ok = instance % divisor == 0
-    elif isinstance(instance, float) and not math.isfinite(instance):
-        ok = False  # 1e999 reads as inf
-    else:
-        # repr: the shortest text that reads back as this float ("19.99", not its binary value)
-        value, step = Decimal(repr(instance)), Decimal(repr(divisor))
-        with localcontext() as context:
-            context.prec = len(str(abs(int(instance)))) + 800  # exact for every float quotient
-            ok = value % step == 0
-    if not ok:
-        yield ValidationError(f"must be a multiple of {show(divisor)}, got {show(instance, 40)}")
-
-
-def _one_of(
-    validator: Any, branches: Sequence[Any], instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    errors: list[ValidationError] = []
-    valid: list[int] = []
-    for index, branch in enumerate(branches):
-        found = list(validator.descend(instance, branch, schema_path=index))
-        errors.extend(found)
-        if not found:
-            valid.append(index)
-    if not valid:
-        yield ValidationError("matches no oneOf alternative", context=errors)
-    elif len(valid) > 1:
-        yield ValidationError(
-            f"matches {len(valid)} oneOf alternatives ({', '.join(map(str, valid))}); "
-            "exactly one must match"
-        )
-
-
-_Validator: type[Validator] = extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    validators={
-        "additionalProperties": _additional_properties,
-        "multipleOf": _multiple_of,
-        "oneOf": _one_of,
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "required": _required,
-    },
-)
 #: Keywords whose errors carry their final message (built above).
 _OWN_MESSAGES = frozenset({"additionalProperties", "multipleOf", "pattern", "required"})
 #: No retrieval: a reference outside the schema is unresolvable, never fetched.
@@ -194,7 +81,7 @@ _REGISTRY: Registry[Any] = Registry()
 
 
 def _validator(schema: Any) -> Validator:
-    validator: Validator = _Validator(schema, registry=_REGISTRY, format_checker=FORMATS)
+    validator: Validator = SchemaValidator(schema, registry=_REGISTRY, format_checker=FORMATS)
     return validator
 
 
