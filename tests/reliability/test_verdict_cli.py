@@ -806,6 +806,39 @@ def test_no_run_named_means_the_last_session_not_an_older_passing_run(
         assert "Traceback" not in after.stderr
 
 
+@pytest.mark.parametrize(
+    "refused_by",
+    [
+        ("--golden-baseline=no/such/baseline.json",),  # at session start
+        ("--golden-attempts=0",),  # pytest's argument parser (exit 4 before any hook)
+        ("--golden-mode=bogus",),
+        ("--golden=no-such-v1",),  # while the plugin configures
+    ],
+    ids=["missing-baseline", "bad-number", "bad-choice", "unknown-dataset"],
+)
+def test_a_session_refused_as_it_starts_is_the_last_session(
+    pytester: pytest.Pytester, golden_project: Path, refused_by: tuple[str, ...]
+) -> None:
+    """A usage error before the session could record its end left LAST_SESSION on the
+    earlier green session: `goldeval gate` with no run re-gated it and exited 0 right after
+    a session that exited 4. LAST_SESSION now says a session began before anything can
+    refuse it; the refusal leaves that record, and the gate refuses too."""
+    good = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    assert good.ret == 0
+    assert _cli("gate", cwd=golden_project).returncode == 0
+    refused = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--golden=generation-v1", *refused_by
+    )
+    assert refused.ret == 4, refused.stdout.str() + refused.stderr.str()
+    after = _cli("gate", cwd=golden_project)
+    assert after.returncode == 4, after.stdout + after.stderr
+    assert "recorded no end and wrote no run" in after.stderr
+    assert "GATE PASS" not in after.stdout
+    # The next session that finishes is the last session again.
+    assert pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1").ret == 0
+    assert _cli("gate", cwd=golden_project).returncode == 0
+
+
 #: The project's app as the provider, killed with SIGKILL on its 4th row (a CI job's
 #: timeout, the OOM killer): the session never records its end, the store run stays RUNNING.
 KILLED_MID_RUN = """

@@ -179,9 +179,13 @@ def latest_run(places: RunPlaces, *, last_session: bool = True) -> ResolvedRun:
     last = read_last_session(places.runs_dir) if last_session else None
     if last is not None and last.exit_code != 0:
         if last.run_dir is None or not last.run_dir.is_dir():
+            ended = (
+                f"(began {last.finished_at}) recorded no end"
+                if last.exit_code is None
+                else f"({last.finished_at}) exited {last.exit_code}"
+            )
             raise GoldevalError(
-                f"the last session ({last.finished_at}) exited {last.exit_code} and wrote no"
-                f" run: {last.reason}",
+                f"the last session {ended} and wrote no run: {last.reason}",
                 path=places.runs_dir / LAST_SESSION,
                 hint="the run LATEST names is an earlier one; name a run to use it: "
                 + "; ".join(ACCEPTED[:-1]),

@@ -52,8 +52,15 @@ def _state(config: pytest.Config) -> GoldenSession | None:
     return config.stash.get(STATE_KEY, None)
 
 
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # LAST_SESSION: "began, no end yet", before anything can refuse the session.
+    if early_config.known_args_namespace.__dict__.get("golden"):
+        _submodule("session_begun").mark_session_begun(early_config)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "red: golden row known to fail live (expect.red)")
+    _submodule("options").refuse_bad_values(config)  # after LAST_SESSION says it began
     if not config.getoption("golden", default=None):
         return
     builtin = _submodule("builtins")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -64,16 +65,71 @@ def _positive_number(text: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class RefusedValue:
+    """A value its option refused, kept so that the session refuses it as it configures
+    (:func:`refuse_bad_values`, a usage error, exit 4) rather than pytest's argument parser
+    before any plugin hook: that left LAST_SESSION on an earlier session's green run, which
+    ``goldeval gate`` then re-gated (exit 0 right after a session that exited 4)."""
+
+    flag: str
+    problem: str
+
+
+def _lenient(flag: str, kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except argparse.ArgumentTypeError as exc:
+            return RefusedValue(flag, str(exc))
+
+    return parse
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def choose(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(
+                f"invalid choice: {text!r} (choose from {', '.join(choices)})"
+            )
+        return text
+
+    return choose
+
+
+def _checked(add: _Add) -> _Add:
+    """``add`` with every typed or choice option parsed leniently (see :class:`RefusedValue`)."""
+
+    def checked(*flags: str, **kwargs: Any) -> Any:
+        choices = kwargs.pop("choices", None)
+        if choices is not None:
+            kwargs["type"] = _one_of(tuple(choices))
+            kwargs.setdefault("metavar", "{" + ",".join(choices) + "}")
+        if callable(kwargs.get("type")):
+            kwargs["type"] = _lenient(flags[0], kwargs["type"])
+        return add(*flags, **kwargs)
+
+    return checked
+
+
+def refuse_bad_values(config: pytest.Config) -> None:
+    """A usage error for the first option value :func:`_lenient` kept as refused."""
+    for value in vars(config.option).values():
+        if isinstance(value, RefusedValue):
+            raise pytest.UsageError(f"argument {value.flag}: {value.problem}")
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("goldeval", "golden datasets (pytest-goldeval)")
+    add = _checked(group.addoption)
     # In the order of `pytest --help`.
-    _dataset_options(group.addoption)
-    _model_options(group.addoption)
-    _call_options(group.addoption)
-    _budget_options(group.addoption)
-    _baseline_options(group.addoption)
-    _judge_options(group.addoption)
-    _recording_options(group.addoption)
+    _dataset_options(add)
+    _model_options(add)
+    _call_options(add)
+    _budget_options(add)
+    _baseline_options(add)
+    _judge_options(add)
+    _recording_options(add)
     _ini_keys(parser)
 
 

@@ -22,10 +22,19 @@ NAME = "LAST_SESSION"
 _MAX_BYTES = 16 * 1024
 
 
+#: Why a session that began recorded no end (:func:`write_session_begun`'s record).
+NO_END = (
+    "the session began and recorded no end: it stopped before its run did (a usage error "
+    "such as a bad option or a missing baseline file, a crash or a kill; see its output)"
+)
+
+
 @dataclass(frozen=True)
 class LastSession:
+    #: When it finished; for a session that recorded no end, when it began.
     finished_at: str
-    exit_code: int
+    #: None: the session began and recorded no end.
+    exit_code: int | None
     reason: str
     #: The run folder the session's decision is about; None: it wrote none.
     run_dir: Path | None
@@ -48,6 +57,24 @@ def write_last_session(out_dir: Path, code: int, reason: str, run_dir: Path | No
     atomic_write(path, json.dumps(record, ensure_ascii=False) + "\n", durable=False)
 
 
+def write_session_begun(out_dir: Path) -> None:
+    """Record that a session began (replaced by its end, :func:`write_last_session`): a
+    session that stops before recording its end (a usage error at start-up, a crash, a kill)
+    must not leave an earlier session's green record for ``goldeval gate`` to re-gate. Only
+    where a command could take an earlier run for it, as :func:`write_last_session`."""
+    path = out_dir / NAME
+    if not ((out_dir / "LATEST").exists() or path.exists()):
+        return
+    refuse_link(path, NAME)
+    record = {
+        "startedAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "exitCode": None,
+        "reason": NO_END,
+        "run": None,
+    }
+    atomic_write(path, json.dumps(record, ensure_ascii=False) + "\n", durable=False)
+
+
 def read_last_session(out_dir: Path) -> LastSession | None:
     """The record, None when there is none or it is not one (a link, too big, not JSON)."""
     path = out_dir / NAME
@@ -57,7 +84,11 @@ def read_last_session(out_dir: Path) -> LastSession | None:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict) or type(doc.get("exitCode")) is not int:
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("exitCode") is None and isinstance(doc.get("startedAt"), str):
+        return LastSession(doc["startedAt"], None, str(doc.get("reason") or NO_END), None)
+    if type(doc.get("exitCode")) is not int:
         return None
     run = doc.get("run")
     named = Path(run) if isinstance(run, str) and run else None
