@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from goldeval.verdict.comparison import Decision
 from goldeval.verdict.gate import (
+    LIVE_NEEDS_KNOWN_MODE,
     GatePolicy,
     GateResult,
     GateRule,
@@ -410,6 +411,20 @@ def test_live_rejects_a_fixture_snapshot() -> None:
     assert rules_of(gate) == [
         ("baseline", "live quality gate needs a live baseline, not a fixture snapshot", False)
     ]
+
+
+def test_live_rejects_a_baseline_that_records_no_mode() -> None:
+    """No protocol, no configuration: it may be a fixture snapshot, and it was taken for a
+    live baseline (of any attempts). A reference-format baseline that names its mode LIVE
+    in its configuration still stands (the reference's comparison rules)."""
+    unknown = make_run(passing(2, 2), with_protocol=False)
+    unknown.pop("configuration", None)
+    run = make_run(passing(2, 2), protocol={**LIVE, "attempts": 3})
+    gate = evaluate_live(run, {}, unknown)
+    assert rules_of(gate) == [("baseline", LIVE_NEEDS_KNOWN_MODE, False)]
+    reference = make_run(passing(2, 2), with_protocol=False)
+    reference["configuration"] = {"mode": "LIVE", "model": "m", "judgeEnabled": False}
+    assert evaluate_live(make_run(passing(2, 2), protocol=LIVE), {}, reference).passed
 
 
 def test_live_rejects_an_incomparable_baseline_with_the_reasons() -> None:

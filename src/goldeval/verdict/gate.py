@@ -61,6 +61,12 @@ NEVER_GATED: frozenset[str] = frozenset({"judgeAcceptRate"})
 UNDEFINED_DETAIL = "undefined (no quality attempts) — not 100%"
 LIVE_NEEDS_BASELINE = "live quality gate needs a live baseline file"
 LIVE_NEEDS_LIVE_BASELINE = "live quality gate needs a live baseline, not a fixture snapshot"
+#: A baseline that records no mode at all (no protocol, no configuration.mode): it may be a
+#: fixture snapshot, so it does not stand for a live baseline (it was taken for one).
+LIVE_NEEDS_KNOWN_MODE = (
+    "live quality gate needs a live baseline: this one records no mode (no protocol, no "
+    "configuration.mode), so it may be a fixture snapshot"
+)
 
 
 class RuleKind(str, Enum):
@@ -453,6 +459,8 @@ def evaluate_live(
         problem = LIVE_NEEDS_BASELINE
     elif run_mode(baseline) == "DETERMINISTIC":
         problem = LIVE_NEEDS_LIVE_BASELINE
+    elif run_mode(baseline) is None:
+        problem = LIVE_NEEDS_KNOWN_MODE
     else:
         if comparison is None:
             comparison = compare(baseline, run)
