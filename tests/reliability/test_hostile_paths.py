@@ -243,3 +243,30 @@ def test_artifacts_always_stay_inside_the_run_folder(
     assert {p.name for p in parent.iterdir()} == siblings  # nothing beside the project
     run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     assert run["attemptsTotal"] == 2 * len(EDGE_IDS)
+
+
+@pytest.mark.parametrize("entry", ["fifo", "device-link", "link-out"])
+def test_the_default_baseline_lookup_refuses_what_is_no_baseline_file(
+    pytester: pytest.Pytester,
+    golden_project: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    entry: str,
+) -> None:
+    """baselines/<id>.json as a FIFO or a link to a device was skipped in silence (GATE PASS
+    with no comparison); a link out of the project was read (/proc/self/environ parsed as
+    JSON). Each is refused now (65, naming the file), as the explicit option refuses them."""
+    path = golden_project / "baselines" / "generation-v1.json"
+    good = path.read_text(encoding="utf-8")  # a baseline this run compares with and passes
+    path.unlink()
+    if entry == "fifo":
+        os.mkfifo(path)
+    elif entry == "device-link":
+        path.symlink_to("/dev/zero")
+    else:
+        outside = tmp_path_factory.mktemp("elsewhere") / "b.json"
+        outside.write_text(good, encoding="utf-8")
+        path.symlink_to(outside)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 65, out
+    assert "baselines/generation-v1.json" in out and "GATE PASS" not in out

@@ -282,7 +282,18 @@ def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list
     primary = baselines_dir / f"{stem}.json"
     others = sorted(baselines_dir.glob(f"{stem}-*.json")) if baselines_dir.is_dir() else []
     ordered = [primary] + [p for p in others if p != primary]
-    return [p for p in ordered if p.is_file()]
+    # Every entry of the name, not only regular files: a FIFO or a device there was skipped
+    # in silence (a GATE PASS with no comparison); loading it says what it is instead.
+    found = [p for p in ordered if p.is_symlink() or p.exists()]
+    project = baselines_dir.resolve().parent
+    for path in found:
+        if path.is_symlink() and not path.resolve().is_relative_to(project):
+            raise BaselineError(
+                "a link out of the project: the default lookup reads only files inside it",
+                path=path,
+                hint="copy the baseline into baselines/, or name it with --golden-baseline",
+            )
+    return found
 
 
 def first_comparable(
