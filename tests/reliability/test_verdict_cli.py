@@ -878,3 +878,28 @@ def test_a_session_killed_mid_run_is_not_gated_as_a_pass(
     assert "never recorded its end" in decision["reason"], decision
     shown = _cli("show", "k-killed", cwd=golden_project)
     assert "RUNNING" in shown.stdout, shown.stdout
+
+
+def test_compare_no_gate_of_an_incomparable_pair_is_no_pass(
+    pytester: pytest.Pytester, golden_project: Path, run_files: RunFiles
+) -> None:
+    """`goldeval compare A B --no-gate` printed "Invalid: attempts mismatch" and exited 0:
+    the comparison is the command's product, so an incomparable pair is 65 ungated too
+    (after every other rule: a run with ERROR attempts still says 75)."""
+    one = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    assert one.ret == 0
+    first = run_files.latest_dir() / "run.json"
+    two = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--golden=generation-v1",
+        "--golden-attempts=2",
+        "--golden-no-gate",
+    )
+    assert two.ret == 0, two.stdout.str()  # --golden-no-gate: reported, not fatal
+    second = run_files.latest_dir() / "run.json"
+    proc = _cli("compare", str(first), str(second), "--no-gate", cwd=golden_project)
+    assert proc.returncode == 65, proc.stdout + proc.stderr
+    assert "comparison invalid (not gated): attempts mismatch" in _decision(proc)
+    gated = _cli("compare", str(first), str(second), cwd=golden_project)
+    assert gated.returncode == 65

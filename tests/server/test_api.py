@@ -134,6 +134,16 @@ def test_run_executes_as_the_plugin_and_every_read_endpoint_reports_it(service: 
         )
         assert "attempts" in differs["detail"]
         assert differs["reasons"]
+        assert differs["exitDecision"]["code"] == 65
+        # Not gated: still no pass for a pair that cannot be compared (it carried code 0).
+        ungated = _problem(
+            client.get(
+                f"/api/eval/runs/{other['id']}/compare/{created['id']}", params={"noGate": "true"}
+            ),
+            409,
+            "not-comparable",
+        )
+        assert ungated["exitDecision"]["code"] == 65, ungated
 
 
 def test_twenty_concurrent_identical_posts_make_one_run(service_factory: Any) -> None:

@@ -72,13 +72,19 @@ def _finish(
     project: Project,
     no_gate: bool,
     as_json: bool,
+    *,
+    comparison_asked: bool = False,
 ) -> int:
     if not no_gate and project.dataset_dir is None:
         # Without the dataset's manifest the policy is unknown: gating with none would be a
         # silent NO_REGRESSION for any regressed run.
         raise _no_project(run.typed, project)
     verdict = decide_pair(
-        run.typed, baseline, dataset_dir=project.dataset_dir, gate_enabled=not no_gate
+        run.typed,
+        baseline,
+        dataset_dir=project.dataset_dir,
+        gate_enabled=not no_gate,
+        comparison_asked=comparison_asked,
     )
     # The run's own record of how it ended (-x, a signal, a rerun plugin) is part of the one
     # verdict (RunOutcome.from_run reads it); the comparison and gate of a part of the
@@ -126,7 +132,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     baseline = resolve_run(args.baseline, places)
     candidate = resolve_run(args.candidate, places)
     project = find_project(candidate.typed, args, candidate.anchor, baseline.anchor)
-    return _finish(candidate, baseline.typed, project, args.no_gate, args.json)
+    return _finish(
+        candidate, baseline.typed, project, args.no_gate, args.json, comparison_asked=True
+    )
 
 
 def _default_baseline(

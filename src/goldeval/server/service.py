@@ -218,8 +218,7 @@ class Service:
             ) from None
 
     def _verdict(self, run: RunDocument, baseline: RunDocument, *, gate: bool) -> Verdict:
-        """``goldeval compare``'s verdict on ``run`` against ``baseline``: the same function,
-        with the gate policy of the run's dataset manifest in this server's datasets folder."""
+        """``goldeval compare``'s verdict (one function), with this server's manifest policy."""
         dataset_id = run_dataset_id(run)
         dataset_dir = discover(self.settings.datasets).get(dataset_id) if dataset_id else None
         if gate and dataset_dir is None:
@@ -232,7 +231,9 @@ class Service:
                 "gating",
             )
         try:
-            return decide_pair(run, baseline, dataset_dir=dataset_dir, gate_enabled=gate)
+            return decide_pair(
+                run, baseline, dataset_dir=dataset_dir, gate_enabled=gate, comparison_asked=True
+            )
         except GoldevalError as exc:
             raise Problem(
                 409,

@@ -207,6 +207,7 @@ def decide_pair(
     *,
     dataset_dir: Path | None,
     gate_enabled: bool = True,
+    comparison_asked: bool = False,
 ) -> Verdict:
     """The verdict on a saved ``run`` against ``baseline``, with the gate policy of the
     manifest in ``dataset_dir`` (the run's dataset): what ``goldeval compare``, ``goldeval
@@ -215,6 +216,8 @@ def decide_pair(
     ``dataset_dir`` may be None only with ``gate_enabled`` False: without the manifest the
     policy is unknown, and gating with none would be a silent NO_REGRESSION for any regressed
     run. As in pytest, a FAIL attempt is a failed test, which only a gate may weigh.
+    ``comparison_asked``: the comparison is the command's product (``goldeval compare``, the
+    compare endpoint): an incomparable pair is 65 with ``--no-gate`` too.
     """
     policy: GatePolicy | None = None
     # A variant's run with no baseline of its own was weighed by its session's paired
@@ -241,5 +244,6 @@ def decide_pair(
         live=run_mode(run) == "LIVE" and not pair_alone,
         gate_enabled=gate_enabled,
         other_failures=bool(run.other_failures),
+        comparison_asked=comparison_asked,
         **session,
     )

@@ -150,6 +150,17 @@ def _comparison_invalid(o: RunOutcome) -> ExitDecision | None:
     return ExitDecision(COMPARISON_INVALID, f"comparison invalid: {reasons[0]}{more}")
 
 
+def _asked_comparison_invalid(o: RunOutcome) -> ExitDecision | None:
+    """``goldeval compare --no-gate``: the comparison is the product; an incomparable pair is
+    no report that passes (``--golden-no-gate`` sessions report it and go on)."""
+    cmp = o.comparison
+    if not o.comparison_asked or cmp is None or cmp.decision is not Decision.COMPARISON_INVALID:
+        return None
+    reasons = cmp.invalid_reasons or ["baseline not comparable"]
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return ExitDecision(COMPARISON_INVALID, f"comparison invalid (not gated): {reasons[0]}{more}")
+
+
 def _store_error(o: RunOutcome) -> ExitDecision | None:
     if not o.store_error:
         return None
@@ -391,6 +402,12 @@ RULES: tuple[Rule, ...] = (
         "the variant comparison (gate.compare) is INCONCLUSIVE: underpowered, never a pass",
         "1",
         _variants_inconclusive,
+    ),
+    Rule(
+        "ungated, nothing above decided, and the comparison asked for (`goldeval compare` or "
+        "the compare endpoint with `--no-gate`) is COMPARISON_INVALID: never a pass",
+        "65",
+        _asked_comparison_invalid,
     ),
     Rule(
         "otherwise: every selected attempt graded, the gate (or the variant comparison) passed",

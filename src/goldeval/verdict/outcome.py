@@ -67,6 +67,9 @@ class RunOutcome:
     gate: GateResult | None = None
     #: ``--golden-no-gate`` / ``--no-gate``: an incomparable baseline is reported, not fatal.
     gate_enabled: bool = True
+    #: The comparison is what was asked for (``goldeval compare``, the compare endpoint): an
+    #: incomparable pair is 65 with or without a gate, never a report that exits 0.
+    comparison_asked: bool = False
     #: A baseline capture run (not gated; FAILs are recorded as they are).
     capture: bool = False
     #: A test that is not a golden item failed: no gate may turn it into a pass.
