@@ -387,3 +387,32 @@ def test_bug_straddling_secret_reaches_the_reports(
         )
     assert result.ret == 75
     assert scan(golden_project, [result.stdout.str()], {"key": API_KEY}) == []
+
+
+def test_httpx_request_logs_show_no_credential_of_the_base_url(
+    pytester: pytest.Pytester, golden_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """httpx logs each request's URL at INFO: with ``log_level=INFO`` a base URL's
+    ``?api_key=`` went to the terminal (``log_cli``), the log file, JUnit XML and the HTML
+    report as it was."""
+    query_key = "qk-planted-QUERYSECRET999"
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    with FakeLLMServer() as srv:
+        srv.responder = fixture_responder(golden_project / "golden" / "generation")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{srv.openai_base_url}/?api_key={query_key}")
+        result = pytester.runpytest(
+            *REPORTS,
+            "--golden-mode=live",
+            "--golden-provider=openai",
+            "-o",
+            "log_level=INFO",
+            "-o",
+            "log_cli=true",
+            "--log-file=pytest.log",
+            "-o",
+            "junit_logging=all",
+        )
+    outputs = [result.stdout.str(), result.stderr.str()]
+    assert "HTTP Request: POST" in outputs[0] and "api_key=***" in outputs[0]
+    assert "api_key=***" in (golden_project / "pytest.log").read_text(encoding="utf-8")
+    assert scan(golden_project, outputs, {"query key": query_key, "key": API_KEY}) == []

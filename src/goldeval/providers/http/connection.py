@@ -5,6 +5,7 @@ a deadline cuts."""
 from __future__ import annotations
 
 import functools
+import logging
 import socket
 import ssl
 from dataclasses import dataclass
@@ -74,8 +75,28 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+class _RedactedURLs(logging.Filter):
+    """httpx logs every request's URL at INFO (``HTTP Request: POST http://...?api_key=...``):
+    with ``log_level=INFO`` or ``log_cli`` a base URL's credential parameter or userinfo went
+    to the terminal and log files as it was. The URL is shown as ``redact_url`` shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, httpx.URL) for a in record.args):
+            record.args = tuple(
+                redact_url(str(a)) if isinstance(a, httpx.URL) else a for a in record.args
+            )
+        return True
+
+
+_URL_FILTER = _RedactedURLs()
+
+
 def pooled_client(settings: ProviderSettings, auth: httpx.Auth | None) -> httpx.Client:
     """One JSON client with the settings' timeouts, no redirects, TLS verified."""
+    for name in ("httpx", "httpcore"):
+        logger = logging.getLogger(name)
+        if _URL_FILTER not in logger.filters:
+            logger.addFilter(_URL_FILTER)
     return httpx.Client(
         timeout=httpx.Timeout(
             connect=settings.connect_timeout,
