@@ -430,3 +430,30 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
     started = time.monotonic()
     _refused(_import(tmp_path, src), tmp_path, "rows.csv: not a regular file")
     assert time.monotonic() - started < 20
+
+
+# --------------------------------------------------------------------------- promptfoo
+
+
+def test_promptfoo_template_expansion_is_bounded(tmp_path: Path) -> None:
+    """20,000 references to a 100 KB var: a 200 KB file rendered a 2 GB prompt (a MemoryError
+    traceback after gigabytes of memory). Refused at template_output_chars, naming the test."""
+    template = "{{a}}" * 20_000
+    source = tmp_path / "pf.yaml"
+    source.write_text(
+        f"prompts:\n  - '{template}'\ntests:\n  - description: t1\n    vars:\n"
+        f"      a: '{'x' * 100_000}'\n    assert:\n      - type: contains\n        value: hi\n",
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    done = _import(tmp_path, source)
+    _refused(done, tmp_path, "pf.yaml:4: prompt:", "template_output_chars")
+    assert time.monotonic() - started < 30
+    # Under the limit it imports as before.
+    source.write_text(
+        "prompts:\n  - 'say {{a}} {{a}}'\ntests:\n  - vars:\n      a: hi\n"
+        "    assert:\n      - type: contains\n        value: hi\n",
+        encoding="utf-8",
+    )
+    assert _import(tmp_path, source).returncode == 0
+    assert _rows(tmp_path)[0]["prompt"] == "say hi hi"

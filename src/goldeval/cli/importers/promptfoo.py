@@ -16,6 +16,7 @@ import yaml
 from goldeval.cli.importers.bounded import json_data, read_text
 from goldeval.cli.importers.mapping import PROMPT_NAMES, first_of, slug, text_of
 from goldeval.cli.importers.model import ImportReport, Row, import_error
+from goldeval.core import limits
 from goldeval.core.bounded_yaml import load_yaml
 
 # promptfoo assertion type -> how it becomes expect keys
@@ -61,10 +62,27 @@ def _yaml_items(text: str, path: Path) -> tuple[Any, list[int]]:
     return data, lines
 
 
-def _render(template: str, variables: dict[str, Any]) -> str:
+def _render(template: str, variables: dict[str, Any], where: str) -> str:
+    """``{{ var }}`` replaced by the test's vars, within ``template_output_chars`` (the limit of
+    a manifest's template render): 20,000 references to a 100 KB var made a 2 GB prompt (a
+    MemoryError traceback, gigabytes of memory) from a 200 KB file."""
+    most = int(limits.default("template_output_chars"))
+    made = len(template)
+
     def sub(m: re.Match[str]) -> str:
+        nonlocal made
         name = m.group(1)
-        return str(variables[name]) if name in variables else m.group(0)
+        value = str(variables[name]) if name in variables else m.group(0)
+        made += len(value) - len(m.group(0))
+        if made > most:
+            raise import_error(
+                where,
+                "prompt",
+                f"the prompt template renders past {most:,} characters over this test's vars "
+                "(the template_output_chars limit)",
+                "shorten the template or the vars it repeats",
+            )
+        return value
 
     return re.sub(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", sub, template)
 
@@ -84,9 +102,22 @@ def read_promptfoo(path: Path, report: ImportReport) -> list[Row]:
             "a promptfoo test file is a YAML list of tests, or a config with `tests:`",
         )
     rows = []
+    # What the rows hold in all may not pass what one input file may hold (file_bytes): the
+    # import would write it as one rows file, refused only after it was built.
+    most, made = int(limits.default("file_bytes")), 0
     for n, test in enumerate(tests):
         where = f"{path}:{lines[n]}" if n < len(lines) else f"{path} test {n + 1}"
-        rows.append(_test_row(test, where, template, report))
+        row = _test_row(test, where, template, report)
+        made += len(row.prompt or "")
+        if made > most:
+            raise import_error(
+                where,
+                "prompt",
+                f"the rendered prompts pass {most:,} characters in all (the file_bytes limit "
+                "of the rows file they would make)",
+                "split the tests into several files, or shorten the template",
+            )
+        rows.append(row)
     return rows
 
 
@@ -157,7 +188,7 @@ def _prompt(
     """The row's prompt: the template rendered over the vars, else the var that names one."""
     where = row.where
     if template is not None:
-        row.prompt = _render(template, variables)
+        row.prompt = _render(template, variables, where)
         missing = re.findall(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}", row.prompt)
         if missing:
             raise import_error(
