@@ -160,3 +160,39 @@ def test_recordable_attempt(kinds: list[str | None], chosen: int | None) -> None
     attempts = [{"errorKind": k} if k else {"output": f"answer {n}"} for n, k in enumerate(kinds)]
     got = recordable_attempt(attempts)
     assert got is (None if chosen is None else attempts[chosen])
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda k: base64.b64encode(k.encode()).decode(),
+        lambda k: base64.b64encode(k.encode()).decode().rstrip("="),
+        lambda k: base64.urlsafe_b64encode(k.encode()).decode(),
+        lambda k: k.encode().hex(),
+        lambda k: k.encode().hex().upper(),
+        lambda k: "".join(f"\\u{ord(c):04x}" for c in k),
+        lambda k: "".join(f"&#{ord(c)};" for c in k),
+        lambda k: "".join(f"&#x{ord(c):x};" for c in k),
+    ],
+    ids=[
+        "base64",
+        "base64-unpadded",
+        "base64-url",
+        "hex",
+        "HEX",
+        "json-escapes",
+        "html-dec",
+        "html-hex",
+    ],
+)
+def test_a_key_echoed_whole_in_another_encoding_is_masked(encode: object) -> None:
+    """A proxy's error page or a debugging answer that echoes the key re-encoded: the
+    encoded key reached run.json, the reports and the store (29 of 31 characters readable
+    through escapes)."""
+    masker = SecretMasker(run_secrets([], {"OPENAI_API_KEY": KEY}))
+    shown = encode(KEY)  # type: ignore[operator]
+    assert masker.mask(f"bad key <{shown}> here") == "bad key <***> here"
+    # Percent-encoding in lower case (upper case was masked before, by quote()).
+    lower_key = "p@ss/word:with-parts"
+    lower = SecretMasker(run_secrets([], {"OPENAI_API_KEY": lower_key}))
+    assert lower.mask("x=p%40ss%2fword%3awith-parts") == "x=***"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,8 +193,36 @@ def secret_forms(
     for value in extra:
         if value and value.strip():
             forms.update((value, quote(value, safe="")))
+    for value in list(forms):
+        forms.update(_encoded_forms(value))
     # Very short values would mask ordinary text ("a", "1"); they are not real secrets.
     return tuple(sorted((f for f in forms if len(f) >= 3), key=len, reverse=True))
+
+
+def _encoded_forms(value: str) -> set[str]:
+    """Whole re-encodings a server or model may echo a credential in (a proxy's error page,
+    a debugging answer): base64 (standard and URL-safe, padded or not), hex, percent-encoding
+    in lower case, JSON ``\\u`` escapes and HTML character references. Only for values of 8
+    characters or more (shorter ones are not masked in answers either), and only the value
+    encoded whole: a key inside a longer base64 text is not recognised (documented)."""
+    if len(value) < 8:
+        return set()
+    raw = value.encode("utf-8")
+    b64 = base64.b64encode(raw).decode("ascii")
+    url = base64.urlsafe_b64encode(raw).decode("ascii")
+    quoted = quote(value, safe="")
+    return {
+        b64,
+        b64.rstrip("="),
+        url,
+        url.rstrip("="),
+        raw.hex(),
+        raw.hex().upper(),
+        re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quoted),
+        "".join(f"\\u{ord(c):04x}" for c in value),
+        "".join(f"&#{ord(c)};" for c in value),
+        "".join(f"&#x{ord(c):x};" for c in value),
+    } - {value}
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:
