@@ -288,3 +288,32 @@ def test_live_row_without_candidate_is_judged_on_the_recorded_answer(
     assert code == 4, out
     assert "calibration.jsonl:2" in out and "candidate" in out and "no recorded answer" in out
     assert calls == 0
+
+
+def test_a_corpus_of_full_agreement_is_not_certainty() -> None:
+    """Every item agreeing made Cohen's error 0 and the interval [1, 1]: two rows cleared a
+    0.9 bar ("kappa lower bound 1.000, n=2"). The observed agreement's Wilson interval
+    through kappa's formula is used there instead; Cohen's interval elsewhere."""
+    from goldeval.core.stats import cohen_kappa_interval, wilson
+
+    two = cohen_kappa_interval(1, 0, 0, 1)
+    assert two is not None and two[0] < 0  # 2 of 2 says little
+    twenty = cohen_kappa_interval(10, 0, 0, 10)
+    low = wilson(20, 20)
+    assert twenty is not None and low is not None
+    assert twenty[0] == pytest.approx((low[0] - 0.5) / 0.5)
+    assert twenty[0] < 0.7  # not the default bar's certainty
+
+
+def test_copies_of_a_row_under_other_ids_are_refused(tmp_path: Path) -> None:
+    """Ten copies of two agreeing rows made n=20 and cleared the default bar."""
+    from goldeval.core.errors import DatasetError
+    from goldeval.judge.calibration_rows import load_calibration
+
+    row = {"caseId": "c1", "candidate": "Hello", "judgeOutput": "ACCEPT", "humanLabel": "ACCEPT"}
+    path = tmp_path / "calibration.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": f"r{i}", **row}) + "\n" for i in range(3)), encoding="utf-8"
+    )
+    with pytest.raises(DatasetError, match="repeats line 1"):
+        load_calibration(path)

@@ -80,15 +80,26 @@ def cohen_kappa_interval(
 ) -> tuple[float, float] | None:
     """A two-sided interval of Cohen's kappa over a 2x2 table (95% by default), from Cohen's
     (1960) large-sample standard error ``sqrt(po·(1 − po) / (n·(1 − pe)²))``, clamped to
-    [-1, 1]; None when kappa is undefined. An approximation: with a few dozen items it is
-    wide, which is the point when its lower bound is what must clear a bar.
+    [-1, 1]; where that error is 0 (every item agrees, or none does) the Wilson interval of
+    the observed agreement carried through kappa's formula; None when kappa is undefined.
+    An approximation: with a few dozen items it is wide, which is the point when its lower
+    bound is what must clear a bar.
     """
     kappa = cohen_kappa(both_yes, only_first_yes, only_second_yes, both_no)
     if kappa is None:
         return None
     n = both_yes + only_first_yes + only_second_yes + both_no
-    observed = (both_yes + both_no) / n
+    agreed = both_yes + both_no
+    observed = agreed / n
     first_yes, second_yes = both_yes + only_first_yes, both_yes + only_second_yes
     chance = (first_yes * second_yes + (n - first_yes) * (n - second_yes)) / (n * n)
     spread = z * math.sqrt(observed * (1 - observed) / (n * (1 - chance) ** 2))
-    return max(-1.0, kappa - spread), min(1.0, kappa + spread)
+    lower, upper = kappa - spread, kappa + spread
+    bounds = wilson(agreed, n, z)
+    if spread == 0 and bounds is not None:
+        # Cohen's error is 0 when every item agrees (or none does): the interval collapsed
+        # to [1, 1] at n = 2, a certainty no corpus gives. The observed agreement's Wilson
+        # interval is taken through kappa's formula instead (2 of 2: lower bound -0.32).
+        lower = (bounds[0] - chance) / (1 - chance)
+        upper = (bounds[1] - chance) / (1 - chance)
+    return max(-1.0, lower), min(1.0, upper)

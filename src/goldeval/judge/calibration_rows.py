@@ -99,6 +99,9 @@ def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
         raise DatasetError("calibration file is not UTF-8", path=path) from exc
     rows: list[CalibrationRow] = []
     seen: dict[str, int] = {}
+    # A copy of a row under another id is no more evidence: ten copies of two agreeing rows
+    # made n=20 and cleared the default bar.
+    contents: dict[tuple[Any, ...], int] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -124,6 +127,19 @@ def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
                 line=number,
                 field="id",
             )
+        # Only rows that carry the judged answer can be told apart by content (the reference's
+        # worked example repeats a caseId and a verdict text over distinct judgments).
+        content = (row.case_id, row.candidate, row.judge_output, row.human_label)
+        if row.candidate and row.human_label is not None and content in contents:
+            raise DatasetError(
+                f"row {row.id!r} repeats line {contents[content]} (the same caseId, candidate, "
+                "judgeOutput and humanLabel under another id): a copy adds no evidence",
+                path=path,
+                line=number,
+                field="id",
+                hint="remove the copy; every row must be a judgment of its own",
+            )
+        contents[content] = number
         seen[row.id] = number
         row._line = number
         rows.append(row)
