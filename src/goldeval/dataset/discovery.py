@@ -71,12 +71,16 @@ def discover(
                 found.setdefault(manifest.version, folder)
                 every.setdefault(manifest.version, []).append(folder)
         for child in sorted(folder.iterdir(), reverse=True):
-            if (
-                child.is_dir()
-                and not child.is_symlink()  # a link could loop, or lead out of the project
-                and child.name not in ("fixtures", "__pycache__")
-                and not child.name.startswith(".")
-            ):
+            if child.name in ("fixtures", "__pycache__") or child.name.startswith("."):
+                continue
+            if child.is_symlink():  # a link could loop, or lead out of the project
+                if child.is_dir() and problems is not None:
+                    problems.append(
+                        f"not followed: {child} is a link to a folder (copy the dataset in, "
+                        "or pass the folder itself as --golden=PATH)"
+                    )
+                continue
+            if child.is_dir():
                 stack.append(child)
     if duplicates is not None:
         duplicates.update({k: v for k, v in sorted(every.items()) if len(v) > 1})
@@ -110,7 +114,10 @@ def resolve_dataset(spec: str, golden_root: Path, invocation_dir: Path) -> Path:
     if spec in known:
         return known[spec].resolve()
     listing = ", ".join(known) if known else f"none found under {golden_root}"
-    broken = "".join(f"\n  unreadable manifest: {p}" for p in problems)
+    broken = "".join(
+        f"\n  {p}" if p.startswith("not followed:") else f"\n  unreadable manifest: {p}"
+        for p in problems
+    )
     raise ConfigError(
         f"unknown dataset {spec!r}; datasets: {listing}{broken}",
         hint="pass a dataset id from a manifest's `version`, or a folder with a dataset.yaml",
