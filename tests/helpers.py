@@ -186,3 +186,26 @@ def app(case):
 def golden_provider():
     return app
 """
+
+
+#: A two-row fixture dataset (``bot-v1``): the rows ``goldeval init`` makes, answered right.
+BOT_ANSWERS = {"greeting": "Hello there.", "order-number": "Your order ORD-123456 is on its way."}
+BOT_EXPECT = {"greeting": ["Hello"], "order-number": ["ORD-"]}
+
+
+def make_bot_dataset(root: Path, gate: str) -> Path:
+    """``root/golden/bot``: the ``bot-v1`` manifest with ``gate`` (YAML under ``gate:``
+    ``fixture:``, indented four spaces), its two rows and their recorded answers."""
+    ds = root / "golden" / "bot"
+    (ds / "fixtures").mkdir(parents=True)
+    (ds / "dataset.yaml").write_text(
+        f"version: bot-v1\nname: bot\npack: none\ngate:\n  fixture:\n{gate}", encoding="utf-8"
+    )
+    rows = [
+        {"id": cid, "prompt": f"say {cid}", "expect": {"contains_any": BOT_EXPECT[cid]}}
+        for cid in BOT_ANSWERS
+    ]
+    (ds / "bot.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    for cid, answer in BOT_ANSWERS.items():
+        (ds / "fixtures" / f"{cid}.out.md").write_text(answer + "\n", encoding="utf-8")
+    return ds

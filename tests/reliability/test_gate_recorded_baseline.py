@@ -11,28 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RunFiles, run_cli
-
-ROWS = {"greeting": "Hello there.", "order-number": "Your order ORD-123456 is on its way."}
-EXPECT = {"greeting": ["Hello"], "order-number": ["ORD-"]}
+from tests.helpers import RunFiles, make_bot_dataset, run_cli
 
 
 @pytest.fixture
 def bot(pytester: pytest.Pytester) -> Path:
-    ds = pytester.path / "golden" / "bot"
-    (ds / "fixtures").mkdir(parents=True)
-    (ds / "dataset.yaml").write_text(
-        "version: bot-v1\nname: bot\npack: none\n"
-        "gate:\n  fixture:\n    thresholds:\n      overallPassRate: 0.5\n"
-        "    allowedRegression: 0.0\n",
-        encoding="utf-8",
+    make_bot_dataset(
+        pytester.path, "    thresholds:\n      overallPassRate: 0.5\n    allowedRegression: 0.0\n"
     )
-    rows = [
-        {"id": cid, "prompt": f"say {cid}", "expect": {"contains_any": EXPECT[cid]}} for cid in ROWS
-    ]
-    (ds / "bot.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    for cid, answer in ROWS.items():
-        (ds / "fixtures" / f"{cid}.out.md").write_text(answer + "\n", encoding="utf-8")
     pytester.makeini("[pytest]\n")
     return pytester.path
 

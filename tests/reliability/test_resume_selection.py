@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import make_bot_dataset, run_cli
 
-ROWS = {"greeting": "Hello there.", "order-number": "Your order ORD-123456 is on its way."}
-EXPECT = {"greeting": ["Hello"], "order-number": ["ORD-"]}
 STOPS_AFTER_GREETING = """
 _SESSION = [None]
 
@@ -39,17 +37,7 @@ def _the_run(project: Path) -> dict:
 
 @pytest.fixture
 def bot(pytester: pytest.Pytester) -> Path:
-    ds = pytester.path / "golden" / "bot"
-    (ds / "fixtures").mkdir(parents=True)
-    (ds / "dataset.yaml").write_text(
-        "version: bot-v1\nname: bot\npack: none\n"
-        "gate:\n  fixture:\n    thresholds:\n      overallPassRate: 1.0\n",
-        encoding="utf-8",
-    )
-    rows = [{"id": c, "prompt": f"say {c}", "expect": {"contains_any": EXPECT[c]}} for c in ROWS]
-    (ds / "bot.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    for cid, answer in ROWS.items():
-        (ds / "fixtures" / f"{cid}.out.md").write_text(answer + "\n", encoding="utf-8")
+    make_bot_dataset(pytester.path, "    thresholds:\n      overallPassRate: 1.0\n")
     pytester.makeini("[pytest]\n")
     return pytester.path
 
