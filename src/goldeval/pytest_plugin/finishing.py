@@ -29,10 +29,11 @@ from goldeval.pytest_plugin.ending import (
     SessionEnding,
     apply_exit,
     record_ending,
+    selection_left_out,
     session_ending,
 )
 from goldeval.pytest_plugin.record_mode import record_fixtures
-from goldeval.pytest_plugin.recording import begin_recording, selection_left_out
+from goldeval.pytest_plugin.recording import begin_recording
 from goldeval.pytest_plugin.run_writing import build_for, point_latest, write_run
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results.attempt_payloads import EXCERPT_CHARS

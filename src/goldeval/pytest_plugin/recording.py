@@ -28,10 +28,8 @@ import pytest
 
 from goldeval.core.errors import GoldevalError, is_retryable
 from goldeval.pytest_plugin.protocol import early_protocol
-from goldeval.verdict.outcome import StoppedEarly
 
 if TYPE_CHECKING:
-    from goldeval.pytest_plugin.ending import SessionEnding
     from goldeval.pytest_plugin.state import GoldenSession
     from goldeval.store import Store
     from goldeval.store.recorder import RunRecorder
@@ -202,28 +200,3 @@ def _permanent_errors(attempts: list[dict[str, Any]]) -> set[tuple[str, int, str
         for a in attempts
         if a.get("status") == "ERROR" and not is_retryable(a.get("errorKind"))
     }
-
-
-def selection_left_out(state: GoldenSession, ending: SessionEnding) -> None:
-    """A resumed run key whose earlier session stopped before grading some of its selected
-    cases (``stoppedEarly.casesNotRun``), which this one did not grade either (``-k``,
-    ``-m``, node ids left them out): the run is not whole, whatever this session graded.
-    Weighed as an early stop (INCOMPLETE, exit 1), never a COMPLETED run of the narrower
-    selection (a run stopped early, then resumed with ``-k`` on its graded cases, was
-    COMPLETED and passed its gate)."""
-    recorder = state.recorder
-    if recorder is None or ending.stopped_early is not None or ending.interrupted:
-        return
-    earlier = recorder.cases_not_run()
-    missing = sorted(set(earlier) - set(state.collector.case_ids(None)))
-    if not missing:
-        return
-    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    per_case = state.settings.attempts if isinstance(state.settings.attempts, int) else 1
-    ending.stopped_early = StoppedEarly(
-        f"--golden-run-key={state.settings.run_key}: {len(missing)} case(s) its run selected "
-        f"are still not graded ({shown}); resume it with the whole selection (no -k, -m or "
-        "node ids narrowing it)",
-        len(missing) * max(1, per_case),
-        tuple(missing),
-    )
