@@ -66,3 +66,22 @@ def test_a_narrower_resume_of_a_stopped_run_is_still_incomplete(
     run = _the_run(bot)
     assert run["status"] == "COMPLETED" and run["casesTotal"] == 2
     assert run_cli("gate", "--run-key", "STOP1", cwd=bot).returncode == 0
+
+
+def test_a_run_stopped_early_stores_no_passing_gate_and_a_red_dashboard(
+    pytester: pytest.Pytester, bot: Path
+) -> None:
+    """It exited 1 (INCOMPLETE) while run.json stored `qualityGate: PASS` and the
+    --golden-junit dashboard said failures="0" errors="0" (the attempt that never ran is no
+    testcase): a dashboard counting failures showed green."""
+    import xml.etree.ElementTree as ET
+
+    pytester.makeconftest(STOPS_AFTER_GREETING)
+    stopped = pytester.runpytest(*KEY, "--golden-junit=dash.xml")
+    assert stopped.ret == 1, stopped.stdout.str()
+    run = _the_run(bot)
+    assert run["qualityGate"]["passed"] is False
+    failed = [r for r in run["qualityGate"]["rules"] if not r["passed"]]
+    assert [r["name"] for r in failed] == ["complete"]
+    suite = ET.parse(bot / "dash.xml").getroot().find("testsuite")
+    assert suite is not None and int(suite.get("failures") or 0) >= 1, ET.tostring(suite)

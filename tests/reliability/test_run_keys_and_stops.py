@@ -306,11 +306,21 @@ def test_a_plugin_stopping_the_session_leaves_an_incomplete_run(
     assert "the plugin stopped the session" in run["stoppedEarly"]["reason"]
 
 
-def test_stepwise_leaves_an_incomplete_run(pytester: pytest.Pytester, golden_project: Path) -> None:
+@pytest.mark.parametrize("flag", ["--sw", "--lf", "--sw-skip"])
+def test_selections_from_pytests_cache_are_refused(
+    pytester: pytest.Pytester, golden_project: Path, flag: str
+) -> None:
+    """--sw's second session (after the first stopped at a failure) and --lf ran only the
+    rows that failed last time; with no baseline to call it partial, that subset passed its
+    thresholds (GATE PASS, exit 0) and LATEST moved to it. A usage error now, naming how to
+    select or retry instead."""
     pytester.makeconftest(FAILING_FIRST)
     _no_baselines(golden_project)
-    result = pytester.runpytest("--golden=generation-v1", "--sw")
-    _assert_stopped_early(golden_project, result, CASES)
+    result = pytester.runpytest("--golden=generation-v1", flag)
+    assert result.ret == 4, result.stdout.str()
+    assert "pytest's cache of the last session" in result.stderr.str()
+    assert "--golden-run-key" in result.stderr.str()
+    assert not (golden_project / ".goldeval" / "runs" / "LATEST").exists()
 
 
 @SERIAL_ONLY

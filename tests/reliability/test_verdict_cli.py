@@ -903,3 +903,24 @@ def test_compare_no_gate_of_an_incomparable_pair_is_no_pass(
     assert "comparison invalid (not gated): attempts mismatch" in _decision(proc)
     gated = _cli("compare", str(first), str(second), cwd=golden_project)
     assert gated.returncode == 65
+
+
+def test_gate_refuses_the_policy_of_a_dataset_with_other_rows(
+    regressed_run: Path, golden_project: Path
+) -> None:
+    """A run folder gated where the dataset of its id holds other rows (copied into another
+    project, or rows edited without a version bump): that folder's looser policy passed a
+    run whose own decision was 1. Refused (4) naming both hashes."""
+    rows = golden_project / "golden" / "generation" / "golden-generation.jsonl"
+    lines = rows.read_text(encoding="utf-8").splitlines()
+    n = next(i for i, line in enumerate(lines) if line.startswith("{"))
+    row = json.loads(lines[n])
+    row["prompt"] = row["prompt"] + " (edited)"
+    lines[n] = json.dumps(row, ensure_ascii=False)
+    rows.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = _cli("gate", str(regressed_run), cwd=golden_project)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "other rows of dataset 'generation-v1'" in proc.stderr
+    assert "GATE PASS" not in proc.stdout
+    # Not gating needs no policy: reported.
+    assert _cli("gate", str(regressed_run), "--no-gate", cwd=golden_project).returncode == 1

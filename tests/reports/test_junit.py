@@ -58,9 +58,12 @@ def test_dashboard_and_junitxml_validate(
     rules = run["qualityGate"]["rules"]
     assert "overallPassRate >= 1.000" in gate
     assert "hallucinationRate <= 0.000" in gate
-    assert "comparison" in gate
-    assert len(gate) == len(rules) + 1
+    assert "comparison" in gate and "exit decision" in gate
+    assert len(gate) == len(rules) + 2
     assert gate["comparison"].find("failure") is None
+    decided = gate["exit decision"]
+    assert decided.find("failure") is None and decided.find("error") is None
+    assert (decided.findtext("system-out") or "").startswith("exit 0: GATE PASS")
     props = {p.get("name"): p.get("value") for p in suites[0].iter("property")}
     assert props["golden.runId"] == run["runId"]
     assert props["golden.verdict"] == run["qualityGate"]["verdict"]
@@ -196,9 +199,12 @@ def test_error_and_skipped_cases(
     assert skipped is not None and "not today" in skipped.get("message", "")
     suite = dashboard.find("testsuite")
     assert suite is not None
-    assert (suite.get("errors"), suite.get("skipped")) == ("1", "1")
-    # --golden-no-gate: no rule testcases, only the comparison one
-    assert set(_cases(dashboard, "golden.generation-v1.gate")) <= {"comparison"}
+    # The case's error, and the run's exit decision (75: an infrastructure error).
+    assert (suite.get("errors"), suite.get("skipped")) == ("2", "1")
+    decided = _cases(dashboard, "golden.generation-v1.gate")["exit decision"].find("error")
+    assert decided is not None and decided.get("message", "").startswith("exit 75:")
+    # --golden-no-gate: no rule testcases, only the comparison and the decision
+    assert set(_cases(dashboard, "golden.generation-v1.gate")) <= {"comparison", "exit decision"}
 
 
 def test_properties_switch_adds_attempt_and_suite_properties(

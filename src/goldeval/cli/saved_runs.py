@@ -19,6 +19,9 @@ from goldeval.cli.project import (
 from goldeval.cli.runs import ResolvedRun, RunPlaces, resolve_run, stored_run
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
+from goldeval.dataset.rows import load_dataset
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
 from goldeval.reports.markdown import render, render_comparison
 from goldeval.results.documents import Comparison, RunDocument
 from goldeval.verdict import exit_codes
@@ -66,6 +69,32 @@ def _print_verdict(verdict: Any, cut: Any, policy_from: str | None) -> None:
     print(f"\ngoldeval decision: exit {verdict.code} — {one_line(verdict.reason)}")
 
 
+def _same_rows(run: RunDocument, project: Project) -> None:
+    """Refuse to gate ``run`` with the policy of a dataset of the same id but other rows (a
+    run folder copied into another project, or rows changed without a version bump): its
+    gate passed a run whose own decision was a failure. Not checked (a warning) when the
+    rows do not load with the built-in graders alone (a project's own graders)."""
+    recorded = (run.protocol.dataset_hash if run.protocol else None) or run.dataset_hash
+    if not recorded or project.dataset_dir is None or project.root is None:
+        return
+    graders = [ContractGrader(), *builtin_graders()]
+    try:
+        found = load_dataset(
+            project.dataset_dir, project_root=project.root, graders=graders, require_fixtures=False
+        ).hash
+    except GoldevalError as exc:
+        print(f"warning: the dataset's rows were not compared with the run's: {one_line(str(exc))}")
+        return
+    if found != recorded:
+        raise GoldevalError(
+            f"the run was made on other rows of dataset {run_dataset_id(run)!r} than "
+            f"{project.dataset_dir} holds (datasetHash {recorded[:12]}… vs {found[:12]}…): "
+            "that folder's gate policy is another dataset's",
+            hint="gate the run where its rows are (--root), bump the dataset's version when "
+            "rows change, or --no-gate to report without gating",
+        )
+
+
 def _finish(
     run: ResolvedRun,
     baseline: RunDocument | None,
@@ -79,6 +108,8 @@ def _finish(
         # Without the dataset's manifest the policy is unknown: gating with none would be a
         # silent NO_REGRESSION for any regressed run.
         raise _no_project(run.typed, project)
+    if not no_gate:
+        _same_rows(run.typed, project)
     verdict = decide_pair(
         run.typed,
         baseline,

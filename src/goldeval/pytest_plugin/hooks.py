@@ -63,6 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _submodule("options").refuse_bad_values(config)  # after LAST_SESSION says it began
     if not config.getoption("golden", default=None):
         return
+    if not config.option.collectonly:
+        _submodule("run_settings").refuse_cache_selection(config)
     builtin = _submodule("builtins")
     from goldeval.pytest_plugin.state import GoldenSession
 

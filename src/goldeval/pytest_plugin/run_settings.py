@@ -354,3 +354,21 @@ def judge_provider_settings(config: pytest.Config, s: RunSettings) -> ProviderSe
     settings.adaptive = s.provider.adaptive
     settings.prices = s.provider.prices
     return settings
+
+
+#: pytest's options that select items from its cache of the last session, not by the dataset.
+CACHE_SELECTIONS = (("lf", "--lf"), ("stepwise", "--sw"), ("stepwise_skip", "--sw-skip"))
+
+
+def refuse_cache_selection(config: pytest.Config) -> None:
+    """``--lf`` and ``--sw`` run the rows that failed last time: the run of that selection,
+    with no baseline to say it is partial, passed its thresholds on the subset (GATE PASS,
+    exit 0, LATEST moved to it). A golden run is a selection the user names (``-k``, ``-m``,
+    node ids, ``--golden-run-key`` to retry what failed): refused, a usage error."""
+    for dest, flag in CACHE_SELECTIONS:
+        if config.getoption(dest, default=False):
+            raise pytest.UsageError(
+                f"{flag} selects rows from pytest's cache of the last session: a golden run of "
+                "that selection is no verdict on the dataset. Name the selection (-k, -m, node "
+                "ids), or retry what failed with --golden-run-key=KEY"
+            )

@@ -167,6 +167,7 @@ def _suite(run: RunDocument, suffix: str = "") -> Any:
     cases += [_rule_test(rule, gate_class) for rule in (gate.rules if gate else [])]
     comparison = run.comparison
     cases.append(_comparison_test(run, comparison, gate_class))
+    cases.append(_decision_test(run, gate_class))
     properties = {
         "golden.runId": run.run_id,
         "golden.status": run.status,
@@ -252,6 +253,25 @@ def _comparison_test(run: RunDocument, comparison: Comparison | None, gate_class
             output="\n".join(reasons),
             failure_type="golden.comparison",
         )
+    return tc
+
+
+def _decision_test(run: RunDocument, gate_class: str) -> Any:
+    """The run's exit decision as a testcase, so a dashboard that counts failures is never
+    green for a run the verdict did not pass: a run stopped early (-x, a plugin's stop) had
+    no failing case or rule and showed ``failures="0" errors="0"`` while it exited 1. An
+    infrastructure decision (75) is an error, any other non-zero one a failure."""
+    tc = TestCase("exit decision", classname=gate_class)
+    decision = run.exit_decision
+    if decision is None:
+        tc.add_skipped_info(message="no exit decision recorded")
+        return tc
+    line = f"exit {decision.code}: {one_line(decision.reason)}"
+    tc.stdout = line
+    if decision.code == 75:
+        tc.add_error_info(message=line, error_type="golden.exit")
+    elif decision.code != 0:
+        tc.add_failure_info(message=line, failure_type="golden.exit")
     return tc
 
 

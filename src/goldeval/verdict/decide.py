@@ -151,7 +151,11 @@ def decide(
     if capture:
         notes.append(CAPTURE_NOTE)
     elif gate_enabled and (policy is not None or live):
-        gate = evaluate(run, policy, baseline, comparison, live=live)
+        # A run cut short (-x, a plugin's stop) is gated as incomplete: its stored gate said
+        # PASS while the run exited 1 (the session records the stop after this decision).
+        cut = facts.get("stopped_early") is not None and not run.incomplete
+        gated = run.model_copy(update={"incomplete": True}) if cut else run
+        gate = evaluate(gated, policy, baseline, comparison, live=live)
         if comparison is not None:
             comparison = attach_gate(comparison, gate)
     elif not gate_enabled:
