@@ -558,6 +558,41 @@ def test_redact_url() -> None:
     assert redact_url("host=db password=s3cret user=u") == "host=db password=*** user=u"
     assert redact_url("postgresql://db/x") == "postgresql://db/x"
     assert redact_url("postgresql://u:a?b#c/d@db/x") == "postgresql://u:***@db/x"
+    # Every credential keyword, not only `password` (libpq's sslpassword is one).
+    assert redact_url("postgresql://u@db/x?sslpassword=S5L&sslmode=require") == (
+        "postgresql://u@db/x?sslpassword=***&sslmode=require"
+    )
+    assert redact_url("host=db sslpassword='a b' password=p user=u") == (
+        "host=db sslpassword=*** password=*** user=u"
+    )
+
+
+def test_a_store_credential_keyword_never_reaches_the_run(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """`?sslpassword=` of a store that cannot be reached went into the terminal, run.json,
+    summary.json, report.md and LAST_SESSION as it was (only `password=` was masked)."""
+    pytester.makeini("[pytest]\n")
+    ds = pytester.path / "golden" / "demo"
+    (ds / "fixtures").mkdir(parents=True)
+    (ds / "dataset.yaml").write_text("version: demo-v1\nname: demo\npack: none\n")
+    (ds / "rows.jsonl").write_text(
+        '{"id": "a", "prompt": "p", "expect": {"contains_any": ["x"]}}\n'
+    )
+    (ds / "fixtures" / "a.out.md").write_text("x\n")
+    secret = "SSLPW-planted-12345678"
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--golden=demo-v1",
+        "--golden-artifacts=always",
+        f"--golden-store=postgresql://u@127.0.0.1:1/db?sslpassword={secret}",
+    )
+    assert result.ret == 75, result.stdout.str()
+    assert "sslpassword=***" in result.stdout.str()
+    seen = [result.stdout.str(), result.stderr.str()]
+    seen += [p.read_text(errors="replace") for p in pytester.path.rglob("*") if p.is_file()]
+    assert not [text for text in seen if secret in text]
 
 
 def _error_text(exc: BaseException) -> str:

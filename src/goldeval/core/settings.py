@@ -108,6 +108,11 @@ def _credential_name(name: str) -> bool:
     return flat in _CREDENTIAL_NAMES or any(word in flat for word in _CREDENTIAL_WORDS)
 
 
+#: Whether a URL parameter or connection keyword names a credential (``password``,
+#: ``sslpassword``, ``api_key``, ``token``...): one list for every URL the project shows.
+is_credential_name = _credential_name
+
+
 def _mask_params(text: str) -> str:
     """``a=1&key=s3cret`` -> ``a=1&key=***``: the values of credential-named parameters."""
     out = []

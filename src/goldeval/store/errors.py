@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from goldeval.core.settings import is_credential_name
+
 
 class StoreError(Exception):
     """The run store cannot be opened, read or written (connection, IO, schema).
@@ -23,8 +25,21 @@ class RunConflictError(StoreError):
 
 # --------------------------------------------------------------------------- redaction
 
-_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#\s]*")
-_CONNINFO_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+#: A URL query parameter (``?sslpassword=...``) and a libpq ``key=value`` keyword: masked
+#: when the name is a credential's (goldeval.core.settings.is_credential_name: ``password``,
+#: ``sslpassword``, any ``*key*``/``*token*``/``*secret*``), not only ``password``.
+_QUERY_PARAM = re.compile(r"([?&])([^=&#\s]+)=([^&#\s]*)")
+_CONNINFO_PARAM = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)(\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def _masked_param(match: re.Match[str]) -> str:
+    sep, name, value = match.group(1), match.group(2), match.group(3)
+    return f"{sep}{name}=***" if value and is_credential_name(name) else match.group(0)
+
+
+def _masked_keyword(match: re.Match[str]) -> str:
+    name, eq = match.group(1), match.group(2)
+    return f"{name}{eq}***" if is_credential_name(name) else match.group(0)
 
 
 def _userinfo_span(rest: str) -> tuple[int, int] | None:
@@ -51,9 +66,9 @@ def redact_url(url: str) -> str:
     """
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return _CONNINFO_PASSWORD.sub(r"\1***", url)
+        return _CONNINFO_PARAM.sub(_masked_keyword, url)
     span = _userinfo_span(rest)
     if span is not None:
         rest = f"{rest[: span[0]]}***{rest[span[1] :]}"
-    rest = _QUERY_PASSWORD.sub(r"\1***", rest)
+    rest = _QUERY_PARAM.sub(_masked_param, rest)
     return f"{scheme}://{rest}"

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from goldeval.core.settings import mask_secrets
+from goldeval.core.settings import is_credential_name, mask_secrets
 from goldeval.store.base import SqlStore, StoreError, Tx, redact_url, url_password
 from goldeval.store.migrations import Backend
 
@@ -84,13 +84,15 @@ class PostgresStore(SqlStore):
         if raw_password:
             self._secrets.add(raw_password)
         try:
-            password = conninfo_to_dict(url).get("password")
+            # Every credential keyword (password, sslpassword, ...), URL or key=value form.
+            params = conninfo_to_dict(url)
         except psycopg.Error as exc:
             raise StoreError(
                 f"invalid PostgreSQL URL {self.url}: {self._scrub(str(exc))}"
             ) from None
-        if password:
-            self._secrets.add(str(password))
+        self._secrets.update(
+            str(value) for name, value in params.items() if value and is_credential_name(name)
+        )
         self._conn = self._connect()
         try:
             self._migrate()
