@@ -457,3 +457,43 @@ def test_promptfoo_template_expansion_is_bounded(tmp_path: Path) -> None:
     )
     assert _import(tmp_path, source).returncode == 0
     assert _rows(tmp_path)[0]["prompt"] == "say hi hi"
+
+
+@pytest.mark.parametrize("fmt", ["hf", "csv", "deepeval", "promptfoo"])
+def test_an_import_reads_at_most_import_rows_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """A 73 MB JSONL of 2,000,000 rows wrote 2,000,000 fixture files (7.9 GB) with 3.4 GB
+    of memory. Every format stops at the import_rows limit (lowered here to 5), naming the
+    first row past it, with nothing written."""
+    import dataclasses
+
+    from goldeval.cli.importers import import_dataset
+    from goldeval.core import limits
+    from goldeval.core.errors import DatasetError
+
+    spec = limits.LIMITS_BY_NAME["import_rows"]
+    monkeypatch.setitem(limits.LIMITS_BY_NAME, "import_rows", dataclasses.replace(spec, default=5))
+    n = 6
+    if fmt == "hf":
+        source = tmp_path / "rows.jsonl"
+        source.write_text("".join(f'{{"question": "q{i}", "answer": "a"}}\n' for i in range(n)))
+    elif fmt == "csv":
+        source = tmp_path / "rows.csv"
+        source.write_text("question,answer\n" + "".join(f"q{i},a\n" for i in range(n)))
+    elif fmt == "deepeval":
+        source = tmp_path / "goldens.json"
+        source.write_text(
+            json.dumps([{"input": f"q{i}", "expected_output": "a"} for i in range(n)])
+        )
+    else:
+        source = tmp_path / "pf.yaml"
+        tests = "".join(
+            f"  - vars: {{q: q{i}}}\n    assert: [{{type: contains, value: a}}]\n" for i in range(n)
+        )
+        source.write_text("prompts: ['{{q}}']\ntests:\n" + tests)
+    with pytest.raises(DatasetError, match="more than 5 rows"):
+        import_dataset(source, NAME, tmp_path / "golden", fmt=fmt)
+    assert not (tmp_path / "golden" / NAME).exists()
+    monkeypatch.setitem(limits.LIMITS_BY_NAME, "import_rows", dataclasses.replace(spec, default=6))
+    assert import_dataset(source, NAME, tmp_path / "golden", fmt=fmt).rows == n

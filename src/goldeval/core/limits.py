@@ -11,11 +11,8 @@ rule (issue 32) is one mechanism, not one patch per example:
   that names the limit, the value met and how to raise the limit), never a RecursionError,
   MemoryError or a hang;
 - the helpers below are the only way the project parses JSON from outside, reads an input
-  file, or waits on something an input decides (:class:`Deadline`).
-
-Callers turn :class:`LimitExceeded` into what their surface needs: a provider into ERROR
-``RESPONSE_TOO_LARGE`` / ``PARSER_ERROR``, a dataset file into a usage error naming the file,
-``goldeval import`` into exit 4 with nothing written.
+  file, or waits on something an input decides (:class:`Deadline`). Callers turn
+  :class:`LimitExceeded` into their surface's error (ERROR ``RESPONSE_TOO_LARGE``, exit 4).
 """
 
 from __future__ import annotations
@@ -168,8 +165,7 @@ LIMITS: tuple[LimitSpec, ...] = (
         20,
         "attempts",
         "",
-        "the MAX of `--golden-attempts=auto:MAX` (attempts per case and variant the adaptive "
-        "rule may run); more is a usage error before the first call",
+        "the MAX of `--golden-attempts=auto:MAX`; more is a usage error before the first call",
     ),
     LimitSpec(
         "stop_grace_seconds",
@@ -331,10 +327,16 @@ class Deadline:
 
 
 # -- goldeval import (issue 32) -------------------------------------------------------------
-# The importer reads another tool's files (CSV, promptfoo YAML); these bound what one of them
-# can ask for. Fixed: an import that needs more is an unusual file to split or trim.
+# What one imported file (CSV, promptfoo YAML, ...) can ask for. Fixed: split or trim it.
 
 IMPORT_LIMITS: tuple[LimitSpec, ...] = (
+    LimitSpec(
+        "import_rows",
+        200_000,
+        "rows",
+        "",
+        "rows one `goldeval import` reads (each may become a fixture file); split a larger source",
+    ),
     LimitSpec(
         "import_csv_field",
         MiB,
@@ -373,11 +375,9 @@ LIMITS += IMPORT_LIMITS
 LIMITS_BY_NAME.update((spec.name, spec) for spec in IMPORT_LIMITS)
 # -- provider calls (issue 32): whole-call time, response size, a watchdog that cuts a read ---
 #
-# httpx bounds each socket read (--golden-timeout), not a whole call: a body sent one byte
-# every few seconds, or a stream that never ends, is never a read timeout. A provider call
-# therefore runs under a Deadline (the whole-call bound, and the run deadline), its body is
-# read through read_bounded (size and time checked between pieces), and a Watchdog cuts the
-# blocking read itself when the deadline passes between two pieces.
+# httpx bounds each socket read, not a whole call (a body trickled byte by byte never times
+# out): a call runs under a Deadline, its body is read through read_bounded, and a Watchdog
+# cuts the blocking read itself when the deadline passes between two pieces.
 
 _PROVIDER_LIMITS: tuple[LimitSpec, ...] = (
     LimitSpec(

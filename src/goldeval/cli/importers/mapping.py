@@ -48,6 +48,7 @@ def map_record(record: dict[str, Any], where: str, report: ImportReport) -> Row:
     ``expect.equals`` (normalize: all); ``expect.KEY`` columns (JSON or text) become expect
     keys; ``tags`` (comma or space separated, or a list); the rest goes to ``metadata``.
     """
+    report.admit(where)
     row = Row(where=where)
     used: set[str] = set()
     if record.get("id") not in (None, ""):

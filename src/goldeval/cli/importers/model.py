@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from goldeval.core import limits
 from goldeval.core.errors import DatasetError
 
 
@@ -59,6 +60,22 @@ class ImportReport:
     #: ids changed on the way in (``--strict-ids`` refuses any)
     renamed: list[Rename] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Rows read so far (:meth:`admit`).
+    read: int = 0
+
+    def admit(self, where: str) -> None:
+        """Count one more row read from the source: past ``import_rows`` the import stops
+        there, before anything is staged (a 73 MB JSONL of 2,000,000 rows wrote 2,000,000
+        fixture files, 7.9 GB, with 3.4 GB of memory)."""
+        self.read += 1
+        most = int(limits.default("import_rows"))
+        if self.read > most:
+            raise import_error(
+                where,
+                None,
+                f"more than {most:,} rows (the import_rows limit)",
+                "split the source into several datasets",
+            )
 
     def lines(self) -> list[str]:
         out = [

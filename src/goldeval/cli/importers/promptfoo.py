@@ -142,6 +142,7 @@ def _template(config: dict[str, Any], report: ImportReport) -> str | None:
 
 def _test_row(test: Any, where: str, template: str | None, report: ImportReport) -> Row:
     """One promptfoo test as a row: its prompt, id, and the assertions goldeval grades."""
+    report.admit(where)
     if not isinstance(test, dict):
         raise import_error(where, None, "a test must be a mapping", "write `- vars: {...}`")
     test = json_data(test, where=where, field="")  # dates as ISO text, NaN as null

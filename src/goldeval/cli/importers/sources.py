@@ -382,6 +382,7 @@ _DE_KNOWN = {
 
 
 def _golden_row(golden: Any, where: str, report: ImportReport) -> Row:
+    report.admit(where)
     if not isinstance(golden, dict):
         raise import_error(where, None, "a golden must be an object", 'write {"input": ...}')
     if not isinstance(golden.get("input"), str) or not golden["input"].strip():
