@@ -38,6 +38,7 @@ from goldeval.results.documents import (
 )
 from goldeval.results.run_folder import atomic_write
 from goldeval.verdict.comparison import comparison_label
+from goldeval.verdict.exit_codes import INFRA, OK
 from goldeval.verdict.gate import MAXIMUM_METRICS
 from goldeval.verdict.gate_label import gate_label
 from goldeval.verdict.variants import decide_variants
@@ -268,9 +269,9 @@ def _decision_test(run: RunDocument, gate_class: str) -> Any:
         return tc
     line = f"exit {decision.code}: {one_line(decision.reason)}"
     tc.stdout = line
-    if decision.code == 75:
+    if decision.code == INFRA:
         tc.add_error_info(message=line, error_type="golden.exit")
-    elif decision.code != 0:
+    elif decision.code != OK:
         tc.add_failure_info(message=line, failure_type="golden.exit")
     return tc
 
