@@ -52,3 +52,14 @@ def test_an_apps_answer_with_an_impossible_count_is_a_parser_error(
     assert outcome.status is Status.ERROR
     assert outcome.record.error_kind == "PARSER_ERROR"
     assert "1000000000000000000000000000000 input tokens" in (outcome.record.error_message or "")
+
+
+def test_a_count_too_long_to_print_is_described_not_printed() -> None:
+    """A 5,000-digit count cannot be repr'd (Python's int-to-text limit): the message that
+    refused it raised ValueError instead."""
+    from goldeval.core.models import token_count_problem
+
+    assert token_count_problem(10**5000) == (
+        "must be an integer from 0 to 1,000,000,000,000, got an integer of more than 40 digits"
+    )
+    assert token_count_problem(7) is None

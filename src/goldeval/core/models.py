@@ -98,6 +98,22 @@ class GraderOutcome(Record):
 MAX_TOKEN_COUNT = 10**12
 
 
+def token_count_problem(value: object) -> str | None:
+    """Why ``value`` is no token count (an integer from 0 to :data:`MAX_TOKEN_COUNT`), with the
+    value shown short (a 5,000-digit integer cannot even be repr'd); None when it is one."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
+        return None
+    return f"must be an integer from 0 to {MAX_TOKEN_COUNT:,}, got {shown_count(value)}"
+
+
+def shown_count(value: object) -> str:
+    """``value`` as a message shows it: at most about 40 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(10**40) < value < 10**40:
+        return "an integer of more than 40 digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
 class TokenUsage(Record):
     input_tokens: int | None = None
     output_tokens: int | None = None

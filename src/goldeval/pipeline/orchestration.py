@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from goldeval.core.errors import RERUN_HINT, ProviderError
-from goldeval.core.models import MAX_TOKEN_COUNT, AttemptRecord, JudgeRecord, Mode, Status
+from goldeval.core.models import (
+    MAX_TOKEN_COUNT,
+    AttemptRecord,
+    JudgeRecord,
+    Mode,
+    Status,
+    shown_count,
+    token_count_problem,
+)
 from goldeval.core.settings import ProviderSettings
 from goldeval.dataset.case import GoldenCase
 from goldeval.pipeline.attempt import Pipeline, failure_message
@@ -294,20 +302,13 @@ class AttemptRunner:
 
 
 def _usage_out_of_range(answer: Answer) -> str | None:
-    """Why the answer's token counts are no counts (an integer from 0 to MAX_TOKEN_COUNT),
-    else None. The HTTP providers and fixture sidecars check theirs as they read them; an
-    app's own Answer is checked here, where every answer is settled."""
+    """Why the answer's token counts are no counts, else None. The HTTP providers and
+    fixture sidecars check theirs as they read them; an app's own Answer is checked here,
+    where every answer is settled."""
     for name, value in (("input", answer.input_tokens), ("output", answer.output_tokens)):
-        if value is None:
-            continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not 0 <= value <= MAX_TOKEN_COUNT
-        ):
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        if value is not None and token_count_problem(value) is not None:
             return (
-                f"the answer reports {shown} {name} tokens: not a count from 0 to "
+                f"the answer reports {shown_count(value)} {name} tokens: not a count from 0 to "
                 f"{MAX_TOKEN_COUNT:,}"
             )
     return None

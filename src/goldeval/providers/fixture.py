@@ -16,7 +16,7 @@ from typing import Any
 
 from goldeval.core.errors import SECRET_IN_ANSWER, DatasetError, ProviderError
 from goldeval.core.limits import LimitExceeded, loads_json
-from goldeval.core.models import MAX_TOKEN_COUNT
+from goldeval.core.models import token_count_problem
 from goldeval.core.safe_files import ContainedFiles, InputFileTooLarge
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 
@@ -73,12 +73,10 @@ def dumps_sidecar(data: dict[str, Any]) -> str:
 def _token(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
-        raise DatasetError(
-            f"{where}: must be an integer from 0 to {MAX_TOKEN_COUNT:,}, got {shown}"
-        )
-    return value
+    problem = token_count_problem(value)
+    if problem is not None:
+        raise DatasetError(f"{where}: {problem}")
+    return int(value)
 
 
 def parse_sidecar(text: str, where: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from datetime import timezone
 from typing import Any
 
 from goldeval.core.limits import LimitExceeded, loads_json
-from goldeval.core.models import MAX_TOKEN_COUNT
+from goldeval.core.models import token_count_problem
 from goldeval.providers.base import ProviderRequest, ToolCall
 
 #: Longest excerpt of an error body quoted in a message.
@@ -79,13 +79,9 @@ def token_count(value: Any) -> int | None:
     """A token count only when it is a (non-negative, integral) number up to
     :data:`~goldeval.core.limits.MAX_TOKEN_COUNT` (``1e300`` is no count: as if none was
     reported, so the usage is estimated)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if 0 <= value <= MAX_TOKEN_COUNT else None
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value) if 0 <= value <= MAX_TOKEN_COUNT else None
-    return None
+        value = int(value)
+    return value if token_count_problem(value) is None else None
 
 
 def text_content(content: Any) -> str | None:
