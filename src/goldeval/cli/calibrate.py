@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from goldeval.cli.project import project_root
+from goldeval.cli.project import load_builtin_dataset, project_root
 from goldeval.core.errors import DatasetError, GoldevalError
 from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.core.settings import provider_from_env
@@ -16,9 +16,7 @@ from goldeval.core.textsafe import one_line
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.discovery import resolve_dataset
 from goldeval.dataset.manifest import find_manifest, read_manifest
-from goldeval.dataset.rows import Dataset, load_dataset
-from goldeval.graders.contract import ContractGrader
-from goldeval.graders.registry import builtin_graders
+from goldeval.dataset.rows import Dataset
 from goldeval.judge.calibration import calibrate, judge_calibration, load_calibration
 from goldeval.judge.calibration_rows import CalibrationRow, refuse_rows_outside
 from goldeval.judge.parse import build_judge_messages, parse_judge_output
@@ -84,10 +82,7 @@ def _calibration_policy(folder: Path) -> Any:
 
 def _dataset(folder: Path, root: str | None = None) -> Dataset:
     """The dataset, read by the same loader pytest uses (built-in graders' keys)."""
-    graders = [ContractGrader(), *builtin_graders()]
-    return load_dataset(
-        folder, project_root=project_root(root), graders=graders, require_fixtures=False
-    )
+    return load_builtin_dataset(folder, project_root(root))
 
 
 def _live_judge(

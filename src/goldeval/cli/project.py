@@ -10,6 +10,9 @@ from pathlib import Path
 from goldeval.cli.scaffold import find_project_root
 from goldeval.core.errors import GoldevalError
 from goldeval.dataset.discovery import discover
+from goldeval.dataset.rows import Dataset, load_dataset
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
 from goldeval.results.documents import RunDocument
 from goldeval.verdict.decide import run_dataset_id
 
@@ -138,3 +141,11 @@ def find_project(run: RunDocument, args: argparse.Namespace, *anchors: Path | No
         # An explicit place: its baselines are used even when its datasets are not.
         project.root, project.golden_root = candidates[0]
     return project
+
+
+def load_builtin_dataset(folder: Path, root: Path) -> Dataset:
+    """A dataset read by the loader pytest uses, with the built-in graders only (outside
+    pytest a project's own registered graders are not known): ``goldeval calibrate`` and
+    ``gate``'s check of a run's rows."""
+    graders = [ContractGrader(), *builtin_graders()]
+    return load_dataset(folder, project_root=root, graders=graders, require_fixtures=False)

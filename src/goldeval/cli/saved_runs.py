@@ -13,15 +13,13 @@ from goldeval.cli.project import (
     DEFAULT_RUNS,
     Project,
     find_project,
+    load_builtin_dataset,
     project_root,
     store_location,
 )
 from goldeval.cli.runs import ResolvedRun, RunPlaces, resolve_run, stored_run
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line
-from goldeval.dataset.rows import load_dataset
-from goldeval.graders.contract import ContractGrader
-from goldeval.graders.registry import builtin_graders
 from goldeval.reports.markdown import render, render_comparison
 from goldeval.results.documents import Comparison, RunDocument
 from goldeval.verdict import exit_codes
@@ -77,11 +75,8 @@ def _same_rows(run: RunDocument, project: Project) -> None:
     recorded = (run.protocol.dataset_hash if run.protocol else None) or run.dataset_hash
     if not recorded or project.dataset_dir is None or project.root is None:
         return
-    graders = [ContractGrader(), *builtin_graders()]
     try:
-        found = load_dataset(
-            project.dataset_dir, project_root=project.root, graders=graders, require_fixtures=False
-        ).hash
+        found = load_builtin_dataset(project.dataset_dir, project.root).hash
     except GoldevalError as exc:
         print(f"warning: the dataset's rows were not compared with the run's: {one_line(str(exc))}")
         return

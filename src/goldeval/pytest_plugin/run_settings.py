@@ -168,7 +168,12 @@ def _out_dir(config: pytest.Config) -> Path:
     """A path typed on the command line is relative to where pytest was started (as
     --junitxml); the ini value and the default are the project's: relative to the rootdir,
     so pytest started in any subfolder writes the same .goldeval/ (docs: "Project root")."""
-    typed = _opt(config, "golden_out", None)
+    return out_dir_of(config, _opt(config, "golden_out", None))
+
+
+def out_dir_of(config: pytest.Config, typed: str | None) -> Path:
+    """The runs folder for ``--golden-out`` as typed (None: the ini value, else the default);
+    also before the options are parsed (pytest_plugin.session_begun)."""
     out = Path(typed or config.getini("golden_out") or ".goldeval/runs")
     if not out.is_absolute():
         out = (Path(config.invocation_params.dir) if typed else Path(config.rootpath)) / out

@@ -12,11 +12,11 @@ session's end.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from goldeval.core.errors import GoldevalError
+from goldeval.pytest_plugin.run_settings import out_dir_of
 from goldeval.results.last_session import write_session_begun
 
 
@@ -28,14 +28,7 @@ def mark_session_begun(config: pytest.Config) -> None:
         return
     if any(getattr(known, name, False) for name in ("collectonly", "help", "version")):
         return
-    typed = getattr(known, "golden_out", None)
     try:
-        # As the run's settings place it (pytest_plugin.run_settings): typed, relative to
-        # where pytest started; from the ini file or the default, relative to the rootdir.
-        out = Path(typed or config.getini("golden_out") or ".goldeval/runs")
-        if not out.is_absolute():
-            base = config.invocation_params.dir if typed else config.rootpath
-            out = Path(base) / out
-        write_session_begun(out)
+        write_session_begun(out_dir_of(config, getattr(known, "golden_out", None)))
     except (OSError, ValueError, GoldevalError):
         pass

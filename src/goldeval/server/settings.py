@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.secrets import MIN_SECRET_LENGTH, run_secrets
-from goldeval.core.settings import MASK
+from goldeval.core.settings import mask_secrets
 from goldeval.server.auth import KeyRing
 
 #: Dataset ids and folder names a request may name: no path separators, no ``..``.
@@ -103,10 +103,7 @@ class ServiceSettings:
 
     def masked(self, text: str) -> str:
         """``text`` with every credential a run inherits (:attr:`_secrets`) masked."""
-        for secret in self._secrets:
-            if secret in text:  # a substring test per secret: no regex pass over every row
-                text = text.replace(secret, MASK)
-        return text
+        return mask_secrets(text, self._secrets)
 
     def public_text(self, text: str) -> str:
         """``text`` with every credential a run inherits masked (a project's conftest.py may

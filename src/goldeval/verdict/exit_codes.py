@@ -33,6 +33,7 @@ from goldeval.verdict.comparison import Decision
 from goldeval.verdict.variants import VariantDecision
 
 if TYPE_CHECKING:
+    from goldeval.verdict.comparison_result import ComparisonResult
     from goldeval.verdict.outcome import RunOutcome
 
 OK = 0
@@ -145,9 +146,13 @@ def _comparison_invalid(o: RunOutcome) -> ExitDecision | None:
     if o.stopped_early is not None or o.recorded_running:
         # A shorter selection says nothing more than "stopped early" or "never finished".
         return None
+    return ExitDecision(COMPARISON_INVALID, f"comparison invalid: {_first_reason(cmp)}")
+
+
+def _first_reason(cmp: ComparisonResult) -> str:
+    """An invalid comparison's first reason, and how many more there are."""
     reasons = cmp.invalid_reasons or ["baseline not comparable"]
-    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-    return ExitDecision(COMPARISON_INVALID, f"comparison invalid: {reasons[0]}{more}")
+    return reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
 
 
 def _asked_comparison_invalid(o: RunOutcome) -> ExitDecision | None:
@@ -156,9 +161,7 @@ def _asked_comparison_invalid(o: RunOutcome) -> ExitDecision | None:
     cmp = o.comparison
     if not o.comparison_asked or cmp is None or cmp.decision is not Decision.COMPARISON_INVALID:
         return None
-    reasons = cmp.invalid_reasons or ["baseline not comparable"]
-    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-    return ExitDecision(COMPARISON_INVALID, f"comparison invalid (not gated): {reasons[0]}{more}")
+    return ExitDecision(COMPARISON_INVALID, f"comparison invalid (not gated): {_first_reason(cmp)}")
 
 
 def _store_error(o: RunOutcome) -> ExitDecision | None:
