@@ -39,11 +39,15 @@ class _Terminate:
     def __init__(self) -> None:
         self.holding = False
         self.pending: int | None = None
+        self.raised = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.holding:
+        # after the first signal has ended the import, a second one must not cut the
+        # removal short (it could arrive between ``finally:`` and ``held()``)
+        if self.holding or self.raised:
             self.pending = signum
             return
+        self.raised = True
         raise SystemExit(128 + signum)
 
     @contextmanager
@@ -53,7 +57,8 @@ class _Terminate:
             yield
         finally:
             self.holding = False
-        if self.pending is not None:
+        if self.pending is not None and not self.raised:
+            self.raised = True
             raise SystemExit(128 + self.pending)
 
 
@@ -107,14 +112,17 @@ def staging(golden_root: Path, name: str, terminate: _Terminate) -> Iterator[Pat
     """A temporary folder in ``golden_root``, removed (with ``golden_root`` if this import
     created it and it is empty) on any exit."""
     created_root = not golden_root.exists()
+    # not mkdtemp: its 0700 would become the dataset folder's mode; mkdir honours umask
+    tmp = golden_root / f".{name}.import-{os.getpid()}-{secrets.token_hex(6)}"
     try:
-        golden_root.mkdir(parents=True, exist_ok=True)
-        # not mkdtemp: its 0700 would become the dataset folder's mode; mkdir honours umask
-        tmp = golden_root / f".{name}.import-{os.getpid()}-{secrets.token_hex(6)}"
-        tmp.mkdir()
-    except OSError as exc:
-        raise _cannot_write(golden_root, exc) from None
-    try:
+        # A signal that lands as mkdir returns is held until the ``try`` whose ``finally``
+        # removes the folder has begun (raised there, it left the folder behind).
+        with terminate.held():
+            try:
+                golden_root.mkdir(parents=True, exist_ok=True)
+                tmp.mkdir()
+            except OSError as exc:
+                raise _cannot_write(golden_root, exc) from None
         yield tmp
     finally:
         with terminate.held():
