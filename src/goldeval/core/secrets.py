@@ -38,7 +38,16 @@ PASSWORD_VARIABLES = (
 )
 #: Environment variables holding a URL: its userinfo password and credential parameters
 #: (``?key=``, ``?access_token=``...) are secrets; GOLDEVAL_STORE may be a PostgreSQL URL.
-URL_VARIABLES = ("OLLAMA_HOST", "OPENAI_BASE_URL", "GOLDEVAL_EMBED_URL", "GOLDEVAL_STORE")
+URL_VARIABLES = (
+    "OLLAMA_HOST",
+    "OPENAI_BASE_URL",
+    "GOLDEVAL_EMBED_URL",
+    "GOLDEVAL_STORE",
+    # httpx reads the proxy variables (trust_env): their userinfo is sent as a
+    # Proxy-Authorization header, which an echoing server repeats
+    *(f"{scheme}_PROXY" for scheme in ("HTTP", "HTTPS", "ALL")),
+    *(f"{scheme}_proxy" for scheme in ("http", "https", "all")),
+)
 #: The evaluation service's API keys (``KEY:ROLE,...``): in the environment of a run the
 #: service started (goldeval.server.worker copies its environment).
 SERVICE_KEYS_VARIABLE = "GOLDEVAL_API_KEYS"

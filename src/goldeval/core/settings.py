@@ -168,12 +168,17 @@ def redact_url(url: str) -> str:
 
 def url_secrets(url: str) -> list[str]:
     """Credential values in a URL (userinfo password, credential-named parameters), raw and
-    percent-decoded, so that an echo of either form can be masked."""
+    percent-decoded, so that an echo of either form can be masked; and the ``Basic`` token
+    the client sends for its userinfo (a proxy URL's becomes a ``Proxy-Authorization``
+    header an echoing server repeats). A user with an empty or no password is the credential
+    itself (a gateway's key given as the user name): masked like a password."""
     found: list[str] = []
     _scheme, userinfo, _host, _path, rest = _split(url)
-    if ":" in userinfo:
-        password = userinfo.split(":", 1)[1]
-        found += [password, unquote(password)]
+    if userinfo:
+        user, _colon, password = userinfo.partition(":")
+        found += [password, unquote(password)] if password else [user, unquote(user)]
+        token = f"{unquote(user)}:{unquote(password)}".encode()
+        found.append(base64.b64encode(token).decode("ascii"))
     for part in rest.lstrip("?").replace("#", "&").split("&"):
         name, eq, value = part.partition("=")
         if eq and value and _credential_name(name):
@@ -190,7 +195,10 @@ def secret_forms(
     forms: set[str] = set()
     if password:
         forms.update((password, quote(password, safe="")))
-        token = base64.b64encode(f"{user or ''}:{password}".encode()).decode("ascii")
+    elif user:  # Basic auth with an empty password: the user name is the credential
+        forms.update((user, quote(user, safe="")))
+    if password or user:
+        token = base64.b64encode(f"{user or ''}:{password or ''}".encode()).decode("ascii")
         forms.add(token)
     if api_key and api_key.strip():
         key = api_key.strip()
@@ -213,6 +221,13 @@ def _encoded_forms(value: str) -> set[str]:
     if len(value) < 8:
         return set()
     raw = value.encode("utf-8")
+    # A value with a line break or another unprintable character is shown escaped by the
+    # messages that quote it (httpx's "Illegal header value b'...'", a repr): those forms and
+    # each printable piece (a key file of two lines holds two keys) are masked too.
+    escaped: set[str] = set()
+    if not value.isprintable():
+        escaped = {repr(value)[1:-1], repr(raw)[2:-1]}
+        escaped.update(p for p in re.split(r"[^\x21-\x7e]+", value) if len(p) >= 8)
     b64 = base64.b64encode(raw).decode("ascii")
     url = base64.urlsafe_b64encode(raw).decode("ascii")
     quoted = quote(value, safe="")
@@ -227,6 +242,7 @@ def _encoded_forms(value: str) -> set[str]:
         "".join(f"\\u{ord(c):04x}" for c in value),
         "".join(f"&#{ord(c)};" for c in value),
         "".join(f"&#x{ord(c):x};" for c in value),
+        *escaped,
     } - {value}
 
 
@@ -237,6 +253,37 @@ def mask_secrets(text: str, secrets: Iterable[str]) -> str:
         if secret:
             text = text.replace(secret, MASK)
     return text
+
+
+def check_credential(value: str | None, field: str) -> None:
+    """Raise :class:`ConfigError` naming ``field`` (never the value) when a credential cannot
+    be sent in an HTTP header: a line break or another control character (a key file of two
+    lines), or a character outside ASCII (quotes pasted with the key). httpx raised at the
+    first call, and its message quoted the whole value."""
+    if not value:
+        return
+    for position, ch in enumerate(value, start=1):
+        if not " " <= ch <= "~":
+            kind = (
+                "a line break"
+                if ch in "\r\n"
+                else (
+                    "a control character" if ch < " " or ch == "\x7f" else "a non-ASCII character"
+                )
+            )
+            raise ConfigError(
+                f"holds {kind} (character {position} of {len(value)}): an HTTP "
+                "header cannot carry it",
+                field=field,
+                hint=f"set {field} to the credential alone, on one line, without quotes",
+            )
+
+
+def check_credentials(settings: ProviderSettings, fields: dict[str, str]) -> None:
+    """:func:`check_credential` for the provider's key, user and password; ``fields`` names
+    where each came from (``api_key`` -> ``OPENAI_API_KEY``)."""
+    for attribute in ("api_key", "user", "password"):
+        check_credential(getattr(settings, attribute), fields.get(attribute, attribute))
 
 
 def check_base_url(url: str, field: str) -> str:
@@ -377,4 +424,13 @@ def provider_from_env(
         # the provider needs it. Shown only through redact_url.
         url = strip_userinfo(url).rstrip("/")
     s.base_url = url or None
+    check_credentials(s, _CREDENTIAL_SOURCES.get(name, {}))
     return s
+
+
+#: Where provider_from_env read each credential of a provider (named in its errors); a
+#: URL's userinfo is checked under the same names.
+_CREDENTIAL_SOURCES = {
+    "ollama": {"user": "OLLAMA_USER", "password": "OLLAMA_PASSWORD"},
+    "openai": {"api_key": "OPENAI_API_KEY"},
+}

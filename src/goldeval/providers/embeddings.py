@@ -42,7 +42,7 @@ import httpx
 
 from goldeval.core.errors import ConfigError, ProviderError
 from goldeval.core.limits import estimate_tokens
-from goldeval.core.settings import ProviderSettings, redact_url
+from goldeval.core.settings import ProviderSettings, check_credential, redact_url
 from goldeval.providers.budget import Meter, current_meter
 from goldeval.providers.http import HTTPProvider
 from goldeval.providers.http.client import token_count
@@ -191,6 +191,7 @@ def embedding_settings(
         )
     api_key = env.get(key_env) if key_env else env.get(ENV_API_KEY)
     api_key = api_key.strip() if api_key and api_key.strip() else None
+    check_credential(api_key, key_env or ENV_API_KEY)
     raw_retries = _pick(opts, "retries", env, ENV_RETRIES)
     retries = DEFAULT_RETRIES
     if raw_retries is not None:

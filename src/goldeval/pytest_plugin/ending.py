@@ -83,10 +83,17 @@ def stop_reason(session: pytest.Session, interrupt: BaseException | None) -> str
 
 
 def rerun_command(state: GoldenSession) -> str:
-    """The command that retries this run: the same arguments, the run key kept.
+    """The command that retries this run (stored in run.json, named by the exit decision)."""
+    return "rerun: " + shlex.join(["pytest", *rerun_args(state)])
 
-    The line is printed and stored in run.json: URLs lose their userinfo and credential
-    parameters, and every secret the session knows is masked (also percent-encoded forms).
+
+def rerun_args(state: GoldenSession) -> list[str]:
+    """The arguments that retry this run: the same arguments, the run key kept. One list for
+    run.json's ``rerunCommand`` and the terminal's retry hint (goldeval.pytest_plugin.retry).
+
+    Every secret the session knows is masked (also percent-encoded forms, and a password
+    holding a space or a quote, which no URL pattern spans), then URLs lose their userinfo
+    and credential parameters.
     """
     s = state.settings
     try:
@@ -110,10 +117,10 @@ def rerun_command(state: GoldenSession) -> str:
             arg = "--override-ini=" + _relative_arg(arg.partition("=")[2], root)
         else:
             arg = _relative_arg(arg, root if ini else here)
-        args.append(mask(_URL.sub(lambda m: redact_url(m.group(0)), arg)))
+        args.append(_URL.sub(lambda m: redact_url(m.group(0)), mask(arg)))
     if s.run_key and not any(a.startswith("--golden-run-key") for a in args):
         args.append(f"--golden-run-key={s.run_key}")
-    return "rerun: " + shlex.join(["pytest", *args])
+    return args
 
 
 def _relative_arg(arg: str, here: Path) -> str:

@@ -7,39 +7,16 @@ key, so that the retry resumes the run and calls again only the attempts without
 
 from __future__ import annotations
 
-import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from goldeval.core.settings import redact_url
+from goldeval.pytest_plugin.ending import rerun_args
 from goldeval.verdict.exit_codes import INFRA
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
-
-_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
-
-
-def retry_command(config: pytest.Config, run_key: str | None) -> str:
-    """The command that retries this session: as it was typed, with the run key named.
-
-    From the invocation's arguments, URLs without their credentials (options from
-    PYTEST_ADDOPTS and the ini file's addopts apply again by themselves); the run key is added
-    when it came from there, so the command stands on its own.
-    """
-    # A URL typed with credentials (--golden-base-url=http://user:pass@host) is shown without
-    # them: secrets never reach the terminal or a CI log (pass them through the environment).
-    args = [_URL.sub(_redacted, str(a)) for a in config.invocation_params.args]
-    typed_key = any(a == "--golden-run-key" or a.startswith("--golden-run-key=") for a in args)
-    if run_key and not typed_key:
-        args.append(f"--golden-run-key={run_key}")
-    return shlex.join(["pytest", *args])
-
-
-def _redacted(match: re.Match[str]) -> str:
-    return redact_url(match.group(0))
 
 
 class RetryHint:
@@ -66,7 +43,7 @@ class RetryHint:
             return
         config = self.state.config
         key = self.state.settings.run_key
-        command = retry_command(config, key)
+        command = shlex.join(["pytest", *rerun_args(self.state)])
         where = config.invocation_params.dir
         if key:
             line = f"goldeval: retry (resumes run key {key}, calls again only what got no verdict)"

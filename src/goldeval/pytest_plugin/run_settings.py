@@ -16,7 +16,12 @@ import pytest
 from goldeval.core import limits
 from goldeval.core.errors import RERUN_HINT, GoldevalError
 from goldeval.core.models import Mode
-from goldeval.core.settings import ProviderSettings, RunSettings, provider_from_env
+from goldeval.core.settings import (
+    ProviderSettings,
+    RunSettings,
+    check_credentials,
+    provider_from_env,
+)
 from goldeval.providers.budget import Budget, parse_prices
 from goldeval.pytest_plugin.variant_baselines import variant_path
 
@@ -347,6 +352,17 @@ def judge_provider_settings(config: pytest.Config, s: RunSettings) -> ProviderSe
     password = os.environ.get("GOLDEVAL_JUDGE_PASSWORD")
     if password:
         settings.password = password
+    try:
+        check_credentials(
+            settings,
+            {
+                "api_key": "GOLDEVAL_JUDGE_API_KEY" if key else "OPENAI_API_KEY",
+                "user": "GOLDEVAL_JUDGE_USER" if user else "OLLAMA_USER",
+                "password": "GOLDEVAL_JUDGE_PASSWORD" if password else "OLLAMA_PASSWORD",
+            },
+        )
+    except GoldevalError as exc:
+        raise pytest.UsageError(f"judge: {exc}") from None
     settings.read_timeout = s.provider.read_timeout
     settings.connect_timeout = s.provider.connect_timeout
     settings.retries = s.provider.retries

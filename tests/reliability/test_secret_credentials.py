@@ -1,0 +1,158 @@
+"""Credentials the run holds in forms an echo or a message may carry (found by a probe).
+
+- A key of two lines (a key file holding an old and a new key) or with a non-ASCII
+  character: httpx refused the header and quoted it escaped (``b'Bearer sk-...\\nsk-...'``),
+  which the masker, holding the raw value, never matched: the key reached the terminal,
+  run.json, the reports and the store. Such a credential is refused before the run now.
+- Basic auth with an empty password (a gateway key given as the user name) and a proxy
+  variable's ``user:password@``: their ``Basic`` tokens were never masked.
+- The terminal's retry hint had its own copy of the URL redaction: a password holding a
+  space or a quote, which no URL pattern spans, was printed.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goldeval.core.errors import ConfigError
+from goldeval.core.secrets import SecretMasker, run_secrets
+from goldeval.core.settings import provider_from_env, secret_forms, url_secrets
+from goldeval.testing.llm_server import FakeLLMServer, Reply
+from tests.helpers import make_bot_dataset
+from tests.reliability.test_secrets import scan
+
+USAGE = 4
+TWO_LINES = "sk-PlantedKey123456\nsk-SecondLine98765"
+GATE = "    thresholds:\n      overallPassRate: 0.5\n"
+
+
+def _project(pytester: pytest.Pytester) -> Path:
+    make_bot_dataset(pytester.path, GATE)
+    return pytester.path
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "options"),
+    [
+        ("OPENAI_API_KEY", TWO_LINES, []),
+        ("OPENAI_API_KEY", "sk-Pl\u00e4ntedKey123456", []),
+        ("OPENAI_API_KEY", "\u201csk-PlantedKey123456\u201d", []),
+        ("GOLDEVAL_JUDGE_API_KEY", "jk-JudgeKey123456\njk-OtherLine98765", ["--golden-judge"]),
+    ],
+)
+def test_a_credential_no_header_can_carry_is_refused_before_the_run(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    options: list[str],
+) -> None:
+    root = _project(pytester)
+    with FakeLLMServer() as srv:
+        monkeypatch.setenv(variable, value)
+        if variable != "OPENAI_API_KEY":
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-fine-key-123456")
+        result = pytester.runpytest(
+            "--golden=bot-v1",
+            "--golden-mode=live",
+            "--golden-provider=openai",
+            "--golden-model=m1",
+            f"--golden-base-url={srv.openai_base_url}",
+            "--golden-retries=0",
+            *options,
+        )
+        calls = len(srv.requests)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == USAGE, out[-2000:]
+    assert calls == 0
+    assert variable in out and "HTTP header cannot carry it" in out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    pieces = {p for p in value.replace("\u201c", "\n").replace("\u201d", "\n").split("\n") if p}
+    assert scan(root, [out], {f"piece {n}": p for n, p in enumerate(pieces)}) == []
+
+
+def test_the_refusal_names_the_variable_never_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", TWO_LINES)
+    with pytest.raises(ConfigError) as refused:
+        provider_from_env("openai", "m1", "http://127.0.0.1:9")
+    text = str(refused.value)
+    assert "OPENAI_API_KEY: holds a line break (character 20 of 38)" in text
+    assert "sk-" not in text
+
+
+def test_an_escaped_echo_of_a_two_line_value_is_masked_too() -> None:
+    masker = SecretMasker(secret_forms(None, None, TWO_LINES))
+    echo = f"Illegal header value {('Bearer ' + TWO_LINES).encode()!r}"
+    assert "sk-" not in masker.mask(echo)
+    assert masker.mask("old key sk-SecondLine98765 only") == "old key *** only"
+
+
+def _basic(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def test_a_user_with_an_empty_password_is_the_credential() -> None:
+    user = "userAsKey-Planted-123"
+    for forms in (secret_forms(user, "", None), tuple(url_secrets(f"http://{user}:@h:1/"))):
+        masker = SecretMasker(forms)
+        assert masker.mask(f"Basic {_basic(user, '')}") == "Basic ***"
+        assert masker.mask(f"hello {user}") == "hello ***"
+    masker = SecretMasker(url_secrets(f"http://{user}@h:1/"))  # no colon: the same header
+    assert masker.mask(f"Basic {_basic(user, '')}") == "Basic ***"
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "https_proxy", "ALL_PROXY"])
+def test_a_proxy_variable_credential_and_its_header_are_masked(variable: str) -> None:
+    url = "http://proxyuser:proxy-Secret-9911@127.0.0.1:3128"
+    masker = SecretMasker(run_secrets([], {variable: url}))
+    echo = f'"Proxy-Authorization": "Basic {_basic("proxyuser", "proxy-Secret-9911")}"; {url}'
+    shown = masker.mask(echo)
+    assert "proxy-Secret-9911" not in shown and _basic("proxyuser", "proxy-Secret-9911") not in (
+        shown
+    )
+
+
+def _echo_authorization(request: Any) -> Reply:
+    return Reply(content="Hello there. You sent: " + request.headers.get("authorization", ""))
+
+
+def test_record_mode_never_writes_the_basic_token_of_a_user_used_as_key(
+    pytester: pytest.Pytester,
+) -> None:
+    root = _project(pytester)
+    user = "userAsKey-Planted-123"
+    with FakeLLMServer() as srv:
+        srv.responder = _echo_authorization
+        result = pytester.runpytest(
+            "--golden=bot-v1",
+            "--golden-mode=record",
+            "--golden-overwrite-fixtures",
+            "--golden-model=m1",
+            "--golden-base-url=" + srv.base_url.replace("http://", f"http://{user}:@"),
+        )
+        sent = {r.headers.get("authorization", "") for r in srv.requests}
+    out = result.stdout.str() + result.stderr.str()
+    assert f"Basic {_basic(user, '')}" in sent  # the credential really was sent and echoed
+    assert scan(root, [out], {"user": user, "token": _basic(user, "")}) == []
+
+
+def test_the_retry_hint_masks_a_password_no_url_pattern_spans(pytester: pytest.Pytester) -> None:
+    root = _project(pytester)
+    for password in ("Sec Space-555zz", "Sec'Quote-555zz", 'Sec"Quote-555zz', "Sec<Quote-555zz"):
+        result = pytester.runpytest(
+            "--golden=bot-v1",
+            "--golden-mode=live",
+            "--golden-provider=openai",
+            "--golden-model=m1",
+            f"--golden-base-url=http://u:{password}@127.0.0.1:1",
+            "--golden-retries=0",
+            "--golden-run-key=retry-me",
+        )
+        out = result.stdout.str() + result.stderr.str()
+        assert result.ret == 75, out[-2000:]
+        assert "goldeval: retry" in out
+        assert scan(root, [out], {"password": password}) == [], password
