@@ -27,6 +27,7 @@ from goldeval.pytest_plugin.recording import preflight as preflight_store
 from goldeval.pytest_plugin.state import PAYLOAD_ATTR, RERUN_KIND, GoldenSession
 from goldeval.pytest_plugin.summary import print_summary
 from goldeval.pytest_plugin.variants import power_line
+from goldeval.pytest_plugin.write_targets import preflight_write_targets
 from goldeval.results.finalise import FinalisationError
 from goldeval.results.last_session import write_last_session
 from goldeval.results.run_folder import ArtifactError
@@ -108,6 +109,7 @@ class Controller:
         except ProtocolMismatch as exc:
             self._refuse(session.config, refused_before_run(str(exc)))
         try:
+            preflight_write_targets(self.state)
             preflight_baseline_file(self.state)
             preflight_record_targets(self.state)
         except ConfigError as exc:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from goldeval.core.errors import GoldevalError
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.reports.junit import write_dashboard_junit_runs
 from goldeval.results.documents import RunDocument, typed_run
@@ -42,6 +43,7 @@ class JunitGlue:
         self.config = config
         self.state = state
         self.written: Path | None = None
+        self.failed: str | None = None
 
     def _target(self) -> Path | None:
         raw = self.state.settings.junit_path
@@ -78,13 +80,23 @@ class JunitGlue:
         if target is None or self.state.is_worker or self.state.run is None:
             return
         runs = self.state.benchmark or [self.state.run]
-        write_dashboard_junit_runs([typed_run(r) for r in runs], target)
+        try:
+            write_dashboard_junit_runs([typed_run(r) for r in runs], target)
+        except (OSError, GoldevalError) as exc:
+            # checked before the run (pytest_plugin.write_targets): what changed since
+            self.failed = f"{target}: {getattr(exc, 'strerror', None) or exc}"
+            return
         self.written = target
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.written is not None:
             terminalreporter.write_line(f"  dashboard JUnit XML: {self.written}")
+        if self.failed is not None:
+            terminalreporter.write_line(
+                f"goldeval: ERROR: the dashboard JUnit XML was not written ({self.failed})",
+                red=True,
+            )
 
 
 class JunitPropertiesGlue:

@@ -14,6 +14,7 @@ A pure library (no pytest imports). See :class:`~goldeval.store.base.Store` for 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from goldeval.store.base import (
@@ -46,10 +47,37 @@ __all__ = [
     "attempt_key",
     "open_store",
     "redact_url",
+    "store_url_problem",
 ]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _SQLITE_SCHEME = "sqlite://"
+
+
+#: ``host=... password=...``: libpq's keyword form, which is no path (it became an SQLite file
+#: named after it, the password in its name and in the printed rerun command).
+_KEYWORD_DSN = re.compile(r"(?:^|\s)(?:host|hostaddr|dbname|user|password|port)\s*=", re.I)
+
+
+def store_url_problem(url_or_path: str) -> str | None:
+    """Why ``url_or_path`` names no store :func:`open_store` can open, or None: asked before
+    a run, so that a mistake no retry fixes is not found after every model call."""
+    target = url_or_path.strip()
+    lowered = target.lower()
+    if lowered.startswith((*_POSTGRES_SCHEMES, _SQLITE_SCHEME)):
+        return None
+    if "://" in target:
+        scheme = target.split("://", 1)[0]
+        return (
+            f"unsupported store URL scheme {scheme!r} in {redact_url(target)}: use a file "
+            "path, sqlite:///path or postgresql://user@host/db"
+        )
+    if _KEYWORD_DSN.search(target):
+        return (
+            "a PostgreSQL connection in keyword form (host=... dbname=...) is not a store "
+            "URL: write it as postgresql://user@host:port/db, the password in PGPASSWORD"
+        )
+    return None
 
 
 def open_store(
