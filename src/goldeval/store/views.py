@@ -104,7 +104,12 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
         return doc
 
     counter_keys = tuple(COUNTER_KEYS)
-    same = all(recorded.get(k) == doc.get(k) for k in counter_keys)
+    # The store row's status wins over the recorded document's: a later session of the run
+    # key that was killed leaves the row RUNNING over the first session's COMPLETED summary
+    # (its gate PASS is about another session's end).
+    same = recorded.get("status") == doc.get("status") and all(
+        recorded.get(k) == doc.get(k) for k in counter_keys
+    )
     out: dict[str, Any] = dict(recorded)
     root = out.get("projectRoot")
     if isinstance(root, str) and os.path.isabs(root):
@@ -127,12 +132,20 @@ def _with_recorded_fields(doc: dict[str, Any], summary: Any) -> dict[str, Any]:
         out["status"] = doc["status"]
         for key in VERDICT_KEYS:
             out.pop(key, None)
-        note = withheld_note(
-            doc.get("attemptsTotal"),
-            recorded.get("attemptsTotal"),
-            "gate, comparison and exit decision",
-            "; run `goldeval gate --run-key KEY` to gate every attempt",
-        )
+        then = "; run `goldeval gate --run-key KEY` to gate every attempt"
+        if recorded.get("status") != doc.get("status"):
+            note = (
+                f"the store run is {doc.get('status')} but the last finished session recorded "
+                f"{recorded.get('status')}: its gate, comparison and exit decision are not "
+                f"shown{then}"
+            )
+        else:
+            note = withheld_note(
+                doc.get("attemptsTotal"),
+                recorded.get("attemptsTotal"),
+                "gate, comparison and exit decision",
+                then,
+            )
         out["notes"] = [*(out.get("notes") or []), note]
     return out
 

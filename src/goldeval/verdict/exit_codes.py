@@ -176,10 +176,23 @@ def _recorded_interrupted(o: RunOutcome) -> ExitDecision | None:
     return _infra(o, "the run is INTERRUPTED: not every selected attempt was graded; retry it")
 
 
+#: Statuses a whole run may record, or whose cause another rule weighs: any other one
+#: (QUEUED, FAILED without its fault, INCOMPLETE without its stop, a word goldeval never
+#: writes) is a run whose session recorded no whole end. None: a reference-format document.
+_STATUS_EXPLAINED = (None, "COMPLETED", "INTERRUPTED")
+
+
 def _recorded_running(o: RunOutcome) -> ExitDecision | None:
-    if not o.recorded_running:
+    if o.recorded_running:
+        return _infra(o, f"{RUNNING_REASON}; resume it by its run key")
+    if o.recorded_status in _STATUS_EXPLAINED or o.incomplete:
         return None
-    return _infra(o, f"{RUNNING_REASON}; resume it by its run key")
+    return _infra(
+        o,
+        f"the run document says {o.recorded_status!r} and records no cause: its session "
+        "recorded no whole end, so not every selected attempt was graded; resume it by its "
+        "run key or run it again",
+    )
 
 
 def _nothing_selected(o: RunOutcome) -> ExitDecision | None:
@@ -352,7 +365,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "the run document says RUNNING: its session never recorded an end (killed, a CI "
-        "job's timeout, or still running)",
+        "job's timeout, or still running); or another status than COMPLETED/INTERRUPTED "
+        "(QUEUED, FAILED, INCOMPLETE, an unknown word) with no cause above or a stop recorded",
         "75",
         _recorded_running,
     ),

@@ -98,6 +98,8 @@ class RunOutcome:
     #: The run document says RUNNING: the store run of a session that never recorded its end
     #: (killed with SIGKILL, a CI job's timeout, or still running). Never a whole run.
     recorded_running: bool = False
+    #: The run document's ``status`` as recorded (None: a reference-format document).
+    recorded_status: str | None = None
     #: What the capture line says (``10 cases, 2 FAIL (...)``), for capture runs.
     capture_summary: str | None = None
     #: The decision on two variants of the session (``gate.compare``, issue 35).
@@ -150,6 +152,7 @@ class RunOutcome:
             "not_started_budget": run.not_started_over_budget or 0,
             "recorded_interrupted": run.status == "INTERRUPTED",
             "recorded_running": run.status == "RUNNING",
+            "recorded_status": run.status,
         }
         stopped = run.stopped_early
         if stopped is not None:

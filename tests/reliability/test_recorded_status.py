@@ -1,0 +1,84 @@
+"""A run whose recorded status is no whole end is never gated 0 (found by a probe).
+
+- ``goldeval gate`` passed a run.json whose ``status`` said INCOMPLETE, FAILED, QUEUED or an
+  unknown word (the baseline side refused them, the candidate side did not): the exit
+  table's RUNNING rule now covers every status but COMPLETED/INTERRUPTED that has no cause
+  of its own recorded.
+- A run key's later session, killed after it began recording, leaves the store row RUNNING
+  over the first session's COMPLETED document: ``goldeval gate --run-key`` and ``show`` read
+  that document's gate PASS and exit 0. The row's status wins now.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from goldeval.store import open_store
+from tests.helpers import make_bot_dataset, run_cli
+
+GATE = "    thresholds:\n      overallPassRate: 0.5\n"
+INFRA = 75
+
+
+@pytest.fixture
+def passed_run(pytester: pytest.Pytester) -> Path:
+    make_bot_dataset(pytester.path, GATE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1", "--golden-run-key=K")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    latest = (pytester.path / ".goldeval" / "runs" / "LATEST").read_text().strip()
+    return Path(latest) / "run.json"
+
+
+@pytest.mark.parametrize("status", ["INCOMPLETE", "FAILED", "QUEUED", "foo"])
+def test_a_run_json_of_another_status_is_not_gated_zero(
+    passed_run: Path, pytester: pytest.Pytester, status: str
+) -> None:
+    doc = json.loads(passed_run.read_text(encoding="utf-8"))
+    doc["status"] = status
+    edited = pytester.path / f"{status}.json"
+    edited.write_text(json.dumps(doc), encoding="utf-8")
+    gate = run_cli("gate", str(edited), cwd=pytester.path)
+    assert gate.returncode == INFRA, gate.stdout + gate.stderr
+    assert f"the run document says {status!r}" in gate.stdout
+    compare = run_cli("compare", str(passed_run), str(edited), "--no-gate", cwd=pytester.path)
+    assert compare.returncode != 0, compare.stdout + compare.stderr
+
+
+def test_the_unedited_run_still_passes(passed_run: Path, pytester: pytest.Pytester) -> None:
+    gate = run_cli("gate", str(passed_run), cwd=pytester.path)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+
+
+def test_a_killed_later_session_of_the_run_key_is_not_gated_on_the_first(
+    passed_run: Path, pytester: pytest.Pytester
+) -> None:
+    before = run_cli("gate", "--run-key", "K", cwd=pytester.path)
+    assert before.returncode == 0, before.stdout + before.stderr
+    store = open_store(pytester.path / ".goldeval" / "goldeval.sqlite3")
+    try:
+        row = store.get_run("K")
+        assert row is not None and row.status == "COMPLETED"
+        # What a resumed session does as it records its first attempt; then it is killed
+        # (SIGKILL: nothing of it runs again).
+        store.begin_run(
+            "later-session",
+            run_key="K",
+            dataset_id=row.dataset_id,
+            dataset_hash=row.dataset_hash,
+            mode=row.mode,
+            protocol=row.protocol,
+            configuration=row.configuration,
+        )
+    finally:
+        store.close()
+    gate = run_cli("gate", "--run-key", "K", cwd=pytester.path)
+    assert gate.returncode == INFRA, gate.stdout + gate.stderr
+    show = run_cli("show", "K", cwd=pytester.path)
+    assert show.returncode == 0, show.stderr
+    assert "Status: RUNNING" in show.stdout and "Exit status 0" not in show.stdout
+    assert "the store run is RUNNING but the last finished session recorded COMPLETED" in (
+        show.stdout
+    )
