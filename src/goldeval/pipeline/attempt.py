@@ -17,10 +17,8 @@ from goldeval.core.models import (
     CaseInfo,
     ContractResult,
     GraderOutcome,
-    Severity,
     Status,
     TokenUsage,
-    Violation,
 )
 from goldeval.core.secrets import SecretMasker
 from goldeval.core.textsafe import one_line
@@ -35,12 +33,12 @@ from goldeval.graders.base import GradeContext, Grader
 from goldeval.graders.budget import GraderTimeout, budget, grader_timeout
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.retrieval import grade_retrieval
+from goldeval.pipeline.truncation import truncation_outcome
 from goldeval.providers.base import Answer, ProviderRequest, masked_answer
 
 #: The java-autotest profile's system prompt intro (kept here under its old name).
 SYSTEM_INTRO = JAVA_SYSTEM_INTRO
 #: The violation kind of an answer cut at the token limit (finish_reason ``length``).
-TRUNCATED = "TRUNCATED"
 
 
 class Retriever(Protocol):
@@ -307,7 +305,9 @@ class Pipeline:
             options=self.dataset.manifest.grader_options,
         )
         contract, outcomes, hard_failed = self._run_graders(case, ctx)
-        truncated = self._truncation_outcome(case, answer)
+        truncated = truncation_outcome(
+            case.id, answer.finish_reason, self.dataset.manifest.truncated
+        )
         if truncated is not None:
             outcomes.append(truncated)
             hard_failed = hard_failed or truncated.hard
@@ -377,27 +377,6 @@ class Pipeline:
             raise
         except BaseException as exc:  # see _foreign_error
             raise _foreign_error("GRADER_ERROR", f"grader {grader.name}", exc) from exc
-
-    def _truncation_outcome(self, case: GoldenCase, answer: Answer) -> GraderOutcome | None:
-        """The ``truncated`` outcome of an answer cut at the token limit, unless turned off."""
-        truncated = self.dataset.manifest.truncated
-        if answer.finish_reason != "length" or truncated == "off":
-            return None
-        return GraderOutcome(
-            grader="truncated",
-            passed=False,
-            violations=[
-                Violation(
-                    case_id=case.id,
-                    category=TRUNCATED,
-                    severity=Severity.HIGH,
-                    grader="truncated",
-                    reason="the answer was cut at the token limit (finish_reason length); "
-                    "raise request.max_tokens, or set `truncated: soft` in the manifest",
-                )
-            ],
-            hard=truncated == "hard",
-        )
 
     def error_record(
         self,

@@ -92,6 +92,9 @@ class Controller:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collection_errors += 1
+            # A test file that does not import, under --continue-on-collection-errors:
+            # pytest's 1 must stay (a golden gate PASS hid it: exit 0).
+            self.state.other_failures += 1
 
     # -- pre-flight: refused before the first model call -------------------------------------
 
@@ -212,13 +215,6 @@ class Controller:
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         self.interrupt = excinfo.value
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        # A test file that does not import, under --continue-on-collection-errors: pytest's 1
-        # must stay (a golden gate PASS hid it: exit 0). Under xdist the controller gets the
-        # failed collect reports of its workers too.
-        if report.failed:
-            self.state.other_failures += 1
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

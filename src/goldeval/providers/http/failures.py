@@ -250,6 +250,17 @@ def truncated(pieces: int, endpoint: str) -> Failure:
     )
 
 
+def unfinished(provider: str, said: str) -> Failure:
+    """TRUNCATED_STREAM for a whole (not streamed) answer its envelope calls unfinished
+    (Ollama ``done: false``, OpenAI ``finish_reason: null``): graded as it was, it passed
+    where the same answer streamed was an ERROR. Retried like a cut stream."""
+    return Failure(
+        "TRUNCATED_STREAM",
+        f"{provider} answered with {said}: the server says the answer is not finished",
+        retryable=True,
+    )
+
+
 def bad_stream(shown_line: str, endpoint: str) -> Failure:
     """PARSER_ERROR for a streamed line that is not JSON (``shown_line`` already masked)."""
     return Failure(

@@ -17,6 +17,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
+from goldeval.providers.http.failures import unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
 from goldeval.providers.http.wire import chat_messages
 
@@ -88,6 +89,8 @@ class OllamaProvider(HTTPProvider):
         return body
 
     def _parse(self, data: dict[str, Any]) -> Answer | Failure:
+        if data.get("done") is False:
+            return unfinished(self.name, "done: false")
         message = data.get("message")
         if not isinstance(message, dict):
             message = {}

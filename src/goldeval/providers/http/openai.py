@@ -16,6 +16,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
+from goldeval.providers.http.failures import unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
 from goldeval.providers.http.wire import chat_messages
 
@@ -79,6 +80,9 @@ class OpenAIProvider(HTTPProvider):
         if not isinstance(choices, list) or not choices:
             return Failure("EMPTY_RESPONSE", f"{self.name} returned no choices", retryable=False)
         first = choices[0]
+        if isinstance(first, dict) and "finish_reason" in first and first["finish_reason"] is None:
+            # null, not absent: some compatible servers leave the key out of whole answers
+            return unfinished(self.name, "finish_reason: null")
         message = first.get("message") if isinstance(first, dict) else None
         if not isinstance(message, dict):
             message = {}

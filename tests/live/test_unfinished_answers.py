@@ -1,0 +1,77 @@
+"""A whole answer whose envelope says it is not finished is never a PASS (found by a probe).
+
+Streamed, an answer with no ``done``/finish reason was already ERROR TRUNCATED_STREAM; the
+same answer sent whole (Ollama ``done: false``, OpenAI ``finish_reason: null``) was graded and
+passed. A ``content_filter`` finish passed as a whole answer too: it is cut like
+``length`` now (the manifest's ``truncated`` policy: a hard FAIL by default).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from goldeval.testing.llm_server import FakeLLMServer, Reply
+from tests.helpers import BOT_ANSWERS, make_bot_dataset
+
+GATE = "    thresholds:\n      overallPassRate: 0.5\n"
+
+
+def _answer(request: Any) -> str:
+    text = request.last_user_message or ""
+    return next((a for cid, a in BOT_ANSWERS.items() if cid in text), "?")
+
+
+def _ollama(done: bool) -> Any:
+    def respond(request: Any) -> Reply:
+        body = {"model": "m", "message": {"role": "assistant", "content": _answer(request)}}
+        return Reply(raw_body=json.dumps({**body, "done": done}).encode())
+
+    return respond
+
+
+def _openai(finish_reason: str | None) -> Any:
+    def respond(request: Any) -> Reply:
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": _answer(request)},
+            "finish_reason": finish_reason,
+        }
+        return Reply(raw_body=json.dumps({"model": "m", "choices": [choice]}).encode())
+
+    return respond
+
+
+CASES = {
+    "ollama done false": ("ollama", _ollama(False), 75, "done: false"),
+    "ollama done true": ("ollama", _ollama(True), 0, None),
+    "openai finish null": ("openai", _openai(None), 75, "finish_reason: null"),
+    "openai stop": ("openai", _openai("stop"), 0, None),
+    "openai content filter": ("openai", _openai("content_filter"), 1, "content filter"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_unfinished_whole_answer_is_not_a_pass(pytester: pytest.Pytester, case: str) -> None:
+    provider, responder, code, said = CASES[case]
+    make_bot_dataset(pytester.path, GATE)
+    with FakeLLMServer() as srv:
+        srv.responder = responder
+        url = srv.openai_base_url if provider == "openai" else srv.base_url
+        result = pytester.runpytest(
+            "-p",
+            "no:cacheprovider",
+            "--golden=bot-v1",
+            "--golden-mode=live",
+            f"--golden-provider={provider}",
+            "--golden-model=m",
+            f"--golden-base-url={url}",
+            "--golden-retries=0",
+            "--golden-no-gate",
+        )
+    out = result.stdout.str()
+    assert result.ret == code, out[-3000:]
+    if said is not None:
+        assert said in out, out[-3000:]
