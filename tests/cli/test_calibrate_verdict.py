@@ -317,3 +317,45 @@ def test_copies_of_a_row_under_other_ids_are_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(DatasetError, match="repeats line 1"):
         load_calibration(path)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"candidate": "Hello "},
+        {"candidate": "Hello\n"},
+        {"candidate": "HELLO"},
+        {"candidate": "Hel\u200blo"},
+        {"judgeOutput": "ACCEPT\n"},
+        {"candidate": "Hello\u00a0"},
+    ],
+)
+def test_a_copy_with_spacing_case_or_invisible_characters_changed_is_refused(
+    tmp_path: Path, changed: dict[str, str]
+) -> None:
+    """A copy with one trailing space doubled n and turned exit 1 into 0 (a probe)."""
+    from goldeval.core.errors import DatasetError
+    from goldeval.judge.calibration_rows import load_calibration
+
+    row = {"caseId": "c1", "candidate": "Hello", "judgeOutput": "ACCEPT", "humanLabel": "ACCEPT"}
+    path = tmp_path / "calibration.jsonl"
+    copy = {**row, **changed}
+    path.write_text(
+        json.dumps({"id": "r1", **row}) + "\n" + json.dumps({"id": "r1-dup", **copy}) + "\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DatasetError, match="repeats line 1"):
+        load_calibration(path)
+
+
+def test_rows_with_other_words_are_kept(tmp_path: Path) -> None:
+    from goldeval.judge.calibration_rows import load_calibration
+
+    row = {"caseId": "c1", "candidate": "Hello", "judgeOutput": "ACCEPT", "humanLabel": "ACCEPT"}
+    other = {**row, "candidate": "Hello there"}
+    path = tmp_path / "calibration.jsonl"
+    path.write_text(
+        json.dumps({"id": "r1", **row}) + "\n" + json.dumps({"id": "r2", **other}) + "\n",
+        encoding="utf-8",
+    )
+    assert len(load_calibration(path)) == 2

@@ -5,6 +5,7 @@ and field of every problem, and the canned judge decision of a row (its recorded
 from __future__ import annotations
 
 import os
+import unicodedata
 from typing import Any
 
 from pydantic import (
@@ -129,11 +130,17 @@ def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
             )
         # Only rows that carry the judged answer can be told apart by content (the reference's
         # worked example repeats a caseId and a verdict text over distinct judgments).
-        content = (row.case_id, row.candidate, row.judge_output, row.human_label)
+        content = (
+            row.case_id,
+            _same_text(row.candidate),
+            _same_text(row.judge_output),
+            row.human_label,
+        )
         if row.candidate and row.human_label is not None and content in contents:
             raise DatasetError(
                 f"row {row.id!r} repeats line {contents[content]} (the same caseId, candidate, "
-                "judgeOutput and humanLabel under another id): a copy adds no evidence",
+                "judgeOutput and humanLabel under another id, compared without case, spacing "
+                "and invisible characters): a copy adds no evidence",
                 path=path,
                 line=number,
                 field="id",
@@ -169,3 +176,14 @@ def refuse_rows_outside(
                 field="caseId",
                 hint="label cases of this dataset; fix the id or remove the row",
             )
+
+
+def _same_text(text: str | None) -> str | None:
+    """``text`` as the duplicate check compares it: a copy with a space, a line break, a
+    zero-width character or another case added is the same judgment (one trailing space
+    doubled n and cleared the bar)."""
+    if text is None:
+        return None
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    visible = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    return " ".join(visible.split())
