@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.store import open_store
-from tests.helpers import make_bot_dataset, run_cli
+from tests.helpers import app_provider_conftest, make_bot_dataset, run_cli
 
 GATE = "    thresholds:\n      overallPassRate: 0.5\n"
 INFRA = 75
@@ -82,3 +82,19 @@ def test_a_killed_later_session_of_the_run_key_is_not_gated_on_the_first(
     assert "the store run is RUNNING but the last finished session recorded COMPLETED" in (
         show.stdout
     )
+
+
+def test_report_md_shows_the_gate_word_every_surface_shows(pytester: pytest.Pytester) -> None:
+    """A gate that passed its rules beside an ERROR attempt: report.md said "Quality gate
+    **PASS**" while the run exits 75 (the run page and JUnit said "PASS, but the run exits
+    75")."""
+    make_bot_dataset(pytester.path, GATE)
+    pytester.makeconftest(app_provider_conftest("golden/bot/fixtures", "order-number", '"fail"'))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1")
+    assert result.ret == INFRA, result.stdout.str()[-2000:]
+    latest = Path((pytester.path / ".goldeval" / "runs" / "LATEST").read_text().strip())
+    if not (latest / "report.md").is_file():  # a run exiting 75 does not move LATEST
+        latest = max((pytester.path / ".goldeval" / "runs").glob("20*"))
+    report = (latest / "report.md").read_text(encoding="utf-8")
+    assert "**PASS, but the run exits 75**" in report
+    assert "**PASS**" not in report

@@ -22,6 +22,7 @@ from goldeval.results.documents import (
 )
 from goldeval.results.metrics import format_rate
 from goldeval.verdict.comparison import comparison_label
+from goldeval.verdict.gate_label import gate_label
 
 #: How many case ids a terminal line names before "and N more".
 NAMED_CASES = 10
@@ -224,7 +225,8 @@ def _gate_lines(run: RunDocument) -> list[str]:
     if gate is None:
         out.append("_Not applied._")
     else:
-        out.append(f"**{gate.verdict}**")
+        # The word every surface shows: PASS only for a run that exits 0 (gate_label).
+        out.append(f"**{md_escape(gate_label(run))}**")
         out.append("")
         for rule in gate.rules:
             mark = "PASS" if rule.passed else "FAIL"
