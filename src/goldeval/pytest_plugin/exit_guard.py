@@ -17,8 +17,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from goldeval.core.errors import GoldevalError
+from goldeval.core.settings import mask_secrets
+from goldeval.core.textsafe import one_line
 from goldeval.pytest_plugin.ending import DECIDED_EXIT, apply_exit
-from goldeval.verdict.exit_codes import ExitDecision
+from goldeval.pytest_plugin.state import state_of
+from goldeval.results.last_session import write_last_session
+from goldeval.verdict.exit_codes import INFRA, ExitDecision
 
 
 def _restored(config: pytest.Config, status: int | None, hook: str) -> ExitDecision | None:
@@ -32,6 +37,40 @@ def _restored(config: pytest.Config, status: int | None, hook: str) -> ExitDecis
         f" decided exit {decided.code} ({decided.reason}); pytest exits {decided.code}\n"
     )
     return decided
+
+
+def _ended_badly(session: pytest.Session, exc: Exception) -> bool:
+    """Another plugin's ``pytest_sessionfinish`` raised after goldeval decided (pytest's
+    ``--junitxml`` to a place it cannot write, the cache under ``-W error``): the session
+    ended in a traceback and exit 1, the quality-failure code, while LAST_SESSION said the
+    decided 0. Now the session's end failed as infrastructure: exit 75 (a decided non-zero
+    code stays), said on stderr, recorded in LAST_SESSION. The run itself was graded and
+    decided: ``goldeval gate RUN`` still re-decides its attempts. False: not decided yet."""
+    config = session.config
+    decided = config.stash.get(DECIDED_EXIT, None)
+    if decided is None:
+        return False
+    state = state_of(config)
+    what = f"{type(exc).__name__}: {exc}"
+    try:
+        what = state.masker.mask(what)
+    except GoldevalError:  # the dataset does not load: the settings' own secrets
+        provider = state.settings.provider
+        what = mask_secrets(what, [v for v in (provider.api_key, provider.password) if v])
+    what = one_line(what[:300])
+    code = decided.code or INFRA
+    reason = (
+        f"another plugin failed at the end of the session ({what}) after goldeval decided "
+        f"exit {decided.code}: {decided.reason}"
+        + ("; fix it and run again" if code == INFRA else "")
+    )
+    sys.stderr.write(f"goldeval: {reason}; pytest exits {code}\n")
+    apply_exit(session, ExitDecision(code, reason))
+    try:
+        write_last_session(state.settings.out_dir, code, reason, state.run_dir)
+    except (OSError, GoldevalError):
+        pass
+    return True
 
 
 class ExitGuard:
@@ -68,6 +107,10 @@ class ExitGuard:
             if decided is not None:
                 exc.returncode = decided.code
             raise
+        except Exception as exc:
+            if not _ended_badly(session, exc):
+                raise
+            return
         decided = _restored(session.config, int(session.exitstatus), "pytest_sessionfinish")
         if decided is not None:
             apply_exit(session, decided)

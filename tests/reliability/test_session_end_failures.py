@@ -1,0 +1,42 @@
+"""Another plugin failing at the end of the session, after goldeval decided (a probe: pytest's
+``--junitxml`` to a place it cannot write, the cache under ``-W error``, a project hook): the
+session ended in a traceback and exit 1 (the quality-failure code) while LAST_SESSION said
+the decided 0. Now: exit 75 (infrastructure; a decided failure keeps its code), one line on
+stderr naming the failure, and LAST_SESSION says the same."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import make_bot_dataset
+
+FAILING_END = """
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    raise OSError(28, "No space left on device: 'reports/junit.xml'")
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(("threshold", "code"), [("0.5", 75), ("1.0", 1)])
+def test_a_plugin_failing_at_the_end_is_infrastructure(
+    pytester: pytest.Pytester, workers: list[str], threshold: str, code: int
+) -> None:
+    make_bot_dataset(pytester.path, f"    thresholds:\n      overallPassRate: {threshold}\n")
+    if threshold == "1.0":  # one row answers wrong: the gate fails (1)
+        (pytester.path / "golden/bot/fixtures/greeting.out.md").write_text("Bye.\n")
+    pytester.makeconftest(FAILING_END)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1", *workers)
+    err = result.stderr.str()
+    assert result.ret == code, result.stdout.str()[-2000:] + err
+    assert "another plugin failed at the end of the session (OSError" in err
+    assert "Traceback" not in err + result.stdout.str()
+    last = json.loads((pytester.path / ".goldeval/runs/LAST_SESSION").read_text())
+    assert last["exitCode"] == code
+    assert "another plugin failed at the end of the session" in last["reason"]
+    assert last["run"] and Path(last["run"]).is_dir()
