@@ -40,3 +40,19 @@ def test_a_plugin_failing_at_the_end_is_infrastructure(
     assert last["exitCode"] == code
     assert "another plugin failed at the end of the session" in last["reason"]
     assert last["run"] and Path(last["run"]).is_dir()
+
+
+@pytest.mark.parametrize("listing", ["--fixtures", "--fixtures-per-test", "--markers"])
+def test_a_listing_decides_nothing_and_records_nothing(
+    pytester: pytest.Pytester, listing: str
+) -> None:
+    """``--fixtures`` printed "goldeval decision: exit 1" and recorded it in LAST_SESSION
+    while pytest exited 0 (a probe); ``--markers`` left a "began" record with no end."""
+    make_bot_dataset(pytester.path, "    thresholds:\n      overallPassRate: 0.5\n")
+    assert pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1").ret == 0
+    last = pytester.path / ".goldeval/runs/LAST_SESSION"
+    before = last.read_text()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1", listing)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert "goldeval decision" not in result.stdout.str()
+    assert last.read_text() == before

@@ -33,6 +33,17 @@ def resumed_everything(config: pytest.Config, pytest_status: int) -> bool:
     )
 
 
+#: pytest's options that show the items or fixtures instead of running them: no run is
+#: recorded, compared, refused or decided (``--fixtures`` printed "goldeval decision: exit 1"
+#: and recorded it in LAST_SESSION while pytest exited 0).
+LISTING_OPTIONS = ("collectonly", "showfixtures", "show_fixtures_per_test")
+
+
+def is_listing(option: object) -> bool:
+    """Whether ``option`` (``config.option`` or the known-args namespace) asks a listing."""
+    return any(getattr(option, name, False) for name in LISTING_OPTIONS)
+
+
 #: How many lines of the ``markers`` ini value come from the ini file itself (see IniMarkers).
 _INI_MARKER_LINES = pytest.StashKey[int]()
 #: Description of the markers goldeval registers for row tags (told apart from plugins' marks).

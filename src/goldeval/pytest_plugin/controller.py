@@ -18,6 +18,7 @@ from goldeval.core.errors import BaselineError, ConfigError, DatasetError, Golde
 from goldeval.pipeline.attempt import case_facts
 from goldeval.pytest_plugin.adaptive import check_whole_case_ids
 from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
+from goldeval.pytest_plugin.config_keys import is_listing
 from goldeval.pytest_plugin.decision import preflight, preflight_baseline_file
 from goldeval.pytest_plugin.finishing import deferred_signals, finalisation_failed, finish_session
 from goldeval.pytest_plugin.params import is_golden_nodeid, param_of, parse_golden_nodeid
@@ -105,7 +106,7 @@ class Controller:
         # missing --golden-baseline is a usage error, a damaged one 65. Listing items
         # (--collect-only) runs nothing, reads no store and compares nothing.
         self.session = session
-        if session.config.option.collectonly:
+        if is_listing(session.config.option):
             return
         try:
             preflight_store(self.state)
@@ -160,7 +161,7 @@ class Controller:
 
     def _preflight(self, config: pytest.Config, selected: list[str] | None) -> None:
         # Listing items or showing the set-up plan calls no model: nothing to refuse.
-        if self.preflown or config.option.collectonly or config.getoption("setupplan", False):
+        if self.preflown or is_listing(config.option) or config.getoption("setupplan", False):
             return
         self.preflown = True
 
@@ -274,7 +275,7 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # Listing items is not a run: nothing recorded, exit status untouched.
-        if session.config.option.collectonly:
+        if is_listing(session.config.option):
             self.state.close()
             return
         if self.refused:

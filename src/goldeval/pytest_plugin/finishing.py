@@ -18,7 +18,7 @@ import pytest
 
 from goldeval.core.errors import BaselineError, GoldevalError
 from goldeval.core.models import Mode
-from goldeval.pytest_plugin.config_keys import resumed_everything
+from goldeval.pytest_plugin.config_keys import is_listing, resumed_everything
 from goldeval.pytest_plugin.decision import (
     Found,
     decide,
@@ -158,7 +158,7 @@ def _stored_run_decides(state: GoldenSession, ending: SessionEnding) -> bool:
 def _is_a_run(session: pytest.Session) -> bool:
     """Listing items is not a run (nothing recorded, exit status untouched), nor is a session
     pytest ended with a usage or internal error."""
-    if session.config.option.collectonly:
+    if is_listing(session.config.option):
         return False
     return session.exitstatus not in (
         pytest.ExitCode.USAGE_ERROR,

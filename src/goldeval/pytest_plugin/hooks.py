@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from goldeval.pytest_plugin.config_keys import STATE_KEY, IniMarkers
+from goldeval.pytest_plugin.config_keys import STATE_KEY, IniMarkers, is_listing
 
 if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
@@ -63,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _submodule("options").refuse_bad_values(config)  # after LAST_SESSION says it began
     if not config.getoption("golden", default=None):
         return
-    if not config.option.collectonly:
+    if not is_listing(config.option):
         _submodule("run_settings").refuse_cache_selection(config)
     builtin = _submodule("builtins")
     from goldeval.pytest_plugin.state import GoldenSession
@@ -87,7 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # Listing items (--collect-only) is not a run: nothing is recorded, compared or
         # refused, so the controller and what it needs (verdict, reports, run documents) are
         # not even imported (docs/performance.md).
-        if not config.option.collectonly:
+        if not is_listing(config.option):
             from goldeval.pytest_plugin.controller import Controller
 
             config.pluginmanager.register(Controller(state), "goldeval-controller")
@@ -108,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
     transport.register(config)
     if state.adaptive is not None:  # --golden-attempts=auto:MAX under xdist: rounds in order
         _submodule("adaptive").register_rounds(config, state)
-    if not config.option.collectonly:  # a listing writes no run, so no JUnit run either
+    if not is_listing(config.option):  # a listing writes no run, so no JUnit run either
         _submodule("junit").register(config, state)
     # The HTML glue (and Jinja2 behind it) only when pytest-html writes a report.
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):

@@ -16,6 +16,7 @@ import os
 import pytest
 
 from goldeval.core.errors import GoldevalError
+from goldeval.pytest_plugin.config_keys import is_listing
 from goldeval.pytest_plugin.run_settings import out_dir_of
 from goldeval.results.last_session import write_session_begun
 
@@ -26,7 +27,7 @@ def mark_session_begun(config: pytest.Config) -> None:
     known = config.known_args_namespace
     if not getattr(known, "golden", None) or os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    if any(getattr(known, name, False) for name in ("collectonly", "help", "version")):
+    if is_listing(known) or any(getattr(known, n, False) for n in ("help", "version", "markers")):
         return
     try:
         write_session_begun(out_dir_of(config, getattr(known, "golden_out", None)))
