@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.core.json_numbers import int_parser
 
 MiB = 1 << 20
 
@@ -247,13 +248,12 @@ def loads_json(
 
     Raises :class:`LimitExceeded` (limit ``json_depth``) for a document nested deeper than
     ``max_depth`` (default: the ``json_depth`` limit), including one so deep that the standard
-    parser would raise RecursionError; a malformed document raises ``ValueError`` as
-    ``json.loads`` does (``json.JSONDecodeError``), so existing ``except ValueError`` handlers
-    keep working.
+    parser would raise RecursionError; a malformed document (also an integer no float holds,
+    goldeval.core.json_numbers) raises ``ValueError`` as ``json.loads`` does.
     """
     limit = int(default("json_depth")) if max_depth is None else max_depth
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=int_parser(text))
     except RecursionError:
         raise LimitExceeded(
             "json_depth", f"{what} is nested deeper than {limit} levels", **where

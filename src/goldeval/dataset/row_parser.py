@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goldeval.core.errors import DatasetError, DatasetErrors, GoldevalError
+from goldeval.core.json_numbers import bounded_int, int_parser
 from goldeval.core.safe_files import read_regular_file
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.expect import ExpectKey
@@ -47,6 +48,8 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 #: One decoder for every row: ``json.loads(..., object_pairs_hook=...)`` builds a new decoder
 #: per call, which cost more than decoding a short row.
 _ROW_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys)
+#: The same for a line with a run of 309 digits: its integers are checked (json_numbers).
+_ROW_DECODER_CHECKED = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_int=bounded_int)
 
 
 @dataclass(frozen=True)
@@ -255,7 +258,7 @@ def _variant_templates(manifest: Manifest | None) -> tuple[tuple[str, CompiledTe
 def _decode(line: str, row: _Row) -> dict[str, Any] | None:
     """The row's JSON object, or None (the problem recorded)."""
     try:
-        obj = _ROW_DECODER.decode(line)
+        obj = (_ROW_DECODER if int_parser(line) is None else _ROW_DECODER_CHECKED).decode(line)
     except _DuplicateKey as dup:
         row.err("duplicate key in the same object", fld=dup.key)
         return None

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from goldeval.core.json_numbers import bounded_int
 from goldeval.graders.common import excerpt
 
 __all__ = ["JSON_CANDIDATES", "Extracted", "extract_json", "loads"]
@@ -28,7 +29,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# An integer no float holds is no JSON value of the answer's (its rates and comparisons
+# raised OverflowError): refused like NaN (goldeval.core.json_numbers).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=bounded_int)
 _JSON_START = re.compile(r"[\[{]")
 
 

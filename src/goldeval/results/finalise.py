@@ -13,12 +13,12 @@ Pure module (no pytest): :mod:`goldeval.pytest_plugin.finishing` drives it.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.core.limits import loads_json
 from goldeval.results import run_folder as artifacts
 from goldeval.results.documents import typed_run
 from goldeval.results.evidence import MANIFEST, is_temp
@@ -244,7 +244,7 @@ def _mark_folder(run_dir: Path, run: RunJson | None, marks: dict[str, Any]) -> l
             continue
         try:
             if path.is_file():
-                doc = json.loads(path.read_text(encoding="utf-8"))
+                doc = loads_json(path.read_text(encoding="utf-8"), what=name)
                 if not isinstance(doc, dict):
                     raise ValueError(name)
             elif name == "run.json":

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.results.run_folder import atomic_write, refuse_link
 
 NAME = "LAST_SESSION"
@@ -81,8 +82,8 @@ def read_last_session(out_dir: Path) -> LastSession | None:
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_BYTES:
             return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = loads_json(path.read_text(encoding="utf-8"), what=NAME)
+    except (OSError, ValueError, LimitExceeded):  # 5,000 "[": RecursionError in json
         return None
     if not isinstance(doc, dict):
         return None

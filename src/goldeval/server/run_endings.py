@@ -11,7 +11,6 @@ line or recorded reason (never a silent failure).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import GoldevalError
+from goldeval.core.limits import LimitExceeded, loads_json
 from goldeval.core.textsafe import one_line
 from goldeval.results.documents import typed_run
 from goldeval.results.finalise import FAULT_KEY
@@ -229,8 +229,8 @@ def _run_json(run_dir: Path) -> dict[str, Any] | None:
     try:
         if path.is_symlink() or path.stat().st_size > _RUN_JSON_MAX:
             return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = loads_json(path.read_text(encoding="utf-8"), what="run.json")
+    except (OSError, ValueError, LimitExceeded):  # a conftest may rewrite run.json
         return None
     return doc if isinstance(doc, dict) else None
 
