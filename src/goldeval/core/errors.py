@@ -28,7 +28,7 @@ tests/unit/test_exception_tree.py checks that this list and the code agree)::
     ProtocolMismatch                    (pytest_plugin.recording) a resumed key's protocol (65)
     Problem                             (server.problems) an HTTP problem+json answer
     KeyConfigError                      (server.auth) a ValueError: unusable API key settings
-    HugeInteger                         (core.json_numbers) a ValueError: a JSON integer past a float
+    HugeInteger                         (core.json_numbers) a ValueError: an integer past a float
 
 Internal signals that never leave their module: ``_DuplicateKey`` (dataset.row_parser) and
 ``Drop`` (testing.llm_server, the fake server's dropped connection).
