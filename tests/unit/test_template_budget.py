@@ -237,3 +237,20 @@ def test_a_constant_filter_expression_is_left_to_the_render() -> None:
     case = GoldenCase(id="r1", prompt="p", expect={}, vars={})
     rendered = CompiledTemplates(PromptTemplates(user='{{ "x" | center(9) }}')).render("user", case)
     assert rendered == "    x    "
+
+
+def test_expandtabs_within_the_budget_renders() -> None:
+    case = GoldenCase(id="r1", prompt="p", expect={}, vars={})
+    source = "{{ ('a\tb').expandtabs(4) }}"
+    assert CompiledTemplates(PromptTemplates(user=source)).render("user", case) == "a   b"
+
+
+@pytest.mark.parametrize("call", ["expandtabs(1000000)", "expandtabs(tabsize=1000000)"])
+def test_expandtabs_is_stopped_before_it_builds_its_result(call: str) -> None:
+    """A probe: each argument in range, so 1.5 billion characters (1.5 GB) were built before
+    the output limit looked; the tab count times the tab size is weighed first now."""
+    case = GoldenCase(id="r1", prompt="p", expect={}, vars={})
+    source = "{{ ('\t' * 1500)." + call + " | length }}"
+    with pytest.raises(TemplateProblem) as caught:
+        CompiledTemplates(PromptTemplates(user=source)).render("user", case)
+    assert "str.expandtabs() would produce 1,500,000,000 characters" in str(caught.value)
