@@ -26,7 +26,8 @@ import os
 import re
 import threading
 import time
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 import regex
 
@@ -47,6 +48,8 @@ __all__ = [
 #: on a 1 MB answer (milliseconds), short enough that a pathological one costs little.
 DEFAULT_GRADER_TIMEOUT = 2.0
 ENV_GRADER_TIMEOUT = "GOLDEVAL_GRADER_TIMEOUT"
+
+T = TypeVar("T")
 
 _local = threading.local()
 
@@ -169,6 +172,15 @@ def check_time(grader: str, doing: str) -> None:
     name, limit, left = _left(grader)
     if left <= 0:
         raise GraderTimeout(name, "", limit, doing)
+
+
+def each(items: Iterable[T], *, grader: str, doing: str) -> Iterator[T]:
+    """``items``, the grader's budget checked before each: for loops whose every step scans
+    the answer (a row's needles, banned strings, ignored paths). 1,500 needles on a 15 MiB
+    answer took 17 s and 9,000 took 112 s, with no budget: each ``in`` is one scan."""
+    for item in items:
+        check_time(grader, doing)
+        yield item
 
 
 def search(pattern: str, text: str, *, grader: str, flags: int = 0) -> Any:

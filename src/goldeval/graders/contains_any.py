@@ -7,6 +7,7 @@ from typing import Any
 
 from goldeval.core.models import GraderOutcome
 from goldeval.graders.base import ExpectKey, GradeContext
+from goldeval.graders.budget import each
 from goldeval.graders.common import BuiltinGrader, answer_text, excerpt, show
 
 __all__ = ["ContainsAnyGrader"]
@@ -34,7 +35,7 @@ class ContainsAnyGrader(BuiltinGrader):
         if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
             return self.config_error(ctx, "expect.contains_any must be a list of strings")
         text = answer_text(ctx)
-        if any(o in text for o in options):
+        if any(o in text for o in each(options, grader=self.name, doing="contains_any")):
             return self.outcome([])
         return self.outcome(
             [

@@ -104,7 +104,7 @@ class ContractChecker:
         hallucination word."""
         cfg = self.config
         hallucination = False
-        for banned in must_not:
+        for banned in budget.each(must_not, grader=NAME, doing="must_not"):
             if banned in text:
                 reason = f"{case_id} contains banned '{banned}'"
                 if banned in cfg.hallucination_words:
@@ -192,7 +192,7 @@ class ContractChecker:
         status = expect.get("status")
         if status is not None and str(status) not in text:
             add("CONTRACT", Severity.HIGH, f"{case_id} missing status {status}, got: {ex}")
-        for required in expect.get("contains") or []:
+        for required in budget.each(expect.get("contains") or [], grader=NAME, doing="contains"):
             if required not in text:
                 add("CONTRACT", Severity.HIGH, f"{case_id} missing '{required}', got: {ex}")
         for match in budget.finditer(self._tests_class, text, grader=NAME, flags=re.ASCII):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from goldeval.core.models import GraderOutcome
 from goldeval.graders.base import GradeContext
+from goldeval.graders.budget import each
 from goldeval.graders.common import BuiltinGrader, answer_text
 from goldeval.graders.contract import CONTRACT_KEYS
 
@@ -31,7 +32,7 @@ class MustNotGrader(BuiltinGrader):
         text = answer_text(ctx)
         violations = [
             self.violation(ctx, "FORBIDDEN", f"contains banned {banned!r}")
-            for banned in dict.fromkeys(ctx.case.must_not)
+            for banned in each(dict.fromkeys(ctx.case.must_not), grader=self.name, doing="must_not")
             if isinstance(banned, str) and banned and banned in text
         ]
         return self.outcome(violations)

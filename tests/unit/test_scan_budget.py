@@ -1,0 +1,58 @@
+"""Graders whose every step scans the answer spend the grader's time budget (a probe: 9,000
+``contains_any`` needles on a 15 MiB answer ran 112 s, ``must_not`` and a contract's
+``contains`` alike, and ``json_equals`` with 2,000 ignored paths over 50,000 items 100 s).
+
+The budget is set to nothing (0 s), so the first check stops the grader: what is tested is
+that the loop checks the budget at all, not how fast it runs (no timed unit tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from goldeval.dataset.case import GoldenCase
+from goldeval.graders import budget
+from goldeval.graders.base import GradeContext
+from goldeval.graders.contract import ContractGrader
+from goldeval.graders.registry import builtin_graders
+from goldeval.providers.base import Answer
+
+ANSWER = "a" * 10_000
+
+
+def _grader(name: str) -> Any:
+    if name == "contract":
+        return ContractGrader()
+    return next(g for g in builtin_graders() if g.name == name)
+
+
+CASES = {
+    "contains_any": ({"contains_any": [f"needle {i}" for i in range(50)]}, (), ANSWER),
+    "must_not": ({}, tuple(f"banned {i}" for i in range(50)), ANSWER),
+    "contract": ({"contains": [f"needle {i}" for i in range(50)]}, (), ANSWER),
+    "json_equals": (
+        {"json_equals": list(range(500)), "json_ignore": [f"$[{i + 10_000}]" for i in range(50)]},
+        (),
+        str(list(range(500))),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_scanning_grader_stops_at_its_budget(name: str) -> None:
+    expect, must_not, text = CASES[name]
+    case = GoldenCase("c1", "p", expect, must_not=must_not)
+    ctx = GradeContext(case=case, answer=Answer(text=text), retrieved=[], pack=None, options={})
+    grader = _grader(name)
+    with pytest.raises(budget.GraderTimeout) as stopped, budget.budget(grader.name, 0.0):
+        grader.grade(ctx)
+    doing = {"contract": "contains", "json_equals": "json_equals"}.get(name, name)
+    assert doing in str(stopped.value)  # stopped in the scanning loop itself
+    with budget.budget(grader.name, 60.0):  # within its budget it grades as before
+        assert grader.grade(ctx) is not None
+
+
+def test_each_yields_every_item_within_the_budget() -> None:
+    with budget.budget("g", 60.0):
+        assert list(budget.each([1, 2, 3], grader="g", doing="x")) == [1, 2, 3]
