@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from goldeval.core.deadline import Deadline as Deadline  # re-exported: its old home
 from goldeval.core.errors import GoldevalError
 from goldeval.core.json_numbers import int_parser
 
@@ -73,6 +73,14 @@ LIMITS: tuple[LimitSpec, ...] = (
         "",
         "any one input file read whole (rows, manifest, rubric, calibration, pack chunk, "
         "baseline, run.json, imported file); checked with fstat on the open file before reading",
+    ),
+    LimitSpec(
+        "dataset_rows",
+        200_000,
+        "rows",
+        "",
+        "rows of one dataset's rows file (each becomes a test item per attempt); counted while "
+        "read, before the next row is parsed: split a larger dataset",
     ),
     LimitSpec(
         "fixture_bytes",
@@ -286,44 +294,6 @@ def estimate_tokens(text: str) -> int:
 
 
 # -- time -----------------------------------------------------------------------------------
-
-
-class Deadline:
-    """A wall-clock bound on one piece of work (a provider call: connect + whole body).
-
-    ``Deadline(None)`` never expires. :meth:`remaining` is what a blocking wait may still take;
-    :meth:`check` raises ``on_expired()`` once the time is up.
-    """
-
-    __slots__ = ("_clock", "_end", "seconds")
-
-    def __init__(
-        self, seconds: float | None, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.seconds = seconds
-        self._clock = clock
-        self._end = None if seconds is None else clock() + max(0.0, seconds)
-
-    @classmethod
-    def earliest(cls, *deadlines: Deadline | None) -> Deadline:
-        """The deadline that ends first of ``deadlines`` (None entries ignored)."""
-        ends = [d for d in deadlines if d is not None and d._end is not None]
-        if not ends:
-            return cls(None)
-        first = min(ends, key=lambda d: d._end or 0.0)
-        return first
-
-    def remaining(self) -> float | None:
-        if self._end is None:
-            return None
-        return max(0.0, self._end - self._clock())
-
-    def expired(self) -> bool:
-        return self._end is not None and self._clock() >= self._end
-
-    def check(self, on_expired: Callable[[], BaseException]) -> None:
-        if self.expired():
-            raise on_expired()
 
 
 # -- goldeval import (issue 32) -------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from goldeval.core.errors import DatasetError, DatasetErrors, GoldevalError
 from goldeval.core.json_numbers import bounded_int, int_parser
+from goldeval.core.limits import default
 from goldeval.core.safe_files import read_regular_file
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.expect import ExpectKey
@@ -111,9 +112,19 @@ def parse_rows(
     errors: list[GoldevalError] = []
     cases: list[GoldenCase] = []
     first_line: dict[str, int] = {}
+    most = int(default("dataset_rows"))
+    rows = 0
     for lineno, line in _text_lines(data, path, errors):
         if not line.strip() or line.startswith("#"):
             continue
+        rows += 1
+        if rows > most:  # 800,000 rows of 49 MB took 2.9 GB and a MemoryError to collect
+            raise DatasetError(
+                f"more than {most:,} rows (limit dataset_rows)",
+                path=path,
+                line=lineno,
+                hint="split the dataset into several, or select rows with -m/-k from smaller ones",
+            )
         row = _Row(path, lineno)
         case = _parse_row(line, row, rules, first_line)
         errors.extend(row.errors)
