@@ -8,6 +8,7 @@ passed. A ``content_filter`` finish passed as a whole answer too: it is cut like
 
 from __future__ import annotations
 
+import gzip
 import json
 from typing import Any
 
@@ -75,3 +76,44 @@ def test_an_unfinished_whole_answer_is_not_a_pass(pytester: pytest.Pytester, cas
     assert result.ret == code, out[-3000:]
     if said is not None:
         assert said in out, out[-3000:]
+
+
+def _compressed(layers: int) -> Any:
+    def respond(request: Any) -> Reply:
+        body = json.dumps(
+            {
+                "model": "m",
+                "message": {"role": "assistant", "content": _answer(request)},
+                "done": True,
+            }
+        ).encode()
+        for _ in range(layers):
+            body = gzip.compress(body)
+        return Reply(raw_body=body, headers={"Content-Encoding": ", ".join(["gzip"] * layers)})
+
+    return respond
+
+
+@pytest.mark.parametrize(("layers", "code"), [(1, 0), (2, 4)])
+def test_a_body_compressed_more_than_once_is_refused_unread(
+    pytester: pytest.Pytester, layers: int, code: int
+) -> None:
+    """A probe: 3.5 KB of "Content-Encoding: gzip, gzip" inflated to 2 GiB in memory before
+    the response_bytes bound saw it (httpx inflates every layer of a piece first)."""
+    make_bot_dataset(pytester.path, GATE)
+    with FakeLLMServer() as srv:
+        srv.responder = _compressed(layers)
+        result = pytester.runpytest(
+            "-p",
+            "no:cacheprovider",
+            "--golden=bot-v1",
+            "--golden-mode=live",
+            "--golden-model=m",
+            f"--golden-base-url={srv.base_url}",
+            "--golden-retries=0",
+            "--golden-no-gate",
+        )
+    out = result.stdout.str()
+    assert result.ret == code, out[-3000:]
+    if layers > 1:
+        assert "RESPONSE_TOO_LARGE" in out and "compressed 2 times over (gzip, gzip)" in out

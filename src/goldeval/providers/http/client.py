@@ -33,7 +33,7 @@ from goldeval.core.settings import ProviderSettings, mask_secrets, redact_url
 from goldeval.core.watchdog import WATCHDOG
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
 from goldeval.providers.budget import cost_of
-from goldeval.providers.http.connection import base_url, cut, declared_length, pooled_client
+from goldeval.providers.http.connection import base_url, body_refusal, cut, pooled_client
 from goldeval.providers.http.failures import (
     FIX_HINTS,
     bad_stream,
@@ -370,15 +370,9 @@ class HTTPProvider(Provider):
         url = self.endpoint
         cap = self.settings.max_response_bytes
         what = f"the response from {redact_url(url)}"
-        declared = declared_length(response)
-        if declared is not None and declared > cap:
-            return self._too_large(
-                LimitExceeded(
-                    "response_bytes",
-                    f"{what} declares {declared} bytes (Content-Length), over the limit of "
-                    f"{cap} bytes",
-                )
-            ), None
+        refused = body_refusal(response, cap, what)
+        if refused is not None:
+            return self._too_large(refused), None
         chunks = read_bounded(response.iter_bytes(), max_bytes=cap, deadline=deadline, what=what)
         first: float | None = None
         try:

@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from goldeval.core.errors import ConfigError
+from goldeval.core.limits import LimitExceeded
 from goldeval.core.settings import (
     ProviderSettings,
     redact_url,
@@ -122,6 +123,36 @@ def declared_length(response: httpx.Response) -> int | None:
         return int(raw.split(",")[0].strip())
     except ValueError:
         return None
+
+
+def content_codings(response: httpx.Response) -> list[str]:
+    """The compressions a response declares (Content-Encoding, every header of it), in order,
+    ``identity`` left out."""
+    found = []
+    for header in response.headers.get_list("content-encoding"):
+        found += [c.strip().lower() for c in header.split(",") if c.strip()]
+    return [c for c in found if c != "identity"]
+
+
+def body_refusal(response: httpx.Response, cap: int, what: str) -> LimitExceeded | None:
+    """Why ``response``'s body is not read at all (``response_bytes``), or None: it declares
+    more than ``cap`` bytes, or more than one compression. httpx inflates every layer of a
+    piece before the bound sees it: 3.5 KB of "gzip, gzip" became 2 GiB in memory (one layer
+    is read piece by piece, bounded)."""
+    declared = declared_length(response)
+    if declared is not None and declared > cap:
+        return LimitExceeded(
+            "response_bytes",
+            f"{what} declares {declared} bytes (Content-Length), over the limit of {cap} bytes",
+        )
+    codings = content_codings(response)
+    if len(codings) > 1:
+        return LimitExceeded(
+            "response_bytes",
+            f"{what} is compressed {len(codings)} times over ({', '.join(codings)}): a body "
+            "that cannot be bounded while it is decompressed is refused",
+        )
+    return None
 
 
 def cut(response: httpx.Response) -> None:
