@@ -117,3 +117,31 @@ def test_a_body_compressed_more_than_once_is_refused_unread(
     assert result.ret == code, out[-3000:]
     if layers > 1:
         assert "RESPONSE_TOO_LARGE" in out and "compressed 2 times over (gzip, gzip)" in out
+
+
+def test_a_redirect_is_a_base_url_mistake_not_retried(pytester: pytest.Pytester) -> None:
+    """A probe: a 307 was HTTP_ERROR, retried and 75 ("retry the run"); a redirect is a base
+    URL to fix (exit 4), not followed, and its Location is shown without credentials."""
+    make_bot_dataset(pytester.path, GATE)
+    with FakeLLMServer() as srv:
+        srv.responder = lambda request: Reply(
+            status=307,
+            raw_body=b"moved",
+            headers={"Location": "https://127.0.0.1:1/api/chat?api_key=planted-KEY-123456"},
+        )
+        result = pytester.runpytest(
+            "-p",
+            "no:cacheprovider",
+            "--golden=bot-v1",
+            "--golden-mode=live",
+            "--golden-model=m",
+            f"--golden-base-url={srv.base_url}",
+            "--golden-retries=2",
+            "--golden-no-gate",
+        )
+        chats = [r for r in srv.requests if r.path.endswith("/api/chat")]
+    out = result.stdout.str()
+    assert result.ret == 4, out[-3000:]
+    assert "CONFIG_ERROR" in out and "redirects to https://127.0.0.1:1/api/chat?api_key=***" in out
+    assert "planted-KEY" not in out
+    assert len(chats) == 2  # one per row: not retried

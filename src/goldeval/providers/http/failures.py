@@ -76,7 +76,11 @@ def status_kind(status: int, text: str) -> str:
         return "NOT_FOUND"
     if 400 <= status <= 499:
         return "BAD_REQUEST"
-    return "HTTP_ERROR"  # 1xx/3xx (redirects are not followed): not a usable answer
+    if 300 <= status <= 399:
+        # redirects are not followed (a key must not go where the URL does not say): the
+        # base URL is wrong, which another try does not fix (it was retried as HTTP_ERROR)
+        return "CONFIG_ERROR"
+    return "HTTP_ERROR"  # 1xx: not a usable answer
 
 
 def status_failure(
@@ -110,6 +114,9 @@ def status_failure(
     message = f"HTTP {status} from {url}" + (f": {cut}" if cut else "")
     kind = status_kind(status, f"{code} {scrubbed}")
     hint = FIX_HINTS.get(kind) or hint_for(status)
+    if 300 <= status <= 399:
+        where = scrub(redact_url(response.headers.get("location") or "")) or "elsewhere"
+        hint = f"the server redirects to {where}: use that URL as the base URL"
     if hint:
         message += f" — {hint}"
     retry_after = None
