@@ -156,3 +156,55 @@ def test_the_retry_hint_masks_a_password_no_url_pattern_spans(pytester: pytest.P
         assert result.ret == 75, out[-2000:]
         assert "goldeval: retry" in out
         assert scan(root, [out], {"password": password}) == [], password
+
+
+ECHOING_GATEWAY = """
+import os
+import pytest
+from goldeval import Answer, Provider
+
+KEY_VARIABLE = "GATEWAY_API_KEY"
+
+
+class EchoingGateway(Provider):
+    name = "gateway"
+
+    def complete(self, request):
+        return Answer(text="Hello there. ORD-1 (sent with key " + os.environ[KEY_VARIABLE] + ")")
+
+
+@pytest.hookimpl
+def pytest_goldeval_make_provider(config, name, settings):
+    return EchoingGateway() if name == "gateway" else None
+"""
+
+DECLARED = """
+
+@pytest.hookimpl
+def pytest_goldeval_secrets(config):
+    return [os.environ.get(KEY_VARIABLE)]
+"""
+
+
+def test_a_provider_of_the_project_declares_its_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe: the documented gateway provider's key, echoed by the model, was written into
+    the recorded fixture: goldeval cannot know a key only the project's code reads. Declared
+    through ``pytest_goldeval_secrets``, it is masked like the run's own."""
+    root = _project(pytester)
+    key = "gw-Planted-Key-31415926"
+    monkeypatch.setenv("GATEWAY_API_KEY", key)
+    pytester.makeconftest(ECHOING_GATEWAY + DECLARED)
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--golden=bot-v1",
+        "--golden-mode=record",
+        "--golden-overwrite-fixtures",
+        "--golden-provider=gateway",
+        "--golden-model=m1",
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert "SECRET_IN_ANSWER" in out  # refused to record the echo, not written
+    assert scan(root, [out], {"gateway key": key}) == []

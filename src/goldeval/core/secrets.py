@@ -131,3 +131,15 @@ def run_secrets(
         found += secret_forms(None, None, None, url_secrets(url or ""))
     found += secret_forms(None, None, None, _service_keys(environ.get(SERVICE_KEYS_VARIABLE, "")))
     return found
+
+
+def declared_forms(declared: Iterable[Iterable[Any] | None]) -> list[str]:
+    """Every form of the values the ``pytest_goldeval_secrets`` implementations returned (a
+    provider of the project's own holds a key goldeval cannot know of)."""
+    return [
+        form
+        for values in declared
+        for value in values or ()
+        if isinstance(value, str)
+        for form in secret_forms(None, None, value)
+    ]

@@ -46,6 +46,19 @@ def pytest_goldeval_make_provider(
 
 
 @pytest.hookspec
+def pytest_goldeval_secrets(config: pytest.Config) -> list[str]:
+    """Return credentials your code holds that goldeval does not know (a provider of your
+    own reads ``GATEWAY_API_KEY``): they are masked like the run's own keys, in answers,
+    error text, reports, recorded fixtures and the store, also when a model echoes one.
+
+    :param config: the pytest config.
+    :return: the secret values (empty strings and values under 8 characters are ignored
+        in answers, as for the run's own credentials).
+    """
+    raise NotImplementedError
+
+
+@pytest.hookspec
 def pytest_goldeval_attempt_graded(config: pytest.Config, record: dict[str, Any]) -> None:
     """Called in the process that ran the item, after an attempt was graded.
 

@@ -19,7 +19,7 @@ import pytest
 from goldeval.core import limits
 from goldeval.core.errors import GoldevalError
 from goldeval.core.models import AttemptRecord, Mode
-from goldeval.core.secrets import SecretMasker, run_secrets
+from goldeval.core.secrets import SecretMasker, declared_forms, run_secrets
 from goldeval.core.settings import ProviderSettings
 from goldeval.dataset.case import GoldenCase
 from goldeval.dataset.manifest import find_manifest, read_manifest
@@ -332,7 +332,7 @@ class GoldenSession:
             os.environ,
             urls=[self.settings.store, embed_url if isinstance(embed_url, str) else None],
             key_variables=[key_env] if isinstance(key_env, str) and key_env else [],
-        )
+        ) + declared_forms(self.config.hook.pytest_goldeval_secrets(config=self.config))
 
     # -- items -----------------------------------------------------------------------------
 
