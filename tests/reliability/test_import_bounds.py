@@ -497,3 +497,26 @@ def test_an_import_reads_at_most_import_rows_rows(
     assert not (tmp_path / "golden" / NAME).exists()
     monkeypatch.setitem(limits.LIMITS_BY_NAME, "import_rows", dataclasses.replace(spec, default=6))
     assert import_dataset(source, NAME, tmp_path / "golden", fmt=fmt).rows == n
+
+
+def test_a_parquet_column_that_decodes_past_file_bytes_stops_early(tmp_path: Path) -> None:
+    """A probe: 848 bytes of dictionary-encoded parquet held 2,500 copies of a 1 MiB string;
+    its metadata said 1 MB, and the whole table was decoded (1.8 GB, a MemoryError). Read 64
+    rows at a time, the decoded size stops it at file_bytes."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    big = "x" * (1 << 20)
+    table = pa.table({"question": pa.array([big] * 400).dictionary_encode(), "answer": ["a"] * 400})
+    (tmp_path / "hf").mkdir()
+    pq.write_table(table, str(tmp_path / "hf" / "train.parquet"))
+    assert (tmp_path / "hf" / "train.parquet").stat().st_size < 100_000
+    _refused(_import(tmp_path, tmp_path / "hf"), tmp_path, "train.parquet", "the table (decoded)")
+
+
+def test_a_parquet_of_too_many_rows_is_refused_from_its_metadata(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({"question": ["q?"] * 200_001, "answer": ["a"] * 200_001})
+    (tmp_path / "hf").mkdir()
+    pq.write_table(table, str(tmp_path / "hf" / "train.parquet"))
+    _refused(_import(tmp_path, tmp_path / "hf"), tmp_path, "train.parquet", "200,001 rows")

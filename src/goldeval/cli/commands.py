@@ -85,14 +85,22 @@ def cmd_import(args: argparse.Namespace) -> int:
         golden_root = Path(args.golden_root)
     else:
         golden_root = (find_project_root(cwd) or cwd) / "golden"
-    report = import_dataset(
-        Path(args.source),
-        args.name,
-        golden_root,
-        fmt=args.format,
-        split=args.split,
-        strict_ids=args.strict_ids,
-    )
+    try:
+        report = import_dataset(
+            Path(args.source),
+            args.name,
+            golden_root,
+            fmt=args.format,
+            split=args.split,
+            strict_ids=args.strict_ids,
+        )
+    except MemoryError:
+        # Every reader is bounded by the import limits; a source inside them can still need
+        # more memory than this machine has (a 240 MB CSV): a clear error, nothing staged.
+        raise GoldevalError(
+            f"{args.source}: reading it ran out of memory",
+            hint="split the source into smaller files, or import on a machine with more memory",
+        ) from None
     for line in report.lines():
         print(line)
     print(f"next: pytest --golden={args.name}-v1")
