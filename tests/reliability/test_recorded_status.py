@@ -32,7 +32,7 @@ def passed_run(pytester: pytest.Pytester) -> Path:
     return Path(latest) / "run.json"
 
 
-@pytest.mark.parametrize("status", ["INCOMPLETE", "FAILED", "QUEUED", "foo"])
+@pytest.mark.parametrize("status", ["INCOMPLETE", "FAILED", "QUEUED"])
 def test_a_run_json_of_another_status_is_not_gated_zero(
     passed_run: Path, pytester: pytest.Pytester, status: str
 ) -> None:
@@ -98,3 +98,16 @@ def test_report_md_shows_the_gate_word_every_surface_shows(pytester: pytest.Pyte
     report = (latest / "report.md").read_text(encoding="utf-8")
     assert "**PASS, but the run exits 75**" in report
     assert "**PASS**" not in report
+
+
+def test_a_status_goldeval_never_writes_is_no_run_to_gate(
+    passed_run: Path, pytester: pytest.Pytester
+) -> None:
+    doc = json.loads(passed_run.read_text(encoding="utf-8"))
+    doc["status"] = "foo"
+    edited = pytester.path / "foo.json"
+    edited.write_text(json.dumps(doc), encoding="utf-8")
+    gate = run_cli("gate", str(edited), cwd=pytester.path)
+    assert gate.returncode == 65, gate.stdout + gate.stderr
+    assert "status:" in gate.stderr and "'INCOMPLETE'" in gate.stderr  # the field, refused
+    assert "Traceback" not in gate.stderr

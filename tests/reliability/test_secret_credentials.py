@@ -208,3 +208,12 @@ def test_a_provider_of_the_project_declares_its_key(
     out = result.stdout.str() + result.stderr.str()
     assert "SECRET_IN_ANSWER" in out  # refused to record the echo, not written
     assert scan(root, [out], {"gateway key": key}) == []
+
+
+def test_a_database_url_user_is_a_role_name_not_a_credential() -> None:
+    """Only HTTP Basic sends the user as the credential: a store URL's user ("goldeval", the
+    test server's role) masked as a secret turned the pages' ``goldeval-matrix`` class into
+    ``***-matrix``."""
+    assert "goldeval" not in url_secrets("postgresql://goldeval@127.0.0.1:5432/runs")
+    assert "goldeval" in url_secrets("http://goldeval@127.0.0.1:5432/")
+    assert "pw-Planted-77" in url_secrets("postgresql://goldeval:pw-Planted-77@127.0.0.1/runs")

@@ -170,13 +170,18 @@ def url_secrets(url: str) -> list[str]:
     """Credential values in a URL (userinfo password, credential-named parameters), raw and
     percent-decoded, so that an echo of either form can be masked; and the ``Basic`` token
     the client sends for its userinfo (a proxy URL's becomes a ``Proxy-Authorization``
-    header an echoing server repeats). A user with an empty or no password is the credential
-    itself (a gateway's key given as the user name): masked like a password."""
+    header an echoing server repeats). In an http(s) or socks URL, a user with an empty or no
+    password is the credential itself (a gateway's key given as the user name)."""
     found: list[str] = []
-    _scheme, userinfo, _host, _path, rest = _split(url)
+    scheme, userinfo, _host, _path, rest = _split(url)
     if userinfo:
         user, _colon, password = userinfo.partition(":")
-        found += [password, unquote(password)] if password else [user, unquote(user)]
+        if password:
+            found += [password, unquote(password)]
+        elif scheme.lower().startswith(("http", "socks")):
+            # HTTP Basic with no password: the user is the credential. Not in a database URL,
+            # whose user is a role name (a user "goldeval" masked the pages' CSS classes).
+            found += [user, unquote(user)]
         token = f"{unquote(user)}:{unquote(password)}".encode()
         found.append(base64.b64encode(token).decode("ascii"))
     for part in rest.lstrip("?").replace("#", "&").split("&"):

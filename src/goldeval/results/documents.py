@@ -17,7 +17,7 @@ stay byte for byte what they were and committed baselines keep loading.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -291,13 +291,18 @@ class FinalisationFaultDoc(_Doc):
     path_refused: bool = Field(default=False, alias="pathRefused")
 
 
+RunStatusWord = Literal["QUEUED", "RUNNING", "COMPLETED", "FAILED", "INTERRUPTED", "INCOMPLETE"]
+
+
 class Summary(_Doc):
     """``summary.json``: the run without its cases (and what the store keeps of a run)."""
 
     run_id: str | None = Field(default=None, alias="runId")
     run_key: str | None = Field(default=None, alias="runKey")
     timestamp: str | None = None
-    status: str | None = None
+    #: The statuses goldeval writes (a store row's, run.json's); another word is a damaged
+    #: document, refused naming the field (it was gated as a run: a false green).
+    status: RunStatusWord | None = None
     dataset_version: str | None = Field(default=None, alias="datasetVersion")
     pack_dataset_version: str | None = Field(default=None, alias="packDatasetVersion")
     dataset_hash: str | None = Field(default=None, alias="datasetHash")

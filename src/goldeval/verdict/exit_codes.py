@@ -182,11 +182,23 @@ def _recorded_interrupted(o: RunOutcome) -> ExitDecision | None:
 _STATUS_EXPLAINED = (None, "COMPLETED", "INTERRUPTED")
 
 
+#: Statuses goldeval writes that say a run did not end whole.
+_UNFINISHED = ("RUNNING", "QUEUED", "FAILED", "INCOMPLETE")
+
+
 def _recorded_running(o: RunOutcome) -> ExitDecision | None:
     if o.recorded_running:
         return _infra(o, f"{RUNNING_REASON}; resume it by its run key")
     if o.recorded_status in _STATUS_EXPLAINED or o.incomplete:
         return None
+    if o.recorded_status not in _UNFINISHED:
+        return ExitDecision(
+            COMPARISON_INVALID,
+            f"the run document's status {o.recorded_status!r} is none goldeval writes: a "
+            "damaged or edited run.json is no run to gate",
+        )
+    if not o.attempts.total:
+        return None  # nothing graded: the rules below say so (exit 1)
     return _infra(
         o,
         f"the run document says {o.recorded_status!r} and records no cause: its session "
@@ -365,9 +377,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "the run document says RUNNING: its session never recorded an end (killed, a CI "
-        "job's timeout, or still running); or another status than COMPLETED/INTERRUPTED "
-        "(QUEUED, FAILED, INCOMPLETE, an unknown word) with no cause above or a stop recorded",
-        "75",
+        "job's timeout, or still running); or QUEUED, FAILED or INCOMPLETE with attempts and "
+        "no cause above or stop recorded (65: a status goldeval never writes)",
+        "75/65",
         _recorded_running,
     ),
     Rule("nothing was graded: no golden case selected", "1", _nothing_selected),
