@@ -144,3 +144,18 @@ def test_the_check_itself(tmp_path: Path) -> None:
     assert (
         write_target_problem(tmp_path / "p" / "sub", project=project / "sub", kind="folder") is None
     )
+
+
+def test_a_linked_last_session_is_said_not_silent(
+    pytester: pytest.Pytester, project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """LAST_SESSION as a link was left as it was with nothing said (a probe): `goldeval gate`
+    with no run then took LATEST for this session."""
+    assert pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1").ret == 0
+    last = project / ".goldeval/runs/LAST_SESSION"
+    outside = _outside(tmp_path_factory) / "last"
+    last.unlink()
+    last.symlink_to(outside)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1")
+    assert "LAST_SESSION was not written" in result.stderr.str() + result.stdout.str()
+    assert not outside.exists()

@@ -332,8 +332,9 @@ class Controller:
                 self.refused_reason or state.exit_reason or f"pytest exited {session.exitstatus}",
                 state.run_dir,
             )
-        except (OSError, GoldevalError):
-            pass
+        except (OSError, GoldevalError) as exc:
+            # Said, not silent: `goldeval gate` with no run would take LATEST for this session.
+            sys.stderr.write(f"goldeval: LAST_SESSION was not written: {exc}\n")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.final_error is not None:
