@@ -45,18 +45,11 @@ def _openai(finish_reason: str | None) -> Any:
     return respond
 
 
-CASES = {
-    "ollama done false": ("ollama", _ollama(False), 75, "done: false"),
-    "ollama done true": ("ollama", _ollama(True), 0, None),
-    "openai finish null": ("openai", _openai(None), 75, "finish_reason: null"),
-    "openai stop": ("openai", _openai("stop"), 0, None),
-    "openai content filter": ("openai", _openai("content_filter"), 1, "content filter"),
-}
-
-
-@pytest.mark.parametrize("case", list(CASES))
-def test_an_unfinished_whole_answer_is_not_a_pass(pytester: pytest.Pytester, case: str) -> None:
-    provider, responder, code, said = CASES[case]
+def _live_run(
+    pytester: pytest.Pytester, responder: Any, provider: str = "ollama", retries: int = 0
+) -> tuple[Any, list[Any]]:
+    """The bot dataset run live against a local server answering with ``responder``, ungated
+    (the verdict weighs the attempts only): pytest's result and the requests it sent."""
     make_bot_dataset(pytester.path, GATE)
     with FakeLLMServer() as srv:
         srv.responder = responder
@@ -69,9 +62,25 @@ def test_an_unfinished_whole_answer_is_not_a_pass(pytester: pytest.Pytester, cas
             f"--golden-provider={provider}",
             "--golden-model=m",
             f"--golden-base-url={url}",
-            "--golden-retries=0",
+            f"--golden-retries={retries}",
             "--golden-no-gate",
         )
+        return result, srv.requests
+
+
+CASES = {
+    "ollama done false": ("ollama", _ollama(False), 75, "done: false"),
+    "ollama done true": ("ollama", _ollama(True), 0, None),
+    "openai finish null": ("openai", _openai(None), 75, "finish_reason: null"),
+    "openai stop": ("openai", _openai("stop"), 0, None),
+    "openai content filter": ("openai", _openai("content_filter"), 1, "content filter"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_unfinished_whole_answer_is_not_a_pass(pytester: pytest.Pytester, case: str) -> None:
+    provider, responder, code, said = CASES[case]
+    result, _ = _live_run(pytester, responder, provider)
     out = result.stdout.str()
     assert result.ret == code, out[-3000:]
     if said is not None:
@@ -100,19 +109,7 @@ def test_a_body_compressed_more_than_once_is_refused_unread(
 ) -> None:
     """A probe: 3.5 KB of "Content-Encoding: gzip, gzip" inflated to 2 GiB in memory before
     the response_bytes bound saw it (httpx inflates every layer of a piece first)."""
-    make_bot_dataset(pytester.path, GATE)
-    with FakeLLMServer() as srv:
-        srv.responder = _compressed(layers)
-        result = pytester.runpytest(
-            "-p",
-            "no:cacheprovider",
-            "--golden=bot-v1",
-            "--golden-mode=live",
-            "--golden-model=m",
-            f"--golden-base-url={srv.base_url}",
-            "--golden-retries=0",
-            "--golden-no-gate",
-        )
+    result, _ = _live_run(pytester, _compressed(layers))
     out = result.stdout.str()
     assert result.ret == code, out[-3000:]
     if layers > 1:
@@ -122,24 +119,13 @@ def test_a_body_compressed_more_than_once_is_refused_unread(
 def test_a_redirect_is_a_base_url_mistake_not_retried(pytester: pytest.Pytester) -> None:
     """A probe: a 307 was HTTP_ERROR, retried and 75 ("retry the run"); a redirect is a base
     URL to fix (exit 4), not followed, and its Location is shown without credentials."""
-    make_bot_dataset(pytester.path, GATE)
-    with FakeLLMServer() as srv:
-        srv.responder = lambda request: Reply(
-            status=307,
-            raw_body=b"moved",
-            headers={"Location": "https://127.0.0.1:1/api/chat?api_key=planted-KEY-123456"},
-        )
-        result = pytester.runpytest(
-            "-p",
-            "no:cacheprovider",
-            "--golden=bot-v1",
-            "--golden-mode=live",
-            "--golden-model=m",
-            f"--golden-base-url={srv.base_url}",
-            "--golden-retries=2",
-            "--golden-no-gate",
-        )
-        chats = [r for r in srv.requests if r.path.endswith("/api/chat")]
+    moved = Reply(
+        status=307,
+        raw_body=b"moved",
+        headers={"Location": "https://127.0.0.1:1/api/chat?api_key=planted-KEY-123456"},
+    )
+    result, requests = _live_run(pytester, lambda request: moved, retries=2)
+    chats = [r for r in requests if r.path.endswith("/api/chat")]
     out = result.stdout.str()
     assert result.ret == 4, out[-3000:]
     assert "CONFIG_ERROR" in out and "redirects to https://127.0.0.1:1/api/chat?api_key=***" in out
