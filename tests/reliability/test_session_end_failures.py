@@ -56,3 +56,44 @@ def test_a_listing_decides_nothing_and_records_nothing(
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert "goldeval decision" not in result.stdout.str()
     assert last.read_text() == before
+
+
+GATE_FAILS = "    thresholds:\n      overallPassRate: 1.0\n"
+
+
+@pytest.mark.parametrize(
+    ("hooks", "code"),
+    [
+        ("def pytest_terminal_summary(terminalreporter):\n    raise SystemExit(0)\n", 1),
+        (
+            "@pytest.hookimpl(trylast=True)\ndef pytest_sessionfinish(session):\n"
+            "    raise SystemExit(0)\n",
+            1,
+        ),
+        ("def pytest_unconfigure(config):\n    raise RuntimeError('late')\n", 1),
+    ],
+    ids=["terminal-summary-exit-0", "sessionfinish-exit-0", "unconfigure-raises"],
+)
+def test_a_later_hook_cannot_end_a_failed_gate_with_0(
+    pytester: pytest.Pytester, hooks: str, code: int
+) -> None:
+    """A re-probe: ``sys.exit(0)`` in another plugin's sessionfinish or terminal summary
+    ended a GATE FAIL session with exit 0 (only pytest.exit and unconfigure were guarded)."""
+    make_bot_dataset(pytester.path, GATE_FAILS)
+    (pytester.path / "golden/bot/fixtures/greeting.out.md").write_text("Bye.\n")
+    pytester.makeconftest("import pytest\n\n" + hooks)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--golden=bot-v1")
+    assert result.ret == code, result.stdout.str()[-2000:] + result.stderr.str()
+    last = json.loads((pytester.path / ".goldeval/runs/LAST_SESSION").read_text())
+    assert last["exitCode"] == code
+
+
+def test_sys_exit_1_after_a_decided_0_is_recorded(pytester: pytest.Pytester) -> None:
+    make_bot_dataset(pytester.path, "    thresholds:\n      overallPassRate: 0.5\n")
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.hookimpl(trylast=True)\n"
+        "def pytest_sessionfinish(session):\n    raise SystemExit(1)\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--golden=bot-v1")
+    last = json.loads((pytester.path / ".goldeval/runs/LAST_SESSION").read_text())
+    assert result.ret == last["exitCode"] == 75, result.stderr.str()

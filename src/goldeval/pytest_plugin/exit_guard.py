@@ -39,7 +39,7 @@ def _restored(config: pytest.Config, status: int | None, hook: str) -> ExitDecis
     return decided
 
 
-def _ended_badly(session: pytest.Session, exc: Exception) -> bool:
+def _ended_badly(session: pytest.Session, exc: BaseException) -> bool:
     """Another plugin's ``pytest_sessionfinish`` raised after goldeval decided (pytest's
     ``--junitxml`` to a place it cannot write, the cache under ``-W error``): the session
     ended in a traceback and exit 1, the quality-failure code, while LAST_SESSION said the
@@ -107,7 +107,17 @@ class ExitGuard:
             if decided is not None:
                 exc.returncode = decided.code
             raise
-        except Exception as exc:
+        except SystemExit as exc:  # sys.exit() in a later hook ends the process with its code
+            status = exc.code if isinstance(exc.code, int) or exc.code is None else 1
+            decided = _restored(session.config, status, "pytest_sessionfinish")
+            if decided is not None:  # a decided failure turned into 0
+                raise SystemExit(decided.code) from None
+            if status and _ended_badly(session, exc):  # a decided 0 turned into a failure
+                raise SystemExit(int(session.exitstatus)) from None
+            raise
+        except KeyboardInterrupt:
+            raise  # Ctrl-C at the end: pytest's own interrupted status
+        except BaseException as exc:
             if not _ended_badly(session, exc):
                 raise
             return
@@ -127,6 +137,10 @@ class ExitGuard:
             if decided is not None:
                 raise SystemExit(decided.code) from None
             raise
+        except Exception as exc:  # a plugin's unconfigure failed after the decision
+            if self._session is None or not _ended_badly(self._session, exc):
+                raise
+            raise SystemExit(int(self._session.exitstatus)) from None
         session = self._session
         if session is not None:
             decided = _restored(config, int(session.exitstatus), "pytest_unconfigure")
