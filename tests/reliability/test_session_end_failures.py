@@ -42,7 +42,17 @@ def test_a_plugin_failing_at_the_end_is_infrastructure(
     assert last["run"] and Path(last["run"]).is_dir()
 
 
-@pytest.mark.parametrize("listing", ["--fixtures", "--fixtures-per-test", "--markers"])
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "--fixtures",
+        "--fixtures-per-test",
+        "--markers",
+        "--setup-plan",
+        "--setup-only",
+        "--cache-show",
+    ],
+)
 def test_a_listing_decides_nothing_and_records_nothing(
     pytester: pytest.Pytester, listing: str
 ) -> None:
@@ -52,7 +62,8 @@ def test_a_listing_decides_nothing_and_records_nothing(
     assert pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1").ret == 0
     last = pytester.path / ".goldeval/runs/LAST_SESSION"
     before = last.read_text()
-    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1", listing)
+    cache = [] if listing == "--cache-show" else ["-p", "no:cacheprovider"]
+    result = pytester.runpytest(*cache, "--golden=bot-v1", listing)
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert "goldeval decision" not in result.stdout.str()
     assert last.read_text() == before

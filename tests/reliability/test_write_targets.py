@@ -159,3 +159,35 @@ def test_a_linked_last_session_is_said_not_silent(
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1")
     assert "LAST_SESSION was not written" in result.stderr.str() + result.stdout.str()
     assert not outside.exists()
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [
+        lambda root: f"--golden-save-baseline=/{root}/lnk/b.json",  # //tmp/...: POSIX keeps it
+        lambda root: f"--golden-junit={root.parent / (root.name + '-alias')}/lnk/d.xml",
+        lambda root: "--golden-store=sqlite:///lnk/s.db",
+        lambda root: f"--golden-store=sqlite:///{root}/lnk/s.db",
+        lambda root: "--junitxml=$GOLDEVAL_LINKED/j.xml",
+    ],
+    ids=["double-slash", "project-alias", "sqlite-relative", "sqlite-absolute", "env-var"],
+)
+def test_other_spellings_of_a_path_through_a_link_are_refused(
+    pytester: pytest.Pytester,
+    project: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    spell: object,
+) -> None:
+    """A re-probe: ``//`` paths, a link to the project, ``sqlite:///`` store URLs and $VARS
+    in --junitxml went around the link check and wrote outside the project."""
+    outside = _outside(tmp_path_factory)
+    (project / "lnk").symlink_to(outside, target_is_directory=True)
+    (project.parent / (project.name + "-alias")).symlink_to(project, target_is_directory=True)
+    monkeypatch.setenv("GOLDEVAL_LINKED", "lnk")
+    option = spell(project)  # type: ignore[operator]
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1", option)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == USAGE, out[-2000:]
+    assert "is a symbolic link" in out
+    assert list(outside.iterdir()) == []

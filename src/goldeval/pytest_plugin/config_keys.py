@@ -36,7 +36,15 @@ def resumed_everything(config: pytest.Config, pytest_status: int) -> bool:
 #: pytest's options that show the items or fixtures instead of running them: no run is
 #: recorded, compared, refused or decided (``--fixtures`` printed "goldeval decision: exit 1"
 #: and recorded it in LAST_SESSION while pytest exited 0).
-LISTING_OPTIONS = ("collectonly", "showfixtures", "show_fixtures_per_test")
+LISTING_OPTIONS = (
+    "collectonly",
+    "showfixtures",
+    "show_fixtures_per_test",
+    # the set-up plan (no test is called: "nothing was graded", a failed run recorded)
+    "setupplan",
+    "setuponly",
+    "cacheshow",
+)
 
 
 def is_listing(option: object) -> bool:

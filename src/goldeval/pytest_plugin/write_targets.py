@@ -45,8 +45,9 @@ def _targets(state: GoldenSession) -> Iterator[tuple[str, Path, Kind]]:
     s = state.settings
     yield "--golden-out", s.out_dir, "folder"
     url = store_url(state)
-    if url is not None and "://" not in url:
-        yield _store_option(state) if s.store else "the run store", Path(url), "file"
+    store_file = _store_file(url, Path(state.config.invocation_params.dir))
+    if store_file is not None:
+        yield _store_option(state) if s.store else "the run store", store_file, "file"
     if s.save_baseline:
         names = state.variants.names if state.variants is not None else (None,)
         for name in names:
@@ -66,5 +67,21 @@ def _targets(state: GoldenSession) -> Iterator[tuple[str, Path, Kind]]:
     for option, dest in (("--junitxml", "xmlpath"), ("--html", "htmlpath")):
         typed = getattr(state.config.option, dest, None)
         if typed:
-            path = Path(os.path.normpath(here / os.path.expanduser(str(typed))))
+            # as pytest and pytest-html spell it out: $VARS and ~ expanded
+            path = Path(os.path.normpath(here / os.path.expandvars(os.path.expanduser(typed))))
             yield option, path, "file"
+
+
+def _store_file(url: str | None, here: Path) -> Path | None:
+    """The file of a file store (a path, or ``sqlite:///relative`` / ``sqlite:////absolute``:
+    the URL form skipped every check), None for a server or an in-memory store."""
+    if url is None:
+        return None
+    if "://" not in url:
+        return Path(url)
+    if not url.lower().startswith("sqlite://"):
+        return None
+    rest = url[len("sqlite://") :]
+    if rest in ("", "/", "/:memory:") or not rest.startswith("/"):
+        return None
+    return here / rest[1:]  # an absolute path stays absolute (here / "/x" is "/x")

@@ -49,22 +49,33 @@ def write_target_problem(path: Path, *, project: Path, kind: Kind) -> str | None
 
 
 def _link_on_the_way(path: Path, project: Path) -> Path | None:
-    """The first link among ``path``'s components below ``project`` (all of them when
-    ``path`` is inside it), else ``path`` itself when it is a link."""
-    try:
-        below = path.relative_to(project)
-    except ValueError:
-        return path if path.is_symlink() else None
-    current = project
-    for part in below.parts:
-        current = current / part
+    """The first link on ``path`` that lies inside ``project``, else ``path`` itself when it
+    is a link. Walked on real paths, component by component: a path spelled ``//tmp/...``
+    or through a link to the project (``/tmp/alias/lnk`` with ``alias -> project``) is the
+    same place as its plain spelling (both went around a lexical check)."""
+    inside = os.path.realpath(project)
+    parts = Path(path).parts
+    if not parts:
+        return None
+    real = os.path.realpath(os.sep if parts[0].startswith("//") else parts[0])
+    for number, part in enumerate(parts[1:], start=2):
+        candidate = os.path.join(real, part)
         try:
-            mode = os.lstat(current).st_mode
+            mode = os.lstat(candidate).st_mode
         except OSError:
             return None  # not there yet: created as a real folder or file
         if stat.S_ISLNK(mode):
-            return current
+            last = number == len(parts)
+            if last or _within(real, inside):
+                return Path(candidate)
+            real = os.path.realpath(candidate)
+        else:
+            real = os.path.normpath(candidate)
     return None
+
+
+def _within(place: str, root: str) -> bool:
+    return place == root or place.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _parent_problem(path: Path) -> str | None:
