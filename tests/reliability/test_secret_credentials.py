@@ -217,3 +217,57 @@ def test_a_database_url_user_is_a_role_name_not_a_credential() -> None:
     assert "goldeval" not in url_secrets("postgresql://goldeval@127.0.0.1:5432/runs")
     assert "goldeval" in url_secrets("http://goldeval@127.0.0.1:5432/")
     assert "pw-Planted-77" in url_secrets("postgresql://goldeval:pw-Planted-77@127.0.0.1/runs")
+
+
+def test_a_basic_password_of_any_character_is_sent_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A re-probe: Basic credentials are base64-encoded into their header, so "pässword99" is
+    sendable; it was refused (and a URL's password blamed on OLLAMA_PASSWORD)."""
+    monkeypatch.setenv("OLLAMA_PASSWORD", "p\u00e4ssword99")
+    monkeypatch.setenv("OLLAMA_USER", "u")
+    settings = provider_from_env("ollama", "m", "http://u:p%C3%A9ssword99@127.0.0.1:9/")
+    assert settings.password == "p\u00e9ssword99"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        ("Https_Proxy", "http://gatewaykey12345@127.0.0.1:9", "gatewaykey12345"),
+        ("All_Proxy", "http://u:pw-secret-9876@127.0.0.1:9", "pw-secret-9876"),
+        ("https_proxy", "gatewaykey12345@127.0.0.1:9", "gatewaykey12345"),  # no scheme: http
+    ],
+)
+def test_proxy_variables_of_any_case_and_without_a_scheme_are_masked(
+    name: str, value: str, secret: str
+) -> None:
+    masker = SecretMasker(run_secrets([], {name: value}))
+    assert masker.mask(f"echo {secret}") == "echo ***"
+
+
+@pytest.mark.parametrize(
+    ("returned", "code"),
+    [('os.environ["GATEWAY_API_KEY"]', None), ("5", 4)],
+    ids=["bare-string", "not-a-list"],
+)
+def test_the_secrets_hook_return_value(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, returned: str, code: int | None
+) -> None:
+    """A re-probe: a bare string was masked character by character (so not at all), an int
+    failed every item with a traceback."""
+    root = _project(pytester)
+    monkeypatch.setenv("GATEWAY_API_KEY", "gw-Planted-Key-31415926")
+    pytester.makeconftest(
+        ECHOING_GATEWAY.replace(
+            'return EchoingGateway() if name == "gateway" else None', "return None"
+        )
+        + f"\n\ndef pytest_goldeval_secrets(config):\n    return {returned}\n"
+        + "\n\nimport pytest as _p\n@_p.fixture(scope='session')\ndef golden_provider():\n"
+        + "    return lambda case: 'Hello there. ORD-1 key ' + os.environ[KEY_VARIABLE]\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1")
+    out = result.stdout.str() + result.stderr.str()
+    if code is not None:
+        assert result.ret == code and "return a list of the secret strings" in out, out[-2000:]
+        return
+    assert scan(root, [out], {"gateway key": "gw-Planted-Key-31415926"}) == []

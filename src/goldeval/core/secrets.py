@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from goldeval.core.errors import ConfigError
 from goldeval.core.settings import MASK, ProviderSettings, secret_forms, url_secrets
 
 #: Values shorter than this are not masked in answers. An answer is ordinary prose and code:
@@ -38,16 +39,21 @@ PASSWORD_VARIABLES = (
 )
 #: Environment variables holding a URL: its userinfo password and credential parameters
 #: (``?key=``, ``?access_token=``...) are secrets; GOLDEVAL_STORE may be a PostgreSQL URL.
-URL_VARIABLES = (
-    "OLLAMA_HOST",
-    "OPENAI_BASE_URL",
-    "GOLDEVAL_EMBED_URL",
-    "GOLDEVAL_STORE",
-    # httpx reads the proxy variables (trust_env): their userinfo is sent as a
-    # Proxy-Authorization header, which an echoing server repeats
-    *(f"{scheme}_PROXY" for scheme in ("HTTP", "HTTPS", "ALL")),
-    *(f"{scheme}_proxy" for scheme in ("http", "https", "all")),
-)
+URL_VARIABLES = ("OLLAMA_HOST", "OPENAI_BASE_URL", "GOLDEVAL_EMBED_URL", "GOLDEVAL_STORE")
+#: The proxy variables httpx reads (trust_env, through urllib: any case, ``Https_Proxy``
+#: too; a value without a scheme is http): their userinfo is sent as a Proxy-Authorization
+#: header, which an echoing server repeats.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def _proxy_urls(environ: Mapping[str, str]) -> list[str]:
+    found = []
+    for name, value in environ.items():
+        if name.lower() in PROXY_VARIABLES and value:
+            found.append(value if "://" in value else "http://" + value)
+    return found
+
+
 #: The evaluation service's API keys (``KEY:ROLE,...``): in the environment of a run the
 #: service started (goldeval.server.worker copies its environment).
 SERVICE_KEYS_VARIABLE = "GOLDEVAL_API_KEYS"
@@ -127,7 +133,7 @@ def run_secrets(
         found += secret_forms(environ.get(user_var), environ.get(password_var), None)
     for name in (*KEY_VARIABLES, *key_variables):
         found += secret_forms(None, None, environ.get(name))
-    for url in (*urls, *(environ.get(name) for name in URL_VARIABLES)):
+    for url in (*urls, *(environ.get(name) for name in URL_VARIABLES), *_proxy_urls(environ)):
         found += secret_forms(None, None, None, url_secrets(url or ""))
     found += secret_forms(None, None, None, _service_keys(environ.get(SERVICE_KEYS_VARIABLE, "")))
     return found
@@ -136,10 +142,21 @@ def run_secrets(
 def declared_forms(declared: Iterable[Iterable[Any] | None]) -> list[str]:
     """Every form of the values the ``pytest_goldeval_secrets`` implementations returned (a
     provider of the project's own holds a key goldeval cannot know of)."""
-    return [
-        form
-        for values in declared
-        for value in values or ()
-        if isinstance(value, str)
-        for form in secret_forms(None, None, value)
-    ]
+    forms: list[str] = []
+    for values in declared:
+        if isinstance(values, str):  # one secret returned bare: not its characters
+            values = [values]
+        if values is None:
+            continue
+        if not isinstance(values, (list, tuple, set, frozenset)):
+            raise ConfigError(
+                f"pytest_goldeval_secrets returned a {type(values).__name__}: return a list of "
+                "the secret strings",
+                field="pytest_goldeval_secrets",
+            )
+        for value in values:
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str):
+                forms += secret_forms(None, None, value)
+    return forms

@@ -285,10 +285,11 @@ def check_credential(value: str | None, field: str) -> None:
 
 
 def check_credentials(settings: ProviderSettings, fields: dict[str, str]) -> None:
-    """:func:`check_credential` for the provider's key, user and password; ``fields`` names
-    where each came from (``api_key`` -> ``OPENAI_API_KEY``)."""
-    for attribute in ("api_key", "user", "password"):
-        check_credential(getattr(settings, attribute), fields.get(attribute, attribute))
+    """:func:`check_credential` for the provider's key; ``fields`` names where it came from
+    (``api_key`` -> ``OPENAI_API_KEY``). A user and password go base64-encoded into their
+    ``Basic`` header, so any character is sendable there: not checked (``pässword`` was
+    refused, and a URL's password was blamed on OLLAMA_PASSWORD)."""
+    check_credential(settings.api_key, fields.get("api_key", "api_key"))
 
 
 def check_base_url(url: str, field: str) -> str:

@@ -114,6 +114,7 @@ class Controller:
             self._refuse(session.config, refused_before_run(str(exc)))
         try:
             preflight_write_targets(self.state)
+            self._secrets_known()
             preflight_baseline_file(self.state)
             preflight_record_targets(self.state)
         except ConfigError as exc:
@@ -124,6 +125,17 @@ class Controller:
                     session.config, refused_before_run(f"{exc.message} (baseline {exc.path})")
                 )
             self._refuse(session.config, refused_before_run(f"baseline rejected: {exc}"))
+
+    def _secrets_known(self) -> None:
+        """Build the run's masker now: a ``pytest_goldeval_secrets`` hook returning no list
+        is a usage error before the run (it failed every item). A dataset that does not
+        load is left to collection, which reports it."""
+        try:
+            self.state.masker  # noqa: B018 (built for its check)
+        except ConfigError:
+            raise
+        except GoldevalError:
+            pass
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
