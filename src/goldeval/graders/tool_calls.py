@@ -18,6 +18,7 @@ from typing import Any
 
 from goldeval.core.models import GraderOutcome, Violation
 from goldeval.graders.base import ExpectKey, GradeContext
+from goldeval.graders.budget import check_time, each
 from goldeval.graders.common import BuiltinGrader, json_eq, json_type, show
 from goldeval.graders.json_extract import loads
 from goldeval.graders.json_paths import key_path
@@ -190,7 +191,7 @@ class ToolCallsGrader(BuiltinGrader):
                     violations.append(self.violation(ctx, "TOOL_CALL", f"call #{i}: {problem}"))
         elif order == "subsequence":
             start = 0
-            for i, call in enumerate(expected):
+            for i, call in enumerate(each(expected, grader=self.name, doing="tool_calls")):
                 hit = next(
                     (
                         j
@@ -205,8 +206,14 @@ class ToolCallsGrader(BuiltinGrader):
                 else:
                     start = hit + 1
         else:
-            ok = [[_call_problem(e, a) is None for a in actual] for e in expected]
-            for i, j in enumerate(bipartite(ok, len(actual))):
+            ok = [
+                [_call_problem(e, a) is None for a in actual]
+                for e in each(expected, grader=self.name, doing="matching the tool calls")
+            ]
+            matched = bipartite(
+                ok, len(actual), lambda: check_time(self.name, "matching the tool calls")
+            )
+            for i, j in enumerate(matched):
                 if j is None:
                     missing(i, expected[i], actual)
         return self.outcome(self.capped(ctx, violations))
