@@ -161,7 +161,9 @@ def test_every_rendered_value_is_escaped(
 ) -> None:
     _fixture(golden_project, FAILING_CASE).write_text("just some text\n", encoding="utf-8")
     pytester.runpytest("--golden=generation-v1")
-    run = _poison(run_files.latest(), PAYLOAD)
+    latest = run_files.latest()
+    run = _poison(latest, PAYLOAD)
+    run["status"] = latest["status"]  # a closed set of words: another one is refused on load
     fragments = [render_summary(typed_run(run))]
     for case in run["cases"]:
         for attempt in case["attempts"]:
