@@ -254,3 +254,25 @@ def test_expandtabs_is_stopped_before_it_builds_its_result(call: str) -> None:
     with pytest.raises(TemplateProblem) as caught:
         CompiledTemplates(PromptTemplates(user=source)).render("user", case)
     assert "str.expandtabs() would produce 1,500,001,500 characters" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{{ (["x" * 1000000] * 1000000) | string }}',
+        '{{ (["x" * 1000000] * 1000000) | tojson }}',
+        '{{ ["x" * 1000000] * 1000000 }}',
+        '{{ (["x" * 1000000] * 1000) | join("") }}',
+        '{{ "{a:{w}}".format_map({"a": 1, "w": 1000000000}) }}',
+        '{{ "{0:{1[0]}}".format(1, [1000000000]) }}',
+        '{{ "{:{}}".format("a", "900000000") }}',
+    ],
+)
+def test_what_a_structure_or_nested_width_becomes_is_weighed_first(source: str) -> None:
+    """A re-probe: a million-item list of megabyte strings passed the repetition check (1M
+    items) and was built into 10**12 characters when shown; nested format widths from a
+    mapping, an index or a digit string built 1 GB before the output check."""
+    case = GoldenCase(id="r1", prompt="p", expect={}, vars={})
+    with pytest.raises(TemplateProblem) as caught:
+        CompiledTemplates(PromptTemplates(user=source)).render("user", case)
+    assert "template_repeat" in str(caught.value)

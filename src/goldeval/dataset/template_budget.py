@@ -142,11 +142,27 @@ def _check_binop(budget: RenderBudget, operator: str, left: Any, right: Any) -> 
             budget.check_chars(a + b, "the sum")
 
 
+def _weight(value: Any, depth: int = 3) -> int:
+    """About how many characters ``value`` becomes when printed: a list's items are weighed
+    too (``["x" * 10**6] * 10**6`` is a million items, but 10**12 characters once shown,
+    joined or turned to text). At most 1,000 items of a level are looked at (the rest
+    estimated from them) and three levels deep."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (list, tuple)) and depth > 0:
+        looked = value[:1000]
+        inner = sum(_weight(item, depth - 1) for item in looked)
+        if looked and len(value) > len(looked):
+            inner = inner * len(value) // len(looked)
+        return len(value) + inner
+    return _length(value) or 1
+
+
 def _check_product(budget: RenderBudget, left: Any, right: Any) -> None:
     for seq, count in ((left, right), (right, left)):
         size = _length(seq)
         if size is not None and isinstance(count, int):
-            budget.check_repeat(size * max(count, 0), "the repetition")
+            budget.check_repeat(_weight(seq) * max(count, 0), "the repetition")
             return
     if isinstance(left, int) and isinstance(right, int):
         digits = (abs(left).bit_length() + abs(right).bit_length()) * math.log10(2)
@@ -187,9 +203,29 @@ def _check_str_format(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> No
         if not spec:
             continue
         if "{" in spec:
-            _check_int_args(budget, args, "a width in the format")
+            # a nested width may come from a mapping, an index or a digit string too
+            # ("{a:{w}}".format_map({"w": 10**9}) built 1 GB before the output check)
+            _check_int_args(budget, _numbers_in(args), "a width in the format")
         for digits in _DIGITS.findall(spec):
             budget.check_repeat(int(digits), "a width in the format")
+
+
+def _numbers_in(args: Iterable[Any]) -> Iterator[int]:
+    """The integers of ``args``, of their mappings and sequences (one level), and of their
+    digit strings: what a nested format field can name."""
+    for arg in args:
+        items: Iterable[Any] = (
+            arg.values()
+            if isinstance(arg, dict)
+            else arg
+            if isinstance(arg, (list, tuple))
+            else [arg]
+        )
+        for item in items:
+            if isinstance(item, str) and item.strip().isdigit() and len(item) < 20:
+                yield int(item)
+            elif isinstance(item, int) and not isinstance(item, bool):
+                yield item
 
 
 def _check_replace(budget: RenderBudget, text: Any, old: Any, new: Any) -> None:
@@ -209,7 +245,8 @@ def _joined(budget: RenderBudget, items: Any, separator: Any) -> Any:
             listed.append(item)
         items = listed
     if isinstance(separator, str):
-        budget.check_chars(len(items) * len(separator), "the join's separators")
+        joined = len(items) * len(separator) + sum(_weight(i, 0) for i in items)
+        budget.check_chars(joined, "the join")
     return items
 
 
