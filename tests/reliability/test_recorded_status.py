@@ -111,3 +111,19 @@ def test_a_status_goldeval_never_writes_is_no_run_to_gate(
     assert gate.returncode == 65, gate.stdout + gate.stderr
     assert "status:" in gate.stderr and "'INCOMPLETE'" in gate.stderr  # the field, refused
     assert "Traceback" not in gate.stderr
+
+
+@pytest.mark.parametrize("status", ["RUNNING", "FAILED", "INCOMPLETE"])
+def test_show_and_site_never_say_pass_for_a_run_that_is_not_whole(
+    passed_run: Path, pytester: pytest.Pytester, status: str
+) -> None:
+    """A re-probe: `goldeval show` and the site printed "Quality gate **PASS**" for a run.json
+    whose status said it did not end whole (gate itself exits 75 there)."""
+    doc = json.loads(passed_run.read_text(encoding="utf-8"))
+    doc["status"] = status
+    edited = pytester.path / "edited" / "run.json"
+    edited.parent.mkdir()
+    edited.write_text(json.dumps(doc), encoding="utf-8")
+    show = run_cli("show", str(edited), cwd=pytester.path)
+    assert f"**PASS, but the run is {status}**" in show.stdout, show.stdout
+    assert "**PASS**" not in show.stdout

@@ -30,4 +30,7 @@ def gate_label(run: RunDocument) -> str:
         return NOT_APPLIED
     if gate.verdict == "PASS" and code not in (None, 0):
         return f"PASS, but the run exits {code}"
+    if gate.verdict == "PASS" and run.status not in (None, "COMPLETED"):
+        # a document that says it did not end whole (edited, or a store row left RUNNING)
+        return f"PASS, but the run is {run.status}"
     return gate.verdict
