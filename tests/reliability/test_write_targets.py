@@ -168,7 +168,7 @@ def test_a_linked_last_session_is_said_not_silent(
         lambda root: f"--golden-junit={root.parent / (root.name + '-alias')}/lnk/d.xml",
         lambda root: "--golden-store=sqlite:///lnk/s.db",
         lambda root: f"--golden-store=sqlite:///{root}/lnk/s.db",
-        lambda root: "--junitxml=$GOLDEVAL_LINKED/j.xml",
+        lambda root: "--junitxml=$LINKED_FOLDER/j.xml",
     ],
     ids=["double-slash", "project-alias", "sqlite-relative", "sqlite-absolute", "env-var"],
 )
@@ -184,7 +184,7 @@ def test_other_spellings_of_a_path_through_a_link_are_refused(
     outside = _outside(tmp_path_factory)
     (project / "lnk").symlink_to(outside, target_is_directory=True)
     (project.parent / (project.name + "-alias")).symlink_to(project, target_is_directory=True)
-    monkeypatch.setenv("GOLDEVAL_LINKED", "lnk")
+    monkeypatch.setenv("LINKED_FOLDER", "lnk")
     option = spell(project)  # type: ignore[operator]
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=bot-v1", option)
     out = result.stdout.str() + result.stderr.str()
