@@ -284,14 +284,6 @@ def check_credential(value: str | None, field: str) -> None:
             )
 
 
-def check_credentials(settings: ProviderSettings, fields: dict[str, str]) -> None:
-    """:func:`check_credential` for the provider's key; ``fields`` names where it came from
-    (``api_key`` -> ``OPENAI_API_KEY``). A user and password go base64-encoded into their
-    ``Basic`` header, so any character is sendable there: not checked (``pässword`` was
-    refused, and a URL's password was blamed on OLLAMA_PASSWORD)."""
-    check_credential(settings.api_key, fields.get("api_key", "api_key"))
-
-
 def check_base_url(url: str, field: str) -> str:
     """``url`` if a provider can call it, else :class:`ConfigError` naming it, masked.
 
@@ -430,13 +422,6 @@ def provider_from_env(
         # the provider needs it. Shown only through redact_url.
         url = strip_userinfo(url).rstrip("/")
     s.base_url = url or None
-    check_credentials(s, _CREDENTIAL_SOURCES.get(name, {}))
+    # Only the key goes raw into a header; a user and password are base64-encoded there.
+    check_credential(s.api_key, "OPENAI_API_KEY")
     return s
-
-
-#: Where provider_from_env read each credential of a provider (named in its errors); a
-#: URL's userinfo is checked under the same names.
-_CREDENTIAL_SOURCES = {
-    "ollama": {"user": "OLLAMA_USER", "password": "OLLAMA_PASSWORD"},
-    "openai": {"api_key": "OPENAI_API_KEY"},
-}

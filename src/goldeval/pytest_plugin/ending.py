@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from goldeval.core.errors import GoldevalError
-from goldeval.core.settings import MASK, redact_url
+from goldeval.core.settings import mask_secrets, redact_url
 from goldeval.results.documents import typed_run
 from goldeval.results.run_json import RunJson
 from goldeval.verdict.exit_codes import ExitDecision
@@ -96,16 +97,7 @@ def rerun_args(state: GoldenSession) -> list[str]:
     and credential parameters.
     """
     s = state.settings
-    try:
-        mask = state.masker.mask
-    except GoldevalError:  # the dataset does not load (a collection error): the settings' own
-        secrets = [v for v in (s.provider.api_key, s.provider.password) if v]
-
-        def mask(text: str) -> str:
-            for secret in secrets:
-                text = text.replace(secret, MASK)
-            return text
-
+    mask = session_mask(state)
     # A path typed on the command line is relative to where pytest was started; an ini value
     # given with -o (golden_root=..., golden_out=...) to the project root.
     here, root = Path(state.config.invocation_params.dir), Path(state.config.rootpath)
@@ -121,6 +113,17 @@ def rerun_args(state: GoldenSession) -> list[str]:
     if s.run_key and not any(a.startswith("--golden-run-key") for a in args):
         args.append(f"--golden-run-key={s.run_key}")
     return args
+
+
+def session_mask(state: GoldenSession) -> Callable[[str], str]:
+    """The session's masker (every secret the run knows); when the dataset does not load (a
+    collection error) the settings' own key and password."""
+    try:
+        return state.masker.mask
+    except GoldevalError:
+        provider = state.settings.provider
+        secrets = [v for v in (provider.api_key, provider.password) if v]
+        return lambda text: mask_secrets(text, secrets)
 
 
 def _relative_arg(arg: str, here: Path) -> str:

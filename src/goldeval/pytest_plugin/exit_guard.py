@@ -18,9 +18,8 @@ from collections.abc import Iterator
 import pytest
 
 from goldeval.core.errors import GoldevalError
-from goldeval.core.settings import mask_secrets
 from goldeval.core.textsafe import one_line
-from goldeval.pytest_plugin.ending import DECIDED_EXIT, apply_exit
+from goldeval.pytest_plugin.ending import DECIDED_EXIT, apply_exit, session_mask
 from goldeval.pytest_plugin.state import state_of
 from goldeval.results.last_session import write_last_session
 from goldeval.verdict.exit_codes import INFRA, ExitDecision
@@ -51,13 +50,7 @@ def _ended_badly(session: pytest.Session, exc: BaseException) -> bool:
     if decided is None:
         return False
     state = state_of(config)
-    what = f"{type(exc).__name__}: {exc}"
-    try:
-        what = state.masker.mask(what)
-    except GoldevalError:  # the dataset does not load: the settings' own secrets
-        provider = state.settings.provider
-        what = mask_secrets(what, [v for v in (provider.api_key, provider.password) if v])
-    what = one_line(what[:300])
+    what = one_line(session_mask(state)(f"{type(exc).__name__}: {exc}")[:300])
     code = decided.code or INFRA
     reason = (
         f"another plugin failed at the end of the session ({what}) after goldeval decided "

@@ -56,17 +56,16 @@ def preflight(state: GoldenSession) -> None:
     for a run key recorded under another protocol. An unreachable PostgreSQL server is left
     to the run (infrastructure: the session keeps its artifacts and exits 75).
     """
-    from goldeval.store import StoreError
+    from goldeval.store import StoreError, store_file
     from goldeval.store.recorder import mismatch_message, protocol_differences
 
     url = store_url(state)
     if url is None:
         return
     key = state.settings.run_key
-    if _is_file_store(url):
-        path = Path(url.split("://", 1)[1][1:] if "://" in url else url)
-        if not path.exists():
-            return  # created on first use: nothing recorded under any key yet
+    path = store_file(url)
+    if path is not None and not path.exists():
+        return  # created on first use: nothing recorded under any key yet
     try:
         store = open_session_store(state)
     except (StoreError, OSError) as exc:

@@ -19,7 +19,7 @@ from goldeval.core.models import Mode
 from goldeval.core.settings import (
     ProviderSettings,
     RunSettings,
-    check_credentials,
+    check_credential,
     provider_from_env,
 )
 from goldeval.providers.budget import Budget, parse_prices
@@ -353,14 +353,7 @@ def judge_provider_settings(config: pytest.Config, s: RunSettings) -> ProviderSe
     if password:
         settings.password = password
     try:
-        check_credentials(
-            settings,
-            {
-                "api_key": "GOLDEVAL_JUDGE_API_KEY" if key else "OPENAI_API_KEY",
-                "user": "GOLDEVAL_JUDGE_USER" if user else "OLLAMA_USER",
-                "password": "GOLDEVAL_JUDGE_PASSWORD" if password else "OLLAMA_PASSWORD",
-            },
-        )
+        check_credential(settings.api_key, "GOLDEVAL_JUDGE_API_KEY" if key else "OPENAI_API_KEY")
     except GoldevalError as exc:
         raise pytest.UsageError(f"judge: {exc}") from None
     settings.read_timeout = s.provider.read_timeout

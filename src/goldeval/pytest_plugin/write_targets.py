@@ -19,7 +19,7 @@ from goldeval.pytest_plugin.decision import typed_path
 from goldeval.pytest_plugin.recording import store_url
 from goldeval.pytest_plugin.state import GoldenSession
 from goldeval.results.write_targets import Kind, write_target_problem
-from goldeval.store import store_url_problem
+from goldeval.store import store_file, store_url_problem
 
 
 def preflight_write_targets(state: GoldenSession) -> None:
@@ -45,19 +45,18 @@ def _targets(state: GoldenSession) -> Iterator[tuple[str, Path, Kind]]:
     s = state.settings
     yield "--golden-out", s.out_dir, "folder"
     url = store_url(state)
-    store_file = _store_file(url, Path(state.config.invocation_params.dir))
-    if store_file is not None:
-        yield _store_option(state) if s.store else "the run store", store_file, "file"
+    file = store_file(url) if url is not None else None
+    if file is not None:  # (a relative sqlite:/// path is read from where pytest started)
+        here = Path(state.config.invocation_params.dir)
+        yield _store_option(state) if s.store else "the run store", here / file, "file"
     if s.save_baseline:
         names = state.variants.names if state.variants is not None else (None,)
         for name in names:
             path = typed_path(state, s.save_baseline, name)
             if path is not None:
                 yield "--golden-save-baseline", path, "file"
-    if s.junit_path:
-        junit = Path(s.junit_path)
-        if not junit.is_absolute():
-            junit = Path(state.config.invocation_params.dir) / junit
+    junit = typed_path(state, s.junit_path, None)
+    if junit is not None:
         yield "--golden-junit", Path(os.path.normpath(junit)), "file"
     if s.cache_dir is not None:
         yield "--golden-cache", s.cache_dir, "folder"
@@ -70,18 +69,3 @@ def _targets(state: GoldenSession) -> Iterator[tuple[str, Path, Kind]]:
             # as pytest and pytest-html spell it out: $VARS and ~ expanded
             path = Path(os.path.normpath(here / os.path.expandvars(os.path.expanduser(typed))))
             yield option, path, "file"
-
-
-def _store_file(url: str | None, here: Path) -> Path | None:
-    """The file of a file store (a path, or ``sqlite:///relative`` / ``sqlite:////absolute``:
-    the URL form skipped every check), None for a server or an in-memory store."""
-    if url is None:
-        return None
-    if "://" not in url:
-        return Path(url)
-    if not url.lower().startswith("sqlite://"):
-        return None
-    rest = url[len("sqlite://") :]
-    if rest in ("", "/", "/:memory:") or not rest.startswith("/"):
-        return None
-    return here / rest[1:]  # an absolute path stays absolute (here / "/x" is "/x")

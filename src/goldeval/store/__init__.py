@@ -47,6 +47,7 @@ __all__ = [
     "attempt_key",
     "open_store",
     "redact_url",
+    "store_file",
     "store_url_problem",
 ]
 
@@ -78,6 +79,20 @@ def store_url_problem(url_or_path: str) -> str | None:
             "URL: write it as postgresql://user@host:port/db, the password in PGPASSWORD"
         )
     return None
+
+
+def store_file(url_or_path: str) -> Path | None:
+    """The file of a file store: a path, or ``sqlite:///relative`` / ``sqlite:////absolute``
+    as :func:`open_store` reads it (a relative one from the current folder); None for a
+    server or an in-memory store. One reading for the pre-run checks and the store."""
+    if "://" not in url_or_path:
+        return Path(url_or_path)
+    if not url_or_path.lower().startswith(_SQLITE_SCHEME):
+        return None
+    rest = url_or_path[len(_SQLITE_SCHEME) :]
+    if rest in ("", "/", "/:memory:") or not rest.startswith("/"):
+        return None
+    return Path(rest[1:])
 
 
 def open_store(
