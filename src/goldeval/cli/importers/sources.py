@@ -17,7 +17,7 @@ from typing import Any
 from goldeval.cli.importers.bounded import (
     csv_field_limit,
     json_data,
-    open_input,
+    read_input,
     read_text,
 )
 from goldeval.cli.importers.mapping import map_record, slug, tags_of
@@ -220,27 +220,26 @@ def _arrow_table(path: Path) -> list[dict[str, Any]]:
             "(dataset.to_json('rows.jsonl')) and import that folder or file",
         ) from None
     limit = int(default("file_bytes"))
+    # Read into memory first (bounded by file_bytes) and decoded from a pyarrow buffer: reading
+    # through a Python file object lets pyarrow's IO threads call back into Python, and one still
+    # alive at interpreter exit aborted the process ("terminate called without an active
+    # exception", exit -6), about once in 60 imports of a corrupt file and after good imports.
+    data = read_input(path)
     try:
-        with open_input(path) as fh:
-            if path.suffix == ".parquet":
-                # No reader threads (pre_buffer, use_threads): pyarrow's threads calling back
-                # into a Python file object could still be alive at interpreter exit, which
-                # aborted the process ("terminate called without an active exception") after
-                # a successful import.
-                parquet = pq.ParquetFile(fh, pre_buffer=False)
-                _check_rows(parquet.metadata.num_rows, path)
-                # 64 rows at a time: a dictionary-encoded column of 848 bytes held 2,500 copies
-                # of a 1 MiB string, decoded whole into 1.8 GB (its metadata said 1 MB)
-                batches: Iterator[Any] = parquet.iter_batches(batch_size=64, use_threads=False)
-            else:
-                try:
-                    stream = pa.ipc.open_stream(fh)
-                    batches = iter(stream)
-                except pa.ArrowInvalid:
-                    fh.seek(0)
-                    whole = pa.ipc.open_file(fh)
-                    batches = (whole.get_batch(i) for i in range(whole.num_record_batches))
-            records = _bounded_records(batches, path, limit)
+        source = pa.BufferReader(data)
+        if path.suffix == ".parquet":
+            parquet = pq.ParquetFile(source, pre_buffer=False)
+            _check_rows(parquet.metadata.num_rows, path)
+            # 64 rows at a time: a dictionary-encoded column of 848 bytes held 2,500 copies
+            # of a 1 MiB string, decoded whole into 1.8 GB (its metadata said 1 MB)
+            batches: Iterator[Any] = parquet.iter_batches(batch_size=64, use_threads=False)
+        else:
+            try:
+                batches = iter(pa.ipc.open_stream(source))
+            except pa.ArrowInvalid:
+                whole = pa.ipc.open_file(pa.BufferReader(data))
+                batches = (whole.get_batch(i) for i in range(whole.num_record_batches))
+        records = _bounded_records(batches, path, limit)
     except (pa.ArrowException, OSError) as exc:
         raise import_error(
             str(path),
