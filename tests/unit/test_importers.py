@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from goldeval.cli.importers import import_dataset
+from goldeval.cli.importers.bounded import input_lines
 from goldeval.core.errors import GoldevalError
 from goldeval.dataset.rows import load_dataset
 from goldeval.graders.registry import builtin_graders
@@ -83,6 +84,37 @@ def test_csv_bad_row_names_file_line_and_field_and_writes_nothing(tmp_path: Path
     with pytest.raises(GoldevalError, match=r"bad.csv:2: more values than header columns"):
         import_dataset(src, "bad", tmp_path / "golden")
     assert _nothing_written(tmp_path / "golden")
+
+
+def test_source_lines_are_read_one_at_a_time(tmp_path: Path) -> None:
+    """CSV and JSON-lines imports read their file a line at a time (a 212 MB CSV peaked at
+    1.3 GB read whole; benchmarks/bench_import_memory.py): a line added after the first was
+    read is still seen, which a whole read cannot do."""
+    src = tmp_path / "rows.csv"
+    src.write_bytes(b"\xef\xbb\xbfid,prompt\r\n")
+    lines = input_lines(src, encoding="utf-8-sig")
+    assert next(lines) == (1, "id,prompt\r\n")
+    with src.open("ab") as fh:
+        fh.write(b"a,hello\n")
+    assert list(lines) == [(2, "a,hello\n")]
+
+
+def test_bad_bytes_are_named_at_their_line_and_byte(tmp_path: Path) -> None:
+    src = tmp_path / "rows.csv"
+    src.write_bytes(b"id,prompt\na,hello\nb,caf\xe9\n")
+    with pytest.raises(GoldevalError) as caught:
+        import_dataset(src, "ds", tmp_path / "golden")
+    assert f"{src}:3" in str(caught.value) and "at byte 23" in str(caught.value), caught.value
+
+
+def test_csv_with_carriage_returns_alone_ends_lines(tmp_path: Path) -> None:
+    src = tmp_path / "rows.csv"
+    src.write_bytes(b'id,prompt,answer\rship,How long?,"3-5\rdays"\rrefund,Refund?,Yes\r')
+    import_dataset(src, "ds", tmp_path / "golden")
+    rows = _rows(tmp_path / "golden" / "ds")
+    assert [r["id"] for r in rows] == ["ship", "refund"]
+    fixture = tmp_path / "golden" / "ds" / "fixtures" / "ship.out.md"
+    assert fixture.read_bytes() == b"3-5\rdays"
 
 
 def test_existing_dataset_is_never_overwritten(tmp_path: Path) -> None:

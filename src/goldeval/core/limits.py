@@ -71,8 +71,9 @@ LIMITS: tuple[LimitSpec, ...] = (
         256 * MiB,
         "bytes",
         "",
-        "any one input file read whole (rows, manifest, rubric, calibration, pack chunk, "
-        "baseline, run.json, imported file); checked with fstat on the open file before reading",
+        "any one input file (rows, manifest, rubric, calibration, pack chunk, baseline, "
+        "run.json, imported file); checked with fstat on the open file before reading, and "
+        "what is read is counted too (CSV and JSON-lines imports read a line at a time)",
     ),
     LimitSpec(
         "dataset_rows",

@@ -16,6 +16,7 @@ from typing import Any
 
 from goldeval.cli.importers.bounded import (
     csv_field_limit,
+    input_lines,
     json_data,
     read_input,
     read_text,
@@ -36,30 +37,41 @@ from goldeval.core.textsafe import one_line
 
 
 def read_csv(path: Path, report: ImportReport) -> list[Row]:
-    text = read_text(path, encoding="utf-8-sig")
-    # the lines the csv module reads (it counts them in line_num), kept to find a long field
-    lines = io.StringIO(text, newline="").readlines()
+    # The file is read a line at a time; ``pending`` keeps the lines of the record being read
+    # (the csv module counts them in line_num), to find a long field's line and column.
+    pending: list[str] = []
+
+    def lines() -> Iterator[str]:
+        for _, text in input_lines(path, encoding="utf-8-sig"):
+            # a lone \r ends a line too, as in the csv module's own reading (newline="")
+            pieces = io.StringIO(text, newline="").readlines() if "\r" in text else [text]
+            for piece in pieces:
+                pending.append(piece)
+                yield piece
+
     with csv_field_limit() as limit:
-        reader = csv.DictReader(iter(lines))
+        reader = csv.DictReader(lines())
         try:
             fieldnames = reader.fieldnames
         except csv.Error as exc:
-            raise _csv_error(path, lines, 0, None, exc, limit) from None
+            raise _csv_error(path, pending, 0, None, exc, limit) from None
         if not fieldnames:
             raise import_error(
                 str(path), None, "no header line", "the first line must name the columns"
             )
         rows = []
         start = reader.line_num  # lines read so far: the next record starts after them
+        pending.clear()
         while True:
             try:
                 record = next(reader)
             except StopIteration:
                 break
             except csv.Error as exc:
-                raise _csv_error(path, lines, start, list(fieldnames), exc, limit) from None
+                raise _csv_error(path, pending, start, list(fieldnames), exc, limit) from None
             where = f"{path}:{start + 1}"
             start = reader.line_num
+            pending.clear()
             if None in record:
                 raise import_error(
                     where,
@@ -73,19 +85,19 @@ def read_csv(path: Path, report: ImportReport) -> list[Row]:
 
 def _csv_error(
     path: Path,
-    lines: list[str],
+    record_lines: list[str],
     start: int,
     fieldnames: list[str] | None,
     exc: csv.Error,
     limit: int,
 ) -> Exception:
-    """The csv module's error at the record starting after line ``start``, told as
-    file:line and, for a field over the limit, its column."""
+    """The csv module's error at the record starting after line ``start`` (its lines read so
+    far: ``record_lines``), told as file:line and, for a field over the limit, its column."""
     if "field larger than field limit" not in str(exc):
         return import_error(
             f"{path}:{start + 1}", None, f"not valid CSV ({exc})", "check the quoting of this line"
         )
-    line, index, size = _long_field(lines, start, limit)
+    line, index, size = _long_field(record_lines, start, limit)
     if fieldnames is None:
         column = "header"
     elif index < len(fieldnames):
@@ -101,10 +113,10 @@ def _csv_error(
     )
 
 
-def _long_field(lines: list[str], start: int, limit: int) -> tuple[int, int, int]:
-    """(line, index, size) of the first field over ``limit`` in the record after ``start``;
-    re-read with the limit lifted to the text's size (already in memory, file_bytes-bound)."""
-    rest = lines[start:]
+def _long_field(rest: list[str], start: int, limit: int) -> tuple[int, int, int]:
+    """(line, index, size) of the first field over ``limit`` in the record after line
+    ``start``, whose lines read so far are ``rest``; re-read with the limit lifted to their
+    size (already in memory, file_bytes-bound)."""
     csv.field_size_limit(max(limit, sum(len(x) for x in rest)) + 1)
     reader = csv.reader(iter(rest))
     record: list[str] = []
@@ -289,7 +301,7 @@ def _size(value: Any) -> int:
 
 
 def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
-    for n, line in enumerate(read_text(path).split("\n"), 1):
+    for n, line in input_lines(path):
         if not line.strip():
             continue
         where = f"{path}:{n}"
