@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -48,6 +49,18 @@ def test_new_failures_are_never_labelled_no_regression(
         cwd=golden_project,
     )
     assert "NO_REGRESSION" not in shown.stdout, shown.stdout
+    # The JSON surfaces say the same word (a CI job reads run.json or `compare --json`).
+    assert run["comparison"]["decision"] == "NEW_FAILURES_NOT_GATED", run["comparison"]
+    assert "allowedRegression" in run["comparison"]["decisionWhy"]
+    as_json = run_cli(
+        "compare",
+        "baselines/generation-v1.json",
+        str(run_files.latest_dir() / "run.json"),
+        "--json",
+        cwd=golden_project,
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["comparison"]["decision"] == "NEW_FAILURES_NOT_GATED"
 
 
 def test_init_writes_the_allowed_regression_line_commented(tmp_path: Path) -> None:

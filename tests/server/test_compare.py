@@ -84,6 +84,9 @@ def test_compare_endpoint_gives_goldeval_compare_verdict(service: Service) -> No
         ).json()
     assert ungated["qualityGate"] is None
     assert ungated["counts"]["NEW_FAILURE"] == 1
+    # Not gated, the new failure is still not called NO_REGRESSION (as in every other surface)
+    assert ungated["decision"] == "NEW_FAILURES_NOT_GATED", ungated
+    assert "no gate weighs them" in ungated["decisionWhy"]
 
 
 @SQLITE_ONLY

@@ -606,7 +606,9 @@ def test_dump_is_camel_case_and_keeps_nulls() -> None:
     baseline = reference_doc({"a": "PASS", "gone": "PASS"})
     candidate = reference_doc({"a": "FAIL"})
     data = compare(baseline, candidate).dump()
-    assert data["decision"] == "NO_REGRESSION"
+    # no gate weighs the new failure: the JSON says so, as every surface does
+    assert data["decision"] == "NEW_FAILURES_NOT_GATED"
+    assert data["decisionWhy"].startswith("the comparison found 1 new failure; no gate weighs")
     assert data["invalidReasons"] == []
     assert data["cases"][0] == {
         "caseId": "a",

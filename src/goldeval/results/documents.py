@@ -253,7 +253,9 @@ class GateDoc(_Doc):
 
 
 class Comparison(_Doc):
+    #: The shown word (``goldeval.verdict.comparison_result.shown_decision``) and why.
     decision: str
+    decision_why: str | None = Field(default=None, alias="decisionWhy")
     invalid_reasons: list[str] = Field(default_factory=list, alias="invalidReasons")
     protocol_differences: list[dict[str, Any]] = Field(
         default_factory=list, alias="protocolDifferences"

@@ -37,6 +37,7 @@ from goldeval.core.rates import GRADER_PREFIX, LATENCY_METRIC, LOWER_IS_BETTER, 
 from goldeval.core.stats import binomial_two_sided
 from goldeval.results.documents import Case, Comparison, RunDocument
 from goldeval.verdict.comparison_result import (
+    NEW_FAILURES_NOT_GATED,
     CaseClass,
     CaseComparison,
     ComparisonResult,
@@ -45,6 +46,7 @@ from goldeval.verdict.comparison_result import (
     McNemar,
     MetricDelta,
     ProtocolDifference,
+    shown_decision,
 )
 from goldeval.verdict.protocol_check import (
     DATASET_VERSIONING_DOC,
@@ -323,10 +325,6 @@ def compare(baseline: RunDocument | None, candidate: RunDocument | None) -> Comp
     )
 
 
-#: The label of a comparable comparison that found new failures the gate did not weigh.
-NEW_FAILURES_NOT_GATED = "NEW_FAILURES_NOT_GATED"
-
-
 def comparison_label(cmp: Comparison | None) -> tuple[str, str | None]:
     """What every surface shows for a comparison (as run.json holds it, typed): a label and,
     when the label needs one, a sentence saying why.
@@ -337,15 +335,6 @@ def comparison_label(cmp: Comparison | None) -> tuple[str, str | None]:
     """
     if cmp is None:
         return "no baseline", None
-    decision = cmp.decision
-    if decision != Decision.NO_REGRESSION.value:
-        return decision, None
-    new = cmp.counts.get(CaseClass.NEW_FAILURE.value, 0)
-    if not new:
-        return decision, None
-    gated = cmp.quality_gate is not None
-    return NEW_FAILURES_NOT_GATED, (
-        f"the comparison found {new} new failure{'s' if new != 1 else ''}; "
-        + ("the gate does not weigh them" if gated else "no gate weighs them")
-        + " (add allowedRegression: 0.0 to the mode's gate in dataset.yaml to fail on them)"
+    return shown_decision(
+        cmp.decision, cmp.counts.get(CaseClass.NEW_FAILURE.value, 0), cmp.quality_gate is not None
     )

@@ -34,6 +34,27 @@ class Decision(str, Enum):
     COMPARISON_INVALID = "COMPARISON_INVALID"
 
 
+#: The word shown for a comparable comparison that found new failures the gate did not weigh.
+NEW_FAILURES_NOT_GATED = "NEW_FAILURES_NOT_GATED"
+
+
+def shown_decision(decision: str, new_failures: int, gated: bool) -> tuple[str, str | None]:
+    """The decision word every surface shows (terminal, reports, JUnit, run.json, the JSON of
+    ``goldeval compare`` and of the service) and, when the word needs one, why.
+
+    Never ``NO_REGRESSION`` when the comparison found new failures: a gate of thresholds only
+    (or no gate) does not weigh them, so the word says what the comparison found, that the
+    gate does not weigh it, and how to make it (``allowedRegression``).
+    """
+    if decision not in (Decision.NO_REGRESSION.value, NEW_FAILURES_NOT_GATED) or not new_failures:
+        return decision, None
+    return NEW_FAILURES_NOT_GATED, (
+        f"the comparison found {new_failures} new failure{'s' if new_failures != 1 else ''}; "
+        + ("the gate does not weigh them" if gated else "no gate weighs them")
+        + " (add allowedRegression: 0.0 to the mode's gate in dataset.yaml to fail on them)"
+    )
+
+
 class Direction(str, Enum):
     IMPROVED = "IMPROVED"
     REGRESSED = "REGRESSED"
@@ -107,8 +128,16 @@ class ComparisonResult(Record):
         return self.decision is not Decision.COMPARISON_INVALID
 
     def dump(self) -> dict[str, Any]:
-        """JSON-plain camelCase dict; unlike run records, nulls are kept (``"delta": null``)."""
-        return self.model_dump(by_alias=True, mode="json")
+        """JSON-plain camelCase dict; unlike run records, nulls are kept (``"delta": null``).
+        ``decision`` is the word every surface shows (:func:`shown_decision`), with
+        ``decisionWhy``: a reader of the JSON never sees ``NO_REGRESSION`` beside new failures."""
+        data = self.model_dump(by_alias=True, mode="json")
+        data["decision"], data["decisionWhy"] = shown_decision(
+            self.decision.value,
+            self.counts.get(CaseClass.NEW_FAILURE.value, 0),
+            self.quality_gate is not None,
+        )
+        return data
 
     def case_ids(self, case_class: CaseClass) -> list[str]:
         """Ids of the cases in one class, in union order."""

@@ -10,11 +10,13 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from goldeval.cli.importers.bounded import (
+    bounded_records,
+    check_rows,
     csv_field_limit,
     input_lines,
     json_data,
@@ -25,7 +27,6 @@ from goldeval.cli.importers.mapping import map_record, slug, tags_of
 from goldeval.cli.importers.model import ImportReport, Row, import_error
 from goldeval.core.limits import (
     LimitExceeded,
-    check_size,
     default,
     describe_bytes,
     json_depth_exceeds,
@@ -241,7 +242,7 @@ def _arrow_table(path: Path) -> list[dict[str, Any]]:
         source = pa.BufferReader(data)
         if path.suffix == ".parquet":
             parquet = pq.ParquetFile(source, pre_buffer=False)
-            _check_rows(parquet.metadata.num_rows, path)
+            check_rows(parquet.metadata.num_rows, path)
             # 64 rows at a time: a dictionary-encoded column of 848 bytes held 2,500 copies
             # of a 1 MiB string, decoded whole into 1.8 GB (its metadata said 1 MB)
             batches: Iterator[Any] = parquet.iter_batches(batch_size=64, use_threads=False)
@@ -251,7 +252,7 @@ def _arrow_table(path: Path) -> list[dict[str, Any]]:
             except pa.ArrowInvalid:
                 whole = pa.ipc.open_file(pa.BufferReader(data))
                 batches = (whole.get_batch(i) for i in range(whole.num_record_batches))
-        records = _bounded_records(batches, path, limit)
+        records = bounded_records(batches, path, limit)
     except (pa.ArrowException, OSError) as exc:
         raise import_error(
             str(path),
@@ -260,44 +261,6 @@ def _arrow_table(path: Path) -> list[dict[str, Any]]:
             "re-export the dataset (or export it as JSON lines)",
         ) from None
     return records
-
-
-def _check_rows(rows: int, path: Path) -> None:
-    most = int(default("import_rows"))
-    if rows > most:
-        raise import_error(
-            str(path),
-            None,
-            f"{rows:,} rows, more than {most:,} (the import_rows limit)",
-            "split the source into several datasets",
-        )
-
-
-def _bounded_records(batches: Iterable[Any], path: Path, limit: int) -> list[dict[str, Any]]:
-    """The rows of ``batches`` as Python data, stopped as soon as their decoded size passes
-    ``file_bytes`` or their count ``import_rows`` (5,000,000 tiny rows took 1.25 GB and 17 s
-    before the row limit looked; 12,000,000 a MemoryError)."""
-    records: list[dict[str, Any]] = []
-    decoded = 0
-    for batch in batches:
-        _check_rows(len(records) + batch.num_rows, path)
-        rows = batch.to_pylist()
-        # counted as Python data: a dictionary-encoded batch's nbytes is its one dictionary
-        decoded += sum(_size(value) for row in rows for value in row.values())
-        check_size(decoded, limit, what="the table (decoded)", name="file_bytes", path=path)
-        records += rows
-    return records
-
-
-def _size(value: Any) -> int:
-    """About how many bytes ``value`` takes once written (texts by their length)."""
-    if isinstance(value, (str, bytes)):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(_size(k) + _size(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return sum(_size(v) for v in value) + 1
-    return 8
 
 
 def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
