@@ -8,6 +8,7 @@ The layer order and the pytest rule are import-linter contracts in pyproject.tom
 from __future__ import annotations
 
 import ast
+import logging
 from pathlib import Path
 
 import grimp
@@ -38,7 +39,16 @@ LAZY_IMPORTS_ALLOWED = {
 
 def test_import_linter_contracts_are_kept(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(ROOT)
-    assert lint_imports(no_cache=True) == 0, "an import points up a layer (lint-imports)"
+    # lint_imports configures logging as a command does (logging.config.dictConfig), which
+    # disables every logger that exists: httpx's stayed disabled for every later in-process
+    # run of the same worker (test_secrets' httpx log test failed after this one).
+    loggers = logging.Logger.manager.loggerDict.values()
+    disabled = {lg: lg.disabled for lg in loggers if isinstance(lg, logging.Logger)}
+    try:
+        assert lint_imports(no_cache=True) == 0, "an import points up a layer (lint-imports)"
+    finally:
+        for logger, was in disabled.items():
+            logger.disabled = was
 
 
 def test_no_import_circle() -> None:

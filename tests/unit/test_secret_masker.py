@@ -196,3 +196,26 @@ def test_a_key_echoed_whole_in_another_encoding_is_masked(encode: object) -> Non
     lower_key = "p@ss/word:with-parts"
     lower = SecretMasker(run_secrets([], {"OPENAI_API_KEY": lower_key}))
     assert lower.mask("x=p%40ss%2fword%3awith-parts") == "x=***"
+
+
+def test_a_secret_cut_by_an_excerpt_is_masked_at_its_cut_mark() -> None:
+    masker = SecretMasker([KEY])
+    # its start before the mark (an excerpt cut it), its end after one (an excerpt of a tail)
+    assert masker.mask(f"args: '{{xxx{KEY[:20]}\u2026'") == "args: '{xxx***\u2026'"
+    assert masker.mask(f"\u2026{KEY[-9:]} rest") == "\u2026*** rest"
+    assert masker.mask(f"{KEY[:12]}\u2026{KEY[-12:]}") == "***\u2026***"
+    assert masker.found(f"x{KEY[:6]}\u2026")
+    # three characters say less than a key's public prefix; text without a mark is untouched
+    assert masker.mask(f"{KEY[:3]}\u2026") == f"{KEY[:3]}\u2026"
+    assert masker.mask(f"{KEY[:12]} and more") == f"{KEY[:12]} and more"
+    assert masker.mask("ordinary text\u2026 cut") == "ordinary text\u2026 cut"
+
+
+def test_cut_masking_of_a_long_secret_is_linear() -> None:
+    """A regex of a key's prefixes nests as deep as the key is long (RecursionError at 2,000
+    characters); the scan is driven by four-character pieces instead."""
+    long_key = "k" * 50 + "x" * 2000
+    masker = SecretMasker([long_key, KEY])
+    assert masker.mask(long_key[:300] + "\u2026") == "***\u2026"
+    text = f"{KEY[:9]}\u2026" * 50_000
+    assert masker.mask(text) == "***\u2026" * 50_000

@@ -59,15 +59,79 @@ def _proxy_urls(environ: Mapping[str, str]) -> list[str]:
 SERVICE_KEYS_VARIABLE = "GOLDEVAL_API_KEYS"
 
 
+#: The mark every excerpt puts where it cut a text (providers.http.wire, graders).
+CUT_MARK = "\u2026"
+#: A secret's start before a cut mark (or its end after one) this long or longer is masked:
+#: an excerpt cut before masking shows the start of a key (``'{xxx…xsk-PROBE-7c1e9f2a4…'``
+#: showed 18 of its 19 characters). Shorter fragments say less than a key's public prefix.
+MIN_CUT_FRAGMENT = 4
+
+
+class _CutFinder:
+    """Finds what an excerpt's cut left of a secret beside its mark: a secret's start
+    (:data:`MIN_CUT_FRAGMENT` characters or more, not all of it) ending at a mark, or its end
+    starting just after one. Driven by one scan for the secrets' first and last four
+    characters (a regex of whole prefixes nests as deep as the key is long), then a bounded
+    look for the mark: linear in the text."""
+
+    __slots__ = ("_ends", "_scan", "_starts")
+
+    def __init__(self, secrets: list[str]) -> None:
+        self._starts: dict[str, list[str]] = {}
+        self._ends: dict[str, list[str]] = {}
+        for secret in secrets:
+            if len(secret) > MIN_CUT_FRAGMENT:
+                self._starts.setdefault(secret[:MIN_CUT_FRAGMENT], []).append(secret)
+                self._ends.setdefault(secret[-MIN_CUT_FRAGMENT:], []).append(secret)
+        pieces = sorted({*self._starts, *self._ends})
+        # a lookahead: every position where a piece begins, overlapping ones too
+        alternatives = "|".join(map(re.escape, pieces))
+        self._scan = re.compile(f"(?=({alternatives}))") if pieces else None
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        if self._scan is None:
+            return found
+        for match in self._scan.finditer(text):
+            at, piece = match.start(), match.group(1)
+            for secret in self._starts.get(piece, ()):
+                mark = text.find(CUT_MARK, at + MIN_CUT_FRAGMENT, at + len(secret))
+                if mark >= 0 and secret.startswith(text[at:mark]):
+                    found.append((at, mark))
+            end = at + MIN_CUT_FRAGMENT
+            for secret in self._ends.get(piece, ()):
+                mark = text.rfind(CUT_MARK, max(0, end - len(secret)), at)
+                if mark >= 0 and secret.endswith(text[mark + 1 : end]):
+                    found.append((mark + 1, end))
+        return found
+
+    def mask(self, text: str) -> str:
+        spans = sorted(self.spans(text))
+        if not spans:
+            return text
+        out, kept = [], 0
+        for start, end in spans:
+            if end <= kept:
+                continue
+            out.append(text[kept:start] if start > kept else "")
+            if start >= kept:
+                out.append(MASK)
+            kept = end
+        out.append(text[kept:])
+        return "".join(out)
+
+
 class SecretMasker:
     """Replaces every known secret by ``***``: one compiled alternation, longest first, so a
-    secret that contains another is masked whole. Falsy (and free) when it knows none."""
+    secret that contains another is masked whole; then what an excerpt's cut left of one
+    beside its cut mark (:data:`CUT_MARK`). Falsy (and free) when it knows none."""
 
-    __slots__ = ("_pattern", "size")
+    __slots__ = ("_cut", "_pattern", "size")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
+        self._cut = _CutFinder(kept)
         #: How many forms are masked (shown in tests and debugging, never the values).
         self.size = len(kept)
 
@@ -78,14 +142,19 @@ class SecretMasker:
         return f"<SecretMasker {self.size} form(s)>"
 
     def found(self, text: str) -> bool:
-        """Whether ``text`` holds a known secret."""
-        return self._pattern is not None and self._pattern.search(text) is not None
+        """Whether ``text`` holds a known secret (or a cut one)."""
+        return self._pattern is not None and self.mask(text) != text
 
     def mask(self, text: str) -> str:
-        """``text`` with every known secret replaced by ``***`` (``text`` itself if none)."""
-        if self._pattern is None or self._pattern.search(text) is None:
+        """``text`` with every known secret, and every piece of one an excerpt's cut left
+        beside its mark, replaced by ``***`` (``text`` itself if none)."""
+        if self._pattern is None:
             return text
-        return self._pattern.sub(MASK, text)
+        if self._pattern.search(text) is not None:
+            text = self._pattern.sub(MASK, text)
+        if CUT_MARK in text:
+            text = self._cut.mask(text)
+        return text
 
     def mask_data(self, value: Any) -> Any:
         """JSON-like data (tool-call arguments) with every string masked, keys included.
