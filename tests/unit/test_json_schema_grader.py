@@ -280,6 +280,37 @@ def test_user_patterns_stay_under_the_time_budget(monkeypatch: pytest.MonkeyPatc
             grade(schema, {"a" * 64 + "!": 1})
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"unevaluatedProperties": False, "patternProperties": {r"^(a|aa)+$": {}}},
+        {"unevaluatedProperties": False, "allOf": [{"patternProperties": {r"^(a|aa)+$": {}}}]},
+        {
+            "$defs": {"p": {"patternProperties": {r"^(a|aa)+$": {}}}},
+            "$ref": "#/$defs/p",
+            "unevaluatedProperties": False,
+        },
+    ],
+)
+def test_unevaluated_properties_match_patterns_under_the_budget(
+    monkeypatch: pytest.MonkeyPatch, schema: Any
+) -> None:
+    """The library matched the keys ``patternProperties`` covered with ``re.search`` itself:
+    ``unevaluatedProperties`` listed first ran the pattern unbudgeted (40 ``a`` and ``!``:
+    about 20 s over a 2 s budget, 48 ``a``: more than ten minutes, past SIGTERM)."""
+    import time
+
+    monkeypatch.setenv(budget.ENV_GRADER_TIMEOUT, "0.3")
+    assert check_schema(schema) == []
+    started = time.monotonic()
+    with pytest.raises(budget.GraderTimeout), budget.budget(GRADER.name):
+        grade(schema, {"a" * 40 + "!": 1})
+    assert time.monotonic() - started < 5
+    # the walk still finds what each form evaluated
+    assert validate_json({"aa": 1}, schema) == []
+    assert validate_json({"b": 1}, schema) != []
+
+
 def test_a_schema_whose_work_multiplies_stays_under_the_time_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

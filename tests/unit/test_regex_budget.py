@@ -173,3 +173,60 @@ def test_a_catastrophic_row_regex_ends_as_grader_timeout(
     assert "time budget" in by_id["evil"]["errorMessage"]
     result.stdout.fnmatch_lines(["*ERROR GRADER_TIMEOUT*"])
     assert result.ret == 4  # a pattern that explodes explodes again on a rerun: not 75
+
+
+# ------------------------------------------------------------ what a pattern compiles to
+
+BOMB = "(?:(?:a{1000}){1000}){1000}"
+
+
+@pytest.mark.parametrize(
+    "pattern", [BOMB, r"(?:[^\W\d]{5000}){400}", r"(?:a{1000}){101}", r"\p{L}{1000}{1000}"]
+)
+def test_a_pattern_that_would_compile_huge_is_refused_before_compiling(pattern: str) -> None:
+    """The regex engine writes exact repeat counts out: the first took 2.8 GB and a
+    MemoryError (INTERNALERROR at collection); refused by its counts, at once."""
+    started = time.monotonic()
+    problem = budget.pattern_error(pattern)
+    assert problem is not None and "pattern_units" in problem, problem
+    assert time.monotonic() - started < 1
+
+
+def test_patterns_within_the_units_limit_still_compile() -> None:
+    for pattern in (r"(?:a{1000}){100}", r"\d{3}-\d{4}", r"a{1,100000}", r"(?:\w+\s?){1,50}"):
+        assert budget.pattern_error(pattern) is None, pattern
+
+
+def _bomb_project(root: Path) -> None:
+    ds = root / "golden" / "bomb"
+    (ds / "fixtures").mkdir(parents=True)
+    (ds / "dataset.yaml").write_text("version: bomb-v1\nname: bomb\npack: none\n", "utf-8")
+    schema = {"type": "string", "format": "regex"}
+    rows = [{"id": "answer", "prompt": "a regex", "expect": {"json_schema": schema}}]
+    (ds / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (ds / "fixtures" / "answer.out.md").write_text(json.dumps(BOMB), encoding="utf-8")
+
+
+def test_an_answer_that_is_a_huge_pattern_fails_format_regex(pytester: pytest.Pytester) -> None:
+    """``format: regex`` on an answer compiling to 10^9 units was GRADER_ERROR MemoryError
+    (exit 75, "retry the run"): the answer is not a usable pattern, a FAIL."""
+    _bomb_project(pytester.path)
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("--golden=bomb-v1", "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert "MemoryError" not in out and "INTERNALERROR" not in out, out
+    attempt = RunFiles(pytester.path).latest()["cases"][0]["attempts"][0]
+    assert attempt["status"] == "FAIL", attempt
+    assert result.ret == 1
+
+
+def test_a_row_pattern_that_would_compile_huge_is_a_row_error(pytester: pytest.Pytester) -> None:
+    _bomb_project(pytester.path)
+    rows = pytester.path / "golden" / "bomb" / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "answer", "prompt": "p", "expect": {"regex": BOMB}}) + "\n")
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("--golden=bomb-v1", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    assert "rows.jsonl:1" in out and "pattern_units" in out, out
+    assert result.ret == 2  # a collection error naming the row, as any invalid row pattern

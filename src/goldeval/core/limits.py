@@ -186,6 +186,15 @@ LIMITS: tuple[LimitSpec, ...] = (
         "current item finishes first, a model call bounded by its own timeout); past it, or "
         "at a second signal, the session stops at once. Under the service's `kill_grace_seconds`",
     ),
+    LimitSpec(
+        "pattern_units",
+        100_000,
+        "units",
+        "",
+        "what one regular expression (a row's, a schema's, an answer's `format: regex`) may "
+        "compile to: exact repeat counts multiply (`(?:(?:a{1000}){1000}){1000}` is 10^9 "
+        "units, 2.8 GB); more is a pattern error naming the field",
+    ),
 )
 
 LIMITS_BY_NAME: dict[str, LimitSpec] = {spec.name: spec for spec in LIMITS}

@@ -31,6 +31,13 @@ from typing import Any, TypeVar
 
 import regex
 
+from goldeval.core.limits import default
+
+try:  # the stdlib's parser: a pattern's structure without compiling it
+    import re._parser as _sre_parse  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # Python 3.10
+    import sre_parse as _sre_parse  # type: ignore[no-redef, unused-ignore]
+
 __all__ = [
     "DEFAULT_GRADER_TIMEOUT",
     "ENV_GRADER_TIMEOUT",
@@ -130,15 +137,67 @@ _FLAGS = (
 )
 
 
+_REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
+_COUNTED_REPEAT = re.compile(r"\{(\d+)(?:,\d*)?\}")
+
+
+def _units(items: Any, most: int) -> int:
+    """What a parsed pattern compiles to, in units: the ``regex`` engine writes a repeat's
+    body out as many times as its minimum count (``a{1000}`` is 1,000 units, ``a{1,1000}``
+    one), so nested counts multiply. Stops counting past ``most``."""
+    total = 0
+    for op, av in items:
+        name = str(op)
+        if name in _REPEATS:
+            total += max(1, int(av[0])) * _units(av[2], most)
+        elif name in ("SUBPATTERN", "ATOMIC_GROUP"):
+            total += _units(av[-1], most)
+        elif name == "BRANCH":
+            total += sum(_units(branch, most) for branch in av[1])
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            total += _units(av[1], most)
+        elif name == "GROUPREF_EXISTS":
+            total += sum(_units(branch, most) for branch in av[1:] if branch is not None)
+        else:
+            total += 1
+        if total > most:
+            return total
+    return total
+
+
+def _check_units(pattern: str, flags: int) -> None:
+    """ValueError when ``pattern`` compiles to more than ``pattern_units``: the ``regex``
+    engine expands exact repeat counts, so ``(?:(?:a{1000}){1000}){1000}`` took 2.8 GB and a
+    MemoryError (an INTERNALERROR at collection, "retry the run" for an answer's
+    ``format: regex``). A pattern only ``regex`` parses is weighed by the product of its
+    counts (over-counts repeats side by side: refused, never under-counted)."""
+    most = int(default("pattern_units"))
+    try:
+        units = _units(_sre_parse.parse(pattern, flags), most)
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError):
+        units = 1
+        for count in _COUNTED_REPEAT.findall(pattern):
+            units *= max(1, min(int(count), most + 1))
+            if units > most:
+                break
+    if units > most:
+        raise ValueError(
+            f"the pattern compiles to more than {most:,} units (its repeat counts multiply; "
+            "the pattern_units limit): use smaller counts, or + and * for long runs"
+        )
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_pattern(pattern: str, flags: int = 0) -> Any:
-    """``pattern`` compiled by the ``regex`` engine in its ``re``-compatible mode.
+    """``pattern`` compiled by the ``regex`` engine in its ``re``-compatible mode, refused
+    (ValueError) when it would compile to more than ``pattern_units``.
 
     ``flags`` are :mod:`re` flags (``re.ASCII``, ...), translated for ``regex``.
     """
     unknown = flags & ~sum(int(f) for f, _ in _FLAGS)
     if unknown:
         raise ValueError(f"unsupported re flags {unknown:#x}")
+    _check_units(pattern, flags)
     translated = regex.VERSION0
     for re_flag, regex_flag in _FLAGS:
         if flags & re_flag:
@@ -152,17 +211,19 @@ def _compiled(pattern: str, flags: int) -> Any:
     contract pattern is checked by :mod:`re` only), which then runs unbudgeted as before."""
     try:
         return compile_pattern(pattern, flags)
-    except (regex.error, RecursionError, OverflowError, ValueError):
+    except (regex.error, RecursionError, OverflowError, ValueError, MemoryError):
         return None
 
 
 def pattern_error(pattern: str, flags: int = 0) -> str | None:
     """Why ``pattern`` cannot be used (by :mod:`re` or by the budgeted engine), else None."""
     try:
+        compile_pattern(pattern, flags)  # first: it refuses what would compile too large
         re.compile(pattern, flags)
-        compile_pattern(pattern, flags)
     except (re.error, regex.error, RecursionError, OverflowError, ValueError, TypeError) as exc:
         return str(exc)
+    except MemoryError:
+        return "the pattern is too large to compile"
     return None
 
 

@@ -22,9 +22,9 @@ The JSON value is found by :mod:`goldeval.graders.json_extract` and validated by
   Other formats (``uri``, ``hostname``, ...) are annotations, as in the specification's
   default.
 * **Patterns** (``pattern``, ``patternProperties``) are evaluated under the grader time budget
-  (:mod:`goldeval.graders.budget`) on at most the first 1 MB of a string. One exception: when
-  ``unevaluatedProperties`` asks which keys ``patternProperties`` covered, the library matches
-  them with :mod:`re` itself (unbudgeted; the patterns were checked at collection).
+  (:mod:`goldeval.graders.budget`) on at most the first 1 MB of a string, also when
+  ``unevaluatedProperties`` asks which keys ``patternProperties`` covered (the library matched
+  them with :mod:`re` itself: :mod:`goldeval.graders.json_schema_unevaluated`).
 * **Unknown keywords** are ignored (vendor extensions such as pydantic's ``discriminator`` are
   fine), except one that looks like a misspelt keyword (``requried``, ``minLenght``): that is
   a collection error, as a silently disabled check would be.

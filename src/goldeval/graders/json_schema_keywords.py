@@ -21,6 +21,7 @@ from jsonschema.validators import extend
 from goldeval.graders.budget import check_time
 from goldeval.graders.budget import search as budget_search
 from goldeval.graders.common import REGEX_SCAN_LIMIT, is_number, show
+from goldeval.graders.json_schema_unevaluated import unevaluated_properties
 
 __all__ = ["SchemaValidator"]
 
@@ -172,6 +173,7 @@ _OWN_KEYWORDS = {
     "patternProperties": _pattern_properties,
     "required": _required,
     "uniqueItems": _unique_items,
+    "unevaluatedProperties": unevaluated_properties,
 }
 #: Where the work of a validation can multiply: the keywords that apply a subschema again to
 #: the same value (each branch, each reference). Checking the clock at each of them bounds
