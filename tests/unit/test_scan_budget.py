@@ -15,6 +15,7 @@ from goldeval.dataset.case import GoldenCase
 from goldeval.graders import budget
 from goldeval.graders.base import GradeContext
 from goldeval.graders.contract import ContractGrader
+from goldeval.graders.json_paths import json_diff
 from goldeval.graders.registry import builtin_graders
 from goldeval.providers.base import Answer
 
@@ -32,9 +33,13 @@ CASES = {
     "must_not": ({}, tuple(f"banned {i}" for i in range(50)), ANSWER),
     "contract": ({"contains": [f"needle {i}" for i in range(50)]}, (), ANSWER),
     "json_equals": (
-        {"json_equals": list(range(500)), "json_ignore": [f"$[{i + 10_000}]" for i in range(50)]},
+        {
+            "json_equals": list(range(500)),
+            "json_ignore": [f"$[{i + 10_000}]" for i in range(50)] + ["$[*]"],
+        },
         (),
-        str(list(range(500))),
+        # every item differs (equal plain items are passed over unvisited), every one ignored
+        str(list(range(1, 501))),
     ),
 }
 
@@ -70,3 +75,19 @@ def test_a_large_enum_under_items_spends_the_budget() -> None:
         grader.grade(ctx)
     with budget.budget(grader.name, 60.0):
         assert grader.grade(ctx).passed
+
+
+def test_json_equals_without_ignored_paths_spends_the_budget_too() -> None:
+    """Without ``json_ignore`` the comparison checked no budget, and wrote every node's path
+    out (a 2 MB answer 60 levels deep: 23 s). Objects are visited, so the budget is checked."""
+    value: Any = [{"k": i} for i in range(1000)]
+    for level in range(60):
+        value = {f"k_{level}": value}
+    with pytest.raises(budget.GraderTimeout), budget.budget("json_equals", 0.0):
+        list(json_diff(value, value))
+    with budget.budget("json_equals", 60.0):
+        assert list(json_diff(value, value)) == []
+        changed = {"k_59": {"k_58": 1}}
+        assert list(json_diff({"k_59": {"k_58": [1]}}, changed)) == [
+            ("$.k_59.k_58", "expected array, got integer 1")
+        ]
