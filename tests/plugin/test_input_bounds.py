@@ -10,6 +10,7 @@ import pytest
 
 from goldeval.dataset.row_fields import SAFE_ID
 from goldeval.dataset.variants import NAME_PATTERN
+from tests.helpers import run_cli
 
 
 @pytest.mark.parametrize(
@@ -25,6 +26,26 @@ def test_attempts_are_bounded(
     result = pytester.runpytest("--golden=generation-v1", f"--golden-attempts={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--golden-deadline", "--golden-timeout", "--golden-call-timeout"],
+)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0"])
+def test_a_duration_that_is_no_number_of_seconds_is_refused(
+    pytester: pytest.Pytester, golden_project: Path, option: str, value: str
+) -> None:
+    """``nan`` passed the ``<= 0`` check: the whole run went on and ended "retry the run"
+    (75) or every model call timed out ``within nans``; ``inf`` is no bound."""
+    result = pytester.runpytest("--golden=generation-v1", f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"*{option}*must be a finite number of seconds above 0*"])
+
+
+def test_cli_durations_are_finite(tmp_path: Path) -> None:
+    done = run_cli("serve", "--body-timeout=nan", cwd=tmp_path)
+    assert done.returncode == 4 and "finite number of seconds" in done.stderr, done.stderr
 
 
 def test_a_name_or_id_with_a_final_newline_is_refused(

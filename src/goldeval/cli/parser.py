@@ -24,6 +24,7 @@ import sys
 
 from goldeval import __version__
 from goldeval.core import limits
+from goldeval.core.deadline import positive_seconds
 from goldeval.verdict import exit_codes
 
 #: What a RUN argument may be (goldeval.cli.runs.resolve_run).
@@ -205,12 +206,9 @@ def _store_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _positive(text: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
-    return value
+        return positive_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _service_options(p: argparse.ArgumentParser) -> None:

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+
+
+def positive_seconds(text: str) -> float:
+    """``text`` as a number of seconds above 0 and finite; ValueError saying why otherwise.
+    Every duration a user types (an option, a variable) is read by this: ``nan`` passed a
+    ``<= 0`` check and ran a whole session into "retry the run" (75), or every model call
+    into a TIMEOUT ``within nans``; ``inf`` is no bound at all."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{text!r} must be a finite number of seconds above 0")
+    return value
 
 
 class Deadline:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -376,7 +377,8 @@ def _env_timeout_minutes(default: float) -> float:
         minutes = float(raw)
     except ValueError:
         return default
-    return max(1.0, minutes) * 60.0
+    # "inf" would be no bound at all, "nan" a timeout no wait ever meets
+    return max(1.0, minutes) * 60.0 if math.isfinite(minutes) else default
 
 
 def provider_from_env(

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from goldeval.core.deadline import positive_seconds
+
 #: ``group.addoption`` of the goldeval option group.
 _Add = Callable[..., Any]
 
@@ -47,12 +49,9 @@ def _non_negative_int(text: str) -> int:
 
 def _seconds(text: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
-    return value
+        return positive_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_number(text: str) -> float:
