@@ -268,3 +268,51 @@ def test_an_app_under_test_that_echoes_a_key_in_fixture_mode_is_masked(
     assert leaks(echo_project, outputs, [KEY]) == []
     shown = (RunFiles(echo_project).latest_dir() / "cases" / "content" / "output.md").read_text()
     assert shown == "header: my key is ***"
+
+
+@pytest.mark.parametrize("plugin_args", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_warning_the_app_raises_with_a_key_is_masked(
+    pytester: pytest.Pytester,
+    echo_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    plugin_args: list[str],
+) -> None:
+    """pytest's warnings summary printed an app's ``warnings.warn(f"... {key}")`` as it was
+    (the app's captured output and exception text were already masked)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for row in ROWS:
+        (echo_project / "golden" / "echo" / "fixtures" / f"{row['id']}.out.md").write_text("x")
+    pytester.makeconftest(
+        """
+        import os
+        import warnings
+        import pytest
+
+        class KeyWarning(UserWarning):
+            def __str__(self):
+                return "own text " + os.environ["OPENAI_API_KEY"]
+
+        @pytest.fixture(scope="session")
+        def golden_provider():
+            def app(case):
+                key = os.environ["OPENAI_API_KEY"]
+                warnings.warn(f"deprecated key {key}")
+                warnings.warn(KeyWarning())
+                return "fine"
+            return app
+        """
+    )
+    result = pytester.runpytest(
+        "--golden=echo-v1",
+        "--golden-no-gate",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "always::UserWarning",  # shown in the summary, not raised (the project says error)
+        *plugin_args,
+    )
+    outputs = [result.stdout.str(), result.stderr.str()]
+    assert result.ret in (0, 1), outputs[0][-3000:]  # graded (the rows expect more)
+    assert "deprecated key ***" in outputs[0], outputs[0][-3000:]
+    assert "own text ***" in outputs[0]
+    assert leaks(echo_project, outputs, [KEY]) == []

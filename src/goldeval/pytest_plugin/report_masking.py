@@ -6,7 +6,9 @@ of its failure. JUnit XML (``junit_logging``), pytest-html and the terminal's fa
 show them, so an app that printed or logged its API key while answering put the key in all
 three. Every report of the session is masked here with the session's masker, in the
 outermost ``pytest_runtest_makereport`` wrapper: after every other plugin's wrapper, before
-any ``pytest_runtest_logreport`` reads the report (on an xdist worker before it is sent).
+any ``pytest_runtest_logreport`` reads the report (on an xdist worker before it is sent). A
+warning the app raised went to pytest's warnings summary as it was: masked in the first
+``pytest_warning_recorded``, before the terminal, pytest-html or an xdist worker reads it.
 
 What pytest does not capture (``-s``, ``--capture=no``; a ``--log-file`` handler) is written
 as the code wrote it: docs/reliability.md says so.
@@ -26,6 +28,28 @@ if TYPE_CHECKING:
     from goldeval.pytest_plugin.state import GoldenSession
 
 NAME = "goldeval-report-masking"
+
+
+def mask_warning(warning_message: Any, masker: SecretMasker) -> None:
+    """A recorded warning's text with every known secret masked (in place): pytest's warnings
+    summary printed an app's ``warnings.warn(f"... {key}")`` as it was."""
+    message = warning_message.message
+    text = str(message)
+    if not masker or not masker.found(text):
+        return
+    if isinstance(message, Warning):
+        message.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in message.args)
+        if not masker.found(str(message)):
+            return
+        try:  # a __str__ of its own: the same category, the masked text
+            warning_message.message = type(message)(masker.mask(text))
+            if not masker.found(str(warning_message.message)):
+                return
+        except Exception:  # any constructor of its own: a plain warning then
+            pass
+        warning_message.message = UserWarning(masker.mask(text))
+    else:
+        warning_message.message = masker.mask(text)
 
 
 def mask_report(report: pytest.TestReport, masker: SecretMasker) -> None:
@@ -66,6 +90,15 @@ class ReportMasking:
             return report
         mask_report(report, masker)
         return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self, warning_message: Any) -> None:
+        # first: before the terminal's summary, pytest-html or an xdist worker's relay
+        try:
+            masker = self.state.masker
+        except GoldevalError:
+            return
+        mask_warning(warning_message, masker)
 
 
 def register(config: pytest.Config, state: GoldenSession) -> None:
