@@ -270,3 +270,37 @@ def test_the_default_baseline_lookup_refuses_what_is_no_baseline_file(
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 65, out
     assert "baselines/generation-v1.json" in out and "GATE PASS" not in out
+
+
+def test_a_baselines_folder_that_links_out_of_the_project_is_refused(
+    pytester: pytest.Pytester, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``baselines -> /elsewhere``: the check resolved the folder first, so everything in it
+    looked inside the project and its baseline gated the run (NO_REGRESSION, exit 0)."""
+    outside = tmp_path_factory.mktemp("elsewhere") / "baselines"
+    (golden_project / "baselines").rename(outside)
+    (golden_project / "baselines").symlink_to(outside)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 65, out
+    assert "a link out of the project" in out and "GATE PASS" not in out
+
+
+def test_a_golden_root_reached_through_a_link_is_refused(
+    pytester: pytest.Pytester, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``golden -> /elsewhere`` was read (and record mode wrote fixtures there), while a link
+    below the golden root was refused: refused before collection, naming the link."""
+    outside = tmp_path_factory.mktemp("elsewhere") / "golden"
+    (golden_project / "golden").rename(outside)
+    (golden_project / "golden").symlink_to(outside)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out
+    assert f"golden_root: {golden_project / 'golden'} is a symbolic link" in out, out
+    # named as the real folder, the golden root is the user's to choose (this dataset's
+    # pack, ../../pack, is then outside the project: refused on its own terms)
+    pytester.makeini(f"[pytest]\ngolden_root = {outside}\n")
+    named = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
+    shown = named.stdout.str() + named.stderr.str()
+    assert "is a symbolic link" not in shown and "generation/dataset.yaml" in shown, shown

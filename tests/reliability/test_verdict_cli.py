@@ -316,10 +316,12 @@ def test_registered_grader_threshold_is_accepted(
     "extra,code,fragment",
     [
         (["--golden-baseline=baselines/nope.json"], 4, "baseline file not found"),
+        (["--golden-baseline=baselines"], 4, "is not a regular file"),  # a folder: not "not found"
+        (["--golden-baseline=/dev/zero"], 4, "is not a regular file"),
         (["--golden-baseline=baselines/holdout-v1.json"], 65, "datasetId mismatch"),
         (["--golden-baseline=baselines/generation-v1.json"], 65, "mode mismatch"),
     ],
-    ids=["missing-file", "other-dataset", "fixture-baseline-for-live"],
+    ids=["missing-file", "folder", "device", "other-dataset", "fixture-baseline-for-live"],
 )
 def test_bad_baseline_refused_before_the_first_model_call(
     pytester: pytest.Pytester,

@@ -295,3 +295,35 @@ def read_fd(
 
 #: Read size once a file turns out longer than it was when :func:`read_fd` began.
 _CHUNK = 1 << 16
+
+
+def link_on_the_way(path: Path, project: Path) -> Path | None:
+    """The first link on ``path`` that lies inside ``project``, else ``path`` itself when it
+    is a link (None: no link goldeval would go through). Used for every place goldeval
+    writes (goldeval.results.write_targets) and for the golden root it reads. Walked on real
+    paths, component by component: a path spelled ``//tmp/...``
+    or through a link to the project (``/tmp/alias/lnk`` with ``alias -> project``) is the
+    same place as its plain spelling (both went around a lexical check)."""
+    inside = os.path.realpath(project)
+    parts = Path(path).parts
+    if not parts:
+        return None
+    real = os.path.realpath(os.sep if parts[0].startswith("//") else parts[0])
+    for number, part in enumerate(parts[1:], start=2):
+        candidate = os.path.join(real, part)
+        try:
+            mode = os.lstat(candidate).st_mode
+        except OSError:
+            return None  # not there yet: created as a real folder or file
+        if stat.S_ISLNK(mode):
+            last = number == len(parts)
+            if last or _within(real, inside):
+                return Path(candidate)
+            real = os.path.realpath(candidate)
+        else:
+            real = os.path.normpath(candidate)
+    return None
+
+
+def _within(place: str, root: str) -> bool:
+    return place == root or place.startswith(root.rstrip(os.sep) + os.sep)

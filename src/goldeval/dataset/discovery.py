@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from goldeval.core.errors import ConfigError, DatasetError
-from goldeval.core.safe_files import contained_file
+from goldeval.core.safe_files import contained_file, link_on_the_way
 from goldeval.dataset.manifest import Manifest, find_manifest, read_manifest
 from goldeval.dataset.row_fields import RESERVED_FILES
 
@@ -85,6 +85,19 @@ def discover(
     if duplicates is not None:
         duplicates.update({k: v for k, v in sorted(every.items()) if len(v) > 1})
     return dict(sorted(found.items()))
+
+
+def check_golden_root(golden_root: Path, project_root: Path) -> None:
+    """ConfigError when the golden root is reached through a link inside the project
+    (``golden -> /elsewhere``): the links below it are refused, and record mode writes the
+    fixtures there. A golden root set to a real folder outside the project is the user's."""
+    link = link_on_the_way(golden_root, project_root)
+    if link is not None:
+        raise ConfigError(
+            f"golden_root: {link} is a symbolic link: goldeval reads and writes datasets only "
+            "through real folders",
+            hint="copy the datasets in, or set golden_root to the real folder",
+        )
 
 
 def resolve_dataset(spec: str, golden_root: Path, invocation_dir: Path) -> Path:

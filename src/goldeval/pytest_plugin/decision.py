@@ -231,8 +231,10 @@ def _preflight_one_baseline(state: GoldenSession, variant: str | None) -> None:
     if path is None:
         return
     if not path.is_file():
+        # a FIFO, a folder or a link to a device exists: "not found" sent the user looking
+        what = "is not a regular file" if path.exists() else "baseline file not found"
         raise ConfigError(
-            f"--golden-baseline={state.settings.baseline}: baseline file not found ({path})"
+            f"--golden-baseline={state.settings.baseline}: {what} ({path})"
             + (f" for variant {variant!r}" if variant is not None else ""),
             hint="check the path, or leave the option out to use the default lookup under "
             "baselines/",

@@ -22,6 +22,7 @@ from goldeval.core.models import AttemptRecord, Mode
 from goldeval.core.secrets import SecretMasker, declared_forms, run_secrets
 from goldeval.core.settings import ProviderSettings
 from goldeval.dataset.case import GoldenCase
+from goldeval.dataset.discovery import check_golden_root
 from goldeval.dataset.manifest import find_manifest, read_manifest
 from goldeval.dataset.rows import RESERVED_TAGS, Dataset, load_dataset, resolve_dataset, rows_file
 from goldeval.graders.applicability import Applicability
@@ -160,6 +161,7 @@ class GoldenSession:
         if not golden_root.is_absolute():
             golden_root = self.project_root / golden_root
         try:
+            check_golden_root(golden_root, self.project_root)
             dataset_dir = resolve_dataset(
                 self.config.getoption("golden"),
                 golden_root,

@@ -19,12 +19,14 @@ import stat
 from pathlib import Path
 from typing import Literal
 
+from goldeval.core.safe_files import link_on_the_way
+
 Kind = Literal["file", "folder"]
 
 
 def write_target_problem(path: Path, *, project: Path, kind: Kind) -> str | None:
     """What stops ``path`` (absolute) from being written as a ``kind``, or None."""
-    link = _link_on_the_way(path, project)
+    link = link_on_the_way(path, project)
     if link is not None:
         return (
             f"{link} is a symbolic link: goldeval writes nothing through links "
@@ -46,36 +48,6 @@ def write_target_problem(path: Path, *, project: Path, kind: Kind) -> str | None
     if not os.access(target, os.W_OK | os.X_OK):
         return f"{target} is not writable"
     return None
-
-
-def _link_on_the_way(path: Path, project: Path) -> Path | None:
-    """The first link on ``path`` that lies inside ``project``, else ``path`` itself when it
-    is a link. Walked on real paths, component by component: a path spelled ``//tmp/...``
-    or through a link to the project (``/tmp/alias/lnk`` with ``alias -> project``) is the
-    same place as its plain spelling (both went around a lexical check)."""
-    inside = os.path.realpath(project)
-    parts = Path(path).parts
-    if not parts:
-        return None
-    real = os.path.realpath(os.sep if parts[0].startswith("//") else parts[0])
-    for number, part in enumerate(parts[1:], start=2):
-        candidate = os.path.join(real, part)
-        try:
-            mode = os.lstat(candidate).st_mode
-        except OSError:
-            return None  # not there yet: created as a real folder or file
-        if stat.S_ISLNK(mode):
-            last = number == len(parts)
-            if last or _within(real, inside):
-                return Path(candidate)
-            real = os.path.realpath(candidate)
-        else:
-            real = os.path.normpath(candidate)
-    return None
-
-
-def _within(place: str, root: str) -> bool:
-    return place == root or place.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _parent_problem(path: Path) -> str | None:

@@ -285,9 +285,11 @@ def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list
     # Every entry of the name, not only regular files: a FIFO or a device there was skipped
     # in silence (a GATE PASS with no comparison); loading it says what it is instead.
     found = [p for p in ordered if p.is_symlink() or p.exists()]
-    project = baselines_dir.resolve().parent
+    # the project's own folder, resolved: a baselines/ that is itself a link out of the project
+    # resolved there too, and everything under it looked "inside"
+    project = baselines_dir.parent.resolve()
     for path in found:
-        if path.is_symlink() and not path.resolve().is_relative_to(project):
+        if not path.resolve().is_relative_to(project):
             raise BaselineError(
                 "a link out of the project: the default lookup reads only files inside it",
                 path=path,
