@@ -20,6 +20,10 @@ from goldeval.dataset.templates import CompiledTemplates, PromptTemplates, Templ
 ITERATIONS = int(default("template_loop_iterations"))
 OUTPUT = int(default("template_output_chars"))
 REPEAT = int(default("template_repeat"))
+APPEND = (
+    "{% set big = 'x' * 1000000 %}{% set L = [] %}"
+    "{% for i in range(3000) %}{% set _ = L.append(big) %}{% endfor %}"
+)
 TEMPLATE_LIMITS = (
     "template_seconds",
     "template_output_chars",
@@ -127,6 +131,17 @@ def test_any_fault_of_a_render_is_a_template_problem(kind: type[BaseException]) 
         "{{ lipsum(10**9) }}",
         "{% set x = 10**100000 %}" + "{% set x = x * x %}" * 30,
         "{% set c %}{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}{% endset %}{{ c }}",
+        # a list appended to item by item, each step small, 3 GB once shown (a probe: 14 s
+        # past the 3 s limit, then a MemoryError), shown, as text, as JSON, by ~, by % and
+        # format, and as a mapping's values
+        APPEND + "{{ L }}",
+        APPEND + "{{ L | string | length }}",
+        APPEND + "{{ L | tojson | length }}",
+        APPEND + "{{ (L ~ '') | length }}",
+        APPEND + "{{ ('%s' % [L]) | length }}",
+        APPEND + "{{ '{}'.format(L) | length }}",
+        "{% set big = 'x' * 1000000 %}{% set D = {} %}{% for i in range(3000) %}"
+        "{% set _ = D.update({i: big}) %}{% endfor %}{{ D }}",
     ],
     ids=[
         "concat-doubling",
@@ -138,6 +153,13 @@ def test_any_fault_of_a_render_is_a_template_problem(kind: type[BaseException]) 
         "lipsum",
         "int-squaring",
         "captured-block",
+        "appended-shown",
+        "appended-string",
+        "appended-tojson",
+        "appended-concat",
+        "appended-printf",
+        "appended-format",
+        "updated-mapping",
     ],
 )
 def test_each_way_to_grow_is_bounded(source: str) -> None:

@@ -25,6 +25,7 @@ only when a manifest has templates (most datasets have none).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import string
@@ -45,9 +46,18 @@ from goldeval.core.limits import LimitExceeded, default
 LOOP_FILTER = "goldeval_loop"
 #: The filter every ``~`` concatenation passes through (checks its length).
 CHECKED_FILTER = "goldeval_checked"
+#: The filter every ``~`` operand passes through (weighs it before it becomes text).
+WEIGHED_FILTER = "goldeval_weighed"
 
 #: Filters whose integer arguments are sizes of what they build (a width, a number of parts).
 _SIZE_ARGUMENT_FILTERS = frozenset({"center", "slice", "batch"})
+#: Filters that never turn their input into text (every other one is weighed first).
+_NOT_SHOWN = frozenset(
+    {"length", "count", "first", "last", "list", "sort", "unique", "reverse", "batch", "slice",
+     "map", "select", "reject", "selectattr", "rejectattr", "groupby", "sum", "min", "max",
+     "dictsort", "items", "attr", "default", "d", "random", "abs", "int", "float", "round",
+     "join", "goldeval_loop"}
+)  # fmt: skip
 #: Filters the sandbox does not offer (a template using one fails to compile, clearly).
 _NOT_OFFERED = frozenset({"wordwrap"})
 #: ``str`` methods whose integer arguments are widths of what they build.
@@ -142,20 +152,43 @@ def _check_binop(budget: RenderBudget, operator: str, left: Any, right: Any) -> 
             budget.check_chars(a + b, "the sum")
 
 
-def _weight(value: Any, depth: int = 3) -> int:
-    """About how many characters ``value`` becomes when printed: a list's items are weighed
-    too (``["x" * 10**6] * 10**6`` is a million items, but 10**12 characters once shown,
-    joined or turned to text). At most 1,000 items of a level are looked at (the rest
-    estimated from them) and three levels deep."""
+#: What :func:`_weight` looks at of one value: containers visited, and how deep.
+_WEIGHED_NODES, _WEIGHED_DEPTH = 10_000, 200
+
+
+def _weight(value: Any, left: list[int] | None = None, depth: int = 0) -> int:
+    """About how many characters ``value`` becomes when printed: a container's items are
+    weighed too (``["x" * 10**6] * 10**6`` is a million items, but 10**12 characters once
+    shown, joined or turned to text; so is a list appended to 3,000 times). At most 1,000
+    items of a container and 10,000 containers in all are looked at, the rest estimated from
+    what was."""
     if isinstance(value, (str, bytes)):
         return len(value)
-    if isinstance(value, (list, tuple)) and depth > 0:
-        looked = value[:1000]
-        inner = sum(_weight(item, depth - 1) for item in looked)
-        if looked and len(value) > len(looked):
-            inner = inner * len(value) // len(looked)
-        return len(value) + inner
-    return _length(value) or 1
+    if not isinstance(value, (list, tuple, dict, set, frozenset)):
+        return _length(value) or 1
+    left = [_WEIGHED_NODES] if left is None else left
+    if left[0] <= 0 or depth >= _WEIGHED_DEPTH:
+        return len(value)
+    left[0] -= 1
+    items = value.items() if isinstance(value, dict) else value
+    inner = weighed = 0
+    for item in itertools.islice(items, 1000):
+        if left[0] <= 0:
+            break
+        inner += _weight(item, left, depth + 1)
+        weighed += 1
+    if weighed and len(value) > weighed:
+        inner = inner * len(value) // weighed
+    return len(value) + inner
+
+
+def weighed(value: Any) -> Any:
+    """``value``, after checking what it becomes as text (an output expression, a ``~``
+    operand, a filter's input): no step that built a container need have been large."""
+    budget = CURRENT.get()
+    if budget is not None and isinstance(value, (list, tuple, dict, set, frozenset)):
+        budget.check_chars(_weight(value), "a value shown as text")
+    return value
 
 
 def _check_product(budget: RenderBudget, left: Any, right: Any) -> None:
@@ -182,6 +215,7 @@ def _check_int_args(budget: RenderBudget, args: Iterable[Any], what: str) -> Non
 
 def _check_printf(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> None:
     """Widths and precisions of ``fmt % args`` (``%*d`` takes them from ``args``)."""
+    args = [weighed(arg) for arg in args]
     star = False
     for match in _PRINTF_SPEC.finditer(fmt):
         for part in match.groups():
@@ -195,6 +229,7 @@ def _check_printf(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> None:
 
 def _check_str_format(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> None:
     """Widths of ``fmt.format(...)``; a nested width (``{:>{w}}``) takes them from ``args``."""
+    args = [weighed(arg) for arg in args]
     try:
         fields = list(string.Formatter().parse(fmt))
     except ValueError:
@@ -245,7 +280,7 @@ def _joined(budget: RenderBudget, items: Any, separator: Any) -> Any:
             listed.append(item)
         items = listed
     if isinstance(separator, str):
-        joined = len(items) * len(separator) + sum(_weight(i, 0) for i in items)
+        joined = len(items) * len(separator) + _weight(list(items)) - len(items)
         budget.check_chars(joined, "the join")
     return items
 
@@ -320,6 +355,8 @@ def _check_filter(
 ) -> list[Any]:
     rest = args[offset + 1 :]
     value = args[offset] if len(args) > offset else None
+    if name not in _NOT_SHOWN:
+        weighed(value)
     if name in _SIZE_ARGUMENT_FILTERS:
         _check_int_args(budget, [*rest, *kwargs.values()], f"the {name} filter")
     elif name == "indent":
@@ -376,6 +413,7 @@ class BudgetedSandbox(SandboxedEnvironment):
         # code generator's own folding of output is refused by the filters, see
         # _budgeted_filter).
         options.setdefault("optimized", False)
+        options.setdefault("finalize", weighed)  # every output expression, before str()
         super().__init__(**options)
         self.globals["range"] = budgeted_range
         self.globals["lipsum"] = bounded_lipsum
@@ -388,6 +426,7 @@ class BudgetedSandbox(SandboxedEnvironment):
         }
         self.filters[LOOP_FILTER] = counted
         self.filters[CHECKED_FILTER] = checked
+        self.filters[WEIGHED_FILTER] = weighed
 
     def render_within_budget(self, render: Callable[[], str]) -> str:
         """``render()`` under a fresh budget, set where this sandbox reads it."""
@@ -453,4 +492,8 @@ class _Instrument(NodeTransformer):
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
+        node.nodes = [
+            nodes.Filter(n, WEIGHED_FILTER, [], [], None, None, lineno=node.lineno)
+            for n in node.nodes
+        ]
         return nodes.Filter(node, CHECKED_FILTER, [], [], None, None, lineno=node.lineno)
