@@ -102,6 +102,8 @@ def _outcome_args(name: str, project: Path, llm: object) -> tuple[list[str], boo
         return [*live, *deadline], False
     if name == "budget":
         return [*live, "--golden-max-tokens=1"], False
+    if name == "nothing selected (-k)":
+        return ["-k", "no-such-case"], True
     raise AssertionError(name)
 
 
@@ -113,6 +115,8 @@ OUTCOMES = {
     "auth error": 4,
     "deadline": 75,
     "budget": 1,
+    # `goldeval gate` said 1 ("no golden case selected") for the session's 5
+    "nothing selected (-k)": 5,
 }
 
 
@@ -136,7 +140,7 @@ def test_every_surface_gives_the_session_s_code_and_reason(
     gate = run_cli("gate", str(run_json), *([] if gated else ["--no-gate"]), cwd=golden_project)
     assert gate.returncode == result.ret, gate.stdout + gate.stderr
     assert decision["reason"].split(";")[0] in gate.stdout + gate.stderr
-    if gated:
+    if gated and name != "nothing selected (-k)":  # no case to compare
         shown = run_cli(
             "compare", "baselines/generation-v1.json", str(run_json), cwd=golden_project
         )

@@ -184,7 +184,9 @@ class RunOutcome:
             # variant outside the pair carries the comparison for its reports only: no gate
             # weighs its FAIL attempts (they stay failed tests).
             recorded["variants"] = decide_variants(pair)
-        if run.pytest_status in _SESSION_STATUSES:
+        if run.pytest_status in _SESSION_STATUSES or (run.pytest_status == 5 and not run.cases):
+            # 5 only for a run that holds no case: a run key's session that found every
+            # attempt graded earlier exits 5 too, but its document holds them (decided by them)
             recorded["pytest_status"] = run.pytest_status  # a keyword fact still wins
         recorded.update(facts)
         return cls(**recorded)
