@@ -272,14 +272,20 @@ def test_the_default_baseline_lookup_refuses_what_is_no_baseline_file(
     assert "baselines/generation-v1.json" in out and "GATE PASS" not in out
 
 
+def _moved_out(project: Path, name: str, factory: pytest.TempPathFactory) -> Path:
+    """``project/name`` moved out of the project, a link to it left in its place."""
+    outside = factory.mktemp("elsewhere") / name
+    (project / name).rename(outside)
+    (project / name).symlink_to(outside)
+    return outside
+
+
 def test_a_baselines_folder_that_links_out_of_the_project_is_refused(
     pytester: pytest.Pytester, golden_project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """``baselines -> /elsewhere``: the check resolved the folder first, so everything in it
     looked inside the project and its baseline gated the run (NO_REGRESSION, exit 0)."""
-    outside = tmp_path_factory.mktemp("elsewhere") / "baselines"
-    (golden_project / "baselines").rename(outside)
-    (golden_project / "baselines").symlink_to(outside)
+    _moved_out(golden_project, "baselines", tmp_path_factory)
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 65, out
@@ -291,9 +297,7 @@ def test_a_golden_root_reached_through_a_link_is_refused(
 ) -> None:
     """``golden -> /elsewhere`` was read (and record mode wrote fixtures there), while a link
     below the golden root was refused: refused before collection, naming the link."""
-    outside = tmp_path_factory.mktemp("elsewhere") / "golden"
-    (golden_project / "golden").rename(outside)
-    (golden_project / "golden").symlink_to(outside)
+    outside = _moved_out(golden_project, "golden", tmp_path_factory)
     result = pytester.runpytest("-p", "no:cacheprovider", "--golden=generation-v1")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out
