@@ -43,8 +43,11 @@ def test_a_duration_that_is_no_number_of_seconds_is_refused(
     result.stderr.fnmatch_lines([f"*{option}*must be a finite number of seconds above 0*"])
 
 
-def test_cli_durations_are_finite(tmp_path: Path) -> None:
-    done = run_cli("serve", "--body-timeout=nan", cwd=tmp_path)
+@pytest.mark.parametrize(
+    "option", ["--body-timeout=nan", "--header-timeout=nan", "--header-timeout=-1", "--lease=inf"]
+)
+def test_cli_durations_are_finite(tmp_path: Path, option: str) -> None:
+    done = run_cli("serve" if "lease" not in option else "worker", option, cwd=tmp_path)
     assert done.returncode == 4 and "finite number of seconds" in done.stderr, done.stderr
 
 

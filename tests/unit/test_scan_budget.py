@@ -15,7 +15,7 @@ from goldeval.dataset.case import GoldenCase
 from goldeval.graders import budget
 from goldeval.graders.base import GradeContext
 from goldeval.graders.contract import ContractGrader
-from goldeval.graders.json_paths import json_diff
+from goldeval.graders.json_paths import ANY, json_diff
 from goldeval.graders.registry import builtin_graders
 from goldeval.providers.base import Answer
 
@@ -91,3 +91,12 @@ def test_json_equals_without_ignored_paths_spends_the_budget_too() -> None:
         assert list(json_diff({"k_59": {"k_58": [1]}}, changed)) == [
             ("$.k_59.k_58", "expected array, got integer 1")
         ]
+
+
+def test_json_equals_checks_the_budget_over_an_object_s_keys() -> None:
+    """The loops over a mapping's keys matched each against every ignored path with no
+    budget check (50,000 keys, 2,000 paths: 155 s over a 2 s budget)."""
+    answer = {f"k{i}": i for i in range(500)}
+    ignore = [["z", i] for i in range(50)] + [[ANY]]
+    with pytest.raises(budget.GraderTimeout), budget.budget("json_equals", 0.0):
+        list(json_diff({}, answer, ignore))

@@ -180,7 +180,7 @@ def _store_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     keep = p.add_mutually_exclusive_group(required=True)
     keep.add_argument("--keep-last", type=int, default=None, metavar="N", help="keep N newest")
     keep.add_argument(
-        "--older-than", type=float, default=None, metavar="DAYS", help="delete runs older"
+        "--older-than", type=_positive, default=None, metavar="DAYS", help="delete runs older"
     )
     p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     p.add_argument(
@@ -249,7 +249,7 @@ def _service_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--max-body", type=int, default=64 * 1024, metavar="BYTES")
     p.add_argument(
         "--header-timeout",
-        type=float,
+        type=_positive,
         default=limits.default("service_header_seconds"),
         metavar="SECONDS",
         help="a request's headers must arrive within this many seconds of the connection "
