@@ -316,3 +316,32 @@ def test_a_warning_the_app_raises_with_a_key_is_masked(
     assert "deprecated key ***" in outputs[0], outputs[0][-3000:]
     assert "own text ***" in outputs[0]
     assert leaks(echo_project, outputs, [KEY]) == []
+
+
+def test_a_key_cut_by_pytest_s_assertion_message_is_masked(
+    pytester: pytest.Pytester, echo_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest shortens a long value in an assertion message with ``...``: a project test in
+    the golden session comparing a token that starts with the key showed 12 of its 19
+    characters in the terminal and junit.xml (the full-length line below was masked)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for row in ROWS:
+        (echo_project / "golden" / "echo" / "fixtures" / f"{row['id']}.out.md").write_text("x")
+    pytester.makepyfile(
+        test_app="""
+        import os
+
+        def test_token():
+            token = os.environ["OPENAI_API_KEY"] + "b" * 300
+            assert token == "expected"
+        """
+    )
+    result = pytester.runpytest(
+        "test_app.py", "golden", "--golden=echo-v1", "--golden-no-gate", "-p",
+        "no:cacheprovider", "--junitxml=junit.xml",
+    )  # fmt: skip
+    outputs = [result.stdout.str(), result.stderr.str()]
+    assert "AssertionError" in outputs[0] and "..." in outputs[0], outputs[0][-3000:]
+    assert KEY[:10] not in outputs[0]
+    assert KEY[:10] not in (echo_project / "junit.xml").read_text(encoding="utf-8")
+    assert leaks(echo_project, outputs, [KEY]) == []

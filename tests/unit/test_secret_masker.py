@@ -200,15 +200,29 @@ def test_a_key_echoed_whole_in_another_encoding_is_masked(encode: object) -> Non
 
 def test_a_secret_cut_by_an_excerpt_is_masked_at_its_cut_mark() -> None:
     masker = SecretMasker([KEY])
+    shown = masker.mask_message
     # its start before the mark (an excerpt cut it), its end after one (an excerpt of a tail)
-    assert masker.mask(f"args: '{{xxx{KEY[:20]}\u2026'") == "args: '{xxx***\u2026'"
-    assert masker.mask(f"\u2026{KEY[-9:]} rest") == "\u2026*** rest"
-    assert masker.mask(f"{KEY[:12]}\u2026{KEY[-12:]}") == "***\u2026***"
+    assert shown(f"args: '{{xxx{KEY[:20]}\u2026'") == "args: '{xxx***\u2026'"
+    assert shown(f"\u2026{KEY[-9:]} rest") == "\u2026*** rest"
+    assert shown(f"{KEY[:12]}\u2026{KEY[-12:]}") == "***\u2026***"
+    # pytest's assertion message cuts with three dots
+    assert shown(f"assert '{KEY[:12]}...bbbb' == 'x'") == "assert '***...bbbb' == 'x'"
+    assert shown(f"'aaaa...{KEY[-10:]}'") == "'aaaa...***'"
     assert masker.found(f"x{KEY[:6]}\u2026")
     # three characters say less than a key's public prefix; text without a mark is untouched
-    assert masker.mask(f"{KEY[:3]}\u2026") == f"{KEY[:3]}\u2026"
-    assert masker.mask(f"{KEY[:12]} and more") == f"{KEY[:12]} and more"
-    assert masker.mask("ordinary text\u2026 cut") == "ordinary text\u2026 cut"
+    assert shown(f"{KEY[:3]}\u2026") == f"{KEY[:3]}\u2026"
+    assert shown(f"{KEY[:12]} and more") == f"{KEY[:12]} and more"
+    assert shown("ordinary text\u2026 cut") == "ordinary text\u2026 cut"
+
+
+def test_an_answer_is_masked_for_whole_secrets_only() -> None:
+    """An answer is what the graders read: its own ellipsis beside four characters of a key's
+    start or end (``…5678``, ``sk-p…``) is not a leak, and was masked before the graders."""
+    key = "sk-proj-abcdefgh12345678"
+    masker = SecretMasker([key])
+    answer = "Your order \u20265678 shipped; keys look like sk-p\u2026 (shortened)"
+    assert masker.mask(answer) == answer
+    assert masker.mask(f"my key {key}") == "my key ***"
 
 
 def test_cut_masking_of_a_long_secret_is_linear() -> None:
@@ -216,6 +230,6 @@ def test_cut_masking_of_a_long_secret_is_linear() -> None:
     characters); the scan is driven by four-character pieces instead."""
     long_key = "k" * 50 + "x" * 2000
     masker = SecretMasker([long_key, KEY])
-    assert masker.mask(long_key[:300] + "\u2026") == "***\u2026"
+    assert masker.mask_message(long_key[:300] + "\u2026") == "***\u2026"
     text = f"{KEY[:9]}\u2026" * 50_000
-    assert masker.mask(text) == "***\u2026" * 50_000
+    assert masker.mask_message(text) == "***\u2026" * 50_000

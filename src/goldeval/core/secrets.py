@@ -59,8 +59,9 @@ def _proxy_urls(environ: Mapping[str, str]) -> list[str]:
 SERVICE_KEYS_VARIABLE = "GOLDEVAL_API_KEYS"
 
 
-#: The mark every excerpt puts where it cut a text (providers.http.wire, graders).
-CUT_MARK = "\u2026"
+#: The marks excerpts put where they cut a text: ours (providers.http.wire, graders) and the
+#: three dots of pytest's assertion messages and of some of our own short forms.
+CUT_MARKS = ("\u2026", "...")
 #: A secret's start before a cut mark (or its end after one) this long or longer is masked:
 #: an excerpt cut before masking shows the start of a key (``'{xxx…xsk-PROBE-7c1e9f2a4…'``
 #: showed 18 of its 19 characters). Shorter fragments say less than a key's public prefix.
@@ -94,15 +95,16 @@ class _CutFinder:
             return found
         for match in self._scan.finditer(text):
             at, piece = match.start(), match.group(1)
-            for secret in self._starts.get(piece, ()):
-                mark = text.find(CUT_MARK, at + MIN_CUT_FRAGMENT, at + len(secret))
-                if mark >= 0 and secret.startswith(text[at:mark]):
-                    found.append((at, mark))
             end = at + MIN_CUT_FRAGMENT
-            for secret in self._ends.get(piece, ()):
-                mark = text.rfind(CUT_MARK, max(0, end - len(secret)), at)
-                if mark >= 0 and secret.endswith(text[mark + 1 : end]):
-                    found.append((mark + 1, end))
+            for cut in CUT_MARKS:
+                for secret in self._starts.get(piece, ()):
+                    mark = text.find(cut, at + MIN_CUT_FRAGMENT, at + len(secret))
+                    if mark >= 0 and secret.startswith(text[at:mark]):
+                        found.append((at, mark))
+                for secret in self._ends.get(piece, ()):
+                    mark = text.rfind(cut, max(0, end - len(secret) - len(cut) + 1), at)
+                    if mark >= 0 and secret.endswith(text[mark + len(cut) : end]):
+                        found.append((mark + len(cut), end))
         return found
 
     def mask(self, text: str) -> str:
@@ -123,8 +125,9 @@ class _CutFinder:
 
 class SecretMasker:
     """Replaces every known secret by ``***``: one compiled alternation, longest first, so a
-    secret that contains another is masked whole; then what an excerpt's cut left of one
-    beside its cut mark (:data:`CUT_MARK`). Falsy (and free) when it knows none."""
+    secret that contains another is masked whole. :meth:`mask_message` masks too what an
+    excerpt's cut left of one beside its cut mark (:data:`CUT_MARKS`). Falsy (and free) when
+    it knows none."""
 
     __slots__ = ("_cut", "_pattern", "size")
 
@@ -142,17 +145,24 @@ class SecretMasker:
         return f"<SecretMasker {self.size} form(s)>"
 
     def found(self, text: str) -> bool:
-        """Whether ``text`` holds a known secret (or a cut one)."""
-        return self._pattern is not None and self.mask(text) != text
+        """Whether ``text`` holds a known secret (or a cut one, as messages are masked)."""
+        return self._pattern is not None and self.mask_message(text) != text
 
     def mask(self, text: str) -> str:
-        """``text`` with every known secret, and every piece of one an excerpt's cut left
-        beside its mark, replaced by ``***`` (``text`` itself if none)."""
-        if self._pattern is None:
+        """``text`` (an answer) with every known secret replaced by ``***`` (``text`` itself
+        if none). Whole secrets only: an answer is what the graders read, and its own
+        ellipses beside four characters of a key's public start are not a leak."""
+        if self._pattern is None or self._pattern.search(text) is None:
             return text
-        if self._pattern.search(text) is not None:
-            text = self._pattern.sub(MASK, text)
-        if CUT_MARK in text:
+        return self._pattern.sub(MASK, text)
+
+    def mask_message(self, text: str) -> str:
+        """``text`` (an error, a report section, a warning, a failure) masked as
+        :meth:`mask` does, and every piece of a secret that an excerpt's cut left beside its
+        mark too: such text was cut before it was masked (a tool call's arguments at 80
+        characters, pytest's assertion message), which showed most of a key."""
+        text = self.mask(text)
+        if self._pattern is not None and any(cut in text for cut in CUT_MARKS):
             text = self._cut.mask(text)
         return text
 

@@ -86,7 +86,8 @@ class Judge:
                 after = f" after {exc.tries} tries" if exc.tries > 1 else ""
                 record.judge = JudgeRecord(
                     decision="PENDING",
-                    error=f"JUDGE_ERROR: {exc.kind}{after}: {self.masker.mask(exc.message)}",
+                    error=f"JUDGE_ERROR: {exc.kind}{after}: "
+                    + self.masker.mask_message(exc.message),
                     tokens=usage.dump(),
                 )
                 return

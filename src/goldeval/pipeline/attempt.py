@@ -392,7 +392,7 @@ class Pipeline:
             retrieval=self._retrieval_of_unanswered(case),
             error_kind=error.kind,
             # The HTTP clients mask their own credentials; a plugin's provider may not.
-            error_message=self.masker.mask(error.message),
+            error_message=self.masker.mask_message(error.message),
             tries=error.tries,
             duration_ms=duration_ms,
         )

@@ -119,7 +119,7 @@ def session_mask(state: GoldenSession) -> Callable[[str], str]:
     """The session's masker (every secret the run knows); when the dataset does not load (a
     collection error) the settings' own key and password."""
     try:
-        return state.masker.mask
+        return state.masker.mask_message
     except GoldevalError:
         provider = state.settings.provider
         secrets = [v for v in (provider.api_key, provider.password) if v]

@@ -38,18 +38,20 @@ def mask_warning(warning_message: Any, masker: SecretMasker) -> None:
     if not masker or not masker.found(text):
         return
     if isinstance(message, Warning):
-        message.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in message.args)
+        message.args = tuple(
+            masker.mask_message(a) if isinstance(a, str) else a for a in message.args
+        )
         if not masker.found(str(message)):
             return
         try:  # a __str__ of its own: the same category, the masked text
-            warning_message.message = type(message)(masker.mask(text))
+            warning_message.message = type(message)(masker.mask_message(text))
             if not masker.found(str(warning_message.message)):
                 return
         except Exception:  # any constructor of its own: a plain warning then
             pass
-        warning_message.message = UserWarning(masker.mask(text))
+        warning_message.message = UserWarning(masker.mask_message(text))
     else:
-        warning_message.message = masker.mask(text)
+        warning_message.message = masker.mask_message(text)
 
 
 def mask_report(report: pytest.TestReport, masker: SecretMasker) -> None:
@@ -59,18 +61,18 @@ def mask_report(report: pytest.TestReport, masker: SecretMasker) -> None:
         return
     sections = report.sections
     if sections and any(masker.found(content) for _title, content in sections):
-        report.sections = [(title, masker.mask(content)) for title, content in sections]
+        report.sections = [(title, masker.mask_message(content)) for title, content in sections]
     longrepr = report.longrepr
     if longrepr is None:
         return
     if isinstance(longrepr, tuple):  # a skip: (path, line, reason), kept a tuple for pytest
         path, line, reason = longrepr
         if masker.found(reason):
-            report.longrepr = (path, line, masker.mask(reason))
+            report.longrepr = (path, line, masker.mask_message(reason))
         return
     text = str(longrepr)
     if masker.found(text):
-        report.longrepr = masker.mask(text)
+        report.longrepr = masker.mask_message(text)
 
 
 class ReportMasking:

@@ -366,7 +366,7 @@ class GoldenSession:
             reason = ask(model) if model and callable(ask) else None
             if isinstance(reason, str) and reason:
                 # The server's list is its text: a proxy echoing the key as a model name.
-                return self.masker.mask(reason)
+                return self.masker.mask_message(reason)
         return None
 
     def default_retriever(self) -> Any:
