@@ -298,3 +298,31 @@ def test_what_a_structure_or_nested_width_becomes_is_weighed_first(source: str) 
     with pytest.raises(TemplateProblem) as caught:
         CompiledTemplates(PromptTemplates(user=source)).render("user", case)
     assert "template_repeat" in str(caught.value)
+
+
+BIG = "{% set big = 'x' * 1000000 %}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a mapping's views, a namespace, a long list whose first 1,000 items are small, a
+        # format that shows one argument in every field (re-probe: each built 2-3 GB)
+        BIG + "{% set D = {} %}{% for i in range(3000) %}{% set _ = D.update({i: big}) %}"
+        "{% endfor %}{{ D.items() }}",
+        BIG + "{% set D = {} %}{% for i in range(2000) %}{% set _ = D.update({i: big}) %}"
+        "{% endfor %}{{ D.values() | string | length }}",
+        BIG + "{% set ns = namespace(a=[]) %}{% for i in range(3000) %}"
+        "{% set _ = ns.a.append(big) %}{% endfor %}{{ ns }}",
+        "{% set L = [] %}{% for i in range(1000) %}{% set _ = L.append('') %}{% endfor %}"
+        + BIG
+        + "{% for i in range(3000) %}{% set _ = L.append(big) %}{% endfor %}{{ L }}",
+        BIG + "{{ ('{0}' * 3000).format(big) | length }}",
+        BIG + "{{ (('%(a)s' * 3000) % {'a': big}) | length }}",
+    ],
+    ids=["items-view", "values-view", "namespace", "late-big-items", "format-field", "printf"],
+)
+def test_what_a_value_becomes_as_text_is_weighed_first(source: str) -> None:
+    with pytest.raises(TemplateProblem) as info:
+        _render(source)
+    _assert_limit(info.value)

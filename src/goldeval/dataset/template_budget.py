@@ -25,12 +25,17 @@ only when a manifest has templates (most datasets have none).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import re
 import string
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sized
+from collections.abc import (
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Sized,
+)
 from contextvars import ContextVar
 from typing import Any
 
@@ -41,6 +46,7 @@ from jinja2.utils import generate_lorem_ipsum
 from jinja2.visitor import NodeTransformer
 
 from goldeval.core.limits import LimitExceeded, default
+from goldeval.dataset.template_weight import SHOWN_WHOLE, shown_size, sized
 
 #: The filter every ``for`` loop's iterable passes through (counts iterations).
 LOOP_FILTER = "goldeval_loop"
@@ -135,10 +141,6 @@ def render_with_budget(render: Callable[[], str]) -> str:
 # -- pre-checks of what allocates much from little ------------------------------------------
 
 
-def _length(value: Any) -> int | None:
-    return len(value) if isinstance(value, Sized) and not isinstance(value, dict) else None
-
-
 def _check_binop(budget: RenderBudget, operator: str, left: Any, right: Any) -> None:
     if operator == "*":
         _check_product(budget, left, right)
@@ -147,55 +149,26 @@ def _check_binop(budget: RenderBudget, operator: str, left: Any, right: Any) -> 
     elif operator == "%" and isinstance(left, str):
         _check_printf(budget, left, right if isinstance(right, tuple) else (right,))
     elif operator == "+":
-        a, b = _length(left), _length(right)
+        a, b = sized(left), sized(right)
         if a is not None and b is not None:
             budget.check_chars(a + b, "the sum")
-
-
-#: What :func:`_weight` looks at of one value: containers visited, and how deep.
-_WEIGHED_NODES, _WEIGHED_DEPTH = 10_000, 200
-
-
-def _weight(value: Any, left: list[int] | None = None, depth: int = 0) -> int:
-    """About how many characters ``value`` becomes when printed: a container's items are
-    weighed too (``["x" * 10**6] * 10**6`` is a million items, but 10**12 characters once
-    shown, joined or turned to text; so is a list appended to 3,000 times). At most 1,000
-    items of a container and 10,000 containers in all are looked at, the rest estimated from
-    what was."""
-    if isinstance(value, (str, bytes)):
-        return len(value)
-    if not isinstance(value, (list, tuple, dict, set, frozenset)):
-        return _length(value) or 1
-    left = [_WEIGHED_NODES] if left is None else left
-    if left[0] <= 0 or depth >= _WEIGHED_DEPTH:
-        return len(value)
-    left[0] -= 1
-    items = value.items() if isinstance(value, dict) else value
-    inner = weighed = 0
-    for item in itertools.islice(items, 1000):
-        if left[0] <= 0:
-            break
-        inner += _weight(item, left, depth + 1)
-        weighed += 1
-    if weighed and len(value) > weighed:
-        inner = inner * len(value) // weighed
-    return len(value) + inner
 
 
 def weighed(value: Any) -> Any:
     """``value``, after checking what it becomes as text (an output expression, a ``~``
     operand, a filter's input): no step that built a container need have been large."""
     budget = CURRENT.get()
-    if budget is not None and isinstance(value, (list, tuple, dict, set, frozenset)):
-        budget.check_chars(_weight(value), "a value shown as text")
+    if budget is not None and isinstance(value, SHOWN_WHOLE):
+        budget.check_chars(shown_size(value, budget.max_chars), "a value shown as text")
     return value
 
 
 def _check_product(budget: RenderBudget, left: Any, right: Any) -> None:
     for seq, count in ((left, right), (right, left)):
-        size = _length(seq)
+        size = sized(seq)
         if size is not None and isinstance(count, int):
-            budget.check_repeat(_weight(seq) * max(count, 0), "the repetition")
+            shown = shown_size(seq, budget.max_repeat) if count > 0 else 0
+            budget.check_repeat(shown * max(count, 0), "the repetition")
             return
     if isinstance(left, int) and isinstance(right, int):
         digits = (abs(left).bit_length() + abs(right).bit_length()) * math.log10(2)
@@ -215,7 +188,8 @@ def _check_int_args(budget: RenderBudget, args: Iterable[Any], what: str) -> Non
 
 def _check_printf(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> None:
     """Widths and precisions of ``fmt % args`` (``%*d`` takes them from ``args``)."""
-    args = [weighed(arg) for arg in args]
+    args = list(args)
+    _check_fields(budget, fmt, len(_PRINTF_SPEC.findall(fmt)), args)
     star = False
     for match in _PRINTF_SPEC.finditer(fmt):
         for part in match.groups():
@@ -229,11 +203,12 @@ def _check_printf(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> None:
 
 def _check_str_format(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> None:
     """Widths of ``fmt.format(...)``; a nested width (``{:>{w}}``) takes them from ``args``."""
-    args = [weighed(arg) for arg in args]
+    args = list(args)
     try:
         fields = list(string.Formatter().parse(fmt))
     except ValueError:
         return  # str.format raises the same error itself
+    _check_fields(budget, fmt, sum(name is not None for _, name, _, _ in fields), args)
     for _, _, spec, _ in fields:
         if not spec:
             continue
@@ -243,6 +218,16 @@ def _check_str_format(budget: RenderBudget, fmt: str, args: Iterable[Any]) -> No
             _check_int_args(budget, _numbers_in(args), "a width in the format")
         for digits in _DIGITS.findall(spec):
             budget.check_repeat(int(digits), "a width in the format")
+
+
+def _check_fields(budget: RenderBudget, fmt: str, fields: int, args: list[Any]) -> None:
+    """A format of ``fields`` fields may show its largest argument in each of them
+    (``("{0}" * 3000).format(big)`` built 3 GB before the output was checked)."""
+    if not fields:
+        return
+    values = [v for a in args for v in (a.values() if isinstance(a, dict) else [a])]
+    largest = max((shown_size(v, budget.max_chars) for v in values), default=0)
+    budget.check_chars(len(fmt) + fields * largest, "the formatted text")
 
 
 def _numbers_in(args: Iterable[Any]) -> Iterator[int]:
@@ -280,7 +265,7 @@ def _joined(budget: RenderBudget, items: Any, separator: Any) -> Any:
             listed.append(item)
         items = listed
     if isinstance(separator, str):
-        joined = len(items) * len(separator) + _weight(list(items)) - len(items)
+        joined = len(items) * len(separator) + shown_size(list(items), budget.max_chars)
         budget.check_chars(joined, "the join")
     return items
 
