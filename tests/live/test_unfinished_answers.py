@@ -25,19 +25,22 @@ def _answer(request: Any) -> str:
     return next((a for cid, a in BOT_ANSWERS.items() if cid in text), "?")
 
 
-def _ollama(done: bool) -> Any:
+def _ollama(done: bool, done_reason: str | None = None, content: str | None = None) -> Any:
     def respond(request: Any) -> Reply:
-        body = {"model": "m", "message": {"role": "assistant", "content": _answer(request)}}
+        text = _answer(request) if content is None else content
+        body: dict[str, Any] = {"model": "m", "message": {"role": "assistant", "content": text}}
+        if done_reason is not None:
+            body["done_reason"] = done_reason
         return Reply(raw_body=json.dumps({**body, "done": done}).encode())
 
     return respond
 
 
-def _openai(finish_reason: str | None) -> Any:
+def _openai(finish_reason: str | None, **message: Any) -> Any:
     def respond(request: Any) -> Reply:
         choice = {
             "index": 0,
-            "message": {"role": "assistant", "content": _answer(request)},
+            "message": {"role": "assistant", "content": _answer(request), **message},
             "finish_reason": finish_reason,
         }
         return Reply(raw_body=json.dumps({"model": "m", "choices": [choice]}).encode())
@@ -46,7 +49,11 @@ def _openai(finish_reason: str | None) -> Any:
 
 
 def _live_run(
-    pytester: pytest.Pytester, responder: Any, provider: str = "ollama", retries: int = 0
+    pytester: pytest.Pytester,
+    responder: Any,
+    provider: str = "ollama",
+    *extra: str,
+    retries: int = 0,
 ) -> tuple[Any, list[Any]]:
     """The bot dataset run live against a local server answering with ``responder``, ungated
     (the verdict weighs the attempts only): pytest's result and the requests it sent."""
@@ -64,6 +71,7 @@ def _live_run(
             f"--golden-base-url={url}",
             f"--golden-retries={retries}",
             "--golden-no-gate",
+            *extra,
         )
         return result, srv.requests
 
@@ -74,13 +82,29 @@ CASES = {
     "openai finish null": ("openai", _openai(None), 75, "finish_reason: null"),
     "openai stop": ("openai", _openai("stop"), 0, None),
     "openai content filter": ("openai", _openai("content_filter"), 1, "content filter"),
+    # a probe: the server says the generation failed or was aborted; graded, it passed
+    "openai finish error": ("openai", _openai("error"), 75, "finish reason 'error'"),
+    "openai finish abort": ("openai", _openai("abort"), 75, "finish reason 'abort'"),
+    "ollama done_reason error": ("ollama", _ollama(True, "error"), 75, "finish reason 'error'"),
+    # nothing written before the cut (a reasoning model spent max_tokens): the model's answer,
+    # FAIL by the truncated policy, not EMPTY_RESPONSE "retry the run"
+    "openai empty at length": ("openai", _openai("length", content=None), 1, "token limit"),
+    "openai empty filtered": ("openai", _openai("content_filter", content=""), 1, "filter"),
+    "ollama empty at length": ("ollama", _ollama(True, "length", ""), 1, "token limit"),
+    # OpenAI's structured refusal is the model's answer: graded (the rows expect more)
+    "openai refusal": (
+        "openai",
+        _openai("stop", content=None, refusal="I can't help with that."),
+        1,
+        "I can't help with that.",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_an_unfinished_whole_answer_is_not_a_pass(pytester: pytest.Pytester, case: str) -> None:
     provider, responder, code, said = CASES[case]
-    result, _ = _live_run(pytester, responder, provider)
+    result, _ = _live_run(pytester, responder, provider, "--golden-artifacts=always")
     out = result.stdout.str()
     assert result.ret == code, out[-3000:]
     if said is not None:
@@ -131,3 +155,31 @@ def test_a_redirect_is_a_base_url_mistake_not_retried(pytester: pytest.Pytester)
     assert "CONFIG_ERROR" in out and "redirects to https://127.0.0.1:1/api/chat?api_key=***" in out
     assert "planted-KEY" not in out
     assert len(chats) == 2  # one per row: not retried
+
+
+def _interleaved_choices(request: Any) -> Reply:
+    """Two choices streamed piece by piece in turn: choice 0 says a wrong answer."""
+    right = _answer(request)
+    pieces = [(0, "Good"), (1, right[:3]), (0, "bye."), (1, right[3:])]
+    events = [
+        {"model": "m", "choices": [{"index": i, "delta": {"content": text}}]} for i, text in pieces
+    ]
+    events += [
+        {"model": "m", "choices": [{"index": i, "delta": {}, "finish_reason": "stop"}]}
+        for i in (0, 1)
+    ]
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    return Reply(raw_body=body.encode(), headers={"Content-Type": "text/event-stream"})
+
+
+def test_a_stream_of_several_choices_is_read_for_choice_0_only(
+    pytester: pytest.Pytester,
+) -> None:
+    """A probe: the pieces of every choice were glued ("GoodHellobye. there."), a wrong
+    answer passed; the same two choices sent whole were read for choices[0] (FAIL)."""
+    result, _ = _live_run(
+        pytester, _interleaved_choices, "openai", "--golden-stream", "--golden-artifacts=always"
+    )
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    outputs = sorted(pytester.path.glob(".goldeval/runs/*/cases/*/output.md"))
+    assert outputs and {p.read_text(encoding="utf-8") for p in outputs} == {"Goodbye."}

@@ -257,6 +257,27 @@ def truncated(pieces: int, endpoint: str) -> Failure:
     )
 
 
+#: Finish reasons with which a server says the generation itself failed (an error, an abort):
+#: an infrastructure fault, retried; graded, such an answer passed (a probe).
+FAILED_FINISH = frozenset({"error", "abort", "aborted", "cancelled", "canceled"})
+#: Finish reasons of an answer cut short: the model's answer, graded under the manifest's
+#: ``truncated`` policy (goldeval.pipeline.truncation), also when nothing was written before
+#: the cut (a reasoning model that spent max_tokens thinking): never "retry the run".
+CUT_FINISH = frozenset({"length", "content_filter"})
+
+
+def failed_finish(provider: str, reason: str | None) -> Failure | None:
+    """PROVIDER_ERROR (retried) when ``reason`` says the generation failed on the server."""
+    if reason not in FAILED_FINISH:
+        return None
+    return Failure(
+        "PROVIDER_ERROR",
+        f"{provider} ended the answer with finish reason {reason!r}: the generation failed on "
+        "the server",
+        retryable=True,
+    )
+
+
 def unfinished(provider: str, said: str) -> Failure:
     """TRUNCATED_STREAM for a whole (not streamed) answer its envelope calls unfinished
     (Ollama ``done: false``, OpenAI ``finish_reason: null``): graded as it was, it passed

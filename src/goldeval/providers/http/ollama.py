@@ -17,7 +17,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
-from goldeval.providers.http.failures import unfinished
+from goldeval.providers.http.failures import CUT_FINISH, failed_finish, unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
 from goldeval.providers.http.wire import chat_messages
 
@@ -97,8 +97,12 @@ class OllamaProvider(HTTPProvider):
         calls = self._tool_calls(message.get("tool_calls"))
         if isinstance(calls, Failure):
             return calls
+        reason = finish_reason_of(data.get("done_reason"))
+        failed = failed_finish(self.name, reason)
+        if failed is not None:
+            return failed
         text = text_content(message.get("content"))
-        if not calls and (text is None or not text.strip()):
+        if not calls and (text is None or not text.strip()) and reason not in CUT_FINISH:
             return Failure(
                 "EMPTY_RESPONSE", f"{self.name} returned blank message.content", retryable=False
             )
@@ -107,7 +111,7 @@ class OllamaProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(data.get("prompt_eval_count")),
             output_tokens=token_count(data.get("eval_count")),
-            finish_reason=finish_reason_of(data.get("done_reason")),
+            finish_reason=reason,
             served_model=served_model_of(data.get("model")),
         )
 

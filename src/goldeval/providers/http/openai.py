@@ -16,7 +16,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
-from goldeval.providers.http.failures import unfinished
+from goldeval.providers.http.failures import CUT_FINISH, failed_finish, unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
 from goldeval.providers.http.wire import chat_messages
 
@@ -83,6 +83,10 @@ class OpenAIProvider(HTTPProvider):
         if isinstance(first, dict) and "finish_reason" in first and first["finish_reason"] is None:
             # null, not absent: some compatible servers leave the key out of whole answers
             return unfinished(self.name, "finish_reason: null")
+        reason = finish_reason_of(first.get("finish_reason")) if isinstance(first, dict) else None
+        failed = failed_finish(self.name, reason)
+        if failed is not None:
+            return failed
         message = first.get("message") if isinstance(first, dict) else None
         if not isinstance(message, dict):
             message = {}
@@ -91,11 +95,15 @@ class OpenAIProvider(HTTPProvider):
             return calls
         text = text_content(message.get("content"))
         if not calls and (text is None or not text.strip()):
-            return Failure(
-                "EMPTY_RESPONSE",
-                f"{self.name} returned blank choices[0].message.content",
-                retryable=False,
-            )
+            refused = text_content(message.get("refusal"))
+            if refused and refused.strip():
+                text = refused  # the structured refusal is the model's answer, graded
+            elif reason not in CUT_FINISH:
+                return Failure(
+                    "EMPTY_RESPONSE",
+                    f"{self.name} returned blank choices[0].message.content",
+                    retryable=False,
+                )
         usage = data.get("usage")
         if not isinstance(usage, dict):
             usage = {}
@@ -104,9 +112,7 @@ class OpenAIProvider(HTTPProvider):
             tool_calls=calls,
             input_tokens=token_count(usage.get("prompt_tokens")),
             output_tokens=token_count(usage.get("completion_tokens")),
-            finish_reason=finish_reason_of(first.get("finish_reason"))
-            if isinstance(first, dict)
-            else None,
+            finish_reason=reason,
             served_model=served_model_of(data.get("model")),
         )
 
@@ -116,6 +122,7 @@ class OpenAIProvider(HTTPProvider):
         with no ``finish_reason`` (``[DONE]`` or its end without one) was cut short."""
         first: float | None = None
         pieces: list[str] = []
+        refused_pieces: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: Any = None
         reason: Any = None
@@ -139,14 +146,17 @@ class OpenAIProvider(HTTPProvider):
             if isinstance(chunk.get("usage"), dict):
                 usage = chunk["usage"]
             served = chunk.get("model", served)
-            choices = chunk.get("choices")
-            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            choice = _first_choice(chunk.get("choices"))
+            if choice is None:
                 continue
-            if choices[0].get("finish_reason"):
-                reason = choices[0]["finish_reason"]
-            delta = choices[0].get("delta")
+            if choice.get("finish_reason"):
+                reason = choice["finish_reason"]
+            delta = choice.get("delta")
             if not isinstance(delta, dict):
                 continue
+            refused = text_content(delta.get("refusal"))
+            if refused:
+                refused_pieces.append(refused)
             content = text_content(delta.get("content"))
             more = delta.get("tool_calls")
             if first is None and (content or more):
@@ -158,6 +168,8 @@ class OpenAIProvider(HTTPProvider):
         if not finish_reason_of(reason):
             return self._truncated(events), first
         message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
+        if refused_pieces:
+            message["refusal"] = "".join(refused_pieces)
         if calls:
             message["tool_calls"] = [_joined_call(calls[i]) for i in sorted(calls)]
         assembled: dict[str, Any] = {
@@ -168,6 +180,17 @@ class OpenAIProvider(HTTPProvider):
         if served is not None:
             assembled["model"] = served
         return assembled, first
+
+
+def _first_choice(choices: Any) -> dict[str, Any] | None:
+    """The streamed chunk's piece of choice 0: a server may interleave several choices in one
+    stream (their pieces were glued into one answer, a wrong answer passing)."""
+    if not isinstance(choices, list):
+        return None
+    for choice in choices:
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            return choice
+    return None
 
 
 def _openai_turn(turn: dict[str, Any]) -> dict[str, Any]:
