@@ -82,7 +82,8 @@ def test_the_run_budget_stops_the_run_interrupted_75_and_says_so(
     assert "terminated by SIGTERM" in run["exitDecision"]["reason"], run
     log = (svc.root / ".goldeval" / "service" / f"{run_id}.log").read_text(errors="replace")
     assert "INTERNALERROR" not in log and "did not take effect" not in log, log[-3000:]
-    assert sum(run["attempts"].values()) < 6, run  # stopped before the end
+    # stopped before the end (on a loaded machine, possibly before any attempt was graded)
+    assert sum((run["attempts"] or {}).values()) < 6, run
 
     with svc.client("ADMIN") as admin:
         resumed = admin.post(f"/api/eval/runs/{run_id}/resume")
