@@ -359,3 +359,38 @@ def test_rows_with_other_words_are_kept(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert len(load_calibration(path)) == 2
+
+
+@pytest.mark.parametrize("copy", ["no candidate", "other judgeOutput"])
+def test_live_copies_of_one_judge_input_are_refused(golden_project: Path, copy: str) -> None:
+    """A probe: ``--live`` re-judges the candidate (or the case's fixture) and never reads
+    judgeOutput; rows differing only in judgeOutput, or candidate-less rows of one case,
+    were 20 judge calls on 2 inputs and passed the n=20 bar (exit 0)."""
+
+    def copy_of_the_first(row: dict[str, str]) -> None:
+        if row["id"] == "gen-cal-02":
+            lines = (golden_project / CORPUS).read_text(encoding="utf-8").splitlines()
+            first = json.loads(next(x for x in lines if x.strip() and not x.startswith("#")))
+            row["caseId"] = first["caseId"]
+            row["humanLabel"] = first["humanLabel"]
+            if copy == "no candidate":
+                row.pop("candidate", None)
+            else:
+                row["candidate"] = first["candidate"]
+            row["judgeOutput"] = "note: another text " + row["id"]
+        if row["id"] == "gen-cal-01" and copy == "no candidate":
+            row.pop("candidate", None)
+
+    _edit_rows(golden_project, copy_of_the_first)
+    with FakeLLMServer() as server:
+        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
+        code, out = _calibrate(
+            golden_project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
+        )
+        calls = len(server.requests)
+    assert code == 65 or code == 4, out
+    assert "repeats line" in out and "does not read judgeOutput" in out, out
+    assert calls == 0
+    # canned, the rows differ in what was recorded of the judge: two judgments, as before
+    if copy == "other judgeOutput":
+        assert "repeats line" not in _calibrate(golden_project)[1]

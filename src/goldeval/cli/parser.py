@@ -180,7 +180,7 @@ def _store_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     keep = p.add_mutually_exclusive_group(required=True)
     keep.add_argument("--keep-last", type=int, default=None, metavar="N", help="keep N newest")
     keep.add_argument(
-        "--older-than", type=_positive, default=None, metavar="DAYS", help="delete runs older"
+        "--older-than", type=float, default=None, metavar="DAYS", help="delete runs older"
     )
     p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     p.add_argument(
