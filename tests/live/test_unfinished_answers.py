@@ -91,6 +91,11 @@ CASES = {
     "openai empty at length": ("openai", _openai("length", content=None), 1, "token limit"),
     "openai empty filtered": ("openai", _openai("content_filter", content=""), 1, "filter"),
     "ollama empty at length": ("ollama", _ollama(True, "length", ""), 1, "token limit"),
+    # re-probe: any case, and Mistral's cut at the model's context length
+    "openai finish ERROR": ("openai", _openai("ERROR"), 75, "finish reason 'ERROR'"),
+    "ollama done_reason Abort": ("ollama", _ollama(True, "Abort"), 75, "finish reason 'Abort'"),
+    "openai LENGTH": ("openai", _openai("LENGTH"), 1, "token limit"),
+    "openai model_length": ("openai", _openai("model_length"), 1, "context length"),
     # OpenAI's structured refusal is the model's answer: graded (the rows expect more)
     "openai refusal": (
         "openai",
@@ -183,3 +188,19 @@ def test_a_stream_of_several_choices_is_read_for_choice_0_only(
     assert result.ret == 1, result.stdout.str()[-3000:]
     outputs = sorted(pytester.path.glob(".goldeval/runs/*/cases/*/output.md"))
     assert outputs and {p.read_text(encoding="utf-8") for p in outputs} == {"Goodbye."}
+
+
+def _choice_1_listed_first(request: Any) -> Reply:
+    choices = [
+        {"index": 1, "message": {"role": "assistant", "content": _answer(request)}},
+        {"index": 0, "message": {"role": "assistant", "content": "Goodbye."}},
+    ]
+    for choice in choices:
+        choice["finish_reason"] = "stop"
+    return Reply(raw_body=json.dumps({"model": "m", "choices": choices}).encode())
+
+
+def test_a_whole_answer_is_read_for_choice_0_by_its_index(pytester: pytest.Pytester) -> None:
+    """A re-probe: choice 1 listed first passed on its (right) answer; a stream read choice 0."""
+    result, _ = _live_run(pytester, _choice_1_listed_first, "openai")
+    assert result.ret == 1, result.stdout.str()[-3000:]

@@ -345,3 +345,42 @@ def test_a_key_cut_by_pytest_s_assertion_message_is_masked(
     assert KEY[:10] not in outputs[0]
     assert KEY[:10] not in (echo_project / "junit.xml").read_text(encoding="utf-8")
     assert leaks(echo_project, outputs, [KEY]) == []
+
+
+@pytest.mark.parametrize("pad", [476, 5])
+@pytest.mark.parametrize("how", ["raise", "skip"])
+def test_a_key_cut_by_a_bare_slice_of_a_message_is_masked(
+    pytester: pytest.Pytester,
+    echo_project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    pad: int,
+) -> None:
+    """A re-probe: a setup error's or a skip's message was cut at 500 characters with no
+    mark, inside the key: 10 of its 19 characters went to run.json, report.md, the case files
+    and the store. Every such cut ends in ``…`` now, which the masker reads."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for row in ROWS:
+        (echo_project / "golden" / "echo" / "fixtures" / f"{row['id']}.out.md").write_text("x")
+    call = "raise RuntimeError" if how == "raise" else "pytest.skip"
+    pytester.makeconftest(
+        f"""
+        import os
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def breaks():
+            {call}("x" * {pad} + os.environ["OPENAI_API_KEY"] + " tail")
+        """
+    )
+    result = pytester.runpytest(
+        "--golden=echo-v1", "--golden-no-gate", "-p", "no:cacheprovider",
+        "--golden-artifacts=always", "--junitxml=junit.xml",
+    )  # fmt: skip
+    outputs = [result.stdout.str(), result.stderr.str()]
+    fragment = KEY[:8]
+    seen = [
+        p for p in echo_project.rglob("*") if p.is_file() and fragment.encode() in p.read_bytes()
+    ]
+    assert seen == [], seen
+    assert all(fragment not in o for o in outputs)

@@ -69,3 +69,10 @@ def one_line(value: Any) -> str:
 def is_safe(text: str) -> bool:
     """True when ``text`` holds nothing :func:`safe_text` would escape (tests, assertions)."""
     return _UNSAFE.search(text) is None
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters, ending in ``…`` where it was cut: the mark by
+    which the session's masker finds a secret the cut split (a bare ``[:500]`` left ten
+    characters of a key in run.json, the reports and the store)."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

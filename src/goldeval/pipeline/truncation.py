@@ -12,6 +12,8 @@ TRUNCATED = "TRUNCATED"
 CUT_ANSWERS = {
     "length": "the answer was cut at the token limit (finish_reason length); raise "
     "request.max_tokens, or set `truncated: soft` in the manifest",
+    "model_length": "the answer was cut at the model's context length (finish_reason "
+    "model_length); shorten the prompt or raise the context, or set `truncated: soft`",
     "content_filter": "the provider's content filter cut or withheld the answer "
     "(finish_reason content_filter); change the prompt, or set `truncated: soft`",
 }
@@ -22,7 +24,7 @@ def truncation_outcome(
 ) -> GraderOutcome | None:
     """The ``truncated`` grader outcome of an answer cut short (``truncated``: the manifest's
     ``hard``/``soft``/``off``), None for a whole answer or ``off``."""
-    why = CUT_ANSWERS.get(finish_reason or "")
+    why = CUT_ANSWERS.get((finish_reason or "").lower())  # servers differ in case
     if why is None or truncated == "off":
         return None
     return GraderOutcome(

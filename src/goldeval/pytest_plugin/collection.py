@@ -13,7 +13,7 @@ import pytest
 import goldeval.pytest_plugin.golden_test as golden_test
 from goldeval.core.errors import DatasetError, GoldevalError
 from goldeval.core.models import AttemptRecord, Mode, Status
-from goldeval.core.textsafe import one_line, safe_text
+from goldeval.core.textsafe import cut, one_line, safe_text
 from goldeval.dataset.rows import fixture_problems
 from goldeval.pytest_plugin.adaptive import left_out
 from goldeval.pytest_plugin.attempts import attempt_model
@@ -103,12 +103,12 @@ def _record_without_grading(
     # be folded as another model (two runs "side by side" out of one session).
     base = {"case_id": param.case.id, "index": param.attempt, "model": attempt_model(state, param)}
     if report.skipped:
-        message = _short_reason(report)
+        message = shown_message(state, _short_reason(report))
         return AttemptRecord(
             **base, status=Status.SKIPPED, skip_reason=message, error_message=message
         )
     if report.failed:
-        message = crash_message(report)
+        message = shown_message(state, crash_message(report))
         phase = "SETUP_ERROR" if call.when == "setup" else "TEST_ERROR"
         return AttemptRecord(
             **base,
@@ -119,10 +119,20 @@ def _record_without_grading(
     return None
 
 
+def shown_message(state: GoldenSession, text: str) -> str:
+    """``text`` (from a report this hook reads before the masking wrapper has masked it) with
+    the run's secrets masked, cut keys too: a fixture raising with the key put it whole in
+    run.json, the case files and the store."""
+    try:
+        return state.masker.mask_message(text)
+    except GoldevalError:  # the dataset does not load: nothing ran
+        return text
+
+
 def _short_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return one_line(str(longrepr[2]).removeprefix("Skipped: "))[:500]
+        return cut(one_line(str(longrepr[2]).removeprefix("Skipped: ")), 500)
     return crash_message(report)
 
 
@@ -146,7 +156,7 @@ def crash_message(report: pytest.TestReport) -> str:
         errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
         crashed = [ln for ln in lines if "crash" in ln.lower()]
         text = (errors or crashed or lines or ["unknown"])[0]
-    return one_line(text)[:500]
+    return cut(one_line(text), 500)
 
 
 def thread_timeout_hint(config: pytest.Config) -> str:
@@ -189,7 +199,7 @@ def attach_record(
         # Graded PASS, yet the call failed after grading (pytest-timeout fired in a hook, a
         # pytest_goldeval_attempt_graded hook raised): pytest reports a failure, so the
         # attempt must not count as a pass. Infrastructure, not a quality verdict.
-        message = crash_message(report)
+        message = shown_message(state, crash_message(report))
         record = record.model_copy(
             update={
                 "status": Status.ERROR,

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from goldeval.core.errors import BaselineError, ConfigError, DatasetError, GoldevalError
+from goldeval.core.textsafe import cut
 from goldeval.pipeline.attempt import case_facts
 from goldeval.pytest_plugin.adaptive import check_whole_case_ids
-from goldeval.pytest_plugin.collection import crash_message, thread_timeout_hint
+from goldeval.pytest_plugin.collection import crash_message, shown_message, thread_timeout_hint
 from goldeval.pytest_plugin.config_keys import is_listing
 from goldeval.pytest_plugin.decision import preflight, preflight_baseline_file
 from goldeval.pytest_plugin.finishing import deferred_signals, finalisation_failed, finish_session
@@ -406,7 +407,8 @@ def lost_item_payload(state: GoldenSession, report: pytest.TestReport) -> dict[s
 
     # pytest's crash message (xdist's "worker 'gw0' crashed while running ...", a plugin's
     # own text), not the last line of a traceback.
-    message = crash_message(report)[:300] + thread_timeout_hint(state.config)
+    message = shown_message(state, cut(crash_message(report), 300))
+    message += thread_timeout_hint(state.config)
     return {
         "case": case_facts(case),
         "attempt": {

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from goldeval.core.errors import GoldevalError
-from goldeval.core.textsafe import one_line
+from goldeval.core.textsafe import cut, one_line
 from goldeval.pytest_plugin.ending import DECIDED_EXIT, apply_exit, session_mask
 from goldeval.pytest_plugin.state import state_of
 from goldeval.results.last_session import write_last_session
@@ -50,7 +50,7 @@ def _ended_badly(session: pytest.Session, exc: BaseException) -> bool:
     if decided is None:
         return False
     state = state_of(config)
-    what = one_line(session_mask(state)(f"{type(exc).__name__}: {exc}")[:300])
+    what = one_line(cut(session_mask(state)(f"{type(exc).__name__}: {exc}"), 300))
     code = decided.code or INFRA
     reason = (
         f"another plugin failed at the end of the session ({what}) after goldeval decided "

@@ -22,7 +22,7 @@ import re
 import pytest
 
 from goldeval.core.errors import ProviderError
-from goldeval.core.textsafe import one_line
+from goldeval.core.textsafe import cut, one_line
 from goldeval.pipeline.orchestration import SkippedByOutcome
 
 # SkippedByOutcome lives with the runner (goldeval.pipeline.orchestration) and is named here too.
@@ -79,7 +79,7 @@ def attempt_outcome(exc: BaseException, surface: str) -> ProviderError | Skipped
         return None
     text = one_line(getattr(outcome, "msg", None) or str(outcome) or type(outcome).__name__)
     if isinstance(outcome, pytest.skip.Exception):
-        return SkippedByOutcome(f"the {surface} called pytest.skip: {text}"[:500])
+        return SkippedByOutcome(cut(f"the {surface} called pytest.skip: {text}", 500))
     if _TIMEOUT.match(text):
         return ProviderError("TIMEOUT", f"{text} (it fired during the {surface} call)")
     return ProviderError(FAILED_KINDS[surface], f"the {surface} called pytest.fail: {text}")

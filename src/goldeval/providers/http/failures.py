@@ -263,12 +263,12 @@ FAILED_FINISH = frozenset({"error", "abort", "aborted", "cancelled", "canceled"}
 #: Finish reasons of an answer cut short: the model's answer, graded under the manifest's
 #: ``truncated`` policy (goldeval.pipeline.truncation), also when nothing was written before
 #: the cut (a reasoning model that spent max_tokens thinking): never "retry the run".
-CUT_FINISH = frozenset({"length", "content_filter"})
+CUT_FINISH = frozenset({"length", "model_length", "content_filter"})
 
 
 def failed_finish(provider: str, reason: str | None) -> Failure | None:
     """PROVIDER_ERROR (retried) when ``reason`` says the generation failed on the server."""
-    if reason not in FAILED_FINISH:
+    if reason is None or reason.lower() not in FAILED_FINISH:  # servers differ in case
         return None
     return Failure(
         "PROVIDER_ERROR",
@@ -276,6 +276,11 @@ def failed_finish(provider: str, reason: str | None) -> Failure | None:
         "the server",
         retryable=True,
     )
+
+
+def cut_finish(reason: str | None) -> bool:
+    """Whether ``reason`` says the answer was cut short (in any case)."""
+    return reason is not None and reason.lower() in CUT_FINISH
 
 
 def unfinished(provider: str, said: str) -> Failure:

@@ -17,7 +17,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
-from goldeval.providers.http.failures import CUT_FINISH, failed_finish, unfinished
+from goldeval.providers.http.failures import cut_finish, failed_finish, unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
 from goldeval.providers.http.wire import chat_messages
 
@@ -102,7 +102,7 @@ class OllamaProvider(HTTPProvider):
         if failed is not None:
             return failed
         text = text_content(message.get("content"))
-        if not calls and (text is None or not text.strip()) and reason not in CUT_FINISH:
+        if not calls and (text is None or not text.strip()) and not cut_finish(reason):
             return Failure(
                 "EMPTY_RESPONSE", f"{self.name} returned blank message.content", retryable=False
             )

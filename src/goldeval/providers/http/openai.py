@@ -16,7 +16,7 @@ from goldeval.providers.http.client import (
     text_content,
     token_count,
 )
-from goldeval.providers.http.failures import CUT_FINISH, failed_finish, unfinished
+from goldeval.providers.http.failures import cut_finish, failed_finish, unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
 from goldeval.providers.http.wire import chat_messages
 
@@ -79,7 +79,8 @@ class OpenAIProvider(HTTPProvider):
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             return Failure("EMPTY_RESPONSE", f"{self.name} returned no choices", retryable=False)
-        first = choices[0]
+        # choice 0 by its index, as a stream is read (a server may list choice 1 first)
+        first = _first_choice(choices) or choices[0]
         if isinstance(first, dict) and "finish_reason" in first and first["finish_reason"] is None:
             # null, not absent: some compatible servers leave the key out of whole answers
             return unfinished(self.name, "finish_reason: null")
@@ -98,7 +99,7 @@ class OpenAIProvider(HTTPProvider):
             refused = text_content(message.get("refusal"))
             if refused and refused.strip():
                 text = refused  # the structured refusal is the model's answer, graded
-            elif reason not in CUT_FINISH:
+            elif not cut_finish(reason):
                 return Failure(
                     "EMPTY_RESPONSE",
                     f"{self.name} returned blank choices[0].message.content",
