@@ -394,3 +394,28 @@ def test_live_copies_of_one_judge_input_are_refused(golden_project: Path, copy: 
     # canned, the rows differ in what was recorded of the judge: two judgments, as before
     if copy == "other judgeOutput":
         assert "repeats line" not in _calibrate(golden_project)[1]
+
+
+def test_live_a_candidate_spelling_out_the_fixture_is_a_copy(golden_project: Path) -> None:
+    """A second re-probe: a candidate-less row (judged on the case's fixture) beside a row
+    whose candidate is that fixture's text were one judge input counted twice."""
+    lines = (golden_project / CORPUS).read_text(encoding="utf-8").splitlines()
+    first = json.loads(next(x for x in lines if x.strip() and not x.startswith("#")))
+    fixture = golden_project / f"golden/generation/fixtures/{first['caseId']}.out.md"
+
+    def spell_out(row: dict[str, str]) -> None:
+        if row["id"] == first["id"]:
+            row.pop("candidate", None)
+        elif row["id"] == "gen-cal-02":
+            row["caseId"] = first["caseId"]
+            row["candidate"] = fixture.read_text(encoding="utf-8")
+
+    _edit_rows(golden_project, spell_out)
+    with FakeLLMServer() as server:
+        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
+        code, out = _calibrate(
+            golden_project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
+        )
+        calls = len(server.requests)
+    assert code in (4, 65), out
+    assert "is judged on the same answer as row" in out and calls == 0, out

@@ -18,7 +18,11 @@ from goldeval.dataset.discovery import resolve_dataset
 from goldeval.dataset.manifest import find_manifest, read_manifest
 from goldeval.dataset.rows import Dataset
 from goldeval.judge.calibration import calibrate, judge_calibration, load_calibration
-from goldeval.judge.calibration_rows import CalibrationRow, refuse_rows_outside
+from goldeval.judge.calibration_rows import (
+    CalibrationRow,
+    refuse_rows_outside,
+    refuse_same_judge_input,
+)
 from goldeval.judge.parse import build_judge_messages, parse_judge_output
 from goldeval.judge.runner import DEFAULT_RUBRIC
 from goldeval.providers.base import ProviderRequest
@@ -97,6 +101,7 @@ def _live_judge(
     # candidate is judged on the case's recorded answer, and one without either is refused
     # (it was judged on an empty text, a measurement of nothing).
     candidates = {row.id: _candidate(row, folder, path) for row in rows}
+    refuse_same_judge_input(path, rows, candidates)
     settings = provider_from_env(args.provider, args.judge_model, args.base_url)
     provider = make_http_provider(settings)
     rubric_path = folder / "rubric.md"

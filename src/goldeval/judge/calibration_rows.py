@@ -191,6 +191,28 @@ def refuse_rows_outside(
             )
 
 
+def refuse_same_judge_input(
+    path: str | os.PathLike[str], rows: list[CalibrationRow], judged: dict[str, str]
+) -> None:
+    """Live calibration: two rows whose judged text (``judged``, by row id: the candidate or
+    the case's fixture) is the same for one case are one judge input; the second is refused
+    (a candidate spelling out the fixture beside a candidate-less row was counted twice)."""
+    first: dict[tuple[str, str | None], CalibrationRow] = {}
+    for row in rows:
+        key = (row.case_id, _same_text(judged[row.id]))
+        if key in first:
+            raise DatasetError(
+                f"row {row.id!r} is judged on the same answer as row {first[key].id!r} (line "
+                f"{first[key].line}; a candidate equal to the case's recorded answer, or none): "
+                "a copy adds no evidence",
+                path=path,
+                line=row.line or None,
+                field="candidate",
+                hint="remove the copy; every row must be a judgment of its own",
+            )
+        first[key] = row
+
+
 def _same_text(text: str | None) -> str | None:
     """``text`` as the duplicate check compares it: a copy with a space, a line break, a
     zero-width character or another case added is the same judgment (one trailing space
