@@ -25,6 +25,7 @@ APPEND = (
     "{% for i in range(3000) %}{% set _ = L.append(big) %}{% endfor %}"
 )
 TEMPLATE_LIMITS = (
+    "template_built_chars",
     "template_seconds",
     "template_output_chars",
     "template_loop_iterations",
@@ -323,6 +324,24 @@ BIG = "{% set big = 'x' * 1000000 %}"
     ids=["items-view", "values-view", "namespace", "late-big-items", "format-field", "printf"],
 )
 def test_what_a_value_becomes_as_text_is_weighed_first(source: str) -> None:
+    with pytest.raises(TemplateProblem) as info:
+        _render(source)
+    _assert_limit(info.value)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a second re-probe: sorting lowers a copy of every item (2.9 GB), and 4,000 strings
+        # of 1 MB built one by one were each in bounds (4 GB, MemoryError)
+        APPEND + "{{ L | sort | length }}",
+        APPEND + "{{ L | map('upper') | list | length }}",
+        "{% set L = [] %}{% for i in range(4000) %}{% set _ = L.append('x' * 1000000) %}"
+        "{% endfor %}{{ L | length }}",
+    ],
+    ids=["sort", "map-upper", "built-one-by-one"],
+)
+def test_what_a_render_builds_in_all_is_bounded(source: str) -> None:
     with pytest.raises(TemplateProblem) as info:
         _render(source)
     _assert_limit(info.value)

@@ -129,6 +129,14 @@ LIMITS: tuple[LimitSpec, ...] = (
         "`center`/`ljust`/format widths, `**` digits)",
     ),
     LimitSpec(
+        "template_built_chars",
+        64_000_000,
+        "characters",
+        "",
+        "all the text one render builds together (every string an operator, filter or method "
+        "returns): 4,000 strings of 1 MB appended to a list took 4 GB, each step in bounds",
+    ),
+    LimitSpec(
         "service_header_seconds",
         10,
         "seconds",

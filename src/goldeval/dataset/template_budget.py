@@ -57,12 +57,12 @@ WEIGHED_FILTER = "goldeval_weighed"
 
 #: Filters whose integer arguments are sizes of what they build (a width, a number of parts).
 _SIZE_ARGUMENT_FILTERS = frozenset({"center", "slice", "batch"})
-#: Filters that never turn their input into text (every other one is weighed first).
+#: Filters that neither turn their input into text nor copy its texts (every other one is
+#: weighed first: sort, unique, min, max, groupby, dictsort and map lower or convert items).
 _NOT_SHOWN = frozenset(
-    {"length", "count", "first", "last", "list", "sort", "unique", "reverse", "batch", "slice",
-     "map", "select", "reject", "selectattr", "rejectattr", "groupby", "sum", "min", "max",
-     "dictsort", "items", "attr", "default", "d", "random", "abs", "int", "float", "round",
-     "join", "goldeval_loop"}
+    {"length", "count", "first", "last", "list", "reverse", "batch", "slice", "select",
+     "reject", "selectattr", "rejectattr", "sum", "items", "attr", "default", "d", "random",
+     "abs", "int", "float", "round", "join", "goldeval_loop"}
 )  # fmt: skip
 #: Filters the sandbox does not offer (a template using one fails to compile, clearly).
 _NOT_OFFERED = frozenset({"wordwrap"})
@@ -76,14 +76,17 @@ _DIGITS = re.compile(r"\d+")
 class RenderBudget:
     """What one render may still spend; raises :class:`LimitExceeded` when it is spent."""
 
-    __slots__ = ("_end", "iterations", "max_chars", "max_iterations", "max_repeat", "seconds")
+    __slots__ = ("_end", "built", "iterations", "max_built", "max_chars", "max_iterations",
+                 "max_repeat", "seconds")  # fmt: skip
 
     def __init__(self) -> None:
         self.seconds = float(default("template_seconds"))
         self.max_chars = int(default("template_output_chars"))
         self.max_iterations = int(default("template_loop_iterations"))
         self.max_repeat = int(default("template_repeat"))
+        self.max_built = int(default("template_built_chars"))
         self.iterations = 0
+        self.built = 0
         self._end = time.monotonic() + self.seconds
 
     def tick(self) -> None:
@@ -103,9 +106,17 @@ class RenderBudget:
         self.tick()
 
     def check_length(self, value: Any, what: str = "a value built by the template") -> None:
-        """Strings, lists and mappings longer than the output limit stop the render."""
+        """Strings, lists and mappings longer than the output limit stop the render; every
+        string built counts against what the whole render may build."""
         if isinstance(value, (str, list, tuple, dict, set, bytes)):
             self.check_chars(len(value), what)
+        if isinstance(value, (str, bytes)):
+            self.built += len(value)
+            if self.built > self.max_built:
+                raise LimitExceeded(
+                    "template_built_chars",
+                    f"the template built more than {self.max_built:,} characters of text",
+                )
 
     def check_chars(self, size: int, what: str) -> None:
         """``what`` of ``size`` characters (or items) stops the render when over the limit."""
