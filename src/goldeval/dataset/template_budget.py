@@ -453,8 +453,11 @@ class BudgetedSandbox(SandboxedEnvironment):
         args = _check_method(budget, __obj, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
         budget.check_length(result)
-        # A mutating method (list.extend) grows its receiver, not its result.
-        budget.check_length(getattr(__obj, "__self__", None))
+        # A mutating method (list.extend) grows its receiver, not its result (a string's
+        # method builds nothing in it: not counted as text built again).
+        receiver = getattr(__obj, "__self__", None)
+        if isinstance(receiver, (list, dict, set)):
+            budget.check_chars(len(receiver), "a value built by the template")
         return result
 
     def concat(self, pieces: Iterable[str]) -> str:
