@@ -279,12 +279,7 @@ def test_live_row_without_candidate_is_judged_on_the_recorded_answer(
     assert any(marker in body for body in bodies), out
 
     fixture.unlink()  # now the row has nothing to judge: refused before any judge call
-    with FakeLLMServer() as server:
-        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
-        code, out = _calibrate(
-            golden_project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
-        )
-        calls = len(server.requests)
+    code, out, calls = _live_calibrate_accepting(golden_project)
     assert code == 4, out
     assert "calibration.jsonl:2" in out and "candidate" in out and "no recorded answer" in out
     assert calls == 0
@@ -361,6 +356,16 @@ def test_rows_with_other_words_are_kept(tmp_path: Path) -> None:
     assert len(load_calibration(path)) == 2
 
 
+def _live_calibrate_accepting(project: Path) -> tuple[int, str, int]:
+    """``calibrate --live`` against a judge that accepts everything: code, output, calls."""
+    with FakeLLMServer() as server:
+        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
+        code, out = _calibrate(
+            project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
+        )
+        return code, out, len(server.requests)
+
+
 @pytest.mark.parametrize("copy", ["no candidate", "other judgeOutput"])
 def test_live_copies_of_one_judge_input_are_refused(golden_project: Path, copy: str) -> None:
     """A probe: ``--live`` re-judges the candidate (or the case's fixture) and never reads
@@ -382,12 +387,7 @@ def test_live_copies_of_one_judge_input_are_refused(golden_project: Path, copy: 
             row.pop("candidate", None)
 
     _edit_rows(golden_project, copy_of_the_first)
-    with FakeLLMServer() as server:
-        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
-        code, out = _calibrate(
-            golden_project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
-        )
-        calls = len(server.requests)
+    code, out, calls = _live_calibrate_accepting(golden_project)
     assert code == 65 or code == 4, out
     assert "repeats line" in out and "does not read judgeOutput" in out, out
     assert calls == 0
@@ -411,11 +411,6 @@ def test_live_a_candidate_spelling_out_the_fixture_is_a_copy(golden_project: Pat
             row["candidate"] = fixture.read_text(encoding="utf-8")
 
     _edit_rows(golden_project, spell_out)
-    with FakeLLMServer() as server:
-        server.responder = lambda _request: Reply(content=ACCEPT_REPLY)
-        code, out = _calibrate(
-            golden_project, "--live", f"--base-url={server.base_url}", "--judge-model=judge-m"
-        )
-        calls = len(server.requests)
+    code, out, calls = _live_calibrate_accepting(golden_project)
     assert code in (4, 65), out
     assert "is judged on the same answer as row" in out and calls == 0, out

@@ -41,8 +41,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not (path.exists() or path.is_symlink()):
         raise GoldevalError("no calibration.jsonl in the dataset folder", path=folder)
     # A link out of the dataset folder or a FIFO is refused before anything is opened.
-    corpus = contained_file(path, folder, what="calibration corpus")
-    rows = load_calibration(corpus, live=bool(args.live))
+    rows = load_calibration(contained_file(path, folder, what="calibration corpus"))
     policy = _calibration_policy(folder)
     # Every label must be about a case of this dataset: a corpus of another dataset (or a
     # typo'd id) would measure the judge on answers the gate never judges.

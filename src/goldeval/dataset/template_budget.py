@@ -29,13 +29,7 @@ import math
 import re
 import string
 import time
-from collections.abc import (
-    Callable,
-    Generator,
-    Iterable,
-    Iterator,
-    Sized,
-)
+from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from contextvars import ContextVar
 from typing import Any
 

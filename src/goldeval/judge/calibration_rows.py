@@ -84,13 +84,9 @@ def _first_error(exc: ValidationError) -> tuple[str | None, str]:
     return (loc or None), str(err.get("msg", "invalid value"))
 
 
-def load_calibration(path: str | os.PathLike[str], *, live: bool = False) -> list[CalibrationRow]:
+def load_calibration(path: str | os.PathLike[str]) -> list[CalibrationRow]:
     """Read a calibration JSONL file: one object per line; blank and ``#`` lines are skipped.
-
-    ``live``: the rows are re-judged by a judge model (``calibrate --live``), on the row's
-    ``candidate`` or else the case's fixture: two rows with the same caseId and candidate
-    (or none) are one judge input, whatever their ``judgeOutput`` says (live mode does not
-    read it), and the second is refused as a copy.
+    (With ``--live`` copies are found on the judged text: :func:`refuse_same_judge_input`.)
 
     Any problem raises :class:`goldeval.core.errors.DatasetError` naming the file, line and field.
     """
@@ -135,25 +131,17 @@ def load_calibration(path: str | os.PathLike[str], *, live: bool = False) -> lis
             )
         # Only rows that carry the judged answer can be told apart by content (the reference's
         # worked example repeats a caseId and a verdict text over distinct judgments).
-        content: tuple[Any, ...] = (
+        content = (
             row.case_id,
             _same_text(row.candidate),
             _same_text(row.judge_output),
             row.human_label,
         )
-        if live:
-            content = (row.case_id, _same_text(row.candidate))
-        if (row.candidate or live) and row.human_label is not None and content in contents:
-            same = (
-                "the same caseId and candidate (or none: the case's fixture); --live re-judges "
-                "it and does not read judgeOutput"
-                if live
-                else "the same caseId, candidate, judgeOutput and humanLabel"
-            )
+        if row.candidate and row.human_label is not None and content in contents:
             raise DatasetError(
-                f"row {row.id!r} repeats line {contents[content]} ({same}; under another id, "
-                "compared without case, spacing and invisible characters): a copy adds no "
-                "evidence",
+                f"row {row.id!r} repeats line {contents[content]} (the same caseId, candidate, "
+                "judgeOutput and humanLabel under another id, compared without case, spacing "
+                "and invisible characters): a copy adds no evidence",
                 path=path,
                 line=number,
                 field="id",
@@ -199,12 +187,15 @@ def refuse_same_judge_input(
     (a candidate spelling out the fixture beside a candidate-less row was counted twice)."""
     first: dict[tuple[str, str | None], CalibrationRow] = {}
     for row in rows:
+        if row.human_label is None:  # not scored: no evidence to count twice
+            continue
         key = (row.case_id, _same_text(judged[row.id]))
         if key in first:
             raise DatasetError(
-                f"row {row.id!r} is judged on the same answer as row {first[key].id!r} (line "
-                f"{first[key].line}; a candidate equal to the case's recorded answer, or none): "
-                "a copy adds no evidence",
+                f"row {row.id!r} is judged on the same answer as row {first[key].id!r} (it "
+                f"repeats line {first[key].line}: the same caseId and candidate, or the case's "
+                "recorded answer; --live re-judges it and does not read judgeOutput): a copy "
+                "adds no evidence",
                 path=path,
                 line=row.line or None,
                 field="candidate",

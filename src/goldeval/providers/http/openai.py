@@ -184,8 +184,8 @@ class OpenAIProvider(HTTPProvider):
 
 
 def _first_choice(choices: Any) -> dict[str, Any] | None:
-    """The streamed chunk's piece of choice 0: a server may interleave several choices in one
-    stream (their pieces were glued into one answer, a wrong answer passing)."""
+    """Choice 0 by its index, of a whole answer or a streamed chunk: a server may list several
+    choices, or interleave them in one stream (their pieces were glued into one answer)."""
     if not isinstance(choices, list):
         return None
     for choice in choices:
