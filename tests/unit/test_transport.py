@@ -35,7 +35,7 @@ def _plain(data: Any) -> Any:
 def test_round_trip_keeps_every_field(pytester: pytest.Pytester) -> None:
     config = pytester.parseconfig()
     config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]
-    compact = CompactReports()
+    compact = CompactReports(worker=True)
     reports = _reports(pytester)
     assert [r.outcome for r in reports] == ["passed", "failed", "skipped"]
     for report in reports:
@@ -58,7 +58,7 @@ def test_round_trip_keeps_every_field(pytester: pytest.Pytester) -> None:
 
 def test_only_golden_reports_on_workers_are_compacted(pytester: pytest.Pytester) -> None:
     config = pytester.parseconfig()
-    compact = CompactReports()
+    compact = CompactReports(worker=True)
     report = _reports(pytester)[0]
     assert compact.pytest_report_to_serializable(config, report) is None  # the controller
     config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]

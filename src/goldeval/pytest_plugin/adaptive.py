@@ -12,7 +12,6 @@ reads the plan of its item's round.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -135,7 +134,7 @@ class AdaptiveAttempts:
             f"round {param.attempt}; --golden-attempts=auto:{self.most})"
         )
 
-    def count_ran(self, attempts: Mapping[str, Mapping[tuple[str, int], str]]) -> None:
+    def count_ran(self, attempts: Mapping[str, Mapping[tuple[str, int], object]]) -> None:
         """Count the attempts that ran per round (both variants together) from the records
         the session holds (``attempts``: the collector's, by case and (label, index)): the
         same serially and under xdist, also when the session stopped. Done once when the
@@ -163,11 +162,11 @@ def _plan(state: GoldenSession) -> RoundPlan:
     assert gate is not None  # checked at configure
     tallies: dict[str, dict[str, Tally]] = {gate.control: {}, gate.candidate: {}}
     for case_id, per_case in state.collector.attempts.items():
-        for (key, _index), text in per_case.items():
+        for (key, _index), kept in per_case.items():
             side = tallies.get(key)
             if side is None:
                 continue
-            status = json.loads(text).get("status")
+            status = state.collector.record(kept).get("status")
             held = side.get(case_id, Tally(0, 0))
             graded = status in ("PASS", "FAIL")
             side[case_id] = Tally(

@@ -37,7 +37,8 @@ class PendingAttempt:
     runner: AttemptRunner
     param: GoldenParam
     model: str | None
-    answer: Answer
+    #: None once graded: the answer is let go with the call phase (see grade_attempt).
+    answer: Answer | None
 
 
 def session_fixtures(state: GoldenSession, item: pytest.Item) -> tuple[Any, Any, list[Grader]]:
@@ -144,26 +145,45 @@ def obtain_answer(
     return PendingAttempt(item, runner, param, model, settled)
 
 
-def grade_attempt(state: GoldenSession, pending: PendingAttempt) -> None:
-    """Call phase: grade with the hard graders; a FAIL shows its violations, no traceback."""
+def grade_attempt(state: GoldenSession, pending: PendingAttempt) -> BaseException | None:
+    """Call phase: grade with the hard graders. Returns pytest's outcome to raise (a FAIL shows
+    its violations, no traceback), None for a PASS.
+
+    Returned, not raised: the caller raises it from a frame that holds no answer. A failure's
+    traceback keeps the frames it passed through alive, with their locals, as long as anything
+    keeps the failure (pytest-rerunfailures keeps every item's; pytest keeps the last one for
+    post-mortem): raised from here it kept the answer and its record, up to a provider body
+    each (32 MiB), for every failing attempt of the session.
+    """
     item, param = pending.item, pending.param
+    answer, pending.answer = pending.answer, None
+    if answer is None:
+        # Graded already (a rerun plugin runs the call phase again): the runner reports the
+        # rerun from the key without reading the answer.
+        answer = Answer(text="")
     # The run's model identity (the answer may name the model that answered differently).
-    outcome = pending.runner.grade(
-        param.case, param.attempt, pending.answer, pending.model, key=item
-    )
+    outcome = pending.runner.grade(param.case, param.attempt, answer, pending.model, key=item)
     state.records[item] = outcome.record
     if outcome.graded:
         hook = item.config.hook.pytest_goldeval_attempt_graded
         if hook.get_hookimpls():
             hook(config=item.config, record=outcome.record.dump())
-    to_pytest(outcome)
+    return pytest_ending(outcome)
+
+
+def pytest_ending(outcome: AttemptOutcome) -> BaseException | None:
+    """The attempt's outcome as pytest's exception: None for a PASS, a skip for SKIPPED, a
+    failure with the outcome's text for FAIL and ERROR (no traceback: the text is the
+    report)."""
+    if outcome.status is Status.PASS:
+        return None
+    if outcome.status is Status.SKIPPED:
+        return pytest.skip.Exception(outcome.message)
+    return pytest.fail.Exception(outcome.message, pytrace=False)
 
 
 def to_pytest(outcome: AttemptOutcome) -> None:
-    """The attempt's outcome as pytest's: a PASS returns, SKIPPED skips, FAIL and ERROR fail
-    with the outcome's text (no traceback: the text is the report)."""
-    if outcome.status is Status.PASS:
-        return
-    if outcome.status is Status.SKIPPED:
-        pytest.skip(outcome.message)
-    pytest.fail(outcome.message, pytrace=False)
+    """Raise :func:`pytest_ending` of ``outcome``, if any."""
+    ending = pytest_ending(outcome)
+    if ending is not None:
+        raise ending

@@ -87,3 +87,6 @@ def reserved_marks(config: pytest.Config) -> frozenset[str]:
 #: The session's run state. Defined here, not in goldeval.pytest_plugin.state, so that asking "is
 #: the plugin active?" never imports the heavy modules in a project that does not use it.
 STATE_KEY = pytest.StashKey["GoldenSession"]()
+
+#: The test report attribute that carries an attempt's record (plain data) to the controller.
+PAYLOAD_ATTR = "goldeval"

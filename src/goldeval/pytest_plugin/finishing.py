@@ -108,6 +108,13 @@ def finish_session(
 ) -> None:
     """Build, decide, write and record the run; set the exit status from the one verdict."""
     state.close()
+    try:
+        _finish(state, session, controller)
+    finally:
+        state.collector.close()  # the attempts spooled to disk (goldeval.results.text_spool)
+
+
+def _finish(state: GoldenSession, session: pytest.Session, controller: Controller | None) -> None:
     if not _is_a_run(session):
         return
     ending = _ending_of(state, session, controller)

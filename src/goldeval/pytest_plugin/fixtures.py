@@ -73,7 +73,10 @@ class ItemFixtures:
             return None  # not a golden item, or its golden_answer is not ours
         # Kept until the next item's setup: a rerun plugin that runs this call phase again
         # grades it again, and the runner reports that as a RERUN error.
-        grade_attempt(self.state, pending)
+        ending = grade_attempt(self.state, pending)
+        del pending  # raised from a frame that holds no answer (see grade_attempt)
+        if ending is not None:
+            raise ending
         return True
 
     def _param(self) -> GoldenParam:
@@ -121,4 +124,6 @@ class ItemFixtures:
             # item._request: see goldeval.pytest_plugin.attempts.session_fixtures.
             case = item._request.getfixturevalue("golden_case")  # type: ignore[attr-defined]
         self.pending = obtain_answer(self.state, item, param, case)
-        return self.pending.answer
+        answer = self.pending.answer
+        assert answer is not None  # graded in the call phase, after this
+        return answer

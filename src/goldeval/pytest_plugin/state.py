@@ -37,7 +37,7 @@ from goldeval.providers.budget import Meter, install_meter
 from goldeval.providers.cache import CachedProvider
 from goldeval.providers.fixture import FixtureProvider
 from goldeval.pytest_plugin.adaptive import AdaptiveAttempts
-from goldeval.pytest_plugin.config_keys import STATE_KEY, reserved_marks
+from goldeval.pytest_plugin.config_keys import PAYLOAD_ATTR, STATE_KEY, reserved_marks
 from goldeval.pytest_plugin.params import GoldenParam
 from goldeval.pytest_plugin.prefetch import Prefetcher
 from goldeval.pytest_plugin.recording import session_recorder
@@ -66,8 +66,6 @@ from goldeval.results.run_json import RunJson
 # RERUN_KIND: the controller reads it from here (an attempt graded twice, see
 # goldeval.pipeline.orchestration).
 __all__ = ["PAYLOAD_ATTR", "RERUN_KIND", "GoldenSession", "payload_for", "state_of"]
-
-PAYLOAD_ATTR = "goldeval"
 
 
 class GoldenSession:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from goldeval.pytest_plugin.config_keys import (
+    PAYLOAD_ATTR,
     RESUME_DESELECTED,
     RESUME_DESELECTED_OUTPUT,
     STATE_KEY,
@@ -33,6 +34,10 @@ PROVIDER_KEY = "goldeval_provider"
 
 
 class CompactReports:
+    def __init__(self, worker: bool) -> None:
+        #: This process is an xdist worker (else the controller).
+        self.worker = worker
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_to_serializable(
         self, config: pytest.Config, report: Any
@@ -66,6 +71,15 @@ class CompactReports:
             tuple(p) if isinstance(p, list) else p for p in decoded.get("user_properties") or []
         ]
         return pytest.TestReport._from_json(decoded)  # the inverse of _to_json, see above
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Worker: the attempt's record has left with the report (xdist sends it from its own
+        ``pytest_runtest_logreport``); pytest keeps every report until the end, so the copy
+        goes, as the controller's goes once folded into the run (a failing attempt's record
+        holds its answer: goldeval.results.text_spool)."""
+        if self.worker and hasattr(report, PAYLOAD_ATTR):
+            delattr(report, PAYLOAD_ATTR)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Worker: name the provider it used (a conftest override) for the run's protocol.
@@ -116,4 +130,5 @@ def register(config: pytest.Config) -> None:
     if config.pluginmanager.has_plugin("goldeval-compact-reports"):
         return
     if hasattr(config, "workerinput") or distributes(config):
-        config.pluginmanager.register(CompactReports(), "goldeval-compact-reports")
+        worker = hasattr(config, "workerinput")
+        config.pluginmanager.register(CompactReports(worker), "goldeval-compact-reports")

@@ -1,8 +1,10 @@
 """The run document (run.json): built once on the controller from attempt records.
 
 Attempts arrive as JSON-plain dicts on test reports. The collector keeps each one as a compact
-JSON string (about a tenth of the memory of model objects) and the builder rolls cases up one
-at a time, streaming them to disk, so 100,000 attempts never sit in memory as objects.
+JSON string (about a tenth of the memory of model objects), a long one (an answer the model
+made long) in a temporary file (goldeval.results.text_spool), and the builder rolls cases up
+one at a time, streaming them to disk, so 100,000 attempts never sit in memory as objects and
+long answers never sit in memory together.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from goldeval.results.metrics import MetricsAccumulator
 from goldeval.results.rollup import Counters, roll_up, strip_raw
 from goldeval.results.run_folder import fsync_dir, refuse_link, temp_file
 from goldeval.results.run_json import RunJson, as_run_json
+from goldeval.results.text_spool import Held, TextSpool
 
 
 def git_commit(cwd: Path) -> str:
@@ -131,7 +134,9 @@ class RunCollector:
         self.case_line = case_line
         self.one_model = one_model
         self.infos: dict[str, dict[str, Any]] = {}
-        self.attempts: dict[str, dict[tuple[str, int], str]] = {}
+        #: Per case, (model, attempt) -> the record's JSON, or its place in :attr:`spool`.
+        self.attempts: dict[str, dict[tuple[str, int], Held]] = {}
+        self.spool = TextSpool()
         #: Variant sessions: per variant, each case's answer excerpt of its lowest attempt
         #: that had an answer (index, text): the matrix and side-by-side answers read it.
         self.excerpts: dict[str, dict[str, tuple[int, str]]] = {}
@@ -145,7 +150,9 @@ class RunCollector:
             self.infos[entry.case_id] = case
         # Keyed by (model, attempt) so a re-sent report (xdist restart) is never counted twice.
         model = self.one_model if self.one_model is not None else entry.key or ""
-        self.attempts.setdefault(entry.case_id, {})[(model, entry.index)] = entry.text
+        self.attempts.setdefault(entry.case_id, {})[(model, entry.index)] = self.spool.hold(
+            entry.text
+        )
         excerpt = payload.get("excerpt")
         if isinstance(excerpt, str) and entry.variant is not None:
             kept = self.excerpts.setdefault(entry.variant, {})
@@ -157,6 +164,15 @@ class RunCollector:
         """The variant's answer excerpt for the case (None: none was recorded)."""
         held = self.excerpts.get(variant, {}).get(case_id)
         return held[1] if held is not None else None
+
+    def record(self, held: Held) -> dict[str, Any]:
+        """One attempt's record, from memory or the spool."""
+        record: dict[str, Any] = json.loads(self.spool.text(held))
+        return record
+
+    def close(self) -> None:
+        """Give the spool's file back (its records can no longer be read)."""
+        self.spool.close()
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.attempts.values())
@@ -203,7 +219,7 @@ class RunCollector:
         for case_id in self.case_ids(model):
             per_case = self.attempts[case_id]
             keys = [k for k in per_case if model is None or k[0] == model]
-            records = [json.loads(per_case[k]) for k in keys]
+            records = [self.record(per_case[k]) for k in keys]
             if release:
                 for k in keys:
                     del per_case[k]
