@@ -19,6 +19,7 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -27,6 +28,8 @@ from goldeval.testing.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.helpers import EVERY_WRITER, RunFiles
 
 KEY = "sk-echo-PLANTED-3b9f1c7e5a2d4086e1"
+#: A key with the characters URL and JSON writers quote (`sk-a/b%2Bc%3D...` passed whole).
+SLASH_KEY = "sk-echo/PLANTED+3b9f=1c7e5a2d4086e1"
 JUDGE_KEY = "sk-judge-PLANTED-77c1d9e0a4b8f2"
 OLLAMA_USER, OLLAMA_PASSWORD = "echo-user", "pw-echo-PLANTED-8c2d7e1f"
 BASIC = base64.b64encode(f"{OLLAMA_USER}:{OLLAMA_PASSWORD}".encode()).decode("ascii")
@@ -59,7 +62,13 @@ def echo(request: RecordedRequest) -> Reply:
             )
         )
     if text == "Which header did I send?":
-        return Reply(f"The header was Authorization: {auth} (token {_token(auth)}).")
+        token = _token(auth)
+        # as a URL writer or a JSON writer quotes it: `/` kept or not, `+` for spaces, `\/`
+        escaped = token.replace("/", "\\/")
+        return Reply(
+            f"The header was Authorization: {auth} (token {token}; in a link {quote(token)}, "
+            f"{quote_plus(token)}; in JSON {escaped})."
+        )
     if text == "Call the API for me":
         return Reply(
             "Calling.",
@@ -117,6 +126,11 @@ CONFIGS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
         {"OPENAI_API_KEY": KEY, "GOLDEVAL_JUDGE_API_KEY": JUDGE_KEY},
         ["--golden-provider=openai", "--golden-judge"],
         [KEY, JUDGE_KEY],
+    ),
+    "openai-slash-key-serial": (
+        {"OPENAI_API_KEY": SLASH_KEY},
+        ["--golden-provider=openai"],
+        [SLASH_KEY],
     ),
     "ollama-basic-xdist": (
         {"OLLAMA_USER": OLLAMA_USER, "OLLAMA_PASSWORD": OLLAMA_PASSWORD},

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import html
+import json
 import math
 import os
 import re
@@ -10,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, unquote_plus, urlsplit
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 from goldeval.core.errors import ConfigError
 from goldeval.core.limits import Deadline, default
@@ -236,7 +238,6 @@ def _encoded_forms(value: str) -> set[str]:
         escaped.update(p for p in re.split(r"[^\x21-\x7e]+", value) if len(p) >= 8)
     b64 = base64.b64encode(raw).decode("ascii")
     url = base64.urlsafe_b64encode(raw).decode("ascii")
-    quoted = quote(value, safe="")
     return {
         b64,
         b64.rstrip("="),
@@ -244,12 +245,24 @@ def _encoded_forms(value: str) -> set[str]:
         url.rstrip("="),
         raw.hex(),
         raw.hex().upper(),
-        re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quoted),
+        *_quoted_forms(value),
         "".join(f"\\u{ord(c):04x}" for c in value),
         "".join(f"&#{ord(c)};" for c in value),
         "".join(f"&#x{ord(c):x};" for c in value),
         *escaped,
     } - {value}
+
+
+def _quoted_forms(value: str) -> set[str]:
+    """The ways a URL or a JSON writer quotes ``value``: percent-encoded with or without ``/``
+    kept (Python's ``quote`` keeps it by default), ``+`` for spaces, each in upper- and
+    lower-case hex; a JSON string's escapes, with ``/`` written ``\\/`` (PHP's and Java's
+    serialisers) or not; HTML's. A key holding ``/``, ``+`` or ``=`` echoed in one of these
+    passed whole (``sk-a/b%2Bc%3D...``)."""
+    percent = {quote(value, safe=""), quote(value), quote_plus(value), quote_plus(value, safe="/")}
+    percent |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), p) for p in percent}
+    in_json = json.dumps(value, ensure_ascii=False)[1:-1]
+    return {*percent, in_json, in_json.replace("/", "\\/"), html.escape(value)}
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:
