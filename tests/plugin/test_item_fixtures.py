@@ -21,9 +21,11 @@ def test_each_item_sets_up_one_fixture_and_no_request(
     """Each fixture in an item's chain is set up per item, and `request` costs pytest a new
     fixture definition each time it is asked for: an item's chain is golden_answer (the
     parametrised one) alone, as a plain parametrised test has one fixture per item."""
-    result = pytester.runpytest("--golden=generation-v1", "--setup-plan", "-k", "e2e-login-happy")
+    result = pytester.runpytest(
+        "--golden=generation-v1", "--golden-no-gate", "--setup-show", "-v", "-k", "e2e-login-happy"
+    )
     text = result.stdout.str()
-    item_lines = [ln for ln in result.stdout.lines if "::test_golden[" in ln]
+    item_lines = [ln for ln in result.stdout.lines if "(fixtures used:" in ln]
     assert len(item_lines) == 1
     assert "(fixtures used: golden_answer)" in item_lines[0]
     assert "SETUP    F golden_answer[" in text

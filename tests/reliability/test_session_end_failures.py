@@ -48,8 +48,6 @@ def test_a_plugin_failing_at_the_end_is_infrastructure(
         "--fixtures",
         "--fixtures-per-test",
         "--markers",
-        "--setup-plan",
-        "--setup-only",
         "--cache-show",
     ],
 )
@@ -67,6 +65,23 @@ def test_a_listing_decides_nothing_and_records_nothing(
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert "goldeval decision" not in result.stdout.str()
     assert last.read_text() == before
+
+
+@pytest.mark.parametrize("setup_only", ["--setup-only", "--setup-plan"])
+def test_setting_items_up_without_grading_them_is_refused(
+    pytester: pytest.Pytester, setup_only: str
+) -> None:
+    """``--setup-only`` asked the model for every answer, graded none, and exited 0 with every
+    item passed in junit.xml (a probe); ``--setup-plan`` wrote the same green test cases."""
+    make_bot_dataset(pytester.path, "    thresholds:\n      overallPassRate: 0.5\n")
+    (pytester.path / "golden/bot/fixtures/greeting.out.md").write_text("wrong", "utf-8")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--golden=bot-v1", setup_only, "--junitxml=junit.xml"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    assert f"--golden cannot be combined with {setup_only}" in result.stderr.str()
+    assert "--collect-only" in result.stderr.str()
+    assert not (pytester.path / "junit.xml").exists()
 
 
 GATE_FAILS = "    thresholds:\n      overallPassRate: 1.0\n"

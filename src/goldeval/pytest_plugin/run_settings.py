@@ -29,6 +29,26 @@ if TYPE_CHECKING:
     from goldeval.pytest_plugin.variants import SessionVariants
 
 
+def refuse_setup_only(config: pytest.Config) -> None:
+    """``--setup-only`` and ``--setup-plan`` are refused with ``--golden`` (usage error).
+
+    They set the golden items up without grading them: ``--setup-only`` even asks the model
+    for every answer (the item's setup obtains it) and throws it away, and pytest then reports
+    every item as passed, in the terminal and in the JUnit XML a dashboard reads, with exit 0:
+    green for a run that graded nothing.
+    """
+    option = config.option
+    # --setup-plan sets setuponly too: name the one given.
+    used = "--setup-plan" if getattr(option, "setupplan", False) else "--setup-only"
+    if getattr(option, "setuponly", False) or getattr(option, "setupplan", False):
+        raise pytest.UsageError(
+            f"--golden cannot be combined with {used}: it sets the golden items "
+            "up without grading them (the model is asked for every answer, which is thrown "
+            "away) and reports them passed; list the items with --collect-only, or the "
+            "fixtures with --fixtures-per-test"
+        )
+
+
 def refuse_rerun_plugins(config: pytest.Config) -> None:
     """Rerun and repeat plugins are refused with ``--golden`` (usage error, exit 4).
 
