@@ -350,6 +350,31 @@ def test_contains_any_validate_expect(value: list[str], fragment: str) -> None:
     assert errors and fragment in errors[0][1]
 
 
+@pytest.mark.parametrize("pattern", ["", "|", ".*", "(?i)", "x?", "(?:)|abc"])
+@pytest.mark.parametrize("key", ["regex", "not_regex"])
+def test_a_pattern_found_in_any_text_is_refused(pattern: str, key: str) -> None:
+    """``regex: ""`` passed a completely wrong answer (a probe), as ``contains_any: [""]``
+    would have, which is refused; as ``not_regex`` it fails every answer."""
+    errors = RegexGrader().validate_expect({key: [pattern]})
+    assert errors and errors[0][0] == f"expect.{key}[0]"
+    assert "is found in any text" in errors[0][1]
+    assert ("passes whatever" if key == "regex" else "fails every answer") in errors[0][1]
+
+
+@pytest.mark.parametrize("pattern", ["^$", "^ok", r"\d+", "(?i)paris", "a*b"])
+def test_a_pattern_some_text_lacks_is_kept(pattern: str) -> None:
+    assert RegexGrader().validate_expect({"regex": pattern}) == []
+
+
+def test_an_empty_banned_string_is_refused(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "a", "prompt": "p", "must_not": ["x", ""]}) + "\n")
+    graders: list[Grader] = [ContractGrader(), *builtin_graders()]
+    keys = {k.name: k for g in graders for k in g.expect_keys}
+    with pytest.raises(DatasetError, match="must_not: must not contain an empty string"):
+        parse_rows(rows, keys, graders)
+
+
 # --------------------------------------------------------------------------- JSON extraction
 
 

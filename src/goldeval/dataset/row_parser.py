@@ -184,6 +184,8 @@ def _parse_row(
     row_request = _request(obj, row, rules.base_request)
     expect = _expect(obj, row, rules)
     must_not = _strings(obj, "must_not", row)
+    if "" in must_not:
+        row.err("must not contain an empty string (it occurs in every answer)", fld="must_not")
     tags = _tags(obj, row, rules.reserved_tags)
     metadata = _object(obj, "metadata", row)
     if not id_problem and isinstance(case_id, str):

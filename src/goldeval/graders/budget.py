@@ -215,6 +215,25 @@ def _compiled(pattern: str, flags: int) -> Any:
         return None
 
 
+#: Texts every answer-like text shares nothing with: empty, a letter, a line break, words
+#: with digits and punctuation, other scripts. A pattern found in all of them is found in any.
+_UNRELATED_TEXTS = ("", "x", "\n", "COMPLETELY WRONG ANSWER 42.\n", "\u00e9\u4e2d\t")
+
+
+def matches_any_text(pattern: str) -> bool:
+    """Whether ``pattern`` is found in any text (``""``, ``|``, ``.*``, ``(?i)``): found in
+    the empty text and in each of a few unrelated ones. A row's ``regex`` of that kind passes
+    whatever the answer; a ``not_regex`` fails every answer. Searched with a short timeout
+    (the texts are a few characters): a pattern that runs past it is not called one."""
+    compiled = _compiled(pattern, 0)
+    if compiled is None:
+        return False
+    try:
+        return all(compiled.search(text, timeout=0.5) is not None for text in _UNRELATED_TEXTS)
+    except TimeoutError:
+        return False
+
+
 def pattern_error(pattern: str, flags: int = 0) -> str | None:
     """Why ``pattern`` cannot be used (by :mod:`re` or by the budgeted engine), else None."""
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from goldeval.core.models import GraderOutcome, Violation
 from goldeval.graders.base import ExpectKey, GradeContext
-from goldeval.graders.budget import pattern_error
+from goldeval.graders.budget import matches_any_text, pattern_error
 from goldeval.graders.budget import search as budget_search
 from goldeval.graders.common import BuiltinGrader, answer_text, excerpt, scan
 
@@ -47,6 +47,12 @@ def _compile_errors(key: str, value: Any) -> list[tuple[str, str]]:
         problem = pattern_error(pattern)
         if problem is not None:
             errors.append((fld, f"invalid regular expression {pattern!r}: {problem}"))
+        elif matches_any_text(pattern):
+            # As contains_any refuses "": a check that cannot fail is no check.
+            what = "passes whatever the answer" if key == "regex" else "fails every answer"
+            errors.append(
+                (fld, f"{pattern!r} is found in any text (even an empty one): the row {what}")
+            )
     return errors
 
 

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
     from goldeval.pytest_plugin.variants import SessionVariants
 
 
+def refuse_unfit_options(config: pytest.Config) -> None:
+    """pytest options and plugins a golden session cannot honestly run with (usage errors)."""
+    refuse_rerun_plugins(config)
+    refuse_setup_only(config)
+
+
 def refuse_setup_only(config: pytest.Config) -> None:
     """``--setup-only`` and ``--setup-plan`` are refused with ``--golden`` (usage error).
 

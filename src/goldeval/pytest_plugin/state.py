@@ -45,8 +45,7 @@ from goldeval.pytest_plugin.run_settings import (
     judge_provider_settings,
     process_budget,
     refuse_existing_baseline,
-    refuse_rerun_plugins,
-    refuse_setup_only,
+    refuse_unfit_options,
     settings_from_config,
 )
 from goldeval.pytest_plugin.variant_baselines import check_baseline_options
@@ -138,8 +137,7 @@ class GoldenSession:
         self._start_providers()
         if self.settings.rerun_errors and not self.settings.run_key:
             raise pytest.UsageError("--golden-rerun-errors needs --golden-run-key")
-        refuse_rerun_plugins(config)
-        refuse_setup_only(config)
+        refuse_unfit_options(config)
         #: Items whose call phase was graded in this process (a second one is a rerun).
         self.graded_items: set[Hashable] = set()
         #: "SIGTERM" once that signal arrived: the run is INTERRUPTED and the verdict gives 75
