@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from goldeval.cli.project import load_builtin_dataset, project_root
+from goldeval.cli.project import load_builtin_dataset, project_root, refuse_write_target
 from goldeval.core.errors import DatasetError, GoldevalError
 from goldeval.core.safe_files import contained_file, read_regular_file
 from goldeval.core.settings import provider_from_env
 from goldeval.core.textsafe import one_line
 from goldeval.dataset.case import GoldenCase
-from goldeval.dataset.discovery import resolve_dataset
+from goldeval.dataset.discovery import check_golden_root, resolve_dataset
 from goldeval.dataset.manifest import find_manifest, read_manifest
 from goldeval.dataset.rows import Dataset
 from goldeval.judge.calibration import calibrate, judge_calibration, load_calibration
@@ -36,6 +36,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     # As in pytest: an explicit --golden-root is relative to the working directory, the default
     # golden/ and .goldeval/ are the project's.
     golden_root = Path(args.golden_root) if args.golden_root else root / "golden"
+    check_golden_root(golden_root, root)  # never a dataset read through a link out
     folder = resolve_dataset(args.golden, golden_root, Path.cwd())
     path = folder / "calibration.jsonl"
     if not (path.exists() or path.is_symlink()):
@@ -56,18 +57,22 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     verdict = judge_calibration(report, policy)
     decision = calibration_exit(verdict)
     out = (Path(args.out) if args.out else root / ".goldeval") / "calibration"
+    option = "--out" if args.out else "the calibration folder"
+    out = refuse_write_target(out, root, "folder", option)
     out.mkdir(parents=True, exist_ok=True)
+    report_json = refuse_write_target(out / "report.json", root, "file", option)
+    report_md = refuse_write_target(out / "report.md", root, "file", option)
     document = {
         "dataset": {"id": dataset.id, "hash": dataset.hash},
         **report.to_json(),
         "verdict": verdict.to_json(),
     }
     document["exitDecision"] = {"code": decision.code, "reason": decision.reason}
-    (out / "report.json").write_text(
+    report_json.write_text(
         json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     markdown = report.to_markdown() + verdict.to_markdown()
-    (out / "report.md").write_text(markdown, encoding="utf-8")
+    report_md.write_text(markdown, encoding="utf-8")
     print(markdown)
     print(f"written to {out}")
     if decision.code == exit_codes.GATE_FAILED:

@@ -11,10 +11,16 @@ from typing import Any
 from goldeval.cli import prune
 from goldeval.cli import store as store_cli
 from goldeval.cli.importers import import_dataset
-from goldeval.cli.project import DEFAULT_RUNS, project_root, store_location
+from goldeval.cli.project import (
+    DEFAULT_RUNS,
+    project_root,
+    refuse_write_target,
+    store_location,
+)
 from goldeval.cli.scaffold import find_project_root, init_dataset
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
+from goldeval.dataset.discovery import check_golden_root
 from goldeval.reports import site
 from goldeval.results.evidence import verify_run_dir
 from goldeval.verdict import exit_codes
@@ -28,7 +34,8 @@ def cmd_site(args: argparse.Namespace) -> int:
         raise GoldevalError(
             "no runs folder", path=runs, hint="run pytest --golden=ID first, or pass --runs DIR"
         )
-    return int(site.main_site(["--out", args.out, "--runs", str(runs)]))
+    out = refuse_write_target(Path(args.out), project_root(args.root), "folder", "--out")
+    return int(site.main_site(["--out", str(out), "--runs", str(runs)]))
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -46,6 +53,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         store_url=url,
         policy=policy,
         dry_run=args.dry_run,
+        project=root,
     )
     if args.json:
         print(json.dumps(prune.summary_of(outcome), indent=2, ensure_ascii=False))
@@ -85,6 +93,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         golden_root = Path(args.golden_root)
     else:
         golden_root = (find_project_root(cwd) or cwd) / "golden"
+    # Written into: never through a link out of the project (pytest would refuse to read it).
+    check_golden_root(golden_root, find_project_root(cwd) or cwd)
     try:
         report = import_dataset(
             Path(args.source),

@@ -28,6 +28,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `goldeval show RUN | head`
         sys.stderr.close()
         return exit_codes.OK
+    except OSError as exc:
+        # A path the command was given and the system refused (a missing folder, a file
+        # where a folder goes): its name and the reason, not a traceback.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"goldeval: {safe_text(where)}{exc.strerror or exc}", file=sys.stderr)
+        return exit_codes.code_for_os_error(exc)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ import os
 from pathlib import Path
 
 from goldeval.cli.scaffold import find_project_root
-from goldeval.core.errors import GoldevalError
-from goldeval.dataset.discovery import discover
+from goldeval.core.errors import ConfigError, GoldevalError
+from goldeval.dataset.discovery import check_golden_root, discover
 from goldeval.dataset.rows import Dataset, load_dataset
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
 from goldeval.results.documents import RunDocument
+from goldeval.results.write_targets import Kind as WriteKind
+from goldeval.results.write_targets import write_target_problem
 from goldeval.verdict.decide import run_dataset_id
 
 #: The run store, the runs folder and the datasets under the project root (as in pytest).
@@ -129,6 +131,9 @@ def find_project(run: RunDocument, args: argparse.Namespace, *anchors: Path | No
         seen.add(cand_golden)
         if not cand_golden.is_dir():
             continue
+        # Its gate policy and baselines are read from there: never through a link out of the
+        # project, which the plugin refuses (the gate decided on a policy pytest never used).
+        check_golden_root(cand_golden, cand_root)
         project.looked_in.append(str(cand_golden))
         if dataset_id is None:
             continue
@@ -149,3 +154,15 @@ def load_builtin_dataset(folder: Path, root: Path) -> Dataset:
     ``gate``'s check of a run's rows."""
     graders = [ContractGrader(), *builtin_graders()]
     return load_dataset(folder, project_root=root, graders=graders, require_fixtures=False)
+
+
+def refuse_write_target(path: Path, root: Path, kind: WriteKind, option: str) -> Path:
+    """``path`` (absolute) when a command may write it as a ``kind``; a usage error naming
+    ``option`` otherwise: a link on the way inside the project ``root`` (nothing is written
+    through one), a file where a folder goes, a folder that is not there to write in. The
+    check every write of the plugin passes (goldeval.results.write_targets)."""
+    target = path.absolute()
+    problem = write_target_problem(target, project=root, kind=kind)
+    if problem is not None:
+        raise ConfigError(f"{option} {path}: {problem}", path=path)
+    return target

@@ -35,7 +35,7 @@ from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.limits import loads_json
-from goldeval.core.safe_files import check_file_size, read_fd
+from goldeval.core.safe_files import check_file_size, link_on_the_way, read_fd
 from goldeval.results.run_folder import lock_fd
 from goldeval.store import Store, StoreError, open_store
 
@@ -145,10 +145,15 @@ def _mb(size: int) -> str:
 # --------------------------------------------------------------------------- reading safely
 
 
-def _no_link(path: Path, what: str) -> None:
-    if path.is_symlink():
+def _no_link(path: Path, what: str, project: Path | None) -> None:
+    """GoldevalError when ``path`` is a link, or is reached through one inside ``project``
+    (``.goldeval -> /elsewhere`` made ``.goldeval/runs`` look like a real folder)."""
+    link = link_on_the_way(path.absolute(), project) if project is not None else None
+    if link is not None or path.is_symlink():
+        shown = link if link is not None and link != path.absolute() else None
         raise GoldevalError(
-            f"{what} is a symbolic link; prune reads and deletes nothing through links",
+            f"{what} is {'reached through ' + str(shown) + ', ' if shown else ''}a symbolic "
+            "link; prune reads and deletes nothing through links",
             path=path,
             hint="replace the link with the folder or file itself",
         )
@@ -175,7 +180,7 @@ def _read_small(path: Path, what: str) -> str:
         os.close(fd)
 
 
-def protected_runs(runs_dir: Path, baselines_dir: Path) -> Protected:
+def protected_runs(runs_dir: Path, baselines_dir: Path, project: Path | None = None) -> Protected:
     """LATEST's run and every committed baseline's run id / run key.
 
     An unreadable baseline stops the prune (exit 4): deleting the run it may refer to is
@@ -183,7 +188,7 @@ def protected_runs(runs_dir: Path, baselines_dir: Path) -> Protected:
     """
     out = Protected()
     latest = runs_dir / "LATEST"
-    _no_link(latest, "LATEST")
+    _no_link(latest, "LATEST", project)
     if latest.exists():
         text = _read_small(latest, "LATEST").strip()
         if text:
@@ -195,10 +200,10 @@ def protected_runs(runs_dir: Path, baselines_dir: Path) -> Protected:
                 run_id = _run_id_of(summary)
                 if run_id:
                     out.run_ids.setdefault(run_id, "LATEST points at it")
-    _no_link(baselines_dir, "baselines folder")
+    _no_link(baselines_dir, "baselines folder", project)
     if baselines_dir.is_dir():
         for path in sorted(baselines_dir.glob("*.json")):
-            _no_link(path, "baseline")
+            _no_link(path, "baseline", project)
             try:
                 doc = loads_json(_read_small(path, "baseline"), what="the baseline")
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -271,9 +276,14 @@ def _unless_locked(folder: Path) -> Iterator[bool]:
 
 
 def prune_folders(
-    runs_dir: Path, policy: Policy, protected: Protected, outcome: Outcome, now: datetime
+    runs_dir: Path,
+    policy: Policy,
+    protected: Protected,
+    outcome: Outcome,
+    now: datetime,
+    project: Path | None = None,
 ) -> None:
-    _no_link(runs_dir, "runs folder")
+    _no_link(runs_dir, "runs folder", project)
     if not runs_dir.is_dir():
         return
     folders: list[tuple[str, datetime]] = []
@@ -337,18 +347,20 @@ def prune(
     store_url: str | None,
     policy: Policy,
     dry_run: bool,
+    project: Path | None = None,
 ) -> Outcome:
-    """Prune run folders under ``runs_dir`` and the store at ``store_url`` (None: no store)."""
+    """Prune run folders under ``runs_dir`` and the store at ``store_url`` (None: no store).
+    ``project``: the project root, inside which no link on the way to them is followed."""
     outcome = Outcome(dry_run=dry_run)
-    protected = protected_runs(runs_dir, baselines_dir)
-    prune_folders(runs_dir, policy, protected, outcome, _now())
+    protected = protected_runs(runs_dir, baselines_dir, project)
+    prune_folders(runs_dir, policy, protected, outcome, _now(), project)
     if store_url is None:
         return outcome
     if "://" not in store_url and not Path(store_url).exists():
         outcome.store = f"{store_url} (none yet)"
         return outcome
     if "://" not in store_url:
-        _no_link(Path(store_url), "store file")
+        _no_link(Path(store_url), "store file", project)
     try:
         with open_store(store_url) as store:
             outcome.store = store.url

@@ -23,7 +23,7 @@ from goldeval.core.textsafe import one_line
 from goldeval.reports.markdown import render, render_comparison
 from goldeval.results.documents import Comparison, RunDocument
 from goldeval.verdict import exit_codes
-from goldeval.verdict.baseline import default_candidates, first_comparable
+from goldeval.verdict.baseline import default_candidates, first_comparable, refuse_out_of_project
 from goldeval.verdict.comparison import run_mode
 from goldeval.verdict.decide import decide_pair, run_dataset_id
 from goldeval.verdict.outcome import cut_short
@@ -194,6 +194,9 @@ def _recorded_baseline(run: RunDocument, project: Project, places: RunPlaces) ->
         path = Path(run.baseline_path)
         if not path.is_absolute() and project.root is not None:
             path = project.root / path
+            # Recorded inside the project: read as the default lookup reads it, never through
+            # a link out (pytest refused that baseline with 65, the gate passed on it).
+            refuse_out_of_project(path, project.root)
         tried.append(str(path))
         if path.is_file():
             return resolve_run(str(path), places).typed

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from goldeval.core.errors import GoldevalError
+from goldeval.dataset.discovery import check_golden_root
 
 #: Files that make a folder a pytest root (the plugin's project root, see docs/configuration.md).
 PYTEST_INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -107,6 +108,8 @@ def init_dataset(name: str, cwd: Path) -> Scaffold:
         )
     root = find_project_root(cwd) or cwd
     scaffold = Scaffold(root=root, dataset_id=f"{name}-v1")
+    # Written into: never through a link out of the project (pytest would refuse to read it).
+    check_golden_root(root / "golden", root)
     folder = root / "golden" / name
     if folder.exists():
         raise GoldevalError(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from goldeval.cli.project import project_root, refuse_write_target
 from goldeval.core.errors import GoldevalError
 from goldeval.store import StoreError, open_store
 from goldeval.store.views import run_document
@@ -47,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         doc = run_document(store, args.run)
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
         if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
+            out = refuse_write_target(Path(args.out), project_root(), "file", "--out")
+            out.write_text(text, encoding="utf-8")
             print(f"written to {args.out}", file=sys.stderr)
         else:
             sys.stdout.write(text)

@@ -285,17 +285,22 @@ def default_candidates(baselines_dir: Path, dataset_id: str, live: bool) -> list
     # Every entry of the name, not only regular files: a FIFO or a device there was skipped
     # in silence (a GATE PASS with no comparison); loading it says what it is instead.
     found = [p for p in ordered if p.is_symlink() or p.exists()]
-    # the project's own folder, resolved: a baselines/ that is itself a link out of the project
-    # resolved there too, and everything under it looked "inside"
-    project = baselines_dir.parent.resolve()
     for path in found:
-        if not path.resolve().is_relative_to(project):
-            raise BaselineError(
-                "a link out of the project: the default lookup reads only files inside it",
-                path=path,
-                hint="copy the baseline into baselines/, or name it with --golden-baseline",
-            )
+        refuse_out_of_project(path, baselines_dir.parent)
     return found
+
+
+def refuse_out_of_project(path: Path, project: Path) -> None:
+    """BaselineError when ``path``, a baseline the project's own lookup found (``baselines/``,
+    or the path a run recorded), leads out of ``project`` through a link. The project's folder
+    is resolved: a ``baselines/`` that is itself a link out of the project resolves there too,
+    and everything under it would look "inside". A baseline the user names is the user's."""
+    if not path.resolve().is_relative_to(project.resolve()):
+        raise BaselineError(
+            "a link out of the project: the default lookup reads only files inside it",
+            path=path,
+            hint="copy the baseline into baselines/, or name it with --golden-baseline",
+        )
 
 
 def first_comparable(

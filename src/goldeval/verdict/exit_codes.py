@@ -24,6 +24,7 @@ exits 0; the user's own failing tests still give 1.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -479,3 +480,27 @@ def code_for_error(exc: GoldevalError) -> int:
     """The exit status of a command stopped by ``exc``: its class's ``exit_kind`` mapped here,
     so no caller chooses a code by the exception's class or name."""
     return _CODE_FOR_KIND[exc.exit_kind]
+
+
+#: The system's refusals of a path the user named (not there, a file where a folder goes, a
+#: folder where a file goes, no permission, read-only, too long, a loop of links): usage.
+_PATH_ERRNOS = frozenset(
+    {
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EEXIST,
+        errno.EROFS,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+    }
+)
+
+
+def code_for_os_error(exc: OSError) -> int:
+    """The exit status of a command stopped by the system refusing a read or a write: a path
+    the user named that cannot be used is a usage error; anything else (a full disk, an I/O
+    error) is infrastructure, to retry."""
+    return USAGE if exc.errno in _PATH_ERRNOS else INFRA
