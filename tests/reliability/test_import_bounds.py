@@ -192,6 +192,19 @@ def test_parquet_value_json_cannot_hold_names_row_and_column(
     _refused(_import(tmp_path, tmp_path / "hf"), tmp_path, "train.parquet row 2:", said)
 
 
+def test_an_answer_too_long_to_replay_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """A 4 KB parquet file (compressed) held a 100 MB answer: the import said 0 and wrote a
+    dataset pytest could not replay (its fixture over fixture_bytes)."""
+    long = "a" * (int(default("fixture_bytes")) + 1)
+    _parquet(
+        tmp_path / "hf" / "train.parquet",
+        [{"question": "q?", "answer": "short"}, {"question": "r?", "answer": long}],
+    )
+    _refused(_import(tmp_path, tmp_path / "hf"), tmp_path, "train.parquet row 2:", "fixture_bytes")
+
+
 @pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
 def test_corrupt_arrow_or_parquet_file(tmp_path: Path, suffix: str) -> None:
     pytest.importorskip("pyarrow")

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from goldeval.core.bounded_yaml import load_yaml
 from goldeval.core.errors import GoldevalError
+from goldeval.core.limits import LimitExceeded, default
 from goldeval.dataset.manifest import read_manifest
 
 HEAD = "version: t-v1\nvariants:\n  - {name: a}\n  - name: b\n    options:\n"
@@ -53,3 +55,16 @@ def test_a_few_aliases_are_still_fine(tmp_path: Path) -> None:
     )
     manifest = read_manifest(_write(tmp_path, text))
     assert manifest.version == "t-v1"
+
+
+def test_a_manifest_over_the_yaml_limit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """A 100 MB comment (under file_bytes) kept collection parsing for minutes."""
+    most = int(default("yaml_bytes"))
+    path = _write(tmp_path, "version: t-v1\n# " + "x" * most + "\n")
+    with pytest.raises(GoldevalError, match="4 MiB") as caught:
+        read_manifest(path)
+    assert str(caught.value.path) == str(path)
+    # the same text handed to the YAML reader itself (a promptfoo file) names the limit
+    with pytest.raises(LimitExceeded, match="yaml_bytes"):
+        load_yaml("a: 1\n# " + "é" * (most // 2) + "\n", path)
+    assert load_yaml("a: 1\n# " + "x" * (most - 100) + "\n", path)[1] == {"a": 1}

@@ -96,7 +96,21 @@ class BoundedYamlLoader(yaml.SafeLoader):
 
 
 def load_yaml(text: str, path: Path) -> tuple[Any, Any]:
-    """The composed node (for line numbers) and the data of one YAML document."""
+    """The composed node (for line numbers) and the data of one YAML document.
+
+    A document over ``yaml_bytes`` is refused before parsing: the pure-Python parser reads
+    about 3 MB a second, so a manifest just under ``file_bytes`` (a 100 MB comment) took
+    minutes of collection, which the node, alias and depth counts do not bound."""
+    most = int(default("yaml_bytes"))
+    size = len(text) if text.isascii() or len(text) > most else len(text.encode("utf-8"))
+    if size > most:
+        raise LimitExceeded(
+            "yaml_bytes",
+            f"the YAML file has {describe_bytes(size)}, more than {describe_bytes(most)} "
+            "(limit yaml_bytes)",
+            path=path,
+            hint="a manifest or promptfoo file is configuration: move long texts into files",
+        )
     loader = BoundedYamlLoader(text, path)
     try:
         node = loader.get_single_node()

@@ -20,27 +20,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from goldeval.core.deadline import Deadline as Deadline  # re-exported: its old home
 from goldeval.core.errors import GoldevalError
 from goldeval.core.json_numbers import int_parser
+from goldeval.core.limit_specs import INPUT_SHAPE_LIMITS, SERVICE_LIMITS
+from goldeval.core.limit_specs import LimitSpec as LimitSpec  # re-exported: its old home
 
 MiB = 1 << 20
-
-
-@dataclass(frozen=True)
-class LimitSpec:
-    """One bound: its name, default, where it is changed, and what it bounds."""
-
-    name: str
-    default: int | float
-    unit: str
-    #: The option (``--golden-...``) and/or ini key (``golden_...``) that changes it, as shown in
-    #: docs ("" when it is fixed); tests/unit/test_limits.py checks each name exists.
-    setting: str
-    bounds: str
 
 
 class LimitExceeded(GoldevalError):
@@ -440,49 +428,9 @@ LIMITS = (
     ),
 )
 LIMITS_BY_NAME.update({spec.name: spec for spec in LIMITS})
-# -- the service's operations surface (issue 33: O(1) scrapes, O(page) pages) --
 
-LIMITS = (
-    *LIMITS,
-    LimitSpec(
-        "metrics_store_seconds",
-        2,
-        "seconds",
-        "",
-        "the store reads of one /metrics scrape; a store slower than this (or down) is reported "
-        "as goldeval_store_up 0 with the process series, never a timed-out scrape",
-    ),
-    LimitSpec(
-        "ui_page_runs",
-        50,
-        "runs",
-        "",
-        "runs on one page of the service's run index (/ui/); older runs are reached with the "
-        "page's `?before=` link",
-    ),
-    LimitSpec(
-        "ui_compare_whole_attempts",
-        1000,
-        "attempts",
-        "",
-        "attempts of the larger run up to which a run page's `?compare=` shows the compare "
-        "endpoint's verdict (it reads both runs); above, the stored rates side by side",
-    ),
-    LimitSpec(
-        "ui_loads_per_key",
-        2,
-        "requests",
-        "",
-        "/ui/ pages one API key may have loading at once; one more is 429 with Retry-After, so "
-        "one key cannot take the server's thread pool (issue 33: six loads took 71 s)",
-    ),
-    LimitSpec(
-        "ui_cached_pages",
-        32,
-        "pages",
-        "",
-        "rendered /ui/ index pages kept, per role and cursor, until a run is queued, finishes "
-        "or is deleted; the least recently used goes first",
-    ),
-)
+# -- the service's operations surface (issue 33) and the shapes of inputs (issue 32), declared
+# in goldeval.core.limit_specs --
+
+LIMITS = (*LIMITS, *SERVICE_LIMITS, *INPUT_SHAPE_LIMITS)
 LIMITS_BY_NAME.update({spec.name: spec for spec in LIMITS})

@@ -128,7 +128,9 @@ def read_manifest(path: Path) -> Manifest:
     # a YAML error would quote its lines. A FIFO is refused without blocking.
     contained_file(path, path.parent, what="manifest")
     try:
-        text = read_regular_file(path).decode("utf-8-sig")
+        # A YAML manifest is read no further than the YAML limit (load_yaml refuses more).
+        limit = "file_bytes" if path.suffix == ".json" else "yaml_bytes"
+        text = read_regular_file(path, limit=limit).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DatasetError(f"not valid UTF-8 ({exc.reason})", path=path) from None
     data: Any

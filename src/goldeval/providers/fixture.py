@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from goldeval.core.errors import SECRET_IN_ANSWER, DatasetError, ProviderError
-from goldeval.core.limits import LimitExceeded, loads_json
+from goldeval.core.limits import LimitExceeded, default, loads_json
 from goldeval.core.models import token_count_problem
 from goldeval.core.safe_files import ContainedFiles, InputFileTooLarge
 from goldeval.providers.base import Answer, Provider, ProviderRequest, ToolCall
@@ -100,6 +100,12 @@ def parse_sidecar(text: str, where: str) -> dict[str, Any]:
     calls = data.get("toolCalls", [])
     if not isinstance(calls, list):
         raise DatasetError(f"{where}: field toolCalls must be a list; {fix}")
+    most = int(default("answer_tool_calls"))
+    if len(calls) > most:
+        raise DatasetError(
+            f"{where}: field toolCalls holds {len(calls):,} tool calls, more than one answer "
+            f"makes (answer_tool_calls, {most}); {fix}"
+        )
     for n, call in enumerate(calls):
         if (
             not isinstance(call, dict)

@@ -23,8 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from goldeval.cli.importers.model import ImportReport, Row
+from goldeval.cli.importers.model import ImportReport, Row, import_error
 from goldeval.core.errors import GoldevalError
+from goldeval.core.limits import default, describe_bytes
 from goldeval.providers.fixture import dumps_sidecar
 
 _TERMINATING = tuple(
@@ -164,9 +165,32 @@ def write_dataset(
         raise _cannot_write(folder.parent, exc) from None
 
 
+def _refuse_unreplayable(rows: list[Row]) -> None:
+    """An answer (or its sidecar) over ``fixture_bytes`` is refused before anything is written:
+    the import said 0 and the dataset it wrote could not run (a 4 KB parquet file held a
+    100 MB answer; pytest refuses to replay a fixture that size)."""
+    most = int(default("fixture_bytes"))
+    for row in rows:
+        for what, text in (
+            ("answer", row.fixture),
+            ("tool calls", dumps_sidecar(row.sidecar) if row.sidecar else None),
+        ):
+            size = len(text.encode("utf-8", errors="surrogatepass")) if text else 0
+            if size > most:
+                raise import_error(
+                    row.where,
+                    what,
+                    f"{describe_bytes(size)}, more than a recorded answer may hold "
+                    f"({describe_bytes(most)}, fixture_bytes): pytest could not replay it",
+                    "shorten it in the source, or leave the answer out and record it with "
+                    "--golden-mode=record",
+                )
+
+
 def _write(
     folder: Path, name: str, source: Path, fmt: str, rows: list[Row], report: ImportReport
 ) -> None:
+    _refuse_unreplayable(rows)
     version = f"{name}-v1"
     manifest = (
         f"# Imported by `goldeval import` from {source.name} ({fmt}); review the rows.\n"

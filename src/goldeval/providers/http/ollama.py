@@ -19,7 +19,7 @@ from goldeval.providers.http.client import (
 )
 from goldeval.providers.http.failures import cut_finish, failed_finish, unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
-from goldeval.providers.http.wire import chat_messages
+from goldeval.providers.http.wire import chat_messages, check_tool_call_count
 
 
 class OllamaProvider(HTTPProvider):
@@ -144,6 +144,7 @@ class OllamaProvider(HTTPProvider):
                 if content:
                     pieces.append(content)
                 if isinstance(more, list):
+                    check_tool_call_count(len(calls) + len(more))
                     calls.extend(more)
             if chunk.get("done"):
                 final = chunk

@@ -18,7 +18,7 @@ from goldeval.providers.http.client import (
 )
 from goldeval.providers.http.failures import cut_finish, failed_finish, unfinished
 from goldeval.providers.http.models_list import refusal, served_model_of
-from goldeval.providers.http.wire import chat_messages
+from goldeval.providers.http.wire import chat_messages, check_tool_call_count
 
 
 class OpenAIProvider(HTTPProvider):
@@ -236,9 +236,11 @@ def _add_call_pieces(calls: dict[int, dict[str, Any]], more: list[Any]) -> None:
         if not isinstance(part, dict):
             continue
         index = part.get("index", n)
-        call = calls.setdefault(
-            index if isinstance(index, int) else n, {"name": [], "arguments": [], "object": None}
-        )
+        key = index if isinstance(index, int) else n
+        call = calls.get(key)
+        if call is None:
+            check_tool_call_count(len(calls) + 1)
+            call = calls[key] = {"name": [], "arguments": [], "object": None}
         fn = part.get("function")
         if isinstance(fn, dict):
             if isinstance(fn.get("name"), str):

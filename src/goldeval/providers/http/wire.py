@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from typing import Any
 
-from goldeval.core.limits import LimitExceeded, loads_json
+from goldeval.core.limits import LimitExceeded, default, loads_json
 from goldeval.core.models import token_count_problem
 from goldeval.providers.base import ProviderRequest, ToolCall
 
@@ -130,6 +130,21 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - current)
 
 
+#: Tool calls one answer may make (the ``answer_tool_calls`` limit).
+MAX_TOOL_CALLS = int(default("answer_tool_calls"))
+
+
+def check_tool_call_count(count: int) -> None:
+    """LimitExceeded (a PARSER_ERROR, not retried: the same answer again is no better) when
+    an answer makes more tool calls than :data:`MAX_TOOL_CALLS`. Checked as a stream names
+    each new call: a stream whose pieces named 20,000 calls an event took 1.5 GB."""
+    if count > MAX_TOOL_CALLS:
+        raise LimitExceeded(
+            "answer_tool_calls",
+            f"the answer makes more than {MAX_TOOL_CALLS} tool calls (answer_tool_calls)",
+        )
+
+
 def tool_calls(raw: Any) -> list[ToolCall] | Failure:
     """A message's ``tool_calls`` (OpenAI's ``{function: {...}}`` items or bare ones), each
     with a name and JSON-object arguments; a malformed one is a PARSER_ERROR."""
@@ -137,6 +152,10 @@ def tool_calls(raw: Any) -> list[ToolCall] | Failure:
         return []
     if not isinstance(raw, list):
         return Failure("PARSER_ERROR", "tool_calls is not a list", retryable=False)
+    try:
+        check_tool_call_count(len(raw))
+    except LimitExceeded as exc:
+        return Failure("PARSER_ERROR", str(exc), retryable=False)
     calls: list[ToolCall] = []
     for index, item in enumerate(raw):
         fn = item.get("function") if isinstance(item, dict) else None
