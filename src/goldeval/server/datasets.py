@@ -16,7 +16,7 @@ from goldeval.dataset.rows import (
 )
 from goldeval.graders.contract import ContractGrader
 from goldeval.graders.registry import builtin_graders
-from goldeval.server.settings import DATASET_SPEC, ServiceSettings
+from goldeval.server.settings import DATASET_SPEC, ServiceSettings, check_datasets_folder
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ def resolve(settings: ServiceSettings, spec: str, version: str | None = None) ->
     problem = check_spec(spec)
     if problem:
         raise GoldevalError(problem, field="dataset")
+    # Checked at start too (ServiceSettings.build): a folder replaced by a link since then.
+    check_datasets_folder(settings.datasets, settings.root)
     # Relative folders are looked up under the golden root only, never the server's cwd.
     folder = resolve_dataset(spec, settings.datasets, settings.datasets)
     if not folder.is_relative_to(settings.datasets):

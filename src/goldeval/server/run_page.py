@@ -40,7 +40,7 @@ from goldeval.results.run_document import RUN_DOCUMENT
 from goldeval.server.problems import Problem, validation_problem
 from goldeval.server.run_views import check_run_id
 from goldeval.store.base import Store
-from goldeval.store.cursors import cursor_index, decode_cursor, encode_cursor
+from goldeval.store.cursors import cursor_index, cursor_scope, decode_cursor, encode_cursor
 from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.queue import RunQueue, ServiceRun
 from goldeval.store.rows import AttemptJson, AttemptKey, RunRow
@@ -57,22 +57,35 @@ REASON_CHARS = 160
 COMPARED_RATES = ("overallPassRate", "contractPassRate", "retrievalPassRate", "hallucinationRate")
 
 
-def parse_after(cursor: str | None) -> AttemptKey | None:
-    """The ``?after=`` cursor of a next-page link; ValueError when it is not one."""
+def attempts_scope(run_id: str, status: str | None) -> str:
+    """What a cursor of a run's attempts is bound to: the run and the status filter (the
+    results endpoint's and the run page's, :mod:`goldeval.store.cursors`)."""
+    return cursor_scope("attempts", run_id, status)
+
+
+def attempt_cursor(row: AttemptJson, scope: str) -> str:
+    """The cursor after ``row`` (its key: the model column is the variant's name in a variant
+    session), bound to ``scope`` (:func:`attempts_scope`)."""
+    return encode_cursor(row.case_id, str(row.attempt_index), row.model, scope=scope)
+
+
+def parse_after(cursor: str | None, scope: str) -> AttemptKey | None:
+    """The cursor of a next page of attempts; ValueError when it is not one, or is one of
+    another run or status filter than ``scope`` (:func:`attempts_scope`)."""
     if cursor is None:
         return None
-    case_id, index, model = decode_cursor(cursor, 3)
+    case_id, index, model = decode_cursor(cursor, 3, scope=scope)
     return case_id, cursor_index(index), model
 
 
-def checked_query(after: str | None, status: str | None) -> AttemptKey | None:
+def checked_query(after: str | None, status: str | None, run_id: str) -> AttemptKey | None:
     """The page's ``after`` cursor, both query values checked (422 naming the field)."""
     errors = []
     if status is not None and status not in ATTEMPT_STATUSES:
         errors.append({"field": "status", "message": f"one of {', '.join(ATTEMPT_STATUSES)}"})
     key = None
     try:
-        key = parse_after(after)
+        key = parse_after(after, attempts_scope(run_id, status))
     except ValueError as exc:
         errors.append({"field": "after", "message": str(exc)})
     if errors:
@@ -195,7 +208,7 @@ def attempts_view(
     store: Store,
     store_run_id: str,
     *,
-    page_name: str,
+    run_id: str,
     after: AttemptKey | None,
     status: str | None,
     counts: Mapping[str, int],
@@ -203,9 +216,11 @@ def attempts_view(
     compare: tuple[str, str] | None = None,
     public: Callable[[str], str] = str,
 ) -> dict[str, Any]:
-    """One page of the run's attempts as the template's ``attempts_page`` view.
+    """One page of the run's attempts as the template's ``attempts_page`` view (the page of
+    service run ``run_id``, its links bound to it and to ``status``).
     ``compare``: (the baseline as asked for, its store run id); ``public``: the texts shown
     without the server's paths (the service's ``public_text``)."""
+    page_name = f"{run_id}.html"
     rows = store.attempts_page_json(
         store_run_id, limit=PAGE_ATTEMPTS + 1, status=status, after=after
     )
@@ -219,7 +234,7 @@ def attempts_view(
     next_href = None
     if len(rows) > PAGE_ATTEMPTS:
         last = shown[-1]
-        cursor = encode_cursor(last.case_id, str(last.attempt_index), last.model)
+        cursor = attempt_cursor(last, attempts_scope(run_id, status))
         next_href = _href(page_name, {**query, "after": cursor})
     total = counts.get(status, 0) if status is not None else sum(counts.values())
     headers = ["Case", "Attempt", "Model / variant", "Status"]

@@ -152,8 +152,9 @@ class Service:
             raise validation_problem(
                 [{"field": "status", "message": f"one of {', '.join(ATTEMPT_STATUSES)}"}]
             )
+        scope = run_page.attempts_scope(run_id, status)  # the run's id: q.get(run_id) below
         try:
-            after = run_page.parse_after(cursor)
+            after = run_page.parse_after(cursor, scope)
         except ValueError as exc:
             raise validation_problem([{"field": "cursor", "message": str(exc)}]) from None
         with self.pool.store() as store:
@@ -167,9 +168,8 @@ class Service:
             )
         next_cursor = None
         if len(rows) > limit:
-            last = rows[limit - 1]
-            # The row's key: its model column (the variant's name in a variant session).
-            next_cursor = encode_cursor(last.case_id, str(last.attempt_index), last.model)
+            # Bound to this run and status filter: refused for any other (run_page).
+            next_cursor = run_page.attempt_cursor(rows[limit - 1], scope)
         return run_views.results_page(self.settings, job.id, rows[:limit], next_cursor)
 
     # ---- documents, comparison
@@ -355,7 +355,7 @@ class Service:
     ) -> str:
         """A run's page (:mod:`goldeval.server.run_page`): its stored summary and one page of
         its attempts after the ``after`` cursor, of one ``status`` when given."""
-        key = run_page.checked_query(after, status)
+        key = run_page.checked_query(after, status, run_id)
         with self.page_loads.hold(caller.label):
             return self.settings.public_text(self._page_run(run_id, compare_with, key, status))
 
@@ -404,7 +404,7 @@ class Service:
             attempts = run_page.attempts_view(
                 store,
                 row.run_id,
-                page_name=f"{job.id}.html",
+                run_id=job.id,
                 after=after,
                 status=status,
                 counts=counts,

@@ -11,8 +11,10 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from goldeval.core.errors import ConfigError
 from goldeval.core.secrets import MIN_SECRET_LENGTH, run_secrets
 from goldeval.core.settings import mask_secrets
+from goldeval.dataset.discovery import check_golden_root
 from goldeval.server.auth import KeyRing
 
 #: Dataset ids and folder names a request may name: no path separators, no ``..``.
@@ -58,8 +60,10 @@ class ServiceSettings:
         runs_dir: Path | None = None,
         **options: object,
     ) -> ServiceSettings:
+        given = (datasets if datasets is not None else root / "golden").absolute()
         root = root.resolve()
-        golden = (datasets if datasets is not None else root / "golden").resolve()
+        check_datasets_folder(given, root)  # before it is resolved: the link is refused
+        golden = given.resolve()
         runs = (runs_dir if runs_dir is not None else root / ".goldeval" / "runs").resolve()
         work = root / ".goldeval" / "service"
         if "://" not in store_url and not Path(store_url).is_absolute():
@@ -101,6 +105,11 @@ class ServiceSettings:
         kept = {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
         return tuple(sorted(kept, key=len, reverse=True))
 
+    @property
+    def secret_forms(self) -> tuple[str, ...]:
+        """What :meth:`masked` masks (a run's log is masked with them as it is written)."""
+        return self._secrets
+
     def masked(self, text: str) -> str:
         """``text`` with every credential a run inherits (:attr:`_secrets`) masked."""
         return mask_secrets(text, self._secrets)
@@ -137,6 +146,21 @@ class ServiceSettings:
         if isinstance(value, list):
             return [self.public_data(item) for item in value]
         return value
+
+
+def check_datasets_folder(folder: Path, root: Path) -> None:
+    """The plugin's refusal of a golden root reached through a symbolic link
+    (:func:`~goldeval.dataset.discovery.check_golden_root`), for the service's datasets
+    folder: :class:`ConfigError` (a usage error) naming the link. Resolved, a link out of the
+    project became the ``golden_root`` and rows path of every run, outside the project: pytest
+    took its rootdir there, found no baselines, and a run that must be refused passed."""
+    try:
+        check_golden_root(folder, root)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"datasets folder: {exc.message}",
+            hint="copy the datasets in, or pass the real folder with --datasets",
+        ) from None
 
 
 #: An absolute path in a text: slashes not inside a word or a relative path (``a/b``), then

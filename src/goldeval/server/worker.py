@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from goldeval.core.errors import GoldevalError
 from goldeval.core.settings import STOP_FILE_ENV
@@ -241,15 +241,18 @@ class Worker:
             *run_artifacts.child_options(run_artifacts.evidence_dir(settings.work_dir, job.id)),
         ]
         started = time.monotonic()
-        with log_path.open("ab") as log:
-            log.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}\n".encode())
-            log.flush()
+        # Masked as it is written, mode 0600 (logs.RunLog): the project's code may print
+        # what the run inherited (the store URL, a provider key).
+        writer_env = child_environment(os.environ)
+        log = logs.RunLog(log_path, settings.secret_forms, settings.python, writer_env)
+        try:
+            log.note(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}\n")
             proc = subprocess.Popen(
                 argv,
                 cwd=settings.root,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=log.stdout,
                 stderr=subprocess.STDOUT,
                 # Its own process group: stops are sent to the group, once (see the module).
                 start_new_session=True,
@@ -258,6 +261,8 @@ class Worker:
             reason = self._supervise(job, proc, log, stopper)
             stopper.clean()
             killed = stopper.killed_after()
+        finally:
+            log.close()
         elapsed = time.monotonic() - started
         if reason == "lost":
             logs.event("run taken over", logging.WARNING, run_id=job.id, worker=self.name)
@@ -265,7 +270,7 @@ class Worker:
         self._conclude(job, queue, proc.returncode, reason, log_path, elapsed, killed=killed)
 
     def _supervise(
-        self, job: ServiceRun, proc: subprocess.Popen[bytes], log: IO[bytes], stopper: Stopper
+        self, job: ServiceRun, proc: subprocess.Popen[bytes], log: logs.RunLog, stopper: Stopper
     ) -> str:
         """Wait for pytest, renewing the claim; returns why it ended early ("" if it did not).
         ``stopper`` stops it (the stop file, SIGTERM, SIGKILL: see ``stopper``)."""
@@ -318,8 +323,7 @@ class Worker:
             if sent is not None:
                 logs.event("stopping run", run_id=job.id, reason=reason, signal=sent)
             if sent == "SIGKILL":
-                log.write(b"\n== goldeval worker: SIGKILL after the grace period\n")
-                log.flush()
+                log.note("\n== goldeval worker: SIGKILL after the grace period\n")
 
     def _conclude(
         self,
@@ -448,7 +452,7 @@ class Worker:
         """One log line per case with its status (the seed's per-case evidence)."""
         try:
             per_case: dict[str, list[str]] = {}
-            for record in queue_records(self._queue().store, store_run_id):
+            for record in self._queue().store.attempts(store_run_id):
                 per_case.setdefault(str(record.get("caseId")), []).append(str(record.get("status")))
         except StoreError:
             return
@@ -460,10 +464,6 @@ class Worker:
                 dataset_version=job.dataset_id,
                 statuses=",".join(statuses),
             )
-
-
-def queue_records(store: Store, store_run_id: str) -> list[dict[str, Any]]:
-    return store.attempts(store_run_id)
 
 
 def start_workers(

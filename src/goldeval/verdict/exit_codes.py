@@ -484,19 +484,8 @@ def code_for_error(exc: GoldevalError) -> int:
 
 #: The system's refusals of a path the user named (not there, a file where a folder goes, a
 #: folder where a file goes, no permission, read-only, too long, a loop of links): usage.
-_PATH_ERRNOS = frozenset(
-    {
-        errno.ENOENT,
-        errno.ENOTDIR,
-        errno.EISDIR,
-        errno.EACCES,
-        errno.EPERM,
-        errno.EEXIST,
-        errno.EROFS,
-        errno.ENAMETOOLONG,
-        errno.ELOOP,
-    }
-)
+_PATH_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM))
+_PATH_ERRNOS |= {errno.EEXIST, errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP}
 
 
 def code_for_os_error(exc: OSError) -> int:
