@@ -142,3 +142,25 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error(
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert problem in proc.stderr and "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_file_linked_out_of_the_project_is_never_opened(
+    pytester: pytest.Pytester, bot: Path, tmp_path: Path
+) -> None:
+    """Opening the store migrated it and changed the file the link led to (SQLite's change
+    counters), then pytest refused the link: the store refuses it before connecting."""
+    assert _pytest(pytester) == 0
+    store = bot / ".goldeval" / "goldeval.sqlite3"
+    outside = tmp_path / "elsewhere.sqlite3"
+    shutil.move(str(store), str(outside))
+    for extra in store.parent.glob("goldeval.sqlite3-*"):
+        extra.unlink()
+    store.symlink_to(outside)
+    before = outside.read_bytes()
+    assert _pytest(pytester) == 4
+    for command in (["runs"], ["prune", "--keep-last", "1"]):
+        proc = run_cli(*command, cwd=bot)
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        assert "symbolic link" in proc.stderr and "Traceback" not in proc.stderr
+    assert outside.read_bytes() == before
+    assert not list(tmp_path.glob("elsewhere.sqlite3-*"))

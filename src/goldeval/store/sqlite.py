@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
+from goldeval.core.safe_files import link_on_the_way
 from goldeval.store.base import SqlStore, StoreError, Tx
 from goldeval.store.migrations import RUN_STATUS_TABLES, Backend, rebuilt_table_sql
 
@@ -76,6 +77,15 @@ class SqliteStore(SqlStore):
         self.path = os.fspath(path)
         self.url = self.path
         if self.path != MEMORY:
+            # Opening migrates and writes (WAL, change counters): never through a link (the
+            # file itself, or a folder on the way inside the working directory), which the
+            # plugin and the CLI refuse for every other file they write.
+            link = link_on_the_way(Path(self.path).absolute(), Path.cwd())
+            if link is not None:
+                raise StoreError(
+                    f"SQLite store {self.path}: {link} is a symbolic link; goldeval writes "
+                    "nothing through links (name the real file)"
+                )
             parent = Path(self.path).parent
             try:
                 parent.mkdir(parents=True, exist_ok=True)
