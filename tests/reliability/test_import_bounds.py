@@ -336,6 +336,18 @@ def test_deepeval_golden_nested_too_deep(tmp_path: Path) -> None:
     _refused(_import(tmp_path, src), tmp_path, "goldens.json:2:", "nested deeper than 64")
 
 
+def test_deepeval_golden_with_more_tool_calls_than_replayable_is_refused(tmp_path: Path) -> None:
+    """Imported (exit 0), then refused by pytest: the sidecar held 1,000 tool calls."""
+    src = tmp_path / "goldens.json"
+    calls = [{"name": "f", "input_parameters": {}}] * (int(default("answer_tool_calls")) + 1)
+    goldens = [
+        {"input": "a", "expected_output": "b"},
+        {"input": "c", "expected_output": "d", "tools_called": calls},
+    ]
+    src.write_text(json.dumps(goldens), encoding="utf-8")
+    _refused(_import(tmp_path, src), tmp_path, "goldens.json", "answer_tool_calls")
+
+
 # --------------------------------------------------------------------------- ids
 
 

@@ -366,6 +366,31 @@ def test_a_pattern_some_text_lacks_is_kept(pattern: str) -> None:
     assert RegexGrader().validate_expect({"regex": pattern}) == []
 
 
+@pytest.mark.parametrize(
+    ("grader", "expect", "field"),
+    [
+        (CitesGrader(), {"cites": []}, "expect.cites"),
+        (
+            SimilarityGrader(),
+            {"similar_to": "x", "similarity_threshold": -1},
+            "expect.similarity_threshold",
+        ),
+    ],
+    ids=["cites-none", "similarity-minus-one"],
+)
+def test_a_check_every_answer_passes_is_refused(
+    grader: Grader, expect: dict[str, Any], field: str
+) -> None:
+    """A probe: ``cites: []`` and a similarity threshold of -1 (every cosine reaches it)
+    passed an unrelated answer."""
+    errors = grader.validate_expect(expect)
+    assert [f for f, _ in errors] == [field], errors
+
+
+def test_citing_nothing_is_a_check_with_cites_only() -> None:
+    assert CitesGrader().validate_expect({"cites": [], "cites_only": True}) == []
+
+
 def test_an_empty_banned_string_is_refused(tmp_path: Path) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"id": "a", "prompt": "p", "must_not": ["x", ""]}) + "\n")

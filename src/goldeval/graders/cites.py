@@ -62,6 +62,11 @@ class CitesGrader(BuiltinGrader):
         cites = expect.get("cites")
         if isinstance(cites, list) and any(isinstance(c, str) and not c.strip() for c in cites):
             errors.append(("expect.cites", "ids must not be blank"))
+        if cites == [] and expect.get("cites_only") is not True:
+            # No citation wanted and any allowed: nothing is checked (a wrong answer passed).
+            errors.append(
+                ("expect.cites", "must name a document (or add cites_only: true: cite none)")
+            )
         return errors
 
     def grade(self, ctx: GradeContext) -> GraderOutcome:

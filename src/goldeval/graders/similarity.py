@@ -40,8 +40,11 @@ class SimilarityGrader(BuiltinGrader):
     def validate_expect(self, expect: Mapping[str, Any]) -> list[tuple[str, str]]:
         errors = self.requires(expect, "similarity_threshold", "similar_to")
         threshold = expect.get("similarity_threshold")
-        if is_number(threshold) and not (-1.0 <= threshold <= 1.0):
-            errors.append(("expect.similarity_threshold", "must be between -1 and 1 (a cosine)"))
+        if is_number(threshold) and not (-1.0 < threshold <= 1.0):
+            # -1 itself is no check: every cosine reaches it (an unrelated answer passed).
+            errors.append(
+                ("expect.similarity_threshold", "must be above -1 and at most 1 (a cosine)")
+            )
         ref = expect.get("similar_to")
         if isinstance(ref, str) and not ref.strip():
             errors.append(("expect.similar_to", "must not be blank"))

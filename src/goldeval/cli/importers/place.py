@@ -170,7 +170,17 @@ def _refuse_unreplayable(rows: list[Row]) -> None:
     the import said 0 and the dataset it wrote could not run (a 4 KB parquet file held a
     100 MB answer; pytest refuses to replay a fixture that size)."""
     most = int(default("fixture_bytes"))
+    calls_most = int(default("answer_tool_calls"))
     for row in rows:
+        calls = (row.sidecar or {}).get("toolCalls") or []
+        if len(calls) > calls_most:
+            raise import_error(
+                row.where,
+                "tool calls",
+                f"{len(calls):,} tool calls, more than one answer may make "
+                f"({calls_most}, answer_tool_calls): pytest could not replay them",
+                "keep the calls the row is about, or leave them out and record the answer",
+            )
         for what, text in (
             ("answer", row.fixture),
             ("tool calls", dumps_sidecar(row.sidecar) if row.sidecar else None),
