@@ -1215,7 +1215,7 @@ def test_similarity_validate_expect() -> None:
     g = SimilarityGrader()
     assert g.validate_expect({"similar_to": "x", "similarity_threshold": 0.5}) == []
     assert g.validate_expect({"similar_to": "x", "similarity_threshold": 1.5})[0][1] == (
-        "must be between -1 and 1 (a cosine)"
+        "must be above -1 and at most 1 (a cosine)"
     )
     assert g.validate_expect({"similarity_threshold": 0.5})[0][0] == "expect.similarity_threshold"
     assert g.validate_expect({"similar_to": "  "}) == [("expect.similar_to", "must not be blank")]
