@@ -67,7 +67,8 @@ def echo(request: RecordedRequest) -> Reply:
         escaped = token.replace("/", "\\/")
         return Reply(
             f"The header was Authorization: {auth} (token {token}; in a link {quote(token)}, "
-            f"{quote_plus(token)}; in JSON {escaped})."
+            f"{quote_plus(token)}; in JSON {escaped}, "
+            f"{token.replace('+', chr(92) + 'u002B')}; in HTML {token.replace('+', '&#43;')})."
         )
     if text == "Call the API for me":
         return Reply(

@@ -16,7 +16,7 @@ from goldeval.core.secrets import (
     SecretMasker,
     run_secrets,
 )
-from goldeval.core.settings import ProviderSettings
+from goldeval.core.settings import ProviderSettings, mask_secrets, secret_forms
 from goldeval.providers import embeddings
 from goldeval.providers.base import Answer, ToolCall, masked_answer
 from goldeval.providers.fixture import recordable_attempt
@@ -233,3 +233,40 @@ def test_cut_masking_of_a_long_secret_is_linear() -> None:
     assert masker.mask_message(long_key[:300] + "\u2026") == "***\u2026"
     text = f"{KEY[:9]}\u2026" * 50_000
     assert masker.mask_message(text) == "***\u2026" * 50_000
+
+
+SLASHED = "sk-Ab/Cd+Ef=Gh/IjKlMnOpQr+St=="
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        "sk-Ab\\u002FCd\\u002BEf=Gh/IjKlMnOpQr+St==",  # .NET's JSON: only + and / escaped
+        "sk-Ab&#47;Cd&#43;Ef=Gh/IjKlMnOpQr+St==",  # Go's html/template
+        "sk-Ab&#x2f;Cd&#X2B;Ef&#61;Gh/IjKlMnOpQr+St==",
+        "sk-Ab&sol;Cd&plus;Ef&equals;Gh/IjKlMnOpQr+St==",
+        "sk-Ab%2FCd+Ef=Gh%2FIjKlMnOpQr+St==",  # only the / percent-encoded
+        "sk-Ab%2fCd%2BEf=Gh/IjKlMnOpQr+St%3d%3D",  # hex in mixed case
+        "sk-Ab\\/Cd\\+Ef=Gh/IjKlMnOpQr+St==",  # JSON's \/ and Markdown's \+
+        "sk-Ab\u200b/Cd+Ef=Gh/IjKl\u200dMnOpQr+St\ufeff==",  # invisible characters inside
+    ],
+)
+def test_a_key_quoted_back_in_part_is_masked(shown: str) -> None:
+    """A re-probe: each of these passed whole into every artifact (only whole spellings of
+    the key were known)."""
+    forms = secret_forms(None, None, SLASHED)
+    assert SecretMasker(run_secrets([], {"OPENAI_API_KEY": SLASHED})).mask(f"a {shown} b") == (
+        "a *** b"
+    )
+    # the HTTP clients' masking of error bodies and messages (goldeval.core.settings)
+    assert mask_secrets(f"error: {shown}.", forms) == "error: ***."
+
+
+def test_text_near_a_key_but_not_it_is_left_alone() -> None:
+    masker = SecretMasker(run_secrets([], {"OPENAI_API_KEY": SLASHED}))
+    for text in (
+        "sk-Ab/Cd+Ef=Gh/IjKlMnOpQr+St",  # shorter than the key: its end is missing
+        "IjKlMnOpQr is a run of letters",
+        "ordinary text with & and %2F and \\u002B in it",
+    ):
+        assert masker.mask(text) == text

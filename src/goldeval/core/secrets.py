@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from goldeval.core.echoes import echo_masker
 from goldeval.core.errors import ConfigError
 from goldeval.core.settings import MASK, ProviderSettings, secret_forms, url_secrets
 
@@ -129,11 +130,13 @@ class SecretMasker:
     excerpt's cut left of one beside its cut mark (:data:`CUT_MARKS`). Falsy (and free) when
     it knows none."""
 
-    __slots__ = ("_cut", "_pattern", "size")
+    __slots__ = ("_cut", "_echoed", "_pattern", "size")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
+        #: The secrets quoted back in part (``sk-a%2Fb``, ``\\u002B``, ``&#43;``).
+        self._echoed = echo_masker(tuple(kept))
         self._cut = _CutFinder(kept)
         #: How many forms are masked (shown in tests and debugging, never the values).
         self.size = len(kept)
@@ -152,9 +155,11 @@ class SecretMasker:
         """``text`` (an answer) with every known secret replaced by ``***`` (``text`` itself
         if none). Whole secrets only: an answer is what the graders read, and its own
         ellipses beside four characters of a key's public start are not a leak."""
-        if self._pattern is None or self._pattern.search(text) is None:
+        if self._pattern is None:
             return text
-        return self._pattern.sub(MASK, text)
+        if self._pattern.search(text) is not None:
+            text = self._pattern.sub(MASK, text)
+        return self._echoed.mask(text, MASK)
 
     def mask_message(self, text: str) -> str:
         """``text`` (an error, a report section, a warning, a failure) masked as

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
+from goldeval.core.echoes import echo_masker
 from goldeval.core.errors import ConfigError
 from goldeval.core.limits import Deadline, default
 from goldeval.core.models import Mode
@@ -268,10 +269,12 @@ def _quoted_forms(value: str) -> set[str]:
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret replaced by ``***``. Mask first, cut after: a cut before
     masking leaves half a key in the excerpt."""
+    secrets = tuple(secrets)
     for secret in secrets:
         if secret:
             text = text.replace(secret, MASK)
-    return text
+    # and quoted back in part (a `/` percent-encoded, a `+` as `\\u002B`): goldeval.core.echoes
+    return echo_masker(secrets).mask(text, MASK)
 
 
 def check_credential(value: str | None, field: str) -> None:
