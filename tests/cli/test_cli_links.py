@@ -164,3 +164,52 @@ def test_a_store_file_linked_out_of_the_project_is_never_opened(
         assert "symbolic link" in proc.stderr and "Traceback" not in proc.stderr
     assert outside.read_bytes() == before
     assert not list(tmp_path.glob("elsewhere.sqlite3-*"))
+
+
+def _outside_run(pytester: pytest.Pytester, bot: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """Two runs: the project's LATEST one, and a copy of it outside the project."""
+    assert _pytest(pytester) == 0
+    runs = bot / ".goldeval" / "runs"
+    latest = runs / (runs / "LATEST").read_text(encoding="utf-8").strip()
+    outside = tmp_path / "elsewhere" / "run1"
+    shutil.copytree(latest, outside)
+    return runs, outside
+
+
+@pytest.mark.parametrize("how", ["folder", "pointer-text", "pointer-link", "run-json"])
+def test_no_run_is_found_through_a_link_or_a_pointer_out_of_the_project(
+    pytester: pytest.Pytester, bot: Path, tmp_path: Path, how: str
+) -> None:
+    """A re-probe: a run folder linked into the runs folder, a LATEST naming (or linking
+    to) a run elsewhere, a run.json linked out: gated as this project's run (exit 0)."""
+    runs, outside = _outside_run(pytester, bot, tmp_path)
+    reference = "LATEST"
+    if how == "folder":
+        reference = "2026-12-08T09-00-00.000-aaaaaa"
+        (runs / reference).symlink_to(outside, target_is_directory=True)
+    elif how == "pointer-text":
+        (runs / "LATEST").write_text(str(outside), encoding="utf-8")
+    elif how == "pointer-link":
+        pointer = tmp_path / "elsewhere" / "LATEST"
+        pointer.write_text(str(outside), encoding="utf-8")
+        (runs / "LATEST").unlink()
+        (runs / "LATEST").symlink_to(pointer)
+    else:
+        latest = runs / (runs / "LATEST").read_text(encoding="utf-8").strip()
+        (latest / "run.json").unlink()
+        (latest / "run.json").symlink_to(outside / "run.json")
+    for command in (["gate", reference], ["show", reference]):
+        proc = run_cli(*command, cwd=bot)
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        assert "symbolic link" in proc.stderr or "outside" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_site_reads_no_runs_folder_reached_through_a_link(
+    pytester: pytest.Pytester, bot: Path, tmp_path: Path
+) -> None:
+    assert _pytest(pytester) == 0
+    _link_out(bot, ".goldeval", tmp_path / "elsewhere")
+    proc = run_cli("site", "--out", "site", cwd=bot)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "symbolic link" in proc.stderr and not (bot / "site").exists()

@@ -17,6 +17,7 @@ from goldeval.cli.project import (
     refuse_write_target,
     store_location,
 )
+from goldeval.cli.runs import contained
 from goldeval.cli.scaffold import find_project_root, init_dataset
 from goldeval.core.errors import GoldevalError
 from goldeval.core.textsafe import one_line, safe_text
@@ -28,6 +29,8 @@ from goldeval.verdict import exit_codes
 
 def cmd_site(args: argparse.Namespace) -> int:
     runs = Path(args.runs) if args.runs else project_root(args.root) / DEFAULT_RUNS
+    if not args.runs:  # the project's own: read through no link, as pytest writes none
+        contained(runs, runs, "the runs folder")
     if not runs.is_dir():
         # Nothing to render is a usage mistake (outside a project, a wrong --runs), not a
         # failed gate.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from goldeval.core.errors import GoldevalError
-from goldeval.core.safe_files import read_regular_file
+from goldeval.core.safe_files import link_on_the_way, read_regular_file
 from goldeval.results.documents import RunDocument, typed_run
 from goldeval.results.last_session import NAME as LAST_SESSION
 from goldeval.results.last_session import read_last_session
@@ -66,12 +66,35 @@ def _not_found(reference: str, places: RunPlaces, why: str) -> GoldevalError:
     )
 
 
+def contained(path: Path, within: Path, what: str) -> Path:
+    """``path``, found through the runs folder ``within`` (a run id, LATEST, the last
+    session), when it lies inside it and is reached through no link; a usage error otherwise.
+    A run folder or pointer linked out of the project was gated as this project's run (exit
+    0), while pytest writes nothing and reads no baseline through a link."""
+    # ``within`` itself too: a linked ``.goldeval/`` or runs folder resolves "inside" itself.
+    above = within.absolute().parents[1] if len(within.absolute().parents) > 1 else within
+    link = link_on_the_way(within.absolute(), above) or link_on_the_way(
+        path.absolute(), within.absolute()
+    )
+    if link is not None or not path.resolve().is_relative_to(within.resolve()):
+        shown = f"{link} is a symbolic link" if link is not None else "it lies outside it"
+        raise GoldevalError(
+            f"{what} found through the runs folder {within}: {shown}; goldeval reads runs "
+            "of the project only through real folders",
+            path=path,
+            hint="name the run's file or folder itself to read a run kept elsewhere",
+        )
+    return path
+
+
 def read_pointer(pointer: Path) -> Path:
-    """The run folder a LATEST file points at.
+    """The run folder a LATEST file points at: inside the runs folder it lies in.
 
     pytest writes the folder's absolute path; a project moved or downloaded elsewhere (a CI
-    artifact) keeps the folder next to LATEST, so its name is looked up there too.
+    artifact) keeps the folder next to LATEST, so its name is looked up there first (an old
+    absolute path may name another checkout's run).
     """
+    contained(pointer, pointer.parent, "the LATEST pointer")
     try:
         if pointer.stat().st_size > _POINTER_MAX_BYTES:
             raise GoldevalError("is not a LATEST pointer (too big)", path=pointer)
@@ -86,9 +109,9 @@ def read_pointer(pointer: Path) -> Path:
     named = Path(text)
     if not named.is_absolute():
         named = pointer.parent / named
-    for folder in (named, pointer.parent / named.name):
+    for folder in (pointer.parent / named.name, named):
         if folder.is_dir():
-            return folder
+            return contained(folder, pointer.parent, "the run LATEST points at")
     raise GoldevalError(
         f"points at {text}, which is not a folder here",
         path=pointer,
@@ -103,6 +126,8 @@ def _from_file(path: Path) -> ResolvedRun:
 
 def _from_folder(folder: Path) -> ResolvedRun:
     run_json = folder / "run.json"
+    if run_json.is_symlink():  # pytest never writes one: never read through it
+        contained(run_json, folder, "run.json")
     if run_json.is_file():
         return _from_file(run_json)
     if (folder / LATEST).is_file():  # the runs folder itself: its latest run
@@ -190,7 +215,7 @@ def latest_run(places: RunPlaces, *, last_session: bool = True) -> ResolvedRun:
                 hint="the run LATEST names is an earlier one; name a run to use it: "
                 + "; ".join(ACCEPTED[:-1]),
             )
-        return _from_folder(last.run_dir)
+        return _from_folder(contained(last.run_dir, places.runs_dir, "the last session's run"))
     pointer = places.runs_dir / LATEST
     if not pointer.is_file():
         raise GoldevalError(
@@ -215,13 +240,13 @@ def resolve_run(reference: str | None, places: RunPlaces) -> ResolvedRun:
     if os.sep not in reference and "/" not in reference:
         folder = places.runs_dir / reference
         if folder.is_dir() and any((folder / name).is_file() for name in ("run.json", LATEST)):
-            return _from_folder(folder)
+            return _from_folder(contained(folder, places.runs_dir, f"run {reference}"))
         # A run killed while its folder was being written leaves the folder without run.json:
         # the store's record of it is the run.
         if places.store_url is not None and _store_exists(places.store_url):
             found = _from_store(reference, places.store_url)
             if found is not None:
                 return found
-        if folder.is_dir():
-            return _from_folder(folder)  # says what the folder lacks
+        if folder.is_dir():  # says what the folder lacks
+            return _from_folder(contained(folder, places.runs_dir, f"run {reference}"))
     raise _not_found(reference, places, "not a file or folder, nor a run id or key")
