@@ -73,14 +73,19 @@ def _results(client: httpx.Client, run: str, **params: Any) -> httpx.Response:
     return client.get(f"/api/eval/runs/{run}/results", params=params)
 
 
-def test_a_results_cursor_is_refused_for_another_run_or_status(
-    service_factory: Any, store_url: str
-) -> None:
+@pytest.fixture
+def two_runs(service_factory: Any, store_url: str) -> Service:
+    """A service (no worker) over a store holding the runs r1 and r3, seeded alike."""
     svc: Service = service_factory()
     svc.serve(workers=0)
     with open_store(store_url) as store:
         for run in ("r1", "r3"):
             _seed(store, run)
+    return svc
+
+
+def test_a_results_cursor_is_refused_for_another_run_or_status(two_runs: Service) -> None:
+    svc = two_runs
     with svc.client("EVAL") as client:
         first = _results(client, "r1", status="PASS", limit=2).json()
         cursor = first["nextCursor"]
@@ -107,14 +112,8 @@ def test_a_results_cursor_is_refused_for_another_run_or_status(
             _refused(_results(client, "r1", status="PASS", cursor=made), "cursor")
 
 
-def test_a_run_page_cursor_is_refused_for_another_run_or_status(
-    service_factory: Any, store_url: str
-) -> None:
-    svc: Service = service_factory()
-    svc.serve(workers=0)
-    with open_store(store_url) as store:
-        for run in ("r1", "r3"):
-            _seed(store, run)
+def test_a_run_page_cursor_is_refused_for_another_run_or_status(two_runs: Service) -> None:
+    svc = two_runs
     with svc.client("EVAL") as client:
         page = client.get("/ui/runs/r1.html")
         assert page.status_code == 200, page.text[-500:]

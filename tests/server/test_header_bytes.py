@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from goldeval.core import limits
-from goldeval.server.header_deadline import with_header_deadline
-from tests.server.conftest import KEYS, Service, free_port
+from tests.server.conftest import KEYS, Service
+from tests.server.guarded_uvicorn import guarded_uvicorn
 
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 LIMIT = int(limits.default("service_header_bytes"))
@@ -148,28 +148,7 @@ def test_headers_within_the_limit_and_bodies_are_not_counted(service_factory: An
 @pytest.mark.parametrize("protocol", ["h11", "httptools"])
 def test_the_header_size_limit_works_on_both_uvicorn_protocols(protocol: str) -> None:
     """uvicorn picks httptools when installed, else h11: the guard wraps either."""
-    import uvicorn
-
-    if protocol == "h11":
-        from uvicorn.protocols.http.h11_impl import H11Protocol as base
-    else:
-        pytest.importorskip("httptools")
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": 200, "headers": []})
-            await send({"type": "http.response.body", "body": b"ok"})
-
-    port = free_port()
-    http = with_header_deadline(base, 5.0, header_bytes=4096)
-    server = uvicorn.Server(uvicorn.Config(app, port=port, http=http, log_config=None))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with guarded_uvicorn(protocol, 5.0, header_bytes=4096) as port:
         head = b"GET / HTTP/1.1\r\nHost: x\r\n"
         answer = _exchange(port, head, _many_headers(10_000))
         assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
@@ -179,6 +158,3 @@ def test_the_header_size_limit_works_on_both_uvicorn_protocols(protocol: str) ->
             for _ in range(3):  # keep-alive: each request's headers are counted afresh
                 sock.sendall(fits)
                 assert sock.recv(1000).startswith(b"HTTP/1.1 200")
-    finally:
-        server.should_exit = True
-        thread.join(10)

@@ -12,7 +12,6 @@ import re
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -23,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from goldeval.server.header_deadline import with_header_deadline
-from tests.server.conftest import API_KEYS_ENV, KEYS, Service, free_port
+from tests.server.conftest import API_KEYS_ENV, KEYS, Service
+from tests.server.guarded_uvicorn import guarded_uvicorn
 
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
@@ -347,28 +346,7 @@ def test_clients_that_dribble_headers_are_cut_at_the_header_timeout(service_fact
 @pytest.mark.parametrize("protocol", ["h11", "httptools"])
 def test_the_header_deadline_works_on_both_uvicorn_protocols(protocol: str) -> None:
     """uvicorn picks httptools when installed, else h11: the guard wraps either."""
-    import uvicorn
-
-    if protocol == "h11":
-        from uvicorn.protocols.http.h11_impl import H11Protocol as base
-    else:
-        pytest.importorskip("httptools")
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": 200, "headers": []})
-            await send({"type": "http.response.body", "body": b"ok"})
-
-    port = free_port()
-    http = with_header_deadline(base, 1.0)
-    server = uvicorn.Server(uvicorn.Config(app, port=port, http=http, log_config=None))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with guarded_uvicorn(protocol, 1.0) as port:
         seconds, answer = _slow_client(port, 6.0)
         assert seconds < 3.0 and answer.startswith(b"HTTP/1.1 408"), (seconds, answer)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
@@ -376,9 +354,6 @@ def test_the_header_deadline_works_on_both_uvicorn_protocols(protocol: str) -> N
                 sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
                 assert sock.recv(1000).startswith(b"HTTP/1.1 200")
                 time.sleep(0.6)
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture
