@@ -2,6 +2,7 @@
 endpoint's ``nextCursor`` and the run page's ``?after=`` are bound to the run and the status
 filter. A cursor of ``/runs/R1/results?status=PASS`` was taken for ``?status=FAIL`` or for
 another run (200, every row before its key silently skipped), and so was a hand-made one.
+The run list's cursor is bound to its dataset, status and since filters the same way.
 Over a real ``goldeval serve`` process, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -144,3 +145,30 @@ def test_a_bound_cursor_round_trips_and_refuses_another_scope() -> None:
     with pytest.raises(ValueError, match="not one this server returned"):
         decode_cursor(encode_cursor("case", "1", ""), 3, scope=scope)  # unbound
     assert cursor_scope("attempts", "r1", None) == cursor_scope("attempts", "r1", "")
+
+
+def test_a_run_list_cursor_is_refused_for_other_filters(service_factory: Any) -> None:
+    """The same class on the run list: a cursor of ``/runs?limit=1`` was taken with a dataset,
+    status or since filter, and skipped every run before its key in that listing."""
+    svc: Service = service_factory()
+    svc.serve(workers=0)  # the runs stay QUEUED
+    with svc.client("EVAL") as client:
+        for n in range(3):
+            made = client.post(
+                "/api/eval/runs", json={"dataset": "demo-v1", "idempotencyKey": f"list-{n}"}
+            )
+            assert made.status_code == 202, made.text
+        first = client.get("/api/eval/runs", params={"limit": 1}).json()
+        cursor = first["nextCursor"]
+        same = client.get("/api/eval/runs", params={"limit": 1, "cursor": cursor})
+        assert same.status_code == 200 and same.json()["items"], same.text
+        for other in (
+            {"status": "QUEUED"},
+            {"dataset": "demo-v1"},
+            {"since": "2000-01-01T00:00:00Z"},
+        ):
+            message = _refused(
+                client.get("/api/eval/runs", params={"limit": 1, "cursor": cursor, **other}),
+                "cursor",
+            )
+            assert "another" in message, message

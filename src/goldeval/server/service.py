@@ -41,7 +41,7 @@ from goldeval.server.settings import ServiceSettings
 from goldeval.server.store_pool import StorePool
 from goldeval.store import LATEST_VERSION, RUN_STATUSES, StoreError
 from goldeval.store.base import AttemptKey
-from goldeval.store.cursors import decode_cursor, encode_cursor
+from goldeval.store.cursors import cursor_scope, decode_cursor, encode_cursor
 from goldeval.store.migrations import ATTEMPT_STATUSES
 from goldeval.store.queue import FINISHED, RESUMABLE, RunQueue, ServiceRun
 from goldeval.store.views import (
@@ -124,9 +124,11 @@ class Service:
         if dataset is not None and datasets.check_spec(dataset):
             errors.append({"field": "dataset", "message": str(datasets.check_spec(dataset))})
         before: tuple[datetime, str] | None = None
+        # Bound to the filters it was read with: another listing's cursor skipped its rows.
+        scope = cursor_scope("runs", dataset, status, since.isoformat() if since else None)
         if cursor is not None:
             try:
-                created, last = decode_cursor(cursor, 2)
+                created, last = decode_cursor(cursor, 2, scope=scope)
                 before = (datetime.fromisoformat(created), last)
             except ValueError as exc:
                 errors.append({"field": "cursor", "message": str(exc)})
@@ -142,7 +144,7 @@ class Service:
         next_cursor = None
         if len(rows) > limit:
             last_job = rows[limit - 1]
-            next_cursor = encode_cursor(last_job.created_at.isoformat(), last_job.id)
+            next_cursor = encode_cursor(last_job.created_at.isoformat(), last_job.id, scope=scope)
         return items, next_cursor
 
     def results(self, run_id: str, *, status: str | None, cursor: str | None, limit: int) -> str:
