@@ -124,7 +124,6 @@ class Service:
         if dataset is not None and datasets.check_spec(dataset):
             errors.append({"field": "dataset", "message": str(datasets.check_spec(dataset))})
         before: tuple[datetime, str] | None = None
-        # Bound to the filters it was read with: another listing's cursor skipped its rows.
         scope = cursor_scope("runs", dataset, status, since.isoformat() if since else None)
         if cursor is not None:
             try:
@@ -141,11 +140,10 @@ class Service:
             )
             items = [self.view(q, job, detail=False) for job in rows[:limit]]
             items = run_views.own_keys_only(q, items, viewer)
-        next_cursor = None
-        if len(rows) > limit:
-            last_job = rows[limit - 1]
-            next_cursor = encode_cursor(last_job.created_at.isoformat(), last_job.id, scope=scope)
-        return items, next_cursor
+        if len(rows) <= limit:
+            return items, None
+        last_job = rows[limit - 1]
+        return items, encode_cursor(last_job.created_at.isoformat(), last_job.id, scope=scope)
 
     def results(self, run_id: str, *, status: str | None, cursor: str | None, limit: int) -> str:
         """``GET .../results`` as JSON text (:class:`ResultPage`'s shape): the stored records
