@@ -22,9 +22,12 @@ async def _ok(scope: Any, receive: Any, send: Any) -> None:
 
 
 @contextmanager
-def guarded_uvicorn(protocol: str, seconds: float, **guard: Any) -> Iterator[int]:
-    """The port of a server answering every request 200 ``ok`` through ``protocol`` wrapped
-    with ``with_header_deadline(protocol, seconds, **guard)``; stopped on leaving."""
+def guarded_uvicorn(
+    protocol: str, *deadlines: float, app: Any = _ok, **guard: Any
+) -> Iterator[int]:
+    """The port of a server running ``app`` (default: every request 200 ``ok``) through
+    ``protocol`` wrapped with ``with_header_deadline(protocol, *deadlines, **guard)``;
+    stopped on leaving."""
     import uvicorn
 
     if protocol == "h11":
@@ -34,8 +37,8 @@ def guarded_uvicorn(protocol: str, seconds: float, **guard: Any) -> Iterator[int
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
 
     port = free_port()
-    http = with_header_deadline(base, seconds, **guard)
-    server = uvicorn.Server(uvicorn.Config(_ok, port=port, http=http, log_config=None))
+    http = with_header_deadline(base, *deadlines, **guard)
+    server = uvicorn.Server(uvicorn.Config(app, port=port, http=http, log_config=None))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

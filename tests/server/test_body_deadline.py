@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from goldeval.server.header_deadline import with_header_deadline
-from tests.server.conftest import KEYS, Proc, Service, free_port
+from tests.server.conftest import KEYS, Proc, Service
+from tests.server.guarded_uvicorn import guarded_uvicorn
 
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 BODY_TIMEOUT = 4.0
@@ -234,27 +233,8 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 @pytest.fixture(params=["h11", "httptools"])
 def protocol_port(request: pytest.FixtureRequest) -> Iterator[int]:
     """uvicorn with ``_app``, 2 s header and 1 s body deadlines, on the given protocol."""
-    import uvicorn
-
-    if request.param == "h11":
-        from uvicorn.protocols.http.h11_impl import H11Protocol as base
-    else:
-        pytest.importorskip("httptools")
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
-
-    port = free_port()
-    http = with_header_deadline(base, 2.0, 1.0)
-    server = uvicorn.Server(uvicorn.Config(_app, port=port, http=http, log_config=None))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with guarded_uvicorn(request.param, 2.0, 1.0, app=_app) as port:
         yield port
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.mark.parametrize("framing", sorted(FRAMINGS))
