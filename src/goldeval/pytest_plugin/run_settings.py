@@ -47,11 +47,11 @@ def refuse_setup_only(config: pytest.Config) -> None:
     # --setup-plan sets setuponly too: name the one given.
     used = "--setup-plan" if getattr(option, "setupplan", False) else "--setup-only"
     if getattr(option, "setuponly", False) or getattr(option, "setupplan", False):
+        asked = " (--setup-only asks the model for every answer and throws it away)"
         raise pytest.UsageError(
-            f"--golden cannot be combined with {used}: it sets the golden items "
-            "up without grading them (the model is asked for every answer, which is thrown "
-            "away) and reports them passed; list the items with --collect-only, or the "
-            "fixtures with --fixtures-per-test"
+            f"--golden cannot be combined with {used}: it sets the golden items up without "
+            f"grading them{asked if used == '--setup-only' else ''} and reports them passed; "
+            "list the items with --collect-only, or the fixtures with --fixtures-per-test"
         )
 
 
